@@ -1,0 +1,267 @@
+//! Apache Kafka 4.x in KRaft mode: one combined broker and controller.
+//!
+//! The local backend runs `kafka.Kafka` from the Maven-resolved classpath in
+//! the cache (see `cache.rs`), with storage formatted once per instance by
+//! `kafka.tools.StorageTool format --standalone`. Both listeners are on free
+//! 127.0.0.1 ports that stay the same across [`Kafka::stop`] / [`Kafka::start`],
+//! as do the log dirs, so fault tests can stop the broker mid-stream and bring
+//! it back. Readiness is a real metadata request that lists the broker.
+
+use std::fs;
+use std::io::Read;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::ClientConfig;
+
+use crate::process::{self, block_on, run, Launch, Local, Runner};
+use crate::{cache, BackendKind, Error, Result};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A running (or stopped) Kafka broker on `127.0.0.1`.
+///
+/// Dropping it stops the broker and removes its log dirs; the instance of
+/// [`Kafka::shared`] lives until the test process exits.
+#[derive(Debug)]
+pub struct Kafka {
+    runner: Runner,
+    port: u16,
+}
+
+impl Kafka {
+    /// The broker shared by this test binary, started on first use.
+    ///
+    /// # Panics
+    /// When the broker cannot be started, with the full error (every call).
+    pub fn shared() -> &'static Kafka {
+        static SHARED: OnceLock<Result<Kafka>> = OnceLock::new();
+        match SHARED.get_or_init(Kafka::launch) {
+            Ok(kafka) => kafka,
+            Err(e) => panic!("shared kafka: {}", e.report()),
+        }
+    }
+
+    /// Starts a private broker (for tests that stop or kill it).
+    pub fn launch() -> Result<Kafka> {
+        let port = process::free_port()?;
+        let runner = match BackendKind::from_env()? {
+            BackendKind::Local => Runner::Local(Local::new(local_launch(port)?)),
+            #[cfg(feature = "docker")]
+            BackendKind::Docker => Runner::Docker(crate::docker::kafka(port)?),
+            #[cfg(not(feature = "docker"))]
+            BackendKind::Docker => return Err(Error::DockerFeatureOff),
+        };
+        let kafka = Kafka { runner, port };
+        kafka.start()?;
+        Ok(kafka)
+    }
+
+    /// `127.0.0.1:port`, for `bootstrap.servers`.
+    pub fn bootstrap_servers(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The broker (PLAINTEXT) port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The broker's pid while the local backend runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.runner.pid()
+    }
+
+    /// The broker log of the local backend (WARN and above, plus JVM output).
+    pub fn log_file(&self) -> Option<&Path> {
+        self.runner.log()
+    }
+
+    /// Shuts the broker down cleanly (`SIGTERM`) and waits (no-op when stopped).
+    pub fn stop(&self) -> Result<()> {
+        self.runner.stop("TERM", Duration::from_secs(60))
+    }
+
+    /// Kills the broker (`SIGKILL`), like a crash (no-op when stopped).
+    pub fn kill(&self) -> Result<()> {
+        self.runner.stop("KILL", Duration::from_secs(10))
+    }
+
+    /// Starts the broker again on the same ports and log dirs and waits until
+    /// it answers metadata requests (no-op when running).
+    pub fn start(&self) -> Result<()> {
+        let servers = self.bootstrap_servers();
+        let mut client: Option<BaseConsumer> = None;
+        self.runner.start(READY_TIMEOUT, || {
+            // Cheap check first, so no client is made until the port is open.
+            TcpStream::connect_timeout(&([127, 0, 0, 1], self.port).into(), Duration::from_secs(1))
+                .map_err(|e| format!("connect: {e}"))?;
+            if client.is_none() {
+                client = Some(
+                    client_config(&servers)
+                        .set("reconnect.backoff.max.ms", "200")
+                        .create()
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            let metadata = client
+                .as_ref()
+                .ok_or("no client")?
+                .fetch_metadata(None, Duration::from_secs(2))
+                .map_err(|e| format!("metadata: {e}"))?;
+            match metadata.brokers().len() {
+                0 => Err("metadata lists no broker yet".into()),
+                _ => Ok(()),
+            }
+        })
+    }
+
+    /// Creates `topic` with `partitions` partitions (replication factor 1).
+    pub fn create_topic(&self, topic: &str, partitions: i32) -> Result<()> {
+        let kafka_err = |source| Error::Kafka {
+            action: format!("create topic {topic:?}"),
+            source,
+        };
+        let admin: AdminClient<DefaultClientContext> = client_config(&self.bootstrap_servers())
+            .create()
+            .map_err(kafka_err)?;
+        let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = block_on(admin.create_topics([&new_topic], &options))?.map_err(kafka_err)?;
+        for result in results {
+            result.map_err(|(_, code)| kafka_err(KafkaError::AdminOp(code)))?;
+        }
+        Ok(())
+    }
+}
+
+fn client_config(servers: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", servers);
+    config
+}
+
+fn local_launch(port: u16) -> Result<Launch> {
+    let libs = cache::kafka_libs()?;
+    let java = cache::java(17)?;
+    process::with_work_dir("kafka", |work| {
+        let controller_port = process::free_port()?;
+        let write = |name: &str, text: String| -> Result<PathBuf> {
+            let path = work.join(name);
+            fs::write(&path, text).map_err(Error::io(format!("write {}", path.display())))?;
+            Ok(path)
+        };
+        let props = write(
+            "server.properties",
+            server_properties(work, port, controller_port),
+        )?;
+        let log4j = write(
+            "log4j2.properties",
+            "status = warn\nappender.err.type = Console\nappender.err.name = ERR\n\
+         appender.err.target = SYSTEM_ERR\nappender.err.layout.type = PatternLayout\n\
+         appender.err.layout.pattern = [%d] %p %m (%c)%n\nrootLogger.level = warn\n\
+         rootLogger.appenderRef.err.ref = ERR\n"
+                .into(),
+        )?;
+        let tmp = work.join("tmp");
+        fs::create_dir(&tmp).map_err(Error::io(format!("create dir {}", tmp.display())))?;
+        let mut jvm: Vec<std::ffi::OsString> = vec![
+            "-Xms128m".into(),
+            "-Xmx512m".into(),
+            "-XX:+UseG1GC".into(),
+            "-XX:MaxGCPauseMillis=20".into(),
+            "-XX:+ExitOnOutOfMemoryError".into(),
+            "-Djava.awt.headless=true".into(),
+            format!("-Djava.io.tmpdir={}", tmp.display()).into(),
+            format!("-Dlog4j2.configurationFile={}", log4j.display()).into(),
+            "-cp".into(),
+            libs.join("*").into_os_string(),
+        ];
+        run(
+            Command::new(&java)
+                .args(&jvm)
+                .args(["kafka.tools.StorageTool", "format", "--standalone", "-t"])
+                .arg(cluster_id()?)
+                .arg("-c")
+                .arg(&props),
+            &format!(
+                "kafka storage could not be formatted; check that {} runs, and delete {} \
+                 to re-fetch if its jars are damaged",
+                java.display(),
+                libs.display()
+            ),
+        )?;
+        jvm.extend(["kafka.Kafka".into(), props.into_os_string()]);
+        Ok(Launch {
+            service: "kafka",
+            program: java,
+            args: jvm,
+            log: work.join("kafka.log"),
+            work_dir: work.to_path_buf(),
+            // The owner is gone and the log dirs are about to be removed.
+            stop_signal: "KILL",
+            grace: Duration::from_secs(1),
+        })
+    })
+}
+
+fn server_properties(work: &Path, port: u16, controller_port: u16) -> String {
+    // The broker session settings: after a kill the restarted controller keeps
+    // the dead incarnation's registration until its session expires (9 s by
+    // default), which would delay the restart.
+    format!(
+        "process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs={data}
+num.partitions=1
+default.replication.factor=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+broker.session.timeout.ms=2000
+broker.heartbeat.interval.ms=500
+",
+        data = work.join("data").display()
+    )
+}
+
+/// A random KRaft cluster id: 16 random bytes, URL-safe base64 without padding
+/// (what `kafka-storage random-uuid` prints), saving a JVM start.
+fn cluster_id() -> Result<String> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bytes = [0u8; 18];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes[..16]))
+        .map_err(Error::io("read /dev/urandom"))?;
+    // Kafka rejects ids whose text starts with '-'.
+    bytes[0] &= 0x7f;
+    let mut id = String::with_capacity(24);
+    for chunk in bytes.chunks(3) {
+        let n = u32::from(chunk[0]) << 16 | u32::from(chunk[1]) << 8 | u32::from(chunk[2]);
+        for shift in [18, 12, 6, 0] {
+            id.push(char::from(ALPHABET[(n >> shift & 63) as usize]));
+        }
+    }
+    id.truncate(22);
+    Ok(id)
+}

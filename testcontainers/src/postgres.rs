@@ -1,0 +1,377 @@
+//! A private PostgreSQL cluster with logical decoding enabled.
+//!
+//! The local backend runs `initdb` into a fresh work dir and then `postgres -D`
+//! in the foreground under the watchdog (see `process.rs`). PostgreSQL refuses
+//! to run as root, so when we are root both run as the `postgres` OS user
+//! (through `setpriv`, which execs, so the watchdog signals the postmaster
+//! itself) with the work dir chowned to it.
+//!
+//! Settings: trust auth on 127.0.0.1 only, a free port, `wal_level=logical`,
+//! 64 replication slots and WAL senders, `wal_sender_timeout=10s` (so keepalive
+//! bugs surface quickly) and `fsync=off` (the data dir is disposable).
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio_postgres::{NoTls, SimpleQueryMessage};
+
+use crate::process::{self, block_on, run, Launch, Local, Runner};
+use crate::{unique_name, BackendKind, Error, Result};
+
+const USER: &str = "postgres";
+const PASSWORD: &str = "postgres";
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+const PG_HINT: &str = "install the Debian package `postgresql-15` (or newer), \
+    or set PGCDC_PG_BINDIR to the dir holding initdb and postgres";
+
+/// The settings every cluster runs with (the Docker backend passes them as `-c`).
+pub(crate) const SETTINGS: &[(&str, &str)] = &[
+    ("wal_level", "logical"),
+    ("max_replication_slots", "64"),
+    ("max_wal_senders", "64"),
+    ("wal_sender_timeout", "10s"),
+    ("max_connections", "200"),
+    // Safe for a disposable cluster: only an OS crash could lose data. Keep
+    // synchronous_commit on, so a commit is durable across an immediate stop
+    // and visible to WAL senders (which send flushed WAL only) at once.
+    ("fsync", "off"),
+    ("full_page_writes", "off"),
+];
+
+/// How to stop PostgreSQL; see the `pg_ctl stop -m` modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Wait for clients to disconnect (`SIGTERM`).
+    Smart,
+    /// Disconnect clients, checkpoint, exit (`SIGINT`).
+    Fast,
+    /// Exit at once, crash recovery on the next start (`SIGQUIT`).
+    Immediate,
+}
+
+/// A running (or stopped) PostgreSQL server on `127.0.0.1`.
+///
+/// Dropping it stops the server and removes its data dir; the instance of
+/// [`Postgres::shared`] lives until the test process exits.
+#[derive(Debug)]
+pub struct Postgres {
+    runner: Runner,
+    port: u16,
+    data_dir: Option<PathBuf>,
+}
+
+impl Postgres {
+    /// The server shared by this test binary, started on first use.
+    ///
+    /// # Panics
+    /// When the server cannot be started, with the full error (every call).
+    pub fn shared() -> &'static Postgres {
+        static SHARED: OnceLock<Result<Postgres>> = OnceLock::new();
+        match SHARED.get_or_init(Postgres::launch) {
+            Ok(pg) => pg,
+            Err(e) => panic!("shared postgres: {}", e.report()),
+        }
+    }
+
+    /// Starts a private server (for tests that stop or restart it).
+    pub fn launch() -> Result<Postgres> {
+        let pg = match BackendKind::from_env()? {
+            BackendKind::Local => Self::launch_local()?,
+            #[cfg(feature = "docker")]
+            BackendKind::Docker => {
+                let port = process::free_port()?;
+                let runner = Runner::Docker(crate::docker::postgres(port, USER, PASSWORD)?);
+                Postgres {
+                    runner,
+                    port,
+                    data_dir: None,
+                }
+            }
+            #[cfg(not(feature = "docker"))]
+            BackendKind::Docker => return Err(Error::DockerFeatureOff),
+        };
+        pg.start()?;
+        Ok(pg)
+    }
+
+    fn launch_local() -> Result<Postgres> {
+        let bindir = bindir()?;
+        process::with_work_dir("postgres", |work| {
+            let data = work.join("data");
+            let port = process::free_port()?;
+            let owner = run_as()?;
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::chown(work, Some(uid), Some(gid)).map_err(Error::io(
+                    format!("chown {} to the postgres user", work.display()),
+                ))?;
+            }
+            let as_owner = |program: PathBuf| -> Command {
+                let mut cmd = match owner {
+                    Some((uid, gid)) => {
+                        let mut c = Command::new("setpriv");
+                        c.arg(format!("--reuid={uid}"))
+                            .arg(format!("--regid={gid}"))
+                            .arg("--init-groups")
+                            .arg("--")
+                            .arg(program);
+                        c
+                    }
+                    None => Command::new(program),
+                };
+                cmd.current_dir(work);
+                cmd
+            };
+            run(
+                as_owner(bindir.join("initdb"))
+                    .arg("-D")
+                    .arg(&data)
+                    .args(["-U", USER, "--auth=trust", "--no-sync", "-E", "UTF8"])
+                    .arg("--locale=C"),
+                "initdb could not create the cluster; check the temp dir is writable \
+             (set PGCDC_SERVICES_TMP) and that the postgres user can reach it",
+            )?;
+            let mut conf =
+                String::from("\n# pgcdc-testcontainers\nlisten_addresses = '127.0.0.1'\n");
+            conf += &format!(
+                "port = {port}\nunix_socket_directories = '{}'\n",
+                work.display()
+            );
+            for (name, value) in SETTINGS {
+                conf += &format!("{name} = '{value}'\n");
+            }
+            let conf_path = data.join("postgresql.conf");
+            OpenOptions::new()
+                .append(true)
+                .open(&conf_path)
+                .and_then(|mut f| f.write_all(conf.as_bytes()))
+                .map_err(Error::io(format!("append to {}", conf_path.display())))?;
+            let hba = "local all all trust\nlocal replication all trust\n\
+                   host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n";
+            let hba_path = data.join("pg_hba.conf");
+            fs::write(&hba_path, hba)
+                .map_err(Error::io(format!("write {}", hba_path.display())))?;
+
+            let postgres = as_owner(bindir.join("postgres"));
+            let mut args: Vec<_> = postgres.get_args().map(|a| a.to_owned()).collect();
+            args.extend(["-D".into(), data.clone().into_os_string()]);
+            let launch = Launch {
+                service: "postgres",
+                program: PathBuf::from(postgres.get_program()),
+                args,
+                log: work.join("postgres.log"),
+                work_dir: work.to_path_buf(),
+                // The owner is gone and the data dir is about to be removed.
+                stop_signal: "QUIT",
+                grace: Duration::from_secs(5),
+            };
+            Ok(Postgres {
+                runner: Runner::Local(Local::new(launch)),
+                port,
+                data_dir: Some(data),
+            })
+        })
+    }
+
+    /// Always `127.0.0.1`.
+    pub fn host(&self) -> &str {
+        "127.0.0.1"
+    }
+
+    /// The TCP port; it stays the same across [`stop`](Self::stop) and [`start`](Self::start).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The superuser's name.
+    pub fn user(&self) -> &str {
+        USER
+    }
+
+    /// The superuser's password (auth is `trust`, so any password works).
+    pub fn password(&self) -> &str {
+        PASSWORD
+    }
+
+    /// `postgres://user:password@127.0.0.1:port/database`.
+    pub fn url(&self, database: &str) -> String {
+        format!(
+            "postgres://{USER}:{PASSWORD}@127.0.0.1:{}/{database}",
+            self.port
+        )
+    }
+
+    /// The data dir of the local backend (`None` under Docker).
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.data_dir.as_deref()
+    }
+
+    /// The server log of the local backend.
+    pub fn log_file(&self) -> Option<&Path> {
+        self.runner.log()
+    }
+
+    /// The postmaster's pid while the local backend runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.runner.pid()
+    }
+
+    /// Creates a database named [`unique_name(prefix)`](unique_name) and returns its name.
+    pub fn create_database(&self, prefix: &str) -> Result<String> {
+        let name = unique_name(prefix);
+        self.execute("postgres", &format!("CREATE DATABASE {name}"))?;
+        Ok(name)
+    }
+
+    /// Runs `sql` (one or more statements, simple query protocol) in `database`.
+    ///
+    /// Blocking: it connects afresh on a private runtime in a helper thread, so
+    /// it may be called from sync code and from inside a tokio runtime alike.
+    /// Several statements run in one implicit transaction unless `sql` has its
+    /// own `BEGIN`/`COMMIT`, so send `CREATE DATABASE` alone.
+    pub fn execute(&self, database: &str, sql: &str) -> Result<()> {
+        self.query(database, sql).map(drop)
+    }
+
+    /// Like [`execute`](Self::execute), returning every row of every statement,
+    /// each value in its text form (`None` for NULL).
+    ///
+    /// `query("postgres", "SHOW wal_level")` gives `[[Some("logical")]]`.
+    pub fn query(&self, database: &str, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
+        let pg_err = |source| Error::Postgres {
+            database: database.to_owned(),
+            source,
+        };
+        let url = self.url(database);
+        let messages = block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
+            let connection = tokio::spawn(connection);
+            let result = client.simple_query(sql).await;
+            drop(client);
+            let _ = connection.await;
+            result
+        })?
+        .map_err(pg_err)?;
+        Ok(messages
+            .iter()
+            .filter_map(|m| match m {
+                SimpleQueryMessage::Row(row) => Some(
+                    (0..row.len())
+                        .map(|i| row.get(i).map(str::to_owned))
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Connects to `database`; the connection task is spawned on the caller's
+    /// tokio runtime (so call this from inside one).
+    pub async fn connect(&self, database: &str) -> Result<tokio_postgres::Client> {
+        let (client, connection) = tokio_postgres::connect(&self.url(database), NoTls)
+            .await
+            .map_err(|source| Error::Postgres {
+                database: database.to_owned(),
+                source,
+            })?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+
+    /// Stops the server (no-op when stopped). Under Docker `Immediate` kills
+    /// the container and the other modes stop it with its `SIGINT`.
+    pub fn stop(&self, mode: StopMode) -> Result<()> {
+        let signal = match mode {
+            StopMode::Smart => "TERM",
+            StopMode::Fast => "INT",
+            StopMode::Immediate => "QUIT",
+        };
+        self.runner.stop(signal, Duration::from_secs(30))
+    }
+
+    /// Starts the server again on the same data dir and port, and waits until
+    /// it accepts queries (no-op when running).
+    pub fn start(&self) -> Result<()> {
+        let url = self.url("postgres");
+        self.runner.start(READY_TIMEOUT, || {
+            block_on(async {
+                let connect = tokio_postgres::connect(&url, NoTls);
+                let (client, connection) = tokio::time::timeout(Duration::from_secs(2), connect)
+                    .await
+                    .map_err(|_| "connect timed out".to_owned())?
+                    .map_err(|e| e.to_string())?;
+                tokio::spawn(connection);
+                client
+                    .simple_query("SELECT 1")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(())
+            })
+            .map_err(|e| e.to_string())?
+        })
+    }
+
+    /// [`stop`](Self::stop) with `Fast`, then [`start`](Self::start).
+    pub fn restart(&self) -> Result<()> {
+        self.stop(StopMode::Fast)?;
+        self.start()
+    }
+}
+
+/// `$PGCDC_PG_BINDIR`, else the newest `/usr/lib/postgresql/*/bin`, else
+/// `pg_config --bindir` (Debian's `/usr/local/bin` wrappers are avoided).
+fn bindir() -> Result<PathBuf> {
+    let has_server = |dir: &Path| dir.join("postgres").is_file() && dir.join("initdb").is_file();
+    if let Some(dir) = std::env::var_os("PGCDC_PG_BINDIR").map(PathBuf::from) {
+        return has_server(&dir)
+            .then_some(dir.clone())
+            .ok_or(Error::MissingTool {
+                program: format!("initdb and postgres in PGCDC_PG_BINDIR={}", dir.display()),
+                hint: PG_HINT.into(),
+            });
+    }
+    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse().ok()?;
+            Some((version, e.path().join("bin")))
+        })
+        .filter(|(_, dir)| has_server(dir))
+        .collect();
+    versions.sort();
+    if let Some((_, dir)) = versions.pop() {
+        return Ok(dir);
+    }
+    let out = run(Command::new("pg_config").arg("--bindir"), PG_HINT)?;
+    let dir = PathBuf::from(out.trim());
+    has_server(&dir).then_some(dir).ok_or(Error::MissingTool {
+        program: "initdb and postgres".into(),
+        hint: PG_HINT.into(),
+    })
+}
+
+/// `Some((uid, gid))` of the `postgres` user when we are root, else `None`.
+fn run_as() -> Result<Option<(u32, u32)>> {
+    let me = fs::metadata("/proc/self").map_err(Error::io("stat /proc/self"))?;
+    if me.uid() != 0 {
+        return Ok(None);
+    }
+    let passwd = fs::read_to_string("/etc/passwd").map_err(Error::io("read /etc/passwd"))?;
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() > 3 && f[0] == USER)
+        .and_then(|f| Some((f[2].parse().ok()?, f[3].parse().ok()?)))
+        .map(Some)
+        .ok_or(Error::MissingTool {
+            program: "the `postgres` OS user (PostgreSQL refuses to run as root)".into(),
+            hint: "install `postgresql-15`, which creates it, or run the tests as a non-root user"
+                .into(),
+        })
+}

@@ -1,0 +1,215 @@
+//! A Confluent-compatible schema registry: Apicurio Registry 3.x.
+//!
+//! The local backend extracts Apicurio's Quarkus fast-jar archive into the
+//! cache once (see `cache.rs`) and runs `quarkus-run.jar` with its HTTP and
+//! management interfaces moved to free 127.0.0.1 ports. Apicurio 3.3 is built
+//! for Java 21: a JDK 21+ is looked up via `$PGCDC_JAVA_HOME`, `$JAVA_HOME`,
+//! `PATH` and `/usr/lib/jvm`. Storage is in memory, so every start begins empty.
+//!
+//! The Confluent API is at [`SchemaRegistry::url`]; the registry counts as
+//! ready when `GET {url}/subjects` answers `200` with `[]`. A tiny HTTP/1.1
+//! client ([`SchemaRegistry::get`], [`SchemaRegistry::post`]) keeps the build
+//! free of an HTTP stack.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::process::{self, Launch, Local, Runner};
+use crate::{cache, BackendKind, Error, Result};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// Path of the Confluent-compatible API.
+const CCOMPAT: &str = "/apis/ccompat/v7";
+
+/// A running (or stopped) schema registry on `127.0.0.1`.
+#[derive(Debug)]
+pub struct SchemaRegistry {
+    runner: Runner,
+    port: u16,
+}
+
+impl SchemaRegistry {
+    /// The registry shared by this test binary, started on first use.
+    ///
+    /// # Panics
+    /// When the registry cannot be started, with the full error (every call).
+    pub fn shared() -> &'static SchemaRegistry {
+        static SHARED: OnceLock<Result<SchemaRegistry>> = OnceLock::new();
+        match SHARED.get_or_init(SchemaRegistry::launch) {
+            Ok(registry) => registry,
+            Err(e) => panic!("shared schema registry: {}", e.report()),
+        }
+    }
+
+    /// Starts a private registry.
+    pub fn launch() -> Result<SchemaRegistry> {
+        let port = process::free_port()?;
+        let runner = match BackendKind::from_env()? {
+            BackendKind::Local => Runner::Local(Local::new(local_launch(port)?)),
+            #[cfg(feature = "docker")]
+            BackendKind::Docker => Runner::Docker(crate::docker::registry(port)?),
+            #[cfg(not(feature = "docker"))]
+            BackendKind::Docker => return Err(Error::DockerFeatureOff),
+        };
+        let registry = SchemaRegistry { runner, port };
+        registry.start()?;
+        Ok(registry)
+    }
+
+    /// The Confluent API base URL: `http://127.0.0.1:port/apis/ccompat/v7`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}{CCOMPAT}", self.port)
+    }
+
+    /// The HTTP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The registry's pid while the local backend runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.runner.pid()
+    }
+
+    /// The registry log of the local backend.
+    pub fn log_file(&self) -> Option<&Path> {
+        self.runner.log()
+    }
+
+    /// Stops the registry (no-op when stopped); its schemas are lost.
+    pub fn stop(&self) -> Result<()> {
+        self.runner.stop("TERM", Duration::from_secs(30))
+    }
+
+    /// Starts the registry again on the same port, empty, and waits until it
+    /// answers (no-op when running).
+    pub fn start(&self) -> Result<()> {
+        self.runner
+            .start(READY_TIMEOUT, || match self.get("/subjects") {
+                Ok((200, body)) if body.trim() == "[]" => Ok(()),
+                Ok((status, body)) => Err(format!("GET /subjects: {status} {body}")),
+                Err(e) => Err(e.to_string()),
+            })
+    }
+
+    /// `GET {url}{path}`; returns the status and body. `path` starts with `/`
+    /// and is relative to [`url`](Self::url), e.g. `/schemas/ids/1`.
+    pub fn get(&self, path: &str) -> Result<(u16, String)> {
+        self.request("GET", path, None)
+    }
+
+    /// `POST {url}{path}` with a JSON body (as the Confluent API wants it);
+    /// returns the status and body.
+    pub fn post(&self, path: &str, json: &str) -> Result<(u16, String)> {
+        self.request("POST", path, Some(json))
+    }
+
+    fn request(&self, method: &str, path: &str, body: Option<&str>) -> Result<(u16, String)> {
+        let target = format!("{CCOMPAT}{path}");
+        let http_err = |detail: String| Error::Http {
+            request: format!("{method} {}{path}", self.url()),
+            detail,
+        };
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))
+            .map_err(|e| http_err(format!("connect: {e}")))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| http_err(e.to_string()))?;
+        let body = body.unwrap_or("");
+        let request = format!(
+            "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\
+             Accept: application/vnd.schemaregistry.v1+json, application/json\r\n\
+             Content-Type: application/vnd.schemaregistry.v1+json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.port,
+            body.len()
+        );
+        stream
+            .write_all(request.as_bytes())
+            .map_err(|e| http_err(format!("send: {e}")))?;
+        let mut response = Vec::new();
+        stream
+            .read_to_end(&mut response)
+            .map_err(|e| http_err(format!("read: {e}")))?;
+        parse_response(&response).map_err(http_err)
+    }
+}
+
+/// Splits an HTTP/1.1 response into status and body, undoing chunked encoding.
+fn parse_response(raw: &[u8]) -> Result<(u16, String), String> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or("truncated response")?;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad status line {:?}", head.lines().next()))?;
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    if !chunked {
+        return Ok((status, body.to_owned()));
+    }
+    let (mut rest, mut out) = (body, String::new());
+    loop {
+        let (size, after) = rest.split_once("\r\n").ok_or("truncated chunk")?;
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("bad chunk size {size:?}"))?;
+        if size == 0 {
+            return Ok((status, out));
+        }
+        let chunk = after.get(..size).ok_or("truncated chunk")?;
+        out.push_str(chunk);
+        rest = after.get(size..).unwrap_or("").trim_start_matches("\r\n");
+    }
+}
+
+fn local_launch(port: u16) -> Result<Launch> {
+    let jar = cache::registry_jar()?;
+    let java = cache::java(21)?;
+    process::with_work_dir("schema-registry", |work| {
+        let management_port = process::free_port()?;
+        let tmp = work.join("tmp");
+        std::fs::create_dir(&tmp).map_err(Error::io(format!("create dir {}", tmp.display())))?;
+        let args = [
+            "-Xms64m".to_owned(),
+            "-Xmx512m".into(),
+            "-XX:+ExitOnOutOfMemoryError".into(),
+            format!("-Djava.io.tmpdir={}", tmp.display()),
+            "-Dquarkus.http.host=127.0.0.1".into(),
+            format!("-Dquarkus.http.port={port}"),
+            "-Dquarkus.management.host=127.0.0.1".into(),
+            format!("-Dquarkus.management.port={management_port}"),
+            "-Dquarkus.log.level=WARN".into(),
+            "-jar".into(),
+            jar.display().to_string(),
+        ];
+        Ok(Launch {
+            service: "schema-registry",
+            program: java,
+            args: args.into_iter().map(Into::into).collect(),
+            log: work.join("registry.log"),
+            work_dir: work.to_path_buf(),
+            stop_signal: "KILL",
+            grace: Duration::from_secs(1),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_response;
+
+    #[test]
+    fn parses_plain_and_chunked_responses() {
+        let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]";
+        assert_eq!(parse_response(plain), Ok((200, "[]".to_owned())));
+        let chunked = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n\
+                        3\r\n{\"a\r\n2\r\n\":\r\n1\r\n1\r\n1\r\n}\r\n0\r\n\r\n";
+        assert_eq!(parse_response(chunked), Ok((404, "{\"a\":1}".to_owned())));
+    }
+}
