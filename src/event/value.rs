@@ -1,0 +1,151 @@
+//! Column values and their schemas in the Kafka Connect data model.
+//!
+//! Debezium describes every column as a Kafka Connect schema (a primitive type,
+//! optionally a logical `name` such as `io.debezium.time.MicroTimestamp`, and
+//! `parameters`), and every value as the matching Connect value. Consumers
+//! (JSON with `schemas.enable`, Avro through the registry) see exactly that
+//! model, so the connector decodes Postgres values straight into it: one
+//! [`Value`] per column, described by one [`ConnectSchema`] per column. The
+//! encoders only translate this model into their wire formats.
+
+use std::collections::BTreeMap;
+
+/// A Kafka Connect primitive or structural schema type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConnectType {
+    Boolean,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Float32,
+    Float64,
+    String,
+    Bytes,
+    Array,
+    Map,
+    Struct,
+}
+
+impl ConnectType {
+    /// The name Kafka Connect's JSON converter writes in `"type"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConnectType::Boolean => "boolean",
+            ConnectType::Int8 => "int8",
+            ConnectType::Int16 => "int16",
+            ConnectType::Int32 => "int32",
+            ConnectType::Int64 => "int64",
+            ConnectType::Float32 => "float",
+            ConnectType::Float64 => "double",
+            ConnectType::String => "string",
+            ConnectType::Bytes => "bytes",
+            ConnectType::Array => "array",
+            ConnectType::Map => "map",
+            ConnectType::Struct => "struct",
+        }
+    }
+}
+
+/// The schema of one value: what Debezium would declare for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectSchema {
+    pub kind: ConnectType,
+    /// Logical name, e.g. `io.debezium.time.Date` or `org.apache.kafka.connect.data.Decimal`.
+    pub name: Option<String>,
+    /// Schema version (`connect.version`), set for a few logical types.
+    pub version: Option<i32>,
+    /// Schema parameters, e.g. `scale` for decimals or `allowed` for enums.
+    pub parameters: BTreeMap<String, String>,
+    pub optional: bool,
+    /// Default value, if the schema declares one.
+    pub default: Option<Value>,
+    /// Element schema of an array.
+    pub items: Option<Box<ConnectSchema>>,
+    /// Fields of a struct, in order.
+    pub fields: Vec<Field>,
+}
+
+/// A named field of a struct schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub name: String,
+    pub schema: ConnectSchema,
+}
+
+impl ConnectSchema {
+    /// A schema of a primitive type, without name or parameters.
+    pub fn primitive(kind: ConnectType) -> Self {
+        ConnectSchema {
+            kind,
+            name: None,
+            version: None,
+            parameters: BTreeMap::new(),
+            optional: false,
+            default: None,
+            items: None,
+            fields: Vec::new(),
+        }
+    }
+
+    /// A primitive schema carrying a logical name (e.g. `io.debezium.time.Date`).
+    pub fn named(kind: ConnectType, name: &str) -> Self {
+        ConnectSchema {
+            name: Some(name.to_owned()),
+            ..ConnectSchema::primitive(kind)
+        }
+    }
+
+    /// An array of `items`.
+    pub fn array(items: ConnectSchema) -> Self {
+        ConnectSchema {
+            items: Some(Box::new(items)),
+            ..ConnectSchema::primitive(ConnectType::Array)
+        }
+    }
+
+    /// A struct with the given name and fields.
+    pub fn structure(name: &str, fields: Vec<Field>) -> Self {
+        ConnectSchema {
+            name: Some(name.to_owned()),
+            fields,
+            ..ConnectSchema::primitive(ConnectType::Struct)
+        }
+    }
+
+    /// The same schema, marked optional.
+    pub fn optional(mut self) -> Self {
+        self.optional = true;
+        self
+    }
+
+    /// The same schema with one more parameter.
+    pub fn with_parameter(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.parameters.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// The same schema with a `connect.version`.
+    pub fn with_version(mut self, version: i32) -> Self {
+        self.version = Some(version);
+        self
+    }
+}
+
+/// A value in the Kafka Connect data model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Boolean(bool),
+    Int8(i8),
+    Int16(i16),
+    Int32(i32),
+    Int64(i64),
+    Float32(f32),
+    Float64(f64),
+    String(String),
+    Bytes(Vec<u8>),
+    Array(Vec<Value>),
+    /// Struct fields in schema order.
+    Struct(Vec<(String, Value)>),
+}

@@ -1,0 +1,1270 @@
+//! Postgres column types and the Kafka Connect schema Debezium gives each of them.
+//!
+//! pgoutput describes a column by `(type_oid, atttypmod)`. [`TypeRegistry::resolve`]
+//! turns the OID into a [`PgType`] (built-in OIDs are known statically; enums, domains,
+//! arrays of those and extension types such as `hstore` come from [`CATALOG_QUERY`]), and
+//! [`column_schema`] gives the schema Debezium 3.x declares for the column in its default
+//! modes (`time.precision.mode=adaptive`, `decimal.handling.mode=precise`,
+//! `interval.handling.mode=numeric`, `hstore.handling.mode=json`,
+//! `binary.handling.mode=bytes`). The values themselves are decoded by
+//! [`decode_text`] (in the `text` submodule), which always produces a value of the
+//! schema given here.
+//!
+//! Invariants: a domain resolves to its base type (its type modifier, if any, travels in
+//! [`PgType::Modified`]); the resolution terminates on malformed catalogs (cycles resolve
+//! to [`PgType::Unknown`]); `column_schema` never marks the column optional except for
+//! unknown types, whose text is passed through.
+//!
+//! Where this module departs from Debezium, on purpose:
+//! - Arrays Debezium drops (`money[]`, `name[]`, `interval[]`, `varbit[]`, `xml[]`) and
+//!   arrays of domains are emitted as arrays of their element schema.
+//! - Enum array elements are optional (Debezium declares them required, yet Postgres
+//!   allows NULL elements).
+//! - Unknown types are a string carrying Postgres's text (Debezium drops the column by
+//!   default, or sends bytes with `include.unknown.datatypes`).
+//! - NUMERIC with a negative scale (Postgres 15+) is declared with scale 0 and the
+//!   precision widened accordingly; Debezium reads the typmod as a huge positive scale.
+//! - The unchanged-TOAST placeholder is [`Value::Null`] where the column's type cannot
+//!   carry it (see [`unavailable_value`]); Debezium emits character codes or an invalid value.
+//! - Schema `doc` strings are not modelled by [`ConnectSchema`], so `VariableScaleDecimal`
+//!   lacks Debezium's `"doc": "Variable scaled decimal"`.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
+
+mod text;
+
+pub use text::decode_text;
+
+/// Debezium's default `unavailable.value.placeholder`.
+pub const DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER: &str = "__debezium_unavailable_value";
+
+/// Postgres's `VARHDRSZ`, the offset added to NUMERIC and character type modifiers.
+const VARHDRSZ: i32 = 4;
+
+/// How values are represented; the defaults are Debezium's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueOptions {
+    /// Written for unchanged TOAST columns (`unavailable.value.placeholder`).
+    pub unavailable_value_placeholder: String,
+    /// `decimal.handling.mode`, for NUMERIC and MONEY.
+    pub decimal_handling: DecimalHandling,
+    /// What NUMERIC `NaN` / `±Infinity` become in [`DecimalHandling::Precise`] mode.
+    pub special_numeric: SpecialNumeric,
+    /// `interval.handling.mode`.
+    pub interval_handling: IntervalHandling,
+    /// `money.fraction.digits`: the scale of MONEY values (default 2).
+    pub money_fraction_digits: u32,
+}
+
+impl Default for ValueOptions {
+    fn default() -> Self {
+        ValueOptions {
+            unavailable_value_placeholder: DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER.to_owned(),
+            decimal_handling: DecimalHandling::Precise,
+            special_numeric: SpecialNumeric::Fail,
+            interval_handling: IntervalHandling::Numeric,
+            money_fraction_digits: 2,
+        }
+    }
+}
+
+/// `decimal.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DecimalHandling {
+    /// Connect `Decimal` bytes (or `VariableScaleDecimal` for unconstrained NUMERIC).
+    #[default]
+    Precise,
+    /// `double`; `NaN` and `±Infinity` become the doubles.
+    Double,
+    /// The decimal's plain text; `NaN`, `Infinity`, `-Infinity` become `NAN`,
+    /// `POSITIVE_INFINITY`, `NEGATIVE_INFINITY` as Debezium writes them.
+    String,
+}
+
+/// What NUMERIC `NaN` / `Infinity` / `-Infinity` become in precise mode, where the
+/// Connect decimal types cannot hold them. Debezium writes null and logs a warning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpecialNumeric {
+    /// Stop with [`ValueError::SpecialNumeric`], telling the operator to choose
+    /// `--decimal-handling double` or `string`.
+    #[default]
+    Fail,
+    /// Emit [`Value::Null`], as Debezium does. Opt-in only: the value is lost, so a
+    /// caller that gets `Value::Null` for non-NULL text must log a WARN naming the column.
+    Null,
+}
+
+/// `interval.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IntervalHandling {
+    /// int64 microseconds (`io.debezium.time.MicroDuration`), a month counted as 30.4375 days.
+    #[default]
+    Numeric,
+    /// ISO-8601 string `PnYnMnDTnHnMnS` (`io.debezium.time.Interval`).
+    String,
+}
+
+/// A column type, resolved from its OID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PgType {
+    Bool,
+    Bytea,
+    /// The one-byte `"char"` type (OID 18).
+    Char,
+    Name,
+    Int2,
+    Int4,
+    Int8,
+    Oid,
+    Text,
+    Json,
+    Jsonb,
+    Xml,
+    Float4,
+    Float8,
+    Money,
+    Numeric,
+    Inet,
+    Cidr,
+    Macaddr,
+    Macaddr8,
+    Bpchar,
+    Varchar,
+    Date,
+    Time,
+    Timetz,
+    Timestamp,
+    Timestamptz,
+    Interval,
+    Bit,
+    Varbit,
+    Uuid,
+    Tsvector,
+    /// A built-in range type (`int4range`, `tstzrange`, ...), sent as its text.
+    Range {
+        oid: u32,
+    },
+    /// A user enum; `labels` in `enumsortorder`.
+    Enum {
+        name: String,
+        labels: Vec<String>,
+    },
+    /// The `hstore` extension type, sent as a JSON object string.
+    Hstore,
+    /// The `citext` extension type, sent as a string.
+    Citext,
+    /// The `ltree` extension type (`io.debezium.data.Ltree`).
+    Ltree,
+    /// An array of `element`; the column's type modifier applies to the elements.
+    Array(Box<PgType>),
+    /// A domain over a type with a modifier (`CREATE DOMAIN price AS numeric(10,2)`).
+    /// The domain's modifier replaces the column's, which is -1 for domain columns.
+    Modified {
+        base: Box<PgType>,
+        type_modifier: i32,
+    },
+    /// A type this connector does not model; its text is passed through as a string.
+    Unknown {
+        oid: u32,
+    },
+}
+
+/// Built-in types: `(oid, array oid, type, name)`, OIDs from `pg_type.dat`.
+static BUILTINS: [(u32, u32, PgType, &str); 38] = {
+    use PgType::*;
+    [
+        (16, 1000, Bool, "bool"),
+        (17, 1001, Bytea, "bytea"),
+        (18, 1002, Char, "\"char\""),
+        (19, 1003, Name, "name"),
+        (20, 1016, Int8, "int8"),
+        (21, 1005, Int2, "int2"),
+        (23, 1007, Int4, "int4"),
+        (25, 1009, Text, "text"),
+        (26, 1028, Oid, "oid"),
+        (114, 199, Json, "json"),
+        (142, 143, Xml, "xml"),
+        (650, 651, Cidr, "cidr"),
+        (700, 1021, Float4, "float4"),
+        (701, 1022, Float8, "float8"),
+        (774, 775, Macaddr8, "macaddr8"),
+        (790, 791, Money, "money"),
+        (829, 1040, Macaddr, "macaddr"),
+        (869, 1041, Inet, "inet"),
+        (1042, 1014, Bpchar, "bpchar"),
+        (1043, 1015, Varchar, "varchar"),
+        (1082, 1182, Date, "date"),
+        (1083, 1183, Time, "time"),
+        (1114, 1115, Timestamp, "timestamp"),
+        (1184, 1185, Timestamptz, "timestamptz"),
+        (1186, 1187, Interval, "interval"),
+        (1266, 1270, Timetz, "timetz"),
+        (1560, 1561, Bit, "bit"),
+        (1562, 1563, Varbit, "varbit"),
+        (1700, 1231, Numeric, "numeric"),
+        (2950, 2951, Uuid, "uuid"),
+        (3614, 3643, Tsvector, "tsvector"),
+        (3802, 3807, Jsonb, "jsonb"),
+        (3904, 3905, Range { oid: 3904 }, "int4range"),
+        (3906, 3907, Range { oid: 3906 }, "numrange"),
+        (3908, 3909, Range { oid: 3908 }, "tsrange"),
+        (3910, 3911, Range { oid: 3910 }, "tstzrange"),
+        (3912, 3913, Range { oid: 3912 }, "daterange"),
+        (3926, 3927, Range { oid: 3926 }, "int8range"),
+    ]
+};
+
+impl PgType {
+    /// The built-in type with this OID, if there is one.
+    pub fn from_builtin_oid(oid: u32) -> Option<PgType> {
+        BUILTINS
+            .iter()
+            .find_map(|(scalar, array, ty, _)| match oid {
+                o if o == *scalar => Some(ty.clone()),
+                o if o == *array => Some(PgType::Array(Box::new(ty.clone()))),
+                _ => None,
+            })
+    }
+
+    /// The type as Postgres would name it, with its modifier, for error messages
+    /// (`numeric(10,2)`, `timestamptz(3)`, `varchar(20)`, `int4[]`).
+    pub fn display(&self, type_modifier: i32) -> String {
+        use PgType::*;
+        let name = match self {
+            Enum { name, .. } => name.as_str(),
+            Array(element) => return format!("{}[]", element.display(type_modifier)),
+            Modified {
+                base,
+                type_modifier,
+            } => return base.display(*type_modifier),
+            Unknown { oid } => return format!("unknown type (oid {oid})"),
+            Hstore => "hstore",
+            Citext => "citext",
+            Ltree => "ltree",
+            builtin => BUILTINS
+                .iter()
+                .find(|b| b.2 == *builtin)
+                .map_or("?", |b| b.3),
+        };
+        let modifier = match self {
+            Numeric => numeric_precision_scale(type_modifier).map(|(p, s)| format!("{p},{s}")),
+            Time | Timetz | Timestamp | Timestamptz | Bit | Varbit if type_modifier >= 0 => {
+                Some(type_modifier.to_string())
+            }
+            Bpchar | Varchar if type_modifier >= VARHDRSZ => {
+                Some((type_modifier - VARHDRSZ).to_string())
+            }
+            _ => None,
+        };
+        match modifier {
+            Some(m) => format!("{name}({m})"),
+            None => name.to_owned(),
+        }
+    }
+}
+
+/// `(precision, scale)` of a NUMERIC type modifier, `None` for an unconstrained NUMERIC.
+/// The scale is sign-extended from 11 bits: Postgres 15+ allows negative scales.
+pub(crate) fn numeric_precision_scale(type_modifier: i32) -> Option<(u32, i32)> {
+    if type_modifier < VARHDRSZ {
+        return None;
+    }
+    let t = type_modifier - VARHDRSZ;
+    let precision = ((t >> 16) & 0xffff) as u32;
+    let scale = ((t & 0x7ff) ^ 1024) - 1024;
+    Some((precision, scale))
+}
+
+/// `(precision, scale)` as declared in the Connect schema: a negative scale is widened
+/// into the precision, since Avro decimals cannot have one.
+pub(crate) fn decimal_precision_scale(type_modifier: i32) -> Option<(u32, u32)> {
+    numeric_precision_scale(type_modifier).map(|(p, s)| match s {
+        s if s < 0 => (p + s.unsigned_abs(), 0),
+        s => (p, s as u32),
+    })
+}
+
+/// Fractional-second digits of a time/timestamp type modifier (-1 means Postgres's 6).
+pub(crate) fn time_precision(type_modifier: i32) -> u32 {
+    match type_modifier {
+        m if m < 0 => 6,
+        m => (m as u32).min(6),
+    }
+}
+
+/// The bit length Debezium reads for BIT/VARBIT: the modifier, or 2^31-1 for an
+/// unconstrained VARBIT (pgjdbc's unknown length). BIT without a length is BIT(1).
+pub(crate) fn bit_length(ty: &PgType, type_modifier: i32) -> i64 {
+    match (ty, type_modifier) {
+        (PgType::Varbit, m) if m < 0 => i64::from(i32::MAX),
+        (_, m) if m < 0 => 1,
+        (_, m) => i64::from(m),
+    }
+}
+
+/// A non-built-in type, as loaded by [`CATALOG_QUERY`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserType {
+    /// An enum and its labels in sort order.
+    Enum { name: String, labels: Vec<String> },
+    /// A domain over `base_oid` with the domain's `typtypmod` (-1 for none).
+    Domain {
+        name: String,
+        base_oid: u32,
+        base_type_modifier: i32,
+    },
+    /// An array of `element_oid`.
+    Array { name: String, element_oid: u32 },
+    /// Anything else (extension base types such as `hstore`, composites, ranges), by name.
+    Other { name: String },
+}
+
+/// Loads every type with an OID at or above `FirstNormalObjectId` (16384), i.e. every type
+/// that is not built in: enums with their labels (a JSON array in sort order), domains
+/// with their base type and modifier, arrays with their element, and other types by name.
+/// All columns are text; feed each row to [`TypeRegistry::add_catalog_row`] in order.
+/// Run it at startup and again when a relation references an OID that
+/// [`TypeRegistry::is_known`] does not know.
+pub const CATALOG_QUERY: &str = "\
+SELECT t.oid::text AS oid,
+       n.nspname::text AS namespace,
+       t.typname::text AS name,
+       CASE WHEN t.typtype = 'e' THEN 'enum'
+            WHEN t.typtype = 'd' THEN 'domain'
+            WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN 'array'
+            ELSE 'other' END AS kind,
+       t.typbasetype::text AS base_oid,
+       t.typtypmod::text AS base_type_modifier,
+       t.typelem::text AS element_oid,
+       (SELECT json_agg(e.enumlabel ORDER BY e.enumsortorder)::text
+          FROM pg_catalog.pg_enum e WHERE e.enumtypid = t.oid) AS enum_labels
+  FROM pg_catalog.pg_type t
+  JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+ WHERE t.oid >= 16384
+ ORDER BY t.oid";
+
+/// One row of [`CATALOG_QUERY`], column by column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogRow<'a> {
+    pub oid: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// `enum`, `domain`, `array` or `other`.
+    pub kind: &'a str,
+    pub base_oid: &'a str,
+    pub base_type_modifier: &'a str,
+    pub element_oid: &'a str,
+    /// A JSON array of labels; NULL for non-enums.
+    pub enum_labels: Option<&'a str>,
+}
+
+/// A [`CatalogRow`] that did not come from [`CATALOG_QUERY`] as expected.
+#[derive(Debug, thiserror::Error)]
+#[error("type catalog row for oid {oid:?} has an invalid {field} {value:?}; load types with CATALOG_QUERY unchanged")]
+pub struct CatalogError {
+    pub oid: String,
+    pub field: &'static str,
+    pub value: String,
+}
+
+/// User-defined types by OID; built-in types need no entry.
+#[derive(Debug, Clone, Default)]
+pub struct TypeRegistry {
+    types: HashMap<u32, UserType>,
+}
+
+/// Resolution depth past which a catalog is taken to be cyclic.
+const MAX_RESOLVE_DEPTH: u32 = 16;
+
+impl TypeRegistry {
+    /// An empty registry, which resolves built-in types only.
+    pub fn new() -> Self {
+        TypeRegistry::default()
+    }
+
+    /// Adds or replaces a user type, returning the one it replaced.
+    pub fn insert(&mut self, oid: u32, ty: UserType) -> Option<UserType> {
+        self.types.insert(oid, ty)
+    }
+
+    /// The user type with this OID.
+    pub fn get(&self, oid: u32) -> Option<&UserType> {
+        self.types.get(&oid)
+    }
+
+    /// Whether `oid` is built in or registered; if not, reload the catalog.
+    pub fn is_known(&self, oid: u32) -> bool {
+        PgType::from_builtin_oid(oid).is_some() || self.types.contains_key(&oid)
+    }
+
+    /// Parses one row of [`CATALOG_QUERY`] and registers the type.
+    pub fn add_catalog_row(&mut self, row: &CatalogRow<'_>) -> Result<(), CatalogError> {
+        let invalid = |field: &'static str, value: &str| CatalogError {
+            oid: row.oid.to_owned(),
+            field,
+            value: value.to_owned(),
+        };
+        let oid: u32 = row.oid.parse().map_err(|_| invalid("oid", row.oid))?;
+        let name = row.name.to_owned();
+        let ty = match row.kind {
+            "enum" => {
+                let text = row.enum_labels.unwrap_or("[]");
+                let labels =
+                    serde_json::from_str(text).map_err(|_| invalid("enum_labels", text))?;
+                UserType::Enum { name, labels }
+            }
+            "domain" => UserType::Domain {
+                name,
+                base_oid: row
+                    .base_oid
+                    .parse()
+                    .map_err(|_| invalid("base_oid", row.base_oid))?,
+                base_type_modifier: row
+                    .base_type_modifier
+                    .parse()
+                    .map_err(|_| invalid("base_type_modifier", row.base_type_modifier))?,
+            },
+            "array" => UserType::Array {
+                name,
+                element_oid: row
+                    .element_oid
+                    .parse()
+                    .map_err(|_| invalid("element_oid", row.element_oid))?,
+            },
+            "other" => UserType::Other { name },
+            kind => return Err(invalid("kind", kind)),
+        };
+        self.insert(oid, ty);
+        Ok(())
+    }
+
+    /// The type of a column from its Relation message (`atttypid`, `atttypmod`). Domains
+    /// resolve to their base, arrays of domains and enums to arrays of the resolved
+    /// element; an OID that is neither built in nor registered (or a cyclic catalog) is
+    /// `Unknown`. Resolution depends on the OID alone: the column's modifier is applied
+    /// by [`column_schema`] and [`decode_text`], and a domain's own modifier travels in
+    /// [`PgType::Modified`] (a domain-typed column has none, its atttypmod is -1).
+    pub fn resolve(&self, type_oid: u32, _type_modifier: i32) -> PgType {
+        self.resolve_at(type_oid, 0)
+    }
+
+    fn resolve_at(&self, oid: u32, depth: u32) -> PgType {
+        if let Some(ty) = PgType::from_builtin_oid(oid) {
+            return ty;
+        }
+        if depth > MAX_RESOLVE_DEPTH {
+            return PgType::Unknown { oid };
+        }
+        match self.types.get(&oid) {
+            Some(UserType::Enum { name, labels }) => PgType::Enum {
+                name: name.clone(),
+                labels: labels.clone(),
+            },
+            Some(UserType::Domain {
+                base_oid,
+                base_type_modifier,
+                ..
+            }) => match (self.resolve_at(*base_oid, depth + 1), *base_type_modifier) {
+                (PgType::Unknown { .. }, _) => PgType::Unknown { oid },
+                (base, m) if m >= 0 => PgType::Modified {
+                    base: Box::new(base),
+                    type_modifier: m,
+                },
+                (base, _) => base,
+            },
+            Some(UserType::Array { element_oid, .. }) => {
+                PgType::Array(Box::new(self.resolve_at(*element_oid, depth + 1)))
+            }
+            Some(UserType::Other { name }) => match name.as_str() {
+                "hstore" => PgType::Hstore,
+                "citext" => PgType::Citext,
+                "ltree" => PgType::Ltree,
+                _ => PgType::Unknown { oid },
+            },
+            None => PgType::Unknown { oid },
+        }
+    }
+}
+
+/// A string/int schema with a Debezium logical name, version 1.
+fn logical(kind: ConnectType, name: &str) -> ConnectSchema {
+    ConnectSchema::named(kind, name).with_version(1)
+}
+
+/// The Kafka Connect `Decimal` schema Debezium declares for NUMERIC(p,s).
+fn decimal_schema(scale: u32) -> ConnectSchema {
+    logical(ConnectType::Bytes, "org.apache.kafka.connect.data.Decimal")
+        .with_parameter("scale", scale.to_string())
+}
+
+/// The schema Debezium declares for a column of type `ty` with modifier `type_modifier`
+/// (`pg_attribute.atttypmod`, -1 for none). Not optional: the caller marks nullable
+/// columns optional. Only [`PgType::Unknown`] comes back optional.
+pub fn column_schema(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -> ConnectSchema {
+    use ConnectType as C;
+    use PgType::*;
+    match ty {
+        Bool => ConnectSchema::primitive(C::Boolean),
+        Int2 => ConnectSchema::primitive(C::Int16),
+        Int4 => ConnectSchema::primitive(C::Int32),
+        Int8 | Oid => ConnectSchema::primitive(C::Int64),
+        Float4 => ConnectSchema::primitive(C::Float32),
+        Float8 => ConnectSchema::primitive(C::Float64),
+        Bytea => ConnectSchema::primitive(C::Bytes),
+        Uuid => logical(C::String, "io.debezium.data.Uuid"),
+        Json | Jsonb | Hstore => logical(C::String, "io.debezium.data.Json"),
+        Xml => logical(C::String, "io.debezium.data.Xml"),
+        Tsvector => logical(C::String, "io.debezium.data.Tsvector"),
+        Ltree => logical(C::String, "io.debezium.data.Ltree"),
+        Enum { labels, .. } => {
+            logical(C::String, "io.debezium.data.Enum").with_parameter("allowed", labels.join(","))
+        }
+        Date => logical(C::Int32, "io.debezium.time.Date"),
+        Time if time_precision(type_modifier) <= 3 => logical(C::Int32, "io.debezium.time.Time"),
+        Time => logical(C::Int64, "io.debezium.time.MicroTime"),
+        Timestamp if time_precision(type_modifier) <= 3 => {
+            logical(C::Int64, "io.debezium.time.Timestamp")
+        }
+        Timestamp => logical(C::Int64, "io.debezium.time.MicroTimestamp"),
+        Timestamptz => logical(C::String, "io.debezium.time.ZonedTimestamp"),
+        Timetz => logical(C::String, "io.debezium.time.ZonedTime"),
+        Interval => match opts.interval_handling {
+            IntervalHandling::Numeric => logical(C::Int64, "io.debezium.time.MicroDuration"),
+            IntervalHandling::String => logical(C::String, "io.debezium.time.Interval"),
+        },
+        Bit | Varbit => match bit_length(ty, type_modifier) {
+            1 => ConnectSchema::primitive(C::Boolean),
+            length => logical(C::Bytes, "io.debezium.data.Bits")
+                .with_parameter("length", length.to_string()),
+        },
+        Numeric => match (
+            opts.decimal_handling,
+            decimal_precision_scale(type_modifier),
+        ) {
+            (DecimalHandling::Precise, Some((precision, scale))) => decimal_schema(scale)
+                .with_parameter("connect.decimal.precision", precision.to_string()),
+            (DecimalHandling::Precise, None) => ConnectSchema::structure(
+                "io.debezium.data.VariableScaleDecimal",
+                vec![
+                    Field {
+                        name: "scale".to_owned(),
+                        schema: ConnectSchema::primitive(C::Int32),
+                    },
+                    Field {
+                        name: "value".to_owned(),
+                        schema: ConnectSchema::primitive(C::Bytes),
+                    },
+                ],
+            )
+            .with_version(1),
+            (DecimalHandling::Double, _) => ConnectSchema::primitive(C::Float64),
+            (DecimalHandling::String, _) => ConnectSchema::primitive(C::String),
+        },
+        Money => match opts.decimal_handling {
+            DecimalHandling::Precise => decimal_schema(opts.money_fraction_digits),
+            DecimalHandling::Double => ConnectSchema::primitive(C::Float64),
+            DecimalHandling::String => ConnectSchema::primitive(C::String),
+        },
+        Array(element) => {
+            ConnectSchema::array(column_schema(element, type_modifier, opts).optional())
+        }
+        Modified {
+            base,
+            type_modifier,
+        } => column_schema(base, *type_modifier, opts),
+        Unknown { .. } => ConnectSchema::primitive(C::String).optional(),
+        // text, varchar, bpchar, "char", name, inet, cidr, macaddr(8), ranges, citext
+        Text
+        | Varchar
+        | Bpchar
+        | Char
+        | Name
+        | Inet
+        | Cidr
+        | Macaddr
+        | Macaddr8
+        | Range { .. }
+        | Citext => ConnectSchema::primitive(C::String),
+    }
+}
+
+/// The value written for an unchanged TOAST column (pgoutput `u`), in the column's type:
+/// the placeholder string for string-typed columns, its UTF-8 bytes for `bytea` and
+/// `Bits`, `{"<p>":"<p>"}` for `hstore`, and for arrays a one-element list: the
+/// placeholder (string elements), its bytes (`bytea[]`), or, as Debezium does for
+/// `uuid[]`, the name-based UUID (version 3) of its bytes.
+///
+/// Where no value of the column's schema can carry the placeholder (NUMERIC in precise
+/// or double mode, arrays of numbers, booleans, dates and times; fixed-length scalars are
+/// never TOASTed) this is [`Value::Null`]: the caller must then declare the column
+/// optional and list it among the unchanged columns (Debezium emits the placeholder's
+/// character codes in `int4[]`/`int8[]`/`date[]`, or a value that violates the schema).
+pub fn unavailable_value(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -> Value {
+    let placeholder = &opts.unavailable_value_placeholder;
+    match ty {
+        PgType::Modified {
+            base,
+            type_modifier,
+        } => unavailable_value(base, *type_modifier, opts),
+        PgType::Hstore => Value::String(hstore_placeholder(placeholder)),
+        PgType::Array(element) => {
+            let is_uuid = |t: &PgType| matches!(t, PgType::Uuid);
+            let item = match element.as_ref() {
+                PgType::Modified { base, .. } if is_uuid(base) => {
+                    Value::String(name_uuid_from_bytes(placeholder.as_bytes()))
+                }
+                t if is_uuid(t) => Value::String(name_uuid_from_bytes(placeholder.as_bytes())),
+                other => unavailable_value(other, type_modifier, opts),
+            };
+            match item {
+                Value::Null => Value::Null,
+                item => Value::Array(vec![item]),
+            }
+        }
+        other => {
+            let schema = column_schema(other, type_modifier, opts);
+            match (schema.kind, schema.name.as_deref()) {
+                (ConnectType::String, _) => Value::String(placeholder.clone()),
+                (ConnectType::Bytes, None | Some("io.debezium.data.Bits")) => {
+                    Value::Bytes(placeholder.as_bytes().to_vec())
+                }
+                _ => Value::Null,
+            }
+        }
+    }
+}
+
+/// Debezium's hstore placeholder: the JSON object `{"<p>":"<p>"}`.
+fn hstore_placeholder(placeholder: &str) -> String {
+    let quoted = json_quote(placeholder);
+    format!("{{{quoted}:{quoted}}}")
+}
+
+/// A JSON string literal escaped as Jackson writes it (short escapes where JSON has
+/// them, `\u00XX` in upper case for other control characters).
+pub(crate) fn json_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Java's `UUID.nameUUIDFromBytes`: an MD5-based (version 3) UUID, lowercase.
+fn name_uuid_from_bytes(bytes: &[u8]) -> String {
+    let mut h = md5(bytes);
+    h[6] = (h[6] & 0x0f) | 0x30;
+    h[8] = (h[8] & 0x3f) | 0x80;
+    let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// MD5 (RFC 1321), used only for Debezium's `uuid[]` placeholder.
+fn md5(input: &[u8]) -> [u8; 16] {
+    const S: [u32; 16] = [7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21];
+    const K: [u32; 64] = [
+        0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
+        0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
+        0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
+        0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
+        0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
+        0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
+        0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
+        0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+        0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
+        0xeb86d391,
+    ];
+    let mut message = input.to_vec();
+    message.push(0x80);
+    while message.len() % 64 != 56 {
+        message.push(0);
+    }
+    message.extend_from_slice(&((input.len() as u64).wrapping_mul(8)).to_le_bytes());
+    let mut state: [u32; 4] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
+    for chunk in message.chunks_exact(64) {
+        let m: Vec<u32> = chunk
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        let [mut a, mut b, mut c, mut d] = state;
+        for i in 0..64 {
+            let (f, g) = match i / 16 {
+                0 => ((b & c) | (!b & d), i),
+                1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
+                2 => (b ^ c ^ d, (3 * i + 5) % 16),
+                _ => (c ^ (b | !d), (7 * i) % 16),
+            };
+            let f = f.wrapping_add(a).wrapping_add(K[i]).wrapping_add(m[g]);
+            a = d;
+            d = c;
+            c = b;
+            b = b.wrapping_add(f.rotate_left(S[(i / 16) * 4 + i % 4]));
+        }
+        for (s, v) in state.iter_mut().zip([a, b, c, d]) {
+            *s = s.wrapping_add(v);
+        }
+    }
+    let mut out = [0u8; 16];
+    for (i, s) in state.iter().enumerate() {
+        out[i * 4..i * 4 + 4].copy_from_slice(&s.to_le_bytes());
+    }
+    out
+}
+
+/// A column value that cannot be represented. Never retryable: the same text fails the
+/// same way, so the operator has to act (change a setting, or exclude the column).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// The text is not in the form Postgres prints for the type.
+    #[error(
+        "cannot decode {type_name} value {text:?}: {reason}; the replication session must use \
+         DateStyle=ISO, IntervalStyle=postgres, TimeZone=UTC and bytea_output=hex"
+    )]
+    Malformed {
+        type_name: String,
+        text: String,
+        reason: &'static str,
+    },
+    /// The value is valid in Postgres but outside what its Connect type can hold.
+    #[error(
+        "{type_name} value {text:?} does not fit {target}; exclude the column from the \
+         publication or change the column's type"
+    )]
+    OutOfRange {
+        type_name: String,
+        text: String,
+        target: &'static str,
+    },
+    /// The column's bytes are not UTF-8; pgoutput sends text in the database encoding.
+    #[error("column value is not valid UTF-8; pgcdc-kafka requires a database with UTF8 encoding")]
+    NotUtf8,
+    /// NUMERIC `NaN` / `±Infinity` under `--decimal-handling precise`.
+    #[error(
+        "{type_name} value {text:?} cannot be represented as a Connect decimal; restart with \
+         --decimal-handling double or --decimal-handling string"
+    )]
+    SpecialNumeric { type_name: String, text: String },
+}
+
+impl ValueError {
+    /// Always false: decoding is deterministic.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> ValueOptions {
+        ValueOptions::default()
+    }
+
+    fn schema(oid: u32, typmod: i32) -> ConnectSchema {
+        column_schema(&TypeRegistry::new().resolve(oid, -1), typmod, &opts())
+    }
+
+    fn numeric_typmod(p: i32, s: i32) -> i32 {
+        ((p << 16) | (s & 0x7ff)) + 4
+    }
+
+    #[test]
+    fn primitive_types_map_like_debezium() {
+        let cases: [(u32, ConnectType); 9] = [
+            (16, ConnectType::Boolean),
+            (21, ConnectType::Int16),
+            (23, ConnectType::Int32),
+            (20, ConnectType::Int64),
+            (26, ConnectType::Int64),
+            (700, ConnectType::Float32),
+            (701, ConnectType::Float64),
+            (17, ConnectType::Bytes),
+            (25, ConnectType::String),
+        ];
+        for (oid, kind) in cases {
+            let s = schema(oid, -1);
+            assert_eq!(
+                (s.kind, s.name.as_deref(), s.optional),
+                (kind, None, false),
+                "oid {oid}"
+            );
+        }
+        for oid in [18, 19, 1042, 1043, 869, 650, 829, 774, 3904, 3910] {
+            assert_eq!(
+                schema(oid, -1),
+                ConnectSchema::primitive(ConnectType::String),
+                "oid {oid}"
+            );
+        }
+    }
+
+    #[test]
+    fn logical_names_and_versions() {
+        let cases: [(u32, i32, ConnectType, &str); 14] = [
+            (2950, -1, ConnectType::String, "io.debezium.data.Uuid"),
+            (114, -1, ConnectType::String, "io.debezium.data.Json"),
+            (3802, -1, ConnectType::String, "io.debezium.data.Json"),
+            (142, -1, ConnectType::String, "io.debezium.data.Xml"),
+            (3614, -1, ConnectType::String, "io.debezium.data.Tsvector"),
+            (1082, -1, ConnectType::Int32, "io.debezium.time.Date"),
+            (1083, 3, ConnectType::Int32, "io.debezium.time.Time"),
+            (1083, 4, ConnectType::Int64, "io.debezium.time.MicroTime"),
+            (1083, -1, ConnectType::Int64, "io.debezium.time.MicroTime"),
+            (1114, 0, ConnectType::Int64, "io.debezium.time.Timestamp"),
+            (
+                1114,
+                -1,
+                ConnectType::Int64,
+                "io.debezium.time.MicroTimestamp",
+            ),
+            (
+                1184,
+                3,
+                ConnectType::String,
+                "io.debezium.time.ZonedTimestamp",
+            ),
+            (1266, -1, ConnectType::String, "io.debezium.time.ZonedTime"),
+            (
+                1186,
+                -1,
+                ConnectType::Int64,
+                "io.debezium.time.MicroDuration",
+            ),
+        ];
+        for (oid, typmod, kind, name) in cases {
+            let s = schema(oid, typmod);
+            assert_eq!(
+                (s.kind, s.name.as_deref(), s.version),
+                (kind, Some(name), Some(1)),
+                "oid {oid}({typmod})"
+            );
+            assert!(s.parameters.is_empty());
+        }
+        let interval = column_schema(
+            &PgType::Interval,
+            -1,
+            &ValueOptions {
+                interval_handling: IntervalHandling::String,
+                ..opts()
+            },
+        );
+        assert_eq!(interval.name.as_deref(), Some("io.debezium.time.Interval"));
+        assert_eq!(interval.kind, ConnectType::String);
+    }
+
+    #[test]
+    fn numeric_schemas_follow_decimal_handling() {
+        let s = schema(1700, numeric_typmod(10, 2));
+        assert_eq!(s.kind, ConnectType::Bytes);
+        assert_eq!(
+            s.name.as_deref(),
+            Some("org.apache.kafka.connect.data.Decimal")
+        );
+        assert_eq!(s.version, Some(1));
+        assert_eq!(s.parameters.get("scale").map(String::as_str), Some("2"));
+        assert_eq!(
+            s.parameters
+                .get("connect.decimal.precision")
+                .map(String::as_str),
+            Some("10")
+        );
+
+        let negative = schema(1700, numeric_typmod(3, -2));
+        assert_eq!(
+            negative.parameters.get("scale").map(String::as_str),
+            Some("0")
+        );
+        assert_eq!(
+            negative
+                .parameters
+                .get("connect.decimal.precision")
+                .map(String::as_str),
+            Some("5")
+        );
+
+        let variable = schema(1700, -1);
+        assert_eq!(variable.kind, ConnectType::Struct);
+        assert_eq!(
+            variable.name.as_deref(),
+            Some("io.debezium.data.VariableScaleDecimal")
+        );
+        assert_eq!(variable.version, Some(1));
+        let fields: Vec<_> = variable
+            .fields
+            .iter()
+            .map(|f| (f.name.as_str(), f.schema.kind))
+            .collect();
+        assert_eq!(
+            fields,
+            [("scale", ConnectType::Int32), ("value", ConnectType::Bytes)]
+        );
+
+        for (mode, kind) in [
+            (DecimalHandling::Double, ConnectType::Float64),
+            (DecimalHandling::String, ConnectType::String),
+        ] {
+            let o = ValueOptions {
+                decimal_handling: mode,
+                ..opts()
+            };
+            for typmod in [-1, numeric_typmod(10, 2)] {
+                assert_eq!(
+                    column_schema(&PgType::Numeric, typmod, &o),
+                    ConnectSchema::primitive(kind)
+                );
+            }
+            assert_eq!(
+                column_schema(&PgType::Money, -1, &o),
+                ConnectSchema::primitive(kind)
+            );
+        }
+
+        let money = schema(790, -1);
+        assert_eq!(
+            money.name.as_deref(),
+            Some("org.apache.kafka.connect.data.Decimal")
+        );
+        assert_eq!(money.parameters.len(), 1);
+        assert_eq!(money.parameters.get("scale").map(String::as_str), Some("2"));
+    }
+
+    #[test]
+    fn bit_schemas() {
+        assert_eq!(
+            schema(1560, 1),
+            ConnectSchema::primitive(ConnectType::Boolean)
+        );
+        assert_eq!(
+            schema(1562, 1),
+            ConnectSchema::primitive(ConnectType::Boolean)
+        );
+        let bits = schema(1560, 12);
+        assert_eq!(bits.name.as_deref(), Some("io.debezium.data.Bits"));
+        assert_eq!(
+            bits.parameters.get("length").map(String::as_str),
+            Some("12")
+        );
+        let varbit = schema(1562, -1);
+        assert_eq!(
+            varbit.parameters.get("length").map(String::as_str),
+            Some("2147483647")
+        );
+    }
+
+    #[test]
+    fn arrays_have_optional_elements_with_the_column_modifier() {
+        let s = schema(1007, -1);
+        assert_eq!(s.kind, ConnectType::Array);
+        assert_eq!(
+            s.items.as_deref(),
+            Some(&ConnectSchema::primitive(ConnectType::Int32).optional())
+        );
+        let decimals = schema(1231, numeric_typmod(8, 3));
+        let items = decimals.items.expect("numeric[] has items");
+        assert!(items.optional);
+        assert_eq!(items.parameters.get("scale").map(String::as_str), Some("3"));
+        let times = schema(1183, 2);
+        assert_eq!(
+            times.items.and_then(|i| i.name).as_deref(),
+            Some("io.debezium.time.Time")
+        );
+    }
+
+    fn registry() -> TypeRegistry {
+        let mut r = TypeRegistry::new();
+        let rows = [
+            (
+                "16400",
+                "mood",
+                "enum",
+                "0",
+                "-1",
+                "0",
+                Some(r#"["sad","ok","happy, very"]"#),
+            ),
+            ("16401", "_mood", "array", "0", "-1", "16400", None),
+            ("16402", "price", "domain", "1700", "655366", "0", None),
+            ("16403", "_price", "array", "0", "-1", "16402", None),
+            ("16404", "email", "domain", "25", "-1", "0", None),
+            ("16405", "strict_email", "domain", "16404", "-1", "0", None),
+            ("16406", "hstore", "other", "0", "-1", "0", None),
+            ("16407", "_hstore", "array", "0", "-1", "16406", None),
+            ("16408", "loop_a", "domain", "16409", "-1", "0", None),
+            ("16409", "loop_b", "domain", "16408", "-1", "0", None),
+            ("16410", "point3d", "other", "0", "-1", "0", None),
+        ];
+        for (oid, name, kind, base_oid, base_type_modifier, element_oid, enum_labels) in rows {
+            let row = CatalogRow {
+                oid,
+                namespace: "public",
+                name,
+                kind,
+                base_oid,
+                base_type_modifier,
+                element_oid,
+                enum_labels,
+            };
+            r.add_catalog_row(&row).expect("valid catalog row");
+        }
+        r
+    }
+
+    #[test]
+    fn registry_resolves_user_types() {
+        let r = registry();
+        let mood = PgType::Enum {
+            name: "mood".into(),
+            labels: vec!["sad".into(), "ok".into(), "happy, very".into()],
+        };
+        assert_eq!(r.resolve(16400, -1), mood);
+        assert_eq!(r.resolve(16401, -1), PgType::Array(Box::new(mood.clone())));
+        let price = PgType::Modified {
+            base: Box::new(PgType::Numeric),
+            type_modifier: 655366,
+        };
+        assert_eq!(r.resolve(16402, -1), price);
+        assert_eq!(r.resolve(16403, -1), PgType::Array(Box::new(price)));
+        assert_eq!(r.resolve(16405, -1), PgType::Text);
+        assert_eq!(r.resolve(16406, -1), PgType::Hstore);
+        assert_eq!(
+            r.resolve(16407, -1),
+            PgType::Array(Box::new(PgType::Hstore))
+        );
+        assert_eq!(r.resolve(16408, -1), PgType::Unknown { oid: 16408 });
+        assert_eq!(r.resolve(16410, -1), PgType::Unknown { oid: 16410 });
+        assert_eq!(r.resolve(99999, -1), PgType::Unknown { oid: 99999 });
+        assert!(r.is_known(16400) && r.is_known(23) && !r.is_known(99999));
+
+        let enum_schema = column_schema(&r.resolve(16400, -1), -1, &opts());
+        assert_eq!(enum_schema.name.as_deref(), Some("io.debezium.data.Enum"));
+        assert_eq!(
+            enum_schema.parameters.get("allowed").map(String::as_str),
+            Some("sad,ok,happy, very")
+        );
+        let price_schema = column_schema(&r.resolve(16403, -1), -1, &opts());
+        let items = price_schema.items.expect("array items");
+        assert_eq!(items.parameters.get("scale").map(String::as_str), Some("2"));
+        assert_eq!(
+            items
+                .parameters
+                .get("connect.decimal.precision")
+                .map(String::as_str),
+            Some("10")
+        );
+        assert_eq!(
+            column_schema(&r.resolve(16406, -1), -1, &opts())
+                .name
+                .as_deref(),
+            Some("io.debezium.data.Json")
+        );
+        let unknown = column_schema(&r.resolve(16410, -1), -1, &opts());
+        assert_eq!(
+            unknown,
+            ConnectSchema::primitive(ConnectType::String).optional()
+        );
+    }
+
+    #[test]
+    fn bad_catalog_rows_are_rejected() {
+        let mut r = TypeRegistry::new();
+        let row = CatalogRow {
+            oid: "16400",
+            namespace: "public",
+            name: "mood",
+            kind: "enum",
+            base_oid: "0",
+            base_type_modifier: "-1",
+            element_oid: "0",
+            enum_labels: Some("{sad,ok}"),
+        };
+        let err = r.add_catalog_row(&row).expect_err("labels must be JSON");
+        assert_eq!(err.field, "enum_labels");
+        assert!(err
+            .to_string()
+            .starts_with("type catalog row for oid \"16400\" has an invalid enum_labels"));
+        let err = r
+            .add_catalog_row(&CatalogRow {
+                kind: "composite",
+                enum_labels: None,
+                ..row
+            })
+            .expect_err("bad kind");
+        assert_eq!(err.field, "kind");
+        let err = r
+            .add_catalog_row(&CatalogRow { oid: "x", ..row })
+            .expect_err("bad oid");
+        assert_eq!(err.field, "oid");
+    }
+
+    #[test]
+    fn builtin_array_oids_resolve_to_their_elements() {
+        let pairs = [
+            (1000, 16),
+            (1001, 17),
+            (1005, 21),
+            (1007, 23),
+            (1016, 20),
+            (1009, 25),
+            (1015, 1043),
+            (1014, 1042),
+            (1021, 700),
+            (1022, 701),
+            (1231, 1700),
+            (1182, 1082),
+            (1183, 1083),
+            (1115, 1114),
+            (1185, 1184),
+            (1187, 1186),
+            (1270, 1266),
+            (2951, 2950),
+            (199, 114),
+            (3807, 3802),
+            (1041, 869),
+            (651, 650),
+            (143, 142),
+            (791, 790),
+            (3905, 3904),
+            (3927, 3926),
+        ];
+        for (array, element) in pairs {
+            let element = PgType::from_builtin_oid(element).expect("element is built in");
+            assert_eq!(
+                PgType::from_builtin_oid(array),
+                Some(PgType::Array(Box::new(element))),
+                "oid {array}"
+            );
+        }
+    }
+
+    #[test]
+    fn display_names_the_type_with_its_modifier() {
+        assert_eq!(
+            PgType::Numeric.display(numeric_typmod(10, 2)),
+            "numeric(10,2)"
+        );
+        assert_eq!(PgType::Numeric.display(-1), "numeric");
+        assert_eq!(PgType::Timestamptz.display(3), "timestamptz(3)");
+        assert_eq!(PgType::Varchar.display(24), "varchar(20)");
+        assert_eq!(PgType::Array(Box::new(PgType::Int4)).display(-1), "int4[]");
+    }
+
+    #[test]
+    fn md5_and_name_uuid_match_java() {
+        let hex = |b: [u8; 16]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        assert_eq!(hex(md5(b"")), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(hex(md5(b"abc")), "900150983cd24fb0d6963f7d28e17f72");
+        let long = [b'a'; 200];
+        assert_eq!(hex(md5(&long)), "887f30b43b2867f4a9accceee7d16e6c");
+        // java.util.UUID.nameUUIDFromBytes("__debezium_unavailable_value".getBytes())
+        assert_eq!(
+            name_uuid_from_bytes(DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER.as_bytes()),
+            "b68a35a7-17ad-35b3-af2a-ae46edb4545a"
+        );
+    }
+
+    #[test]
+    fn unavailable_values_per_type() {
+        let o = opts();
+        let p = DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER;
+        let string = Value::String(p.to_owned());
+        let r = TypeRegistry::new();
+        for oid in [25, 1043, 1042, 114, 3802, 142, 3614] {
+            assert_eq!(
+                unavailable_value(&r.resolve(oid, -1), -1, &o),
+                string,
+                "oid {oid}"
+            );
+        }
+        assert_eq!(
+            unavailable_value(&PgType::Bytea, -1, &o),
+            Value::Bytes(p.as_bytes().to_vec())
+        );
+        assert_eq!(
+            unavailable_value(&PgType::Varbit, -1, &o),
+            Value::Bytes(p.as_bytes().to_vec())
+        );
+        for oid in [1009, 1015, 1014, 199, 3807] {
+            assert_eq!(
+                unavailable_value(&r.resolve(oid, -1), -1, &o),
+                Value::Array(vec![string.clone()]),
+                "oid {oid}"
+            );
+        }
+        assert_eq!(
+            unavailable_value(&r.resolve(1001, -1), -1, &o),
+            Value::Array(vec![Value::Bytes(p.as_bytes().to_vec())])
+        );
+        assert_eq!(
+            unavailable_value(&r.resolve(2951, -1), -1, &o),
+            Value::Array(vec![Value::String(
+                "b68a35a7-17ad-35b3-af2a-ae46edb4545a".into()
+            )])
+        );
+        assert_eq!(
+            unavailable_value(&PgType::Hstore, -1, &o),
+            Value::String(format!("{{\"{p}\":\"{p}\"}}"))
+        );
+        for oid in [1007, 1016, 1182, 1231, 1700, 1000, 1021, 1115] {
+            assert_eq!(
+                unavailable_value(&r.resolve(oid, -1), -1, &o),
+                Value::Null,
+                "oid {oid}"
+            );
+        }
+        let string_mode = ValueOptions {
+            decimal_handling: DecimalHandling::String,
+            ..opts()
+        };
+        assert_eq!(
+            unavailable_value(&PgType::Numeric, -1, &string_mode),
+            string
+        );
+        let custom = ValueOptions {
+            unavailable_value_placeholder: "~".into(),
+            ..opts()
+        };
+        assert_eq!(
+            unavailable_value(&PgType::Text, -1, &custom),
+            Value::String("~".into())
+        );
+    }
+
+    #[test]
+    fn value_error_messages_are_actionable() {
+        let e = ValueError::SpecialNumeric {
+            type_name: "numeric(10,2)".into(),
+            text: "NaN".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "numeric(10,2) value \"NaN\" cannot be represented as a Connect decimal; restart with \
+             --decimal-handling double or --decimal-handling string"
+        );
+        assert!(!e.is_retryable());
+    }
+}
