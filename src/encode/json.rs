@@ -1,0 +1,211 @@
+//! JSON exactly as Kafka Connect's `JsonConverter` writes Debezium events.
+//!
+//! With schemas enabled (the converter's default) every key and value is
+//! `{"schema": ..., "payload": ...}`; without, just the payload. Bytes
+//! (decimals, bytea) are base64, as the converter writes them; non-finite
+//! floats are the strings `"NaN"`, `"Infinity"` and `"-Infinity"`.
+//!
+//! Schemas are serialized once per table version and spliced into each
+//! message, so the hot path only serializes payloads.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use serde_json::{Map, Value as Json};
+
+use crate::event::envelope::{self, ConnectorInfo};
+use crate::event::value::{ConnectSchema, ConnectType, Value};
+use crate::event::{ChangeEvent, TableSchema};
+
+/// A Connect schema as the JsonConverter writes it; `field` names a struct field.
+pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
+    let mut m = Map::new();
+    m.insert("type".into(), Json::from(schema.kind.as_str()));
+    match schema.kind {
+        ConnectType::Struct => {
+            let fields = schema
+                .fields
+                .iter()
+                .map(|f| schema_json(&f.schema, Some(&f.name)))
+                .collect();
+            m.insert("fields".into(), Json::Array(fields));
+        }
+        ConnectType::Array => {
+            if let Some(items) = &schema.items {
+                m.insert("items".into(), schema_json(items, None));
+            }
+        }
+        _ => {}
+    }
+    m.insert("optional".into(), Json::Bool(schema.optional));
+    if let Some(name) = &schema.name {
+        m.insert("name".into(), Json::from(name.as_str()));
+    }
+    if let Some(version) = schema.version {
+        m.insert("version".into(), Json::from(version));
+    }
+    if !schema.parameters.is_empty() {
+        let params = schema
+            .parameters
+            .iter()
+            .map(|(k, v)| (k.clone(), Json::from(v.as_str())))
+            .collect();
+        m.insert("parameters".into(), Json::Object(params));
+    }
+    if let Some(default) = &schema.default {
+        m.insert("default".into(), value_json(default));
+    }
+    if let Some(field) = field {
+        m.insert("field".into(), Json::from(field));
+    }
+    Json::Object(m)
+}
+
+fn float_json(f: f64) -> Json {
+    if f.is_nan() {
+        Json::from("NaN")
+    } else if f.is_infinite() {
+        Json::from(if f > 0.0 { "Infinity" } else { "-Infinity" })
+    } else {
+        serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
+    }
+}
+
+/// A Connect value as the JsonConverter writes it.
+pub fn value_json(value: &Value) -> Json {
+    match value {
+        Value::Null => Json::Null,
+        Value::Boolean(b) => Json::Bool(*b),
+        Value::Int8(i) => Json::from(*i),
+        Value::Int16(i) => Json::from(*i),
+        Value::Int32(i) => Json::from(*i),
+        Value::Int64(i) => Json::from(*i),
+        // Through f64's shortest representation of the f32, as Jackson prints floats.
+        Value::Float32(f) => {
+            if f.is_finite() {
+                f.to_string()
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(serde_json::Number::from_f64)
+                    .map_or(Json::Null, Json::Number)
+            } else {
+                float_json(f64::from(*f))
+            }
+        }
+        Value::Float64(f) => float_json(*f),
+        Value::String(s) => Json::from(s.as_str()),
+        Value::Bytes(b) => Json::from(base64::engine::general_purpose::STANDARD.encode(b)),
+        Value::Array(items) => Json::Array(items.iter().map(value_json).collect()),
+        Value::Struct(fields) => Json::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), value_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+struct CachedSchemas {
+    table: Arc<TableSchema>,
+    key: Option<String>,
+    envelope: String,
+}
+
+/// Writes keys and values of change events as Connect JSON.
+pub struct JsonEncoder {
+    schemas_enabled: bool,
+    info: ConnectorInfo,
+    cache: HashMap<u32, CachedSchemas>,
+}
+
+impl JsonEncoder {
+    pub fn new(info: ConnectorInfo, schemas_enabled: bool) -> Self {
+        JsonEncoder {
+            schemas_enabled,
+            info,
+            cache: HashMap::new(),
+        }
+    }
+
+    fn schemas(&mut self, table: &Arc<TableSchema>) -> &CachedSchemas {
+        let stale = self
+            .cache
+            .get(&table.relation_id)
+            .is_none_or(|c| !Arc::ptr_eq(&c.table, table));
+        if stale {
+            let cached = CachedSchemas {
+                table: Arc::clone(table),
+                key: table
+                    .key_schema
+                    .as_ref()
+                    .map(|k| schema_json(k, None).to_string()),
+                envelope: schema_json(&table.envelope_schema, None).to_string(),
+            };
+            self.cache.insert(table.relation_id, cached);
+        }
+        &self.cache[&table.relation_id]
+    }
+
+    fn wrap(&self, schema: Option<&str>, payload: &Json) -> Vec<u8> {
+        match schema {
+            Some(schema) if self.schemas_enabled => {
+                let payload = payload.to_string();
+                let mut out = Vec::with_capacity(schema.len() + payload.len() + 24);
+                out.extend_from_slice(b"{\"schema\":");
+                out.extend_from_slice(schema.as_bytes());
+                out.extend_from_slice(b",\"payload\":");
+                out.extend_from_slice(payload.as_bytes());
+                out.push(b'}');
+                out
+            }
+            _ => payload.to_string().into_bytes(),
+        }
+    }
+
+    /// The key bytes, `None` for a null key.
+    pub fn key(&mut self, event: &ChangeEvent) -> Option<Vec<u8>> {
+        let key = envelope::key_value(event)?;
+        let schema = self.schemas(&event.table).key.clone();
+        Some(self.wrap(schema.as_deref(), &value_json(&key)))
+    }
+
+    /// The value bytes of the event's envelope.
+    pub fn value(&mut self, event: &ChangeEvent, now_micros: i64) -> Vec<u8> {
+        let payload = value_json(&envelope::envelope_value(event, &self.info, now_micros));
+        let schema = self.schemas(&event.table).envelope.clone();
+        self.wrap(Some(&schema), &payload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_json_matches_connect_layout() {
+        let s = envelope::source_schema();
+        let json = schema_json(&s, Some("source"));
+        let snapshot = &json["fields"][4];
+        assert_eq!(
+            snapshot.to_string(),
+            r#"{"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},"default":"false","field":"snapshot"}"#
+        );
+        assert_eq!(json["name"], "io.debezium.connector.postgresql.Source");
+        assert_eq!(json["optional"], false);
+    }
+
+    #[test]
+    fn special_values() {
+        assert_eq!(value_json(&Value::Float64(f64::NAN)), Json::from("NaN"));
+        assert_eq!(
+            value_json(&Value::Float64(f64::NEG_INFINITY)),
+            Json::from("-Infinity")
+        );
+        assert_eq!(value_json(&Value::Float32(0.1)).to_string(), "0.1");
+        assert_eq!(
+            value_json(&Value::Bytes(vec![0x01, 0xff])),
+            Json::from("Af8=")
+        );
+    }
+}

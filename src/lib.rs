@@ -1,0 +1,35 @@
+//! pgcdc-kafka: PostgreSQL change data capture into Kafka, Debezium-compatible.
+//!
+//! A change travels one way: replication stream ([`source`]) -> pgoutput
+//! decoding -> change events ([`event`]) -> encoding ([`encode`]) -> Kafka
+//! producer ([`sink`]) -> delivery ack -> slot LSN confirmed ([`checkpoint`]).
+//! [`pipeline`] wires the stages together.
+//!
+//! # Delivery guarantee
+//!
+//! At least once, with no committed change ever lost: the slot's confirmed
+//! LSN moves to the end of a transaction only after Kafka acknowledged
+//! (`acks=all`, idempotent producer) every message of it and of every earlier
+//! transaction. After any crash, streaming resumes from the slot and repeats
+//! at most the transactions that were not yet confirmed.
+
+pub mod checkpoint;
+pub mod config;
+pub mod encode;
+pub mod event;
+pub mod lsn;
+pub mod pipeline;
+pub mod sink;
+pub mod source;
+
+/// An error and its chain of sources, joined by `": "`, for one log line.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,5 @@
+//! The Kafka side: producing encoded records and tracking their delivery.
+
+pub mod kafka;
+
+pub use kafka::{EncodedRecord, KafkaSink, Progress, SinkError};

@@ -1,0 +1,253 @@
+//! End to end against real Postgres and Kafka: inserts stream as Debezium
+//! JSON keyed by the primary key, and the slot is confirmed only after Kafka
+//! acknowledged the messages.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{consume, wait_until, Scenario};
+use pgcdc_kafka::lsn::Lsn;
+use pgcdc_testcontainers::{Kafka, Postgres};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn lsn_of(record: &common::Record) -> Lsn {
+    let raw = record.value.as_ref().expect("value")["payload"]["source"]["lsn"]
+        .as_u64()
+        .expect("source.lsn is a number");
+    Lsn::new(raw)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inserts_arrive_as_debezium_json_keyed_by_primary_key() {
+    let pg = Postgres::shared();
+    let kafka = Kafka::shared();
+    let s = Scenario::new(pg, "inserts");
+    s.sql("CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, email text)");
+    s.sql("CREATE TABLE events (note text)");
+
+    let running = s.start(&kafka.bootstrap_servers(), &[]);
+    wait_until(TIMEOUT, "slot created", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+
+    s.sql(
+        "BEGIN; \
+         INSERT INTO customers VALUES (1, 'Ann', 'ann@example.com'); \
+         INSERT INTO customers VALUES (2, 'Bob', NULL); \
+         INSERT INTO events VALUES ('no key'); \
+         COMMIT",
+    );
+    s.sql("INSERT INTO customers VALUES (3, 'Čéšťa ✓', 'c@example.com')");
+
+    let records = consume(
+        &kafka.bootstrap_servers(),
+        &s.topic("customers"),
+        3,
+        TIMEOUT,
+    )
+    .await;
+    assert_eq!(records.len(), 3, "three customer inserts arrive");
+    let keyless = consume(&kafka.bootstrap_servers(), &s.topic("events"), 1, TIMEOUT).await;
+    assert_eq!(
+        keyless.len(),
+        1,
+        "the insert into a table without a key arrives"
+    );
+    assert_eq!(
+        keyless[0].key, None,
+        "a table without primary key gives a null key"
+    );
+    assert_eq!(
+        keyless[0].value.as_ref().unwrap()["payload"]["after"],
+        json!({"note": "no key"})
+    );
+
+    let key_schema = json!({
+        "type": "struct",
+        "fields": [{"type": "int32", "optional": false, "field": "id"}],
+        "optional": false,
+        "name": format!("{}.public.customers.Key", s.prefix),
+    });
+    let expected_rows = [
+        json!({"id": 1, "name": "Ann", "email": "ann@example.com"}),
+        json!({"id": 2, "name": "Bob", "email": null}),
+        json!({"id": 3, "name": "Čéšťa ✓", "email": "c@example.com"}),
+    ];
+    for (record, row) in records.iter().zip(&expected_rows) {
+        assert_eq!(
+            record.key,
+            Some(json!({"schema": key_schema, "payload": {"id": row["id"]}})),
+            "key is the primary key struct"
+        );
+        let value = record.value.as_ref().expect("a value, not a tombstone");
+        let payload = &value["payload"];
+        assert_eq!(payload["op"], "c");
+        assert_eq!(payload["before"], json!(null));
+        assert_eq!(payload["after"], *row);
+        assert_eq!(payload["transaction"], json!(null));
+        let source = &payload["source"];
+        assert_eq!(source["connector"], "postgresql");
+        assert_eq!(source["name"], s.prefix.as_str());
+        assert_eq!(source["db"], s.db.as_str());
+        assert_eq!(source["schema"], "public");
+        assert_eq!(source["table"], "customers");
+        assert_eq!(source["snapshot"], "false");
+        assert!(
+            source["txId"].as_i64().is_some_and(|x| x > 0),
+            "txId: {source}"
+        );
+        assert!(
+            source["ts_ms"]
+                .as_i64()
+                .is_some_and(|t| t > 1_600_000_000_000),
+            "ts_ms: {source}"
+        );
+        assert_eq!(
+            source["ts_us"].as_i64().map(|us| us / 1000),
+            source["ts_ms"].as_i64()
+        );
+        let sequence: Vec<Option<String>> =
+            serde_json::from_str(source["sequence"].as_str().expect("sequence string"))
+                .expect("sequence is a JSON array");
+        assert_eq!(sequence.len(), 2);
+        assert_eq!(
+            sequence[1].as_deref(),
+            Some(source["lsn"].to_string().as_str())
+        );
+
+        let schema = &value["schema"];
+        assert_eq!(
+            schema["name"],
+            format!("{}.public.customers.Envelope", s.prefix)
+        );
+        assert_eq!(schema["version"], 2);
+        let field_names: Vec<&str> = schema["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["field"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            field_names,
+            [
+                "before",
+                "after",
+                "source",
+                "transaction",
+                "op",
+                "ts_ms",
+                "ts_us",
+                "ts_ns"
+            ]
+        );
+        assert_eq!(
+            schema["fields"][1],
+            json!({
+                "type": "struct",
+                "fields": [
+                    {"type": "int32", "optional": false, "field": "id"},
+                    {"type": "string", "optional": false, "field": "name"},
+                    {"type": "string", "optional": true, "field": "email"},
+                ],
+                "optional": true,
+                "name": format!("{}.public.customers.Value", s.prefix),
+                "field": "after",
+            })
+        );
+    }
+    // Commit order, and WAL order inside the transaction.
+    let lsns: Vec<Lsn> = records.iter().map(lsn_of).collect();
+    assert!(
+        lsns.windows(2).all(|w| w[0] < w[1]),
+        "events in WAL order: {lsns:?}"
+    );
+    assert_eq!(
+        records[0].value.as_ref().unwrap()["payload"]["source"]["txId"],
+        records[1].value.as_ref().unwrap()["payload"]["source"]["txId"],
+        "the first two inserts share a transaction"
+    );
+
+    let summary = running.stop().await;
+    assert_eq!(summary.transactions, 2);
+    assert_eq!(summary.events, 4);
+    let confirmed = s.confirmed_flush_lsn().expect("slot exists");
+    assert!(
+        confirmed > *lsns.last().unwrap(),
+        "after a graceful stop the slot is confirmed past the last delivered change ({confirmed} vs {:?})",
+        lsns.last()
+    );
+}
+
+/// The core promise: with the broker down, a committed transaction is not
+/// acknowledged, so the slot must not be confirmed past it; once the broker
+/// is back, the transaction arrives and the slot moves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slot_is_not_confirmed_past_unacknowledged_transactions() {
+    let pg = Postgres::shared();
+    let kafka = Kafka::launch().expect("private Kafka broker");
+    let s = Scenario::new(pg, "ackgate");
+    s.sql("CREATE TABLE items (id int PRIMARY KEY, label text)");
+
+    let running = s.start(&kafka.bootstrap_servers(), &["--status-interval", "200ms"]);
+    wait_until(TIMEOUT, "slot created", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+
+    s.sql("INSERT INTO items VALUES (1, 'before the outage')");
+    let first = consume(&kafka.bootstrap_servers(), &s.topic("items"), 1, TIMEOUT).await;
+    assert_eq!(first.len(), 1);
+    let first_lsn = lsn_of(&first[0]);
+    wait_until(TIMEOUT, "slot confirmed past the first insert", || async {
+        s.confirmed_flush_lsn().is_some_and(|c| c > first_lsn)
+    })
+    .await;
+
+    kafka.stop().expect("broker stops");
+    let before_second = s.current_lsn();
+    s.sql("INSERT INTO items VALUES (2, 'during the outage')");
+
+    // For several status intervals (and keepalives), the slot must stay
+    // before the unacknowledged transaction, even though Postgres keeps
+    // asking for feedback.
+    let watch_until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < watch_until {
+        let confirmed = s.confirmed_flush_lsn().expect("slot exists");
+        assert!(
+            confirmed <= before_second,
+            "slot confirmed to {confirmed}, past the unacknowledged transaction that starts after {before_second}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !running.is_finished(),
+        "the connector waits for the broker rather than stopping"
+    );
+
+    kafka.start().expect("broker restarts");
+    let all = consume(&kafka.bootstrap_servers(), &s.topic("items"), 2, TIMEOUT).await;
+    let ids: Vec<i64> = all
+        .iter()
+        .map(|r| {
+            r.value.as_ref().unwrap()["payload"]["after"]["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [1, 2],
+        "the transaction written during the outage arrives once the broker is back"
+    );
+    let second_lsn = lsn_of(&all[1]);
+    assert!(second_lsn >= before_second, "second change at {second_lsn}, WAL position before it {before_second}, first change {first_lsn}");
+    wait_until(TIMEOUT, "slot confirmed past the second insert", || async {
+        s.confirmed_flush_lsn().is_some_and(|c| c > second_lsn)
+    })
+    .await;
+    running.stop().await;
+}
