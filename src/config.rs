@@ -49,6 +49,16 @@ pub struct RunConfig {
     #[arg(long, env = "PGCDC_JSON_SCHEMAS", default_value_t = true, action = clap::ArgAction::Set)]
     pub json_schemas: bool,
 
+    /// Write a tombstone (same key, null value) after each delete, so log
+    /// compaction can drop the key (Debezium's tombstones.on.delete).
+    #[arg(long, env = "PGCDC_TOMBSTONES_ON_DELETE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub tombstones_on_delete: bool,
+
+    /// Operations not to emit, comma separated among c (insert), u (update),
+    /// d (delete), t (truncate), or `none` (Debezium's skipped.operations).
+    #[arg(long, env = "PGCDC_SKIPPED_OPERATIONS", default_value = "t", value_parser = parse_skipped_operations)]
+    pub skipped_operations: SkippedOperations,
+
     /// Most messages handed to Kafka and not yet acknowledged.
     #[arg(long, env = "PGCDC_MAX_IN_FLIGHT_MESSAGES", default_value_t = 100_000)]
     pub max_in_flight_messages: usize,
@@ -162,6 +172,36 @@ impl fmt::Display for PgUrl {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// Which change kinds are not emitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SkippedOperations {
+    pub inserts: bool,
+    pub updates: bool,
+    pub deletes: bool,
+    pub truncates: bool,
+}
+
+fn parse_skipped_operations(s: &str) -> Result<SkippedOperations, String> {
+    let mut skipped = SkippedOperations::default();
+    if s.trim() == "none" {
+        return Ok(skipped);
+    }
+    for op in s.split(',').map(str::trim).filter(|op| !op.is_empty()) {
+        match op {
+            "c" => skipped.inserts = true,
+            "u" => skipped.updates = true,
+            "d" => skipped.deletes = true,
+            "t" => skipped.truncates = true,
+            other => {
+                return Err(format!(
+                    "unknown operation {other:?}; expected a comma-separated list of c, u, d, t, or none"
+                ))
+            }
+        }
+    }
+    Ok(skipped)
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
@@ -367,6 +407,30 @@ mod tests {
         let fields: Vec<_> = err.0.iter().map(|i| i.field).collect();
         assert_eq!(fields, ["topic-prefix", "slot", "kafka-property"]);
         assert!(err.to_string().contains("acks=all"));
+    }
+
+    #[test]
+    fn skipped_operations_parse_like_debezium() {
+        assert_eq!(
+            parse(&["--topic-prefix", "a"]).skipped_operations,
+            SkippedOperations {
+                truncates: true,
+                ..Default::default()
+            }
+        );
+        let none = parse(&["--topic-prefix", "a", "--skipped-operations", "none"]);
+        assert_eq!(none.skipped_operations, SkippedOperations::default());
+        let some = parse(&["--topic-prefix", "a", "--skipped-operations", "c,d"]);
+        assert!(some.skipped_operations.inserts && some.skipped_operations.deletes);
+        assert!(RunConfig::from_args([
+            "--pg-url",
+            "postgres://h/d",
+            "--topic-prefix",
+            "a",
+            "--skipped-operations",
+            "x"
+        ])
+        .is_err());
     }
 
     #[test]

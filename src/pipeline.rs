@@ -18,11 +18,11 @@ use crate::checkpoint::TxnId;
 use crate::config::RunConfig;
 use crate::encode::json::JsonEncoder;
 use crate::event::envelope::ConnectorInfo;
-use crate::event::{ChangeEvent, Op, SourceInfo};
+use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo};
 use crate::lsn::Lsn;
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::{EncodedRecord, KafkaSink, Progress, SinkError};
-use crate::source::pgoutput::{self, DecodeError, LogicalMessage, OldTuple};
+use crate::source::pgoutput::{self, Datum, DecodeError, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
 use crate::source::setup::{self, SetupError};
 use crate::source::types::ValueOptions;
@@ -32,6 +32,14 @@ use crate::source::types::ValueOptions;
 pub const SESSION_OPTIONS: &str = "-c datestyle=ISO -c intervalstyle=postgres -c timezone=UTC \
                                    -c extra_float_digits=3 -c bytea_output=hex \
                                    -c client_encoding=UTF8 -c lc_monetary=C";
+
+/// Header on the delete half of a key-changing update: the new key.
+pub const NEW_KEY_HEADER: &str = "__debezium.newkey";
+/// Header on the create half of a key-changing update: the old key.
+pub const OLD_KEY_HEADER: &str = "__debezium.oldkey";
+/// Header listing (as a JSON array) the columns whose value was TOASTed and
+/// unchanged, so carries the placeholder (or null) instead of the value.
+pub const UNCHANGED_COLUMNS_HEADER: &str = "pgcdc.unchanged.columns";
 
 /// Why the pipeline stopped.
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +105,7 @@ struct Stream {
     encoder: JsonEncoder,
     sink: Arc<KafkaSink>,
     txn: Option<OpenTxn>,
+    message_topic: Arc<str>,
     last_commit_lsn: Option<Lsn>,
     summary: RunSummary,
 }
@@ -187,6 +196,7 @@ pub async fn run_once(
         encoder: JsonEncoder::new(info, config.json_schemas),
         sink: Arc::new(sink),
         txn: None,
+        message_topic: format!("{}.message", config.topic_prefix).into(),
         last_commit_lsn: None,
         summary: RunSummary {
             start_lsn: start,
@@ -293,8 +303,14 @@ impl Stream {
                     self.sink.advance_idle(wal_end.into());
                 }
             }
-            ReplicationEvent::Message { .. } => {
-                tracing::trace!("logical decoding message skipped");
+            ReplicationEvent::Message {
+                transactional,
+                lsn,
+                prefix,
+                content,
+            } => {
+                self.emit_message(transactional, prefix, content.to_vec(), lsn.into())
+                    .await?;
             }
             ReplicationEvent::StoppedAt { .. } => {}
         }
@@ -306,6 +322,7 @@ impl Stream {
         message: LogicalMessage,
         lsn: Lsn,
     ) -> Result<(), PipelineError> {
+        let skipped = self.config.skipped_operations;
         let (op, relation_id, before, after) = match message {
             LogicalMessage::Relation(relation) => {
                 if !self.relations.knows_types_of(&relation) {
@@ -316,31 +333,72 @@ impl Stream {
                 tracing::debug!(topic = %table.topic, relation_id = relation.id, "relation");
                 return Ok(());
             }
-            LogicalMessage::Insert(i) => (Op::Create, i.relation_id, None, Some(i.new)),
-            LogicalMessage::Update(u) => {
-                let old = u.old.map(|o| match o {
-                    OldTuple::Key(t) | OldTuple::Full(t) => t,
-                });
-                (Op::Update, u.relation_id, old, Some(u.new))
+            LogicalMessage::Insert(i) if !skipped.inserts => {
+                (Op::Create, i.relation_id, None, Some(i.new))
             }
-            LogicalMessage::Delete(d) => {
-                let (OldTuple::Key(t) | OldTuple::Full(t)) = d.old;
-                (Op::Delete, d.relation_id, Some(t), None)
+            LogicalMessage::Update(u) if !skipped.updates => (
+                Op::Update,
+                u.relation_id,
+                u.old.map(OldTuple::into_tuple),
+                Some(u.new),
+            ),
+            LogicalMessage::Delete(d) if !skipped.deletes => {
+                (Op::Delete, d.relation_id, Some(d.old.into_tuple()), None)
             }
-            LogicalMessage::Truncate(_) => {
-                tracing::trace!("truncate skipped (skipped.operations=t)");
+            LogicalMessage::Truncate(t) if !skipped.truncates => {
+                for relation_id in t.relation_ids {
+                    self.emit_row_change(Op::Truncate, relation_id, None, None, lsn)
+                        .await?;
+                }
                 return Ok(());
             }
+            LogicalMessage::Message(m) => {
+                return self
+                    .emit_message(m.transactional, m.prefix, m.content.to_vec(), m.lsn)
+                    .await;
+            }
             other => {
-                tracing::trace!(?other, "message ignored");
+                tracing::trace!(tag = %char::from(other.tag()), "message skipped");
                 return Ok(());
             }
         };
+        self.emit_row_change(op, relation_id, before, after, lsn)
+            .await
+    }
+
+    async fn emit_row_change(
+        &mut self,
+        op: Op,
+        relation_id: u32,
+        before: Option<Tuple>,
+        after: Option<Tuple>,
+        lsn: Lsn,
+    ) -> Result<(), PipelineError> {
         let Some(txn) = self.txn.as_ref() else {
             tracing::warn!(%lsn, "row change outside a transaction ignored");
             return Ok(());
         };
+        let txn_id = txn.id;
+        let source = SourceInfo {
+            commit_time_micros: txn.commit_time_micros,
+            xid: txn.xid,
+            lsn,
+            last_commit_lsn: self.last_commit_lsn,
+        };
         let table = Arc::clone(self.relations.get(relation_id, lsn)?);
+        // Columns whose value was not sent because it is TOASTed and unchanged.
+        let unchanged: Vec<&str> = after
+            .iter()
+            .flat_map(|t| t.0.iter().zip(&table.columns))
+            .filter(|(datum, _)| matches!(datum, Datum::UnchangedToast))
+            .map(|(_, column)| column.name.as_str())
+            .collect();
+        let unchanged_header = (!unchanged.is_empty()).then(|| {
+            (
+                UNCHANGED_COLUMNS_HEADER,
+                serde_json::to_vec(&unchanged).unwrap_or_default(),
+            )
+        });
         let before = before
             .map(|t| self.relations.decode_row(&table, &t, lsn))
             .transpose()?;
@@ -352,28 +410,60 @@ impl Stream {
             op,
             before,
             after,
-            source: SourceInfo {
-                commit_time_micros: txn.commit_time_micros,
-                xid: txn.xid,
-                lsn,
-                last_commit_lsn: self.last_commit_lsn,
-            },
+            source,
         };
-        let txn_id = txn.id;
-        self.emit(event, txn_id).await
+
+        if op == Op::Update && event.before.is_some() && !event.table.key_columns.is_empty() {
+            let old_key = event.clone_as(Op::Delete).key();
+            if old_key != event.key() {
+                return self.emit_key_change(event, unchanged_header, txn_id).await;
+            }
+        }
+        let headers = unchanged_header.into_iter().collect();
+        let tombstone = op == Op::Delete && self.config.tombstones_on_delete;
+        self.send_event(&event, headers, tombstone, txn_id).await
     }
 
-    async fn emit(&mut self, event: ChangeEvent, txn: TxnId) -> Result<(), PipelineError> {
+    /// An update that changes the key: a delete of the old key (and its
+    /// tombstone) then a create of the new one, as Debezium emits it, each
+    /// pointing at the other key in a header.
+    async fn emit_key_change(
+        &mut self,
+        event: ChangeEvent,
+        unchanged_header: Option<(&'static str, Vec<u8>)>,
+        txn: TxnId,
+    ) -> Result<(), PipelineError> {
+        let delete = event.clone_as(Op::Delete);
+        let create = ChangeEvent {
+            before: None,
+            ..event.clone_as(Op::Create)
+        };
+        let old_key = self.encoder.key(&delete).unwrap_or_default();
+        let new_key = self.encoder.key(&create).unwrap_or_default();
+        let tombstone = self.config.tombstones_on_delete;
+        self.send_event(&delete, vec![(NEW_KEY_HEADER, new_key)], tombstone, txn)
+            .await?;
+        let mut headers = vec![(OLD_KEY_HEADER, old_key)];
+        headers.extend(unchanged_header);
+        self.send_event(&create, headers, false, txn).await
+    }
+
+    async fn send_event(
+        &mut self,
+        event: &ChangeEvent,
+        headers: Vec<(&'static str, Vec<u8>)>,
+        tombstone: bool,
+        txn: TxnId,
+    ) -> Result<(), PipelineError> {
         let topic = Arc::clone(&event.table.topic);
-        let key = self.encoder.key(&event);
-        let value = self.encoder.value(&event, now_micros());
-        let tombstone = event.op == Op::Delete;
+        let key = self.encoder.key(event);
+        let value = self.encoder.value(event, now_micros());
         self.sink
             .send(EncodedRecord {
                 topic: Arc::clone(&topic),
                 key: key.clone(),
                 value: Some(value),
-                headers: Vec::new(),
+                headers,
                 txn,
             })
             .await?;
@@ -388,6 +478,51 @@ impl Stream {
                     txn,
                 })
                 .await?;
+        }
+        Ok(())
+    }
+
+    /// A `pg_logical_emit_message` message. A transactional one belongs to its
+    /// transaction; a non-transactional one arrives between transactions and
+    /// is tracked as a transaction of its own, confirmed just past its LSN so
+    /// a restart does not repeat it.
+    async fn emit_message(
+        &mut self,
+        transactional: bool,
+        prefix: String,
+        content: Vec<u8>,
+        lsn: Lsn,
+    ) -> Result<(), PipelineError> {
+        let (txn, own) = match &self.txn {
+            Some(open) => (open.id, false),
+            None => (self.sink.begin(), true),
+        };
+        let source = SourceInfo {
+            commit_time_micros: self
+                .txn
+                .as_ref()
+                .map_or_else(now_micros, |t| t.commit_time_micros),
+            xid: self.txn.as_ref().map_or(0, |t| t.xid),
+            lsn,
+            last_commit_lsn: self.last_commit_lsn,
+        };
+        let message = MessageEvent {
+            transactional,
+            prefix,
+            content,
+            source,
+        };
+        let record = EncodedRecord {
+            topic: Arc::clone(&self.message_topic),
+            key: Some(self.encoder.message_key(&message)),
+            value: Some(self.encoder.message_value(&message, now_micros())),
+            headers: Vec::new(),
+            txn,
+        };
+        self.sink.send(record).await?;
+        self.summary.events += 1;
+        if own {
+            self.sink.commit(txn, Lsn::new(lsn.as_u64() + 1));
         }
         Ok(())
     }

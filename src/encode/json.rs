@@ -16,7 +16,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::event::envelope::{self, ConnectorInfo};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
-use crate::event::{ChangeEvent, TableSchema};
+use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 
 /// A Connect schema as the JsonConverter writes it; `field` names a struct field.
 pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
@@ -106,6 +106,12 @@ pub fn value_json(value: &Value) -> Json {
     }
 }
 
+/// Serialized schemas of `<prefix>.message` records, built once.
+struct MessageSchemas {
+    key: String,
+    value: String,
+}
+
 struct CachedSchemas {
     table: Arc<TableSchema>,
     key: Option<String>,
@@ -117,6 +123,7 @@ pub struct JsonEncoder {
     schemas_enabled: bool,
     info: ConnectorInfo,
     cache: HashMap<u32, CachedSchemas>,
+    message_schemas: MessageSchemas,
 }
 
 impl JsonEncoder {
@@ -125,7 +132,23 @@ impl JsonEncoder {
             schemas_enabled,
             info,
             cache: HashMap::new(),
+            message_schemas: MessageSchemas {
+                key: schema_json(&envelope::message_key_schema(), None).to_string(),
+                value: schema_json(&envelope::message_value_schema(), None).to_string(),
+            },
         }
+    }
+
+    /// The key bytes of a logical decoding message record.
+    pub fn message_key(&self, message: &MessageEvent) -> Vec<u8> {
+        let key = value_json(&envelope::message_key(message));
+        self.wrap(Some(&self.message_schemas.key), &key)
+    }
+
+    /// The value bytes of a logical decoding message record.
+    pub fn message_value(&self, message: &MessageEvent, now_micros: i64) -> Vec<u8> {
+        let value = value_json(&envelope::message_value(message, &self.info, now_micros));
+        self.wrap(Some(&self.message_schemas.value), &value)
     }
 
     fn schemas(&mut self, table: &Arc<TableSchema>) -> &CachedSchemas {

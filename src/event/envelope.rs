@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::value::{ConnectSchema, ConnectType, Field, Value};
-use super::{ChangeEvent, ColumnSchema};
+use super::{ChangeEvent, ColumnSchema, MessageEvent, SourceInfo};
 
 /// Schema name of the `source` block.
 pub const SOURCE_SCHEMA_NAME: &str = "io.debezium.connector.postgresql.Source";
@@ -143,7 +143,22 @@ fn row_value(event: &ChangeEvent, row: &Option<Vec<Value>>) -> Value {
 
 /// The `source` block of an event.
 pub fn source_value(event: &ChangeEvent, info: &ConnectorInfo) -> Value {
-    let s = &event.source;
+    source_block(
+        &event.source,
+        info,
+        &event.table.schema,
+        &event.table.table,
+        Some(event.source.xid),
+    )
+}
+
+fn source_block(
+    s: &SourceInfo,
+    info: &ConnectorInfo,
+    schema: &str,
+    table: &str,
+    xid: Option<u32>,
+) -> Value {
     let lsn = s.lsn.as_u64();
     let sequence = format!(
         "[{},\"{lsn}\"]",
@@ -164,9 +179,12 @@ pub fn source_value(event: &ChangeEvent, info: &ConnectorInfo) -> Value {
         ("sequence".into(), Value::String(sequence)),
         ("ts_us".into(), Value::Int64(ts_us)),
         ("ts_ns".into(), Value::Int64(ts_us.saturating_mul(1000))),
-        ("schema".into(), Value::String(event.table.schema.clone())),
-        ("table".into(), Value::String(event.table.table.clone())),
-        ("txId".into(), Value::Int64(i64::from(s.xid))),
+        ("schema".into(), Value::String(schema.to_owned())),
+        ("table".into(), Value::String(table.to_owned())),
+        (
+            "txId".into(),
+            xid.map_or(Value::Null, |x| Value::Int64(i64::from(x))),
+        ),
         ("lsn".into(), Value::Int64(lsn as i64)),
         ("xmin".into(), Value::Null),
     ])
@@ -192,4 +210,69 @@ pub fn envelope_value(event: &ChangeEvent, info: &ConnectorInfo, now_micros: i64
 /// The key value of an event, `None` for a null key.
 pub fn key_value(event: &ChangeEvent) -> Option<Value> {
     event.key().map(Value::Struct)
+}
+
+/// Schema name of a logical decoding message's value.
+pub const MESSAGE_VALUE_SCHEMA_NAME: &str = "io.debezium.connector.postgresql.MessageValue";
+
+/// The key schema of `<prefix>.message` records.
+pub fn message_key_schema() -> ConnectSchema {
+    ConnectSchema::structure(
+        "io.debezium.connector.postgresql.MessageKey",
+        vec![field("prefix", string().optional())],
+    )
+    .with_version(1)
+}
+
+/// The value schema of `<prefix>.message` records.
+pub fn message_value_schema() -> ConnectSchema {
+    let block = ConnectSchema::structure(
+        "io.debezium.connector.postgresql.Message",
+        vec![
+            field("prefix", string().optional()),
+            field(
+                "content",
+                ConnectSchema::primitive(ConnectType::Bytes).optional(),
+            ),
+        ],
+    )
+    .with_version(1);
+    ConnectSchema::structure(
+        MESSAGE_VALUE_SCHEMA_NAME,
+        vec![
+            field("op", string()),
+            field("ts_ms", int64().optional()),
+            field("source", source_schema()),
+            field("message", block),
+        ],
+    )
+    .with_version(1)
+}
+
+/// The key of a message record: its prefix.
+pub fn message_key(message: &MessageEvent) -> Value {
+    Value::Struct(vec![(
+        "prefix".into(),
+        Value::String(message.prefix.clone()),
+    )])
+}
+
+/// The value of a message record, processed at `now_micros`.
+pub fn message_value(message: &MessageEvent, info: &ConnectorInfo, now_micros: i64) -> Value {
+    let xid = message.transactional.then_some(message.source.xid);
+    Value::Struct(vec![
+        ("op".into(), Value::String("m".into())),
+        ("ts_ms".into(), Value::Int64(now_micros.div_euclid(1000))),
+        (
+            "source".into(),
+            source_block(&message.source, info, "", "", xid),
+        ),
+        (
+            "message".into(),
+            Value::Struct(vec![
+                ("prefix".into(), Value::String(message.prefix.clone())),
+                ("content".into(), Value::Bytes(message.content.clone())),
+            ]),
+        ),
+    ])
 }

@@ -84,6 +84,17 @@ pub struct SourceInfo {
     pub last_commit_lsn: Option<Lsn>,
 }
 
+/// A `pg_logical_emit_message` message, emitted on `<prefix>.message`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageEvent {
+    pub transactional: bool,
+    pub prefix: String,
+    pub content: Vec<u8>,
+    /// For a non-transactional message `xid` is 0 and the commit time is the
+    /// time the connector received it.
+    pub source: SourceInfo,
+}
+
 /// One change to one row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChangeEvent {
@@ -95,6 +106,21 @@ pub struct ChangeEvent {
 }
 
 impl ChangeEvent {
+    /// The same change under another op (for splitting a key change).
+    pub fn clone_as(&self, op: Op) -> ChangeEvent {
+        let (before, after) = match op {
+            Op::Delete => (self.before.clone(), None),
+            _ => (self.before.clone(), self.after.clone()),
+        };
+        ChangeEvent {
+            table: Arc::clone(&self.table),
+            op,
+            before,
+            after,
+            source: self.source.clone(),
+        }
+    }
+
     /// The key values, from `after` (or `before` for deletes); `None` for a null key.
     pub fn key(&self) -> Option<Vec<(String, Value)>> {
         let row = self.after.as_ref().or(self.before.as_ref())?;

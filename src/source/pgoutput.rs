@@ -303,6 +303,13 @@ impl OldTuple {
             OldTuple::Key(tuple) | OldTuple::Full(tuple) => tuple,
         }
     }
+
+    /// The tuple, by value.
+    pub fn into_tuple(self) -> Tuple {
+        match self {
+            OldTuple::Key(tuple) | OldTuple::Full(tuple) => tuple,
+        }
+    }
 }
 
 /// Truncated relations.

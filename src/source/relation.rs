@@ -1,6 +1,13 @@
 //! The relation cache: from pgoutput Relation messages to [`TableSchema`]s,
 //! and from tuples to rows of Connect values.
 //!
+//! A column's schema is required (not optional) only when no event can carry
+//! a null in it: NOT NULL (or primary key), present in every before-image
+//! (a key column, or REPLICA IDENTITY FULL), and able to carry the
+//! unchanged-TOAST placeholder. Debezium marks every NOT NULL column required
+//! and then fills unknown before-image values with zeros and empty strings,
+//! indistinguishable from data; we keep them null and say so in the schema.
+//!
 //! Postgres sends a Relation message before the first change of a table in a
 //! session and again after its definition changes, so the cache is the
 //! stream's own, always-current description of each table: names, type OIDs
@@ -121,6 +128,7 @@ impl RelationCache {
         let by_name: HashMap<&str, &CatalogColumn> =
             catalog.iter().map(|c| (c.name.as_str(), c)).collect();
 
+        let full_identity = relation.replica_identity == ReplicaIdentity::Full;
         let mut primary_key: Vec<(i32, usize)> = Vec::new();
         let mut column_types = Vec::with_capacity(relation.columns.len());
         let columns: Vec<ColumnSchema> = relation
@@ -132,8 +140,16 @@ impl RelationCache {
                 if let Some(pos) = info.and_then(|i| i.primary_key_position) {
                     primary_key.push((pos, i));
                 }
-                let required = info.is_some_and(|i| i.not_null || i.primary_key_position.is_some());
                 let ty = self.types.resolve(c.type_oid, c.type_modifier);
+                let not_null = info.is_some_and(|i| i.not_null || i.primary_key_position.is_some());
+                // Outside REPLICA IDENTITY FULL a before-image holds only the
+                // identity columns: the others are unknown there, so null.
+                let in_every_before_image = full_identity || c.is_key;
+                // An unchanged TOASTed value is null where its type cannot carry
+                // the placeholder (numeric, arrays of numbers, ...).
+                let placeholder_is_null = ty.is_varlena()
+                    && types::unavailable_value(&ty, c.type_modifier, &self.options) == Value::Null;
+                let required = not_null && in_every_before_image && !placeholder_is_null;
                 let mut schema = types::column_schema(&ty, c.type_modifier, &self.options);
                 schema.optional = !required;
                 column_types.push(ty);

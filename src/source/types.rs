@@ -218,6 +218,35 @@ static BUILTINS: [(u32, u32, PgType, &str); 38] = {
 };
 
 impl PgType {
+    /// Whether values of this type are variable-length (`typlen = -1`), and
+    /// so may be TOASTed and arrive as "unchanged" in an update.
+    pub fn is_varlena(&self) -> bool {
+        match self {
+            PgType::Bool
+            | PgType::Char
+            | PgType::Name
+            | PgType::Int2
+            | PgType::Int4
+            | PgType::Int8
+            | PgType::Oid
+            | PgType::Float4
+            | PgType::Float8
+            | PgType::Money
+            | PgType::Macaddr
+            | PgType::Macaddr8
+            | PgType::Date
+            | PgType::Time
+            | PgType::Timetz
+            | PgType::Timestamp
+            | PgType::Timestamptz
+            | PgType::Interval
+            | PgType::Uuid
+            | PgType::Enum { .. } => false,
+            PgType::Modified { base, .. } => base.is_varlena(),
+            _ => true,
+        }
+    }
+
     /// The built-in type with this OID, if there is one.
     pub fn from_builtin_oid(oid: u32) -> Option<PgType> {
         BUILTINS
