@@ -8,6 +8,10 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use rdkafka::config::ClientConfig;
 
+use crate::source::types::{
+    DecimalHandling, IntervalHandling, ValueOptions, DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
+};
+
 /// Everything `pgcdc-kafka run` needs.
 #[derive(Debug, Clone, Args)]
 pub struct RunConfig {
@@ -58,6 +62,32 @@ pub struct RunConfig {
     /// d (delete), t (truncate), or `none` (Debezium's skipped.operations).
     #[arg(long, env = "PGCDC_SKIPPED_OPERATIONS", default_value = "t", value_parser = parse_skipped_operations)]
     pub skipped_operations: SkippedOperations,
+
+    /// How NUMERIC and MONEY values are written (Debezium's decimal.handling.mode):
+    /// precise (Connect Decimal bytes), double, or string. In precise mode a
+    /// NUMERIC NaN or Infinity stops the connector with an error rather than
+    /// being written as null; choose double or string for columns that hold them.
+    #[arg(
+        long,
+        env = "PGCDC_DECIMAL_HANDLING",
+        value_enum,
+        default_value = "precise"
+    )]
+    pub decimal_handling: DecimalHandling,
+
+    /// How INTERVAL values are written (interval.handling.mode): numeric
+    /// (int64 microseconds) or string (ISO-8601).
+    #[arg(
+        long,
+        env = "PGCDC_INTERVAL_HANDLING",
+        value_enum,
+        default_value = "numeric"
+    )]
+    pub interval_handling: IntervalHandling,
+
+    /// Written in place of unchanged TOASTed values (unavailable.value.placeholder).
+    #[arg(long, env = "PGCDC_UNAVAILABLE_VALUE_PLACEHOLDER", default_value = DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER)]
+    pub unavailable_value_placeholder: String,
 
     /// Most messages handed to Kafka and not yet acknowledged.
     #[arg(long, env = "PGCDC_MAX_IN_FLIGHT_MESSAGES", default_value_t = 100_000)]
@@ -346,6 +376,16 @@ impl RunConfig {
             Ok(())
         } else {
             Err(ConfigError(problems))
+        }
+    }
+
+    /// How column values are decoded.
+    pub fn value_options(&self) -> ValueOptions {
+        ValueOptions {
+            unavailable_value_placeholder: self.unavailable_value_placeholder.clone(),
+            decimal_handling: self.decimal_handling,
+            interval_handling: self.interval_handling,
+            ..ValueOptions::default()
         }
     }
 

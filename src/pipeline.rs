@@ -25,7 +25,6 @@ use crate::sink::{EncodedRecord, KafkaSink, Progress, SinkError};
 use crate::source::pgoutput::{self, Datum, DecodeError, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
 use crate::source::setup::{self, SetupError};
-use crate::source::types::ValueOptions;
 
 /// Session settings pinned on the replication connection so that pgoutput's
 /// text values render in the one format the value decoder parses.
@@ -192,7 +191,7 @@ pub async fn run_once(
         db: config.pg_url.dbname().into(),
     };
     let mut stream = Stream {
-        relations: RelationCache::new(&config.topic_prefix, ValueOptions::default(), types),
+        relations: RelationCache::new(&config.topic_prefix, config.value_options(), types),
         encoder: JsonEncoder::new(info, config.json_schemas),
         sink: Arc::new(sink),
         txn: None,

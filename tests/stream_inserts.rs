@@ -251,3 +251,25 @@ async fn slot_is_not_confirmed_past_unacknowledged_transactions() {
     .await;
     running.stop().await;
 }
+
+/// JsonConverter with `schemas.enable=false`: keys and values are the bare payloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_without_schemas_is_the_bare_payload() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "noschema");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY, v text)");
+    let running = s.start(&kafka.bootstrap_servers(), &["--json-schemas", "false"]);
+    wait_until(TIMEOUT, "slot created", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    s.sql("INSERT INTO t VALUES (7, 'seven')");
+    let records = consume(&kafka.bootstrap_servers(), &s.topic("t"), 1, TIMEOUT).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].key, Some(json!({"id": 7})));
+    let value = records[0].value.as_ref().unwrap();
+    assert!(value.get("schema").is_none(), "no embedded schema: {value}");
+    assert_eq!(value["after"], json!({"id": 7, "v": "seven"}));
+    assert_eq!(value["op"], "c");
+    running.stop().await;
+}

@@ -72,7 +72,7 @@ impl Default for ValueOptions {
 }
 
 /// `decimal.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum DecimalHandling {
     /// Connect `Decimal` bytes (or `VariableScaleDecimal` for unconstrained NUMERIC).
     #[default]
@@ -98,7 +98,7 @@ pub enum SpecialNumeric {
 }
 
 /// `interval.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum IntervalHandling {
     /// int64 microseconds (`io.debezium.time.MicroDuration`), a month counted as 30.4375 days.
     #[default]
