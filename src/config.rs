@@ -53,6 +53,43 @@ pub struct RunConfig {
     #[arg(long, env = "PGCDC_JSON_SCHEMAS", default_value_t = true, action = clap::ArgAction::Set)]
     pub json_schemas: bool,
 
+    /// Encoding of keys and values: json (Kafka Connect JsonConverter) or avro
+    /// (Confluent AvroConverter, with schemas in --schema-registry-url).
+    #[arg(long, env = "PGCDC_FORMAT", value_enum, default_value = "json")]
+    pub format: Format,
+
+    /// Confluent-compatible schema registry base URL (needed for --format avro).
+    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_URL")]
+    pub schema_registry_url: Option<String>,
+
+    /// Schema registry basic auth, user:password.
+    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_BASIC_AUTH")]
+    pub schema_registry_basic_auth: Option<Secret>,
+
+    /// PEM file of the CA that signs the schema registry's TLS certificate.
+    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_CA")]
+    pub schema_registry_ca: Option<std::path::PathBuf>,
+
+    /// Avro types for dates, times and decimals: debezium (Debezium's Connect
+    /// types: plain int/long/string with connect.name) or native (Avro logical types).
+    #[arg(
+        long,
+        env = "PGCDC_AVRO_LOGICAL_TYPES",
+        value_enum,
+        default_value = "debezium"
+    )]
+    pub avro_logical_types: AvroLogicalTypes,
+
+    /// Registry subject names: topic (<topic>-key / <topic>-value) or record
+    /// (the record's full name).
+    #[arg(
+        long,
+        env = "PGCDC_SUBJECT_NAME_STRATEGY",
+        value_enum,
+        default_value = "topic"
+    )]
+    pub subject_name_strategy: SubjectNameStrategy,
+
     /// Write a tombstone (same key, null value) after each delete, so log
     /// compaction can drop the key (Debezium's tombstones.on.delete).
     #[arg(long, env = "PGCDC_TOMBSTONES_ON_DELETE", default_value_t = true, action = clap::ArgAction::Set)]
@@ -194,6 +231,56 @@ impl fmt::Display for PgUrl {
             self.port(),
             self.dbname()
         )
+    }
+}
+
+/// Encoding of keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Json,
+    Avro,
+}
+
+/// How Avro schemas represent temporal and decimal columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AvroLogicalTypes {
+    /// Debezium-compatible: the Connect types, as the Confluent AvroConverter writes them.
+    Debezium,
+    /// Avro's own logical types (date, time-micros, timestamp-micros, uuid, decimal).
+    Native,
+}
+
+/// How registry subjects are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SubjectNameStrategy {
+    /// `<topic>-key` and `<topic>-value` (TopicNameStrategy).
+    Topic,
+    /// The record's full name (RecordNameStrategy).
+    Record,
+}
+
+/// A secret: parsed like a string, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for handing to a client.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_owned()))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
     }
 }
 
@@ -345,6 +432,12 @@ impl RunConfig {
             "max-in-flight-bytes",
             &self.max_in_flight_bytes.to_string(),
             "must be at least 1024",
+        );
+        check(
+            self.format != Format::Avro || self.schema_registry_url.is_some(),
+            "schema-registry-url",
+            "",
+            "is required with --format avro",
         );
         for table in &self.tables {
             check(

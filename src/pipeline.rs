@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::checkpoint::TxnId;
 use crate::config::RunConfig;
-use crate::encode::json::JsonEncoder;
+use crate::encode::{EncodeError, Encoder};
 use crate::event::envelope::ConnectorInfo;
 use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo};
 use crate::lsn::Lsn;
@@ -52,6 +52,8 @@ pub enum PipelineError {
     #[error(transparent)]
     Row(#[from] RowError),
     #[error(transparent)]
+    Encode(#[from] EncodeError),
+    #[error(transparent)]
     Sink(#[from] SinkError),
     #[error("kafka delivery failed; the slot stays at the last fully acknowledged transaction")]
     Delivery(#[source] Arc<SinkError>),
@@ -66,6 +68,7 @@ impl PipelineError {
             PipelineError::Setup(e) => e.is_retryable(),
             PipelineError::Stream(e) => e.is_transient() || e.is_io(),
             PipelineError::Sink(e) => e.is_retryable(),
+            PipelineError::Encode(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded => true,
             PipelineError::Decode(_) | PipelineError::Row(_) => false,
@@ -101,7 +104,7 @@ struct Stream {
     config: RunConfig,
     sql: tokio_postgres::Client,
     relations: RelationCache,
-    encoder: JsonEncoder,
+    encoder: Encoder,
     sink: Arc<KafkaSink>,
     txn: Option<OpenTxn>,
     message_topic: Arc<str>,
@@ -192,7 +195,7 @@ pub async fn run_once(
     };
     let mut stream = Stream {
         relations: RelationCache::new(&config.topic_prefix, config.value_options(), types),
-        encoder: JsonEncoder::new(info, config.json_schemas),
+        encoder: Encoder::from_config(&config, info).await?,
         sink: Arc::new(sink),
         txn: None,
         message_topic: format!("{}.message", config.topic_prefix).into(),
@@ -437,8 +440,8 @@ impl Stream {
             before: None,
             ..event.clone_as(Op::Create)
         };
-        let old_key = self.encoder.key(&delete).unwrap_or_default();
-        let new_key = self.encoder.key(&create).unwrap_or_default();
+        let old_key = self.encoder.key(&delete).await?.unwrap_or_default();
+        let new_key = self.encoder.key(&create).await?.unwrap_or_default();
         let tombstone = self.config.tombstones_on_delete;
         self.send_event(&delete, vec![(NEW_KEY_HEADER, new_key)], tombstone, txn)
             .await?;
@@ -455,8 +458,8 @@ impl Stream {
         txn: TxnId,
     ) -> Result<(), PipelineError> {
         let topic = Arc::clone(&event.table.topic);
-        let key = self.encoder.key(event);
-        let value = self.encoder.value(event, now_micros());
+        let key = self.encoder.key(event).await?;
+        let value = self.encoder.value(event, now_micros()).await?;
         self.sink
             .send(EncodedRecord {
                 topic: Arc::clone(&topic),
@@ -513,8 +516,8 @@ impl Stream {
         };
         let record = EncodedRecord {
             topic: Arc::clone(&self.message_topic),
-            key: Some(self.encoder.message_key(&message)),
-            value: Some(self.encoder.message_value(&message, now_micros())),
+            key: Some(self.encoder.message_key(&message).await?),
+            value: Some(self.encoder.message_value(&message, now_micros()).await?),
             headers: Vec::new(),
             txn,
         };
