@@ -126,6 +126,21 @@ pub struct RunConfig {
     #[arg(long, env = "PGCDC_UNAVAILABLE_VALUE_PLACEHOLDER", default_value = DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER)]
     pub unavailable_value_placeholder: String,
 
+    /// Stop by itself once caught up (for scheduled jobs): `start-lsn` (the
+    /// default when given without a value) drains up to the server's WAL
+    /// position at start; `idle` stops after --idle-timeout without changes.
+    #[arg(long, env = "PGCDC_STOP_WHEN_CAUGHT_UP", value_enum, num_args = 0..=1, default_missing_value = "start-lsn")]
+    pub stop_when_caught_up: Option<CaughtUp>,
+
+    /// With `--stop-when-caught-up idle`: how long without changes counts as caught up.
+    #[arg(long, env = "PGCDC_IDLE_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// Stop gracefully after this long even if behind; the next run continues
+    /// from what was acknowledged.
+    #[arg(long, env = "PGCDC_MAX_RUN", value_parser = humantime::parse_duration)]
+    pub max_run: Option<Duration>,
+
     /// Most messages handed to Kafka and not yet acknowledged.
     #[arg(long, env = "PGCDC_MAX_IN_FLIGHT_MESSAGES", default_value_t = 100_000)]
     pub max_in_flight_messages: usize,
@@ -232,6 +247,15 @@ impl fmt::Display for PgUrl {
             self.dbname()
         )
     }
+}
+
+/// When a bounded run counts as caught up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CaughtUp {
+    /// Everything up to the server's WAL position at start has been read.
+    StartLsn,
+    /// No change arrived for --idle-timeout.
+    Idle,
 }
 
 /// Encoding of keys and values.

@@ -75,13 +75,16 @@ async fn main() -> ExitCode {
             });
             match pgcdc_kafka::pipeline::run(*config, shutdown).await {
                 Ok(summary) => {
-                    tracing::info!(
-                        transactions = summary.transactions,
-                        events = summary.events,
-                        start_lsn = %summary.start_lsn,
-                        confirmed_lsn = %summary.confirmed_lsn,
-                        "stopped"
-                    );
+                    // The run's report, on stdout: one human line, or one JSON object.
+                    match cli.log_format {
+                        LogFormat::Text => println!("pgcdc-kafka: {summary}"),
+                        LogFormat::Json => match serde_json::to_string(&summary) {
+                            Ok(json) => println!("{json}"),
+                            Err(error) => {
+                                tracing::warn!(%error, "cannot serialize the run summary")
+                            }
+                        },
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(error) => {

@@ -288,3 +288,13 @@ pub async fn load_types(client: &Client) -> Result<TypeRegistry, SetupError> {
     }
     Ok(registry)
 }
+
+/// The server's current WAL write position.
+pub async fn current_wal_lsn(client: &Client) -> Result<Lsn, SetupError> {
+    let text: String = client
+        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .await
+        .map_err(query_error("reading pg_current_wal_lsn()"))?
+        .get(0);
+    Ok(text.parse().unwrap_or(Lsn::ZERO))
+}

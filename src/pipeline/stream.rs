@@ -1,90 +1,30 @@
-//! The pipeline: replication stream -> pgoutput decoding -> change events ->
-//! encoding -> Kafka producer -> delivery acks -> slot confirmation.
-//!
-//! One task reads the stream in order and hands records to the producer;
-//! librdkafka's thread reports deliveries to the ack tracker; the same task
-//! that reads also confirms, so confirmation and reading never race. Reading
-//! pauses when the in-flight bound is reached (the replication client keeps
-//! answering keepalives meanwhile, so `wal_sender_timeout` never fires).
+//! One attempt of the pipeline: the replication connection, the read loop,
+//! and the translation of each pgoutput message into Kafka records.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use pgwire_replication::{PgWireError, ReplicationClient, ReplicationConfig, ReplicationEvent};
+use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent};
 use tokio::sync::watch;
 
+use super::{
+    PipelineError, RunSummary, StopReason, NEW_KEY_HEADER, OLD_KEY_HEADER, SESSION_OPTIONS,
+    UNCHANGED_COLUMNS_HEADER,
+};
 use crate::checkpoint::TxnId;
-use crate::config::RunConfig;
-use crate::encode::{EncodeError, Encoder};
+use crate::config::{CaughtUp, RunConfig};
+use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
 use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo};
 use crate::lsn::Lsn;
 use crate::sink::kafka::InFlightLimits;
-use crate::sink::{EncodedRecord, KafkaSink, Progress, SinkError};
-use crate::source::pgoutput::{self, Datum, DecodeError, LogicalMessage, OldTuple, Tuple};
-use crate::source::relation::{RelationCache, RowError};
-use crate::source::setup::{self, SetupError};
+use crate::sink::{EncodedRecord, KafkaSink, Progress};
+use crate::source::pgoutput::{self, Datum, LogicalMessage, OldTuple, Tuple};
+use crate::source::relation::RelationCache;
+use crate::source::setup;
 
-/// Session settings pinned on the replication connection so that pgoutput's
-/// text values render in the one format the value decoder parses.
-pub const SESSION_OPTIONS: &str = "-c datestyle=ISO -c intervalstyle=postgres -c timezone=UTC \
-                                   -c extra_float_digits=3 -c bytea_output=hex \
-                                   -c client_encoding=UTF8 -c lc_monetary=C";
-
-/// Header on the delete half of a key-changing update: the new key.
-pub const NEW_KEY_HEADER: &str = "__debezium.newkey";
-/// Header on the create half of a key-changing update: the old key.
-pub const OLD_KEY_HEADER: &str = "__debezium.oldkey";
-/// Header listing (as a JSON array) the columns whose value was TOASTed and
-/// unchanged, so carries the placeholder (or null) instead of the value.
-pub const UNCHANGED_COLUMNS_HEADER: &str = "pgcdc.unchanged.columns";
-
-/// Why the pipeline stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    #[error(transparent)]
-    Setup(#[from] SetupError),
-    #[error("replication stream failed")]
-    Stream(#[source] PgWireError),
-    #[error(transparent)]
-    Decode(#[from] DecodeError),
-    #[error(transparent)]
-    Row(#[from] RowError),
-    #[error(transparent)]
-    Encode(#[from] EncodeError),
-    #[error(transparent)]
-    Sink(#[from] SinkError),
-    #[error("kafka delivery failed; the slot stays at the last fully acknowledged transaction")]
-    Delivery(#[source] Arc<SinkError>),
-    #[error("the replication stream ended unexpectedly")]
-    StreamEnded,
-}
-
-impl PipelineError {
-    /// Whether restarting from the slot may succeed.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            PipelineError::Setup(e) => e.is_retryable(),
-            PipelineError::Stream(e) => e.is_transient() || e.is_io(),
-            PipelineError::Sink(e) => e.is_retryable(),
-            PipelineError::Encode(e) => e.is_retryable(),
-            PipelineError::Delivery(e) => e.is_retryable(),
-            PipelineError::StreamEnded => true,
-            PipelineError::Decode(_) | PipelineError::Row(_) => false,
-        }
-    }
-}
-
-/// What a run did, reported when it ends.
-#[derive(Debug, Clone, Default)]
-pub struct RunSummary {
-    pub start_lsn: Lsn,
-    pub confirmed_lsn: Lsn,
-    pub transactions: u64,
-    pub events: u64,
-}
-
+/// The transaction being read (between Begin and Commit).
 struct OpenTxn {
     id: TxnId,
     xid: u32,
@@ -100,8 +40,8 @@ fn now_micros() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
-struct Stream {
-    config: RunConfig,
+struct Stream<'a> {
+    config: &'a RunConfig,
     sql: tokio_postgres::Client,
     relations: RelationCache,
     encoder: Encoder,
@@ -109,66 +49,30 @@ struct Stream {
     txn: Option<OpenTxn>,
     message_topic: Arc<str>,
     last_commit_lsn: Option<Lsn>,
-    summary: RunSummary,
-}
-
-/// A shutdown request shared by every attempt of a supervised run.
-#[derive(Debug, Clone)]
-pub struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    /// A shutdown signal and the handle that triggers it (`send(true)`).
-    pub fn new() -> (watch::Sender<bool>, Shutdown) {
-        let (tx, rx) = watch::channel(false);
-        (tx, Shutdown(rx))
-    }
-
-    /// Whether shutdown was requested.
-    pub fn is_requested(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Resolves once shutdown is requested (or its sender is gone).
-    pub async fn requested(mut self) {
-        let _ = self.0.wait_for(|stop| *stop).await;
-    }
-}
-
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// Runs the connector until `shutdown` is requested, restarting from the slot
-/// with exponential backoff after transient failures (Postgres restarted,
-/// connection dropped, Kafka unreachable past the delivery timeout). A
-/// definite failure (bad configuration, invalidated slot, a message Kafka
-/// will never accept) stops it with the error.
-pub async fn run(config: RunConfig, shutdown: Shutdown) -> Result<RunSummary, PipelineError> {
-    let mut backoff = Duration::from_secs(1);
-    loop {
-        let started = Instant::now();
-        match run_once(config.clone(), shutdown.clone().requested()).await {
-            Ok(summary) => return Ok(summary),
-            Err(error) if error.is_retryable() && !shutdown.is_requested() => {
-                if started.elapsed() > MAX_BACKOFF {
-                    backoff = Duration::from_secs(1);
-                }
-                tracing::warn!(error = %crate::error_chain(&error), retry_in = ?backoff, "pipeline failed; restarting from the slot");
-                tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
-                    () = shutdown.clone().requested() => return Err(error),
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
-            Err(error) => return Err(error),
-        }
-    }
+    summary: &'a mut RunSummary,
+    /// `--stop-when-caught-up start-lsn`: the server's WAL position when the run began.
+    target: Option<Lsn>,
+    /// Everything before this position has been read: the end of the last
+    /// commit, or the WAL end of a keepalive that arrived between transactions.
+    received: Lsn,
+    /// The WAL end of the last keepalive that arrived between transactions:
+    /// where a caught-up, drained stop may confirm to.
+    idle_wal_end: Lsn,
+    last_activity: Instant,
 }
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
 /// are acknowledged and confirmed first) or an error stops it.
+///
+/// `summary` accumulates across attempts. `target` is the caught-up target of
+/// `--stop-when-caught-up start-lsn`, fixed by the first attempt.
 pub async fn run_once(
-    config: RunConfig,
-    shutdown: impl Future<Output = ()>,
-) -> Result<RunSummary, PipelineError> {
+    config: &RunConfig,
+    stop: impl Future<Output = StopReason>,
+    summary: &mut RunSummary,
+    target: &mut Option<Lsn>,
+    first: bool,
+) -> Result<(), PipelineError> {
     let sql = setup::connect(&config.pg_url).await?;
     let slot = setup::prepare(
         &sql,
@@ -179,6 +83,13 @@ pub async fn run_once(
     .await?;
     let types = setup::load_types(&sql).await?;
     let start = slot.confirmed_flush;
+    if first {
+        summary.start_lsn = start;
+    }
+    summary.confirmed_lsn = start;
+    if config.stop_when_caught_up == Some(CaughtUp::StartLsn) && target.is_none() {
+        *target = Some(setup::current_wal_lsn(&sql).await?);
+    }
     tracing::info!(slot = %config.slot_name, publication = %config.publication_name, lsn = %start, "starting replication");
 
     let (sink, progress) = KafkaSink::new(
@@ -195,16 +106,16 @@ pub async fn run_once(
     };
     let mut stream = Stream {
         relations: RelationCache::new(&config.topic_prefix, config.value_options(), types),
-        encoder: Encoder::from_config(&config, info).await?,
+        encoder: Encoder::from_config(config, info).await?,
         sink: Arc::new(sink),
         txn: None,
         message_topic: format!("{}.message", config.topic_prefix).into(),
         last_commit_lsn: None,
-        summary: RunSummary {
-            start_lsn: start,
-            confirmed_lsn: start,
-            ..RunSummary::default()
-        },
+        summary,
+        target: *target,
+        received: start,
+        idle_wal_end: start,
+        last_activity: Instant::now(),
         sql,
         config,
     };
@@ -228,28 +139,53 @@ pub async fn run_once(
         .map_err(PipelineError::Stream)?;
     client.wait_started().await.map_err(PipelineError::Stream)?;
 
-    let result = stream.stream(&mut client, progress, shutdown).await;
-    let confirmed = stream.finish(&mut client).await;
-    result.map(|()| RunSummary {
-        confirmed_lsn: confirmed,
-        ..stream.summary
+    let result = stream.stream(&mut client, progress, stop).await;
+    let reason = result.as_ref().ok().copied();
+    stream.finish(&mut client, reason).await;
+    result.map(|reason| {
+        stream.summary.stopped = reason;
     })
 }
 
-impl Stream {
+impl Stream<'_> {
+    /// Reads until `stop` resolves, the stream catches up (bounded runs), or
+    /// an error; returns why it stopped.
     async fn stream(
         &mut self,
         client: &mut ReplicationClient,
         mut progress: watch::Receiver<Progress>,
-        shutdown: impl Future<Output = ()>,
-    ) -> Result<(), PipelineError> {
-        tokio::pin!(shutdown);
+        stop: impl Future<Output = StopReason>,
+    ) -> Result<StopReason, PipelineError> {
+        tokio::pin!(stop);
+        let idle_mode = self.config.stop_when_caught_up == Some(CaughtUp::Idle);
+        // A stop requested mid-transaction waits for its Commit (up to the
+        // shutdown timeout), so a graceful stop leaves nothing half sent to
+        // be repeated by the next run.
+        let mut stopping: Option<(StopReason, Instant)> = None;
         loop {
+            if let Some((reason, deadline)) = stopping {
+                if self.txn.is_none() || Instant::now() >= deadline {
+                    tracing::info!(?reason, "stopping; draining in-flight messages");
+                    return Ok(reason);
+                }
+            }
+            if self.is_caught_up() {
+                tracing::info!(lsn = %self.received, "caught up; draining in-flight messages");
+                return Ok(StopReason::CaughtUp);
+            }
+            let idle_deadline =
+                tokio::time::Instant::from_std(self.last_activity + self.config.idle_timeout);
             tokio::select! {
                 biased;
-                () = &mut shutdown => {
-                    tracing::info!("shutdown requested; draining in-flight messages");
-                    return Ok(());
+                reason = &mut stop, if stopping.is_none() => {
+                    if self.txn.is_some() {
+                        tracing::info!(?reason, "stop requested; finishing the current transaction first");
+                    }
+                    stopping = Some((reason, Instant::now() + self.config.shutdown_timeout));
+                }
+                () = tokio::time::sleep_until(idle_deadline), if idle_mode && self.txn.is_none() => {
+                    tracing::info!(idle_for = ?self.config.idle_timeout, "stream idle; draining in-flight messages");
+                    return Ok(StopReason::CaughtUp);
                 }
                 changed = progress.changed() => {
                     if changed.is_err() {
@@ -272,7 +208,15 @@ impl Stream {
         }
     }
 
+    /// `--stop-when-caught-up start-lsn`: everything up to the target was read.
+    fn is_caught_up(&self) -> bool {
+        self.txn.is_none() && self.target.is_some_and(|target| self.received >= target)
+    }
+
     async fn handle(&mut self, event: ReplicationEvent) -> Result<(), PipelineError> {
+        if !matches!(event, ReplicationEvent::KeepAlive { .. }) {
+            self.last_activity = Instant::now();
+        }
         match event {
             ReplicationEvent::Begin {
                 xid,
@@ -291,6 +235,7 @@ impl Stream {
                     self.sink.commit(txn.id, end_lsn.into());
                     self.summary.transactions += 1;
                 }
+                self.received = self.received.max(end_lsn.into());
                 self.last_commit_lsn = Some(lsn.into());
             }
             ReplicationEvent::XLogData {
@@ -302,7 +247,10 @@ impl Stream {
             }
             ReplicationEvent::KeepAlive { wal_end, .. } => {
                 if self.txn.is_none() {
-                    self.sink.advance_idle(wal_end.into());
+                    let wal_end = Lsn::from(wal_end);
+                    self.received = self.received.max(wal_end);
+                    self.idle_wal_end = self.idle_wal_end.max(wal_end);
+                    self.sink.advance_idle(wal_end);
                 }
             }
             ReplicationEvent::Message {
@@ -529,10 +477,17 @@ impl Stream {
         Ok(())
     }
 
-    /// Drains what is in flight and confirms it; returns the confirmed LSN.
-    async fn finish(&mut self, client: &mut ReplicationClient) -> Lsn {
+    /// Drains what is in flight and confirms it; records the outcome in the
+    /// summary. `reason` is `None` when the attempt failed.
+    async fn finish(&mut self, client: &mut ReplicationClient, reason: Option<StopReason>) {
         if let Err(error) = self.sink.flush(self.config.shutdown_timeout).await {
             tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
+        }
+        let caught_up = reason == Some(StopReason::CaughtUp) && self.sink.is_drained();
+        if caught_up {
+            // Only a caught-up, fully acknowledged stop may move past the last
+            // delivered transaction, to the WAL end the server reported.
+            self.sink.advance_idle(self.idle_wal_end);
         }
         let acked = self.acked();
         client.update_applied_lsn(acked.into());
@@ -549,8 +504,11 @@ impl Stream {
             .ok()
             .flatten()
             .unwrap_or(acked);
+        let wal = setup::current_wal_lsn(&self.sql).await.ok();
+        self.summary.confirmed_lsn = confirmed;
+        self.summary.caught_up = caught_up;
+        self.summary.remaining_lag_bytes = wal.map(|w| w.bytes_since(confirmed));
         tracing::info!(lsn = %confirmed, "replication stopped");
-        confirmed
     }
 
     fn acked(&self) -> Lsn {

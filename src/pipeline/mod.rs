@@ -1,0 +1,221 @@
+//! The pipeline: replication stream -> pgoutput decoding -> change events ->
+//! encoding -> Kafka producer -> delivery acks -> slot confirmation.
+//!
+//! One task reads the stream in order and hands records to the producer;
+//! librdkafka's thread reports deliveries to the ack tracker; the same task
+//! that reads also confirms, so confirmation and reading never race. Reading
+//! pauses when the in-flight bound is reached (the replication client keeps
+//! answering keepalives meanwhile, so `wal_sender_timeout` never fires).
+//!
+//! [`run`] supervises attempts: it restarts from the slot after transient
+//! failures and ends a bounded run (`--stop-when-caught-up`, `--max-run`).
+//! A bounded run that stops while behind confirms only what Kafka
+//! acknowledged; only a caught-up, drained stop may confirm the WAL end the
+//! server reported, so a scheduled job never skips unread changes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pgwire_replication::PgWireError;
+use tokio::sync::watch;
+
+use crate::config::RunConfig;
+use crate::encode::EncodeError;
+use crate::lsn::Lsn;
+use crate::sink::SinkError;
+use crate::source::pgoutput::DecodeError;
+use crate::source::relation::RowError;
+use crate::source::setup::SetupError;
+
+mod stream;
+
+pub use stream::run_once;
+
+/// Session settings pinned on the replication connection so that pgoutput's
+/// text values render in the one format the value decoder parses.
+pub const SESSION_OPTIONS: &str = "-c datestyle=ISO -c intervalstyle=postgres -c timezone=UTC \
+                                   -c extra_float_digits=3 -c bytea_output=hex \
+                                   -c client_encoding=UTF8 -c lc_monetary=C";
+
+/// Header on the delete half of a key-changing update: the new key.
+pub const NEW_KEY_HEADER: &str = "__debezium.newkey";
+/// Header on the create half of a key-changing update: the old key.
+pub const OLD_KEY_HEADER: &str = "__debezium.oldkey";
+/// Header listing (as a JSON array) the columns whose value was TOASTed and
+/// unchanged, so carries the placeholder (or null) instead of the value.
+pub const UNCHANGED_COLUMNS_HEADER: &str = "pgcdc.unchanged.columns";
+
+/// Why the pipeline stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    #[error("replication stream failed")]
+    Stream(#[source] PgWireError),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Row(#[from] RowError),
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error("kafka delivery failed; the slot stays at the last fully acknowledged transaction")]
+    Delivery(#[source] Arc<SinkError>),
+    #[error("the replication stream ended unexpectedly")]
+    StreamEnded,
+}
+
+impl PipelineError {
+    /// Whether restarting from the slot may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            PipelineError::Setup(e) => e.is_retryable(),
+            PipelineError::Stream(e) => e.is_transient() || e.is_io(),
+            PipelineError::Sink(e) => e.is_retryable(),
+            PipelineError::Encode(e) => e.is_retryable(),
+            PipelineError::Delivery(e) => e.is_retryable(),
+            PipelineError::StreamEnded => true,
+            PipelineError::Decode(_) | PipelineError::Row(_) => false,
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// SIGINT / SIGTERM (or the embedding program) asked it to stop.
+    #[default]
+    Requested,
+    /// `--stop-when-caught-up`: the stream reached its target.
+    CaughtUp,
+    /// `--max-run` elapsed.
+    TimeLimit,
+}
+
+/// What a run did, reported when it ends.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RunSummary {
+    pub stopped: StopReason,
+    /// Whether the stream had caught up (reached its target, or was idle) when it stopped.
+    pub caught_up: bool,
+    #[serde(serialize_with = "serialize_lsn")]
+    pub start_lsn: Lsn,
+    #[serde(serialize_with = "serialize_lsn")]
+    pub confirmed_lsn: Lsn,
+    pub transactions: u64,
+    pub events: u64,
+    /// Server WAL position minus the confirmed position when it stopped.
+    pub remaining_lag_bytes: Option<u64>,
+    /// Attempts after the first (restarts after transient failures).
+    pub restarts: u64,
+}
+
+fn serialize_lsn<S: serde::Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(lsn)
+}
+
+impl std::fmt::Display for RunSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = match self.stopped {
+            StopReason::Requested => "on request",
+            StopReason::CaughtUp => "caught up",
+            StopReason::TimeLimit => "time limit reached",
+        };
+        write!(
+            f,
+            "stopped ({how}): {} transactions, {} events delivered; confirmed LSN {} -> {}; {}",
+            self.transactions,
+            self.events,
+            self.start_lsn,
+            self.confirmed_lsn,
+            if self.caught_up {
+                "caught up"
+            } else {
+                "not caught up"
+            },
+        )?;
+        if let Some(lag) = self.remaining_lag_bytes {
+            write!(f, ", {lag} bytes of WAL behind")?;
+        }
+        Ok(())
+    }
+}
+
+/// A shutdown request shared by every attempt of a supervised run.
+#[derive(Debug, Clone)]
+pub struct Shutdown(watch::Receiver<bool>);
+
+impl Shutdown {
+    /// A shutdown signal and the handle that triggers it (`send(true)`).
+    pub fn new() -> (watch::Sender<bool>, Shutdown) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Shutdown(rx))
+    }
+
+    /// Whether shutdown was requested.
+    pub fn is_requested(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once shutdown is requested (or its sender is gone).
+    pub async fn requested(mut self) {
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+}
+
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Runs the connector until `shutdown` is requested, restarting from the slot
+/// with exponential backoff after transient failures (Postgres restarted,
+/// connection dropped, Kafka unreachable past the delivery timeout). A
+/// definite failure (bad configuration, invalidated slot, a message Kafka
+/// will never accept) stops it with the error.
+pub async fn run(config: RunConfig, shutdown: Shutdown) -> Result<RunSummary, PipelineError> {
+    let mut backoff = Duration::from_secs(1);
+    let deadline = config.max_run.map(|d| tokio::time::Instant::now() + d);
+    let mut summary = RunSummary::default();
+    let mut target = None;
+    let mut first = true;
+    loop {
+        let started = Instant::now();
+        let stop = {
+            let shutdown = shutdown.clone();
+            async move {
+                match deadline {
+                    Some(deadline) => tokio::select! {
+                        () = shutdown.requested() => StopReason::Requested,
+                        () = tokio::time::sleep_until(deadline) => StopReason::TimeLimit,
+                    },
+                    None => {
+                        shutdown.requested().await;
+                        StopReason::Requested
+                    }
+                }
+            }
+        };
+        let attempt = run_once(&config, stop, &mut summary, &mut target, first).await;
+        first = false;
+        match attempt {
+            Ok(()) => return Ok(summary),
+            Err(error)
+                if error.is_retryable()
+                    && !shutdown.is_requested()
+                    && deadline.is_none_or(|d| tokio::time::Instant::now() < d) =>
+            {
+                summary.restarts += 1;
+                if started.elapsed() > MAX_BACKOFF {
+                    backoff = Duration::from_secs(1);
+                }
+                tracing::warn!(error = %crate::error_chain(&error), retry_in = ?backoff, "pipeline failed; restarting from the slot");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = shutdown.clone().requested() => return Err(error),
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
