@@ -157,6 +157,11 @@ pub struct RunConfig {
     #[arg(long, env = "PGCDC_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
 
+    /// Serve Prometheus metrics (/metrics) and health checks (/healthz,
+    /// /readyz) on this address, e.g. 127.0.0.1:9187.
+    #[arg(long, env = "PGCDC_METRICS_ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+
     /// Extra librdkafka producer properties, key=value (repeatable).
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
     pub kafka_properties: Vec<(String, String)>,
