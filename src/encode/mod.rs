@@ -1,33 +1,123 @@
 //! Encoders: the Kafka Connect model of an event, written as bytes for Kafka.
 //!
 //! [`Encoder`] is the one seam the pipeline calls; each variant writes the
-//! same events in its wire format.
+//! same events in its wire format: [`json`] as Kafka Connect's
+//! JsonConverter, [`avro`] as Confluent's AvroConverter with schemas in a
+//! [`registry`].
 
+pub mod avro;
 pub mod json;
+pub mod registry;
+
+use std::fmt;
 
 use crate::config::{Format, RunConfig};
 use crate::event::envelope::ConnectorInfo;
 use crate::event::{ChangeEvent, MessageEvent};
 
+use avro::AvroEncoder;
 use json::JsonEncoder;
+use registry::RegistryError;
+
+/// Which half of a Kafka record a schema describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordPart {
+    /// The record key (`<topic>.Key`, or a message's prefix).
+    Key,
+    /// The record value (`<topic>.Envelope`, or a message's value).
+    Value,
+}
+
+impl fmt::Display for RecordPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RecordPart::Key => "key",
+            RecordPart::Value => "value",
+        })
+    }
+}
 
 /// Errors encoding an event.
 #[derive(Debug, thiserror::Error)]
 pub enum EncodeError {
-    #[error("--format avro is not available in this build yet; use --format json")]
-    AvroUnavailable,
+    /// The schema registry settings are unusable.
+    #[error("cannot set up the schema registry client")]
+    RegistrySetup(#[source] RegistryError),
+    /// The registry refused a new schema as incompatible with the subject's
+    /// earlier ones: a definite stop, before the change is sent.
+    #[error(
+        "schema registry refused the new {part} schema of {what} (topic {topic}) under subject \
+         {subject:?} as incompatible: {reason}; the change: {change}; nothing from this change \
+         on is sent or confirmed; to go on, allow the change in the registry (e.g. PUT \
+         /config/{subject} with a compatibility level that permits it, such as \
+         {{\"compatibility\":\"NONE\"}}) or send the table to a new topic (another \
+         --topic-prefix), then restart"
+    )]
+    Incompatible {
+        part: RecordPart,
+        /// `table public.t`, or what else the records carry.
+        what: String,
+        topic: String,
+        subject: String,
+        /// What changed from the previous schema, in words.
+        change: String,
+        /// The registry's own explanation.
+        reason: String,
+    },
+    /// Registering a schema failed; retryable when the registry was
+    /// unreachable or unavailable.
+    #[error("cannot register the {part} schema of topic {topic} under subject {subject:?}")]
+    Registry {
+        part: RecordPart,
+        topic: String,
+        subject: String,
+        #[source]
+        source: RegistryError,
+    },
+    /// The Connect schema has no Avro form.
+    #[error("cannot derive the Avro {part} schema of topic {topic}")]
+    Schema {
+        part: RecordPart,
+        topic: String,
+        #[source]
+        source: avro::schema::SchemaError,
+    },
+    /// A value does not fit its Avro schema.
+    #[error("cannot write a {part} of topic {topic} as Avro")]
+    Value {
+        part: RecordPart,
+        topic: String,
+        #[source]
+        source: avro::value::ValueError,
+    },
+    /// apache-avro refused to write a value (a broken invariant).
+    #[error("apache-avro could not write a {part} of topic {topic}; this is a bug in pgcdc-kafka")]
+    Encode {
+        part: RecordPart,
+        topic: String,
+        #[source]
+        source: apache_avro::Error,
+    },
 }
 
 impl EncodeError {
     /// Whether encoding may succeed when tried again (e.g. the registry was down).
     pub fn is_retryable(&self) -> bool {
-        false
+        match self {
+            EncodeError::Registry { source, .. } => source.is_retryable(),
+            EncodeError::RegistrySetup(_)
+            | EncodeError::Incompatible { .. }
+            | EncodeError::Schema { .. }
+            | EncodeError::Value { .. }
+            | EncodeError::Encode { .. } => false,
+        }
     }
 }
 
 /// The configured encoding.
 pub enum Encoder {
     Json(JsonEncoder),
+    Avro(Box<AvroEncoder>),
 }
 
 impl Encoder {
@@ -35,7 +125,9 @@ impl Encoder {
     pub async fn from_config(config: &RunConfig, info: ConnectorInfo) -> Result<Self, EncodeError> {
         match config.format {
             Format::Json => Ok(Encoder::Json(JsonEncoder::new(info, config.json_schemas))),
-            Format::Avro => Err(EncodeError::AvroUnavailable),
+            Format::Avro => Ok(Encoder::Avro(Box::new(
+                AvroEncoder::from_config(config, info).await?,
+            ))),
         }
     }
 
@@ -43,6 +135,7 @@ impl Encoder {
     pub async fn key(&mut self, event: &ChangeEvent) -> Result<Option<Vec<u8>>, EncodeError> {
         match self {
             Encoder::Json(json) => Ok(json.key(event)),
+            Encoder::Avro(avro) => avro.key(event).await,
         }
     }
 
@@ -54,6 +147,7 @@ impl Encoder {
     ) -> Result<Vec<u8>, EncodeError> {
         match self {
             Encoder::Json(json) => Ok(json.value(event, now_micros)),
+            Encoder::Avro(avro) => avro.value(event, now_micros).await,
         }
     }
 
@@ -61,6 +155,7 @@ impl Encoder {
     pub async fn message_key(&mut self, message: &MessageEvent) -> Result<Vec<u8>, EncodeError> {
         match self {
             Encoder::Json(json) => Ok(json.message_key(message)),
+            Encoder::Avro(avro) => avro.message_key(message).await,
         }
     }
 
@@ -72,6 +167,7 @@ impl Encoder {
     ) -> Result<Vec<u8>, EncodeError> {
         match self {
             Encoder::Json(json) => Ok(json.message_value(message, now_micros)),
+            Encoder::Avro(avro) => avro.message_value(message, now_micros).await,
         }
     }
 }

@@ -1,0 +1,626 @@
+//! Avro through a Confluent-compatible schema registry, exactly as Kafka
+//! Connect's AvroConverter writes Debezium events.
+//!
+//! Every key and value is the Confluent wire format: magic byte `0`, the
+//! writer schema's id as 4 bytes big-endian, then the Avro binary encoding
+//! of the Connect value under that schema. Schemas come from the Connect
+//! schemas the event model already carries ([`schema`] translates them);
+//! subjects follow `--subject-name-strategy`: `<topic>-key` / `<topic>-value`
+//! (TopicNameStrategy, the default) or the record's full name
+//! (RecordNameStrategy).
+//!
+//! Schema evolution: the pipeline hands every event its table's
+//! [`TableSchema`], a new `Arc` after each Relation message (an `ALTER
+//! TABLE`). The first event of a new `TableSchema` registers its value and
+//! key schemas before anything of it is encoded, so no message is ever
+//! written with an id whose schema differs from the event's, and the change
+//! that needs the new schema carries only the new one. The registry's
+//! verdict decides the rest: an incompatible schema (HTTP 409) stops the
+//! connector with [`EncodeError::Incompatible`] before the message is sent,
+//! so the slot stays before the change; an unreachable registry is a
+//! retryable error, which restarts the pipeline from the slot with backoff.
+//!
+//! Per event, schemas are looked up by relation id and `Arc` identity and
+//! ids come from the registry client's cache: the hot path does no HTTP.
+
+pub mod schema;
+pub mod value;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::config::{AvroLogicalTypes, RunConfig, SubjectNameStrategy};
+use crate::event::envelope::{self, ConnectorInfo};
+use crate::event::value::{ConnectSchema, Value};
+use crate::event::{ChangeEvent, MessageEvent, TableSchema};
+
+use super::registry::{RegistryError, SchemaId, SchemaRegistry};
+use super::{EncodeError, RecordPart};
+
+/// The Confluent wire format's first byte.
+pub const MAGIC_BYTE: u8 = 0;
+
+/// The static parts of every event's Avro schema, as the registry receives
+/// them: they are what [`schema::avro_json`] derives from
+/// [`crate::event::envelope`] (checked by this module's tests).
+pub mod static_schemas {
+    /// The `source` block, `io.debezium.connector.postgresql.Source`.
+    pub const SOURCE: &str = include_str!("../../schemas/source.avsc");
+    /// The `transaction` block, `event.block` (optional in the envelope).
+    pub const TRANSACTION: &str = include_str!("../../schemas/transaction.avsc");
+    /// Key of `<prefix>.message` records.
+    pub const MESSAGE_KEY: &str = include_str!("../../schemas/message-key.avsc");
+    /// Value of `<prefix>.message` records.
+    pub const MESSAGE_VALUE: &str = include_str!("../../schemas/message-value.avsc");
+}
+
+/// One registered schema: what to write values with, and its id.
+#[derive(Debug)]
+struct Registered {
+    connect: ConnectSchema,
+    avro: apache_avro::Schema,
+    id: SchemaId,
+}
+
+/// The registered schemas of one version of a table.
+#[derive(Debug)]
+struct TableSchemas {
+    table: Arc<TableSchema>,
+    key: Option<Registered>,
+    value: Registered,
+}
+
+/// The registered schemas of `<prefix>.message` records.
+#[derive(Debug)]
+struct MessageSchemas {
+    key: Registered,
+    value: Registered,
+}
+
+/// Writes keys and values of change events as Confluent Avro.
+#[derive(Debug)]
+pub struct AvroEncoder {
+    info: ConnectorInfo,
+    logical: AvroLogicalTypes,
+    subjects: SubjectNameStrategy,
+    registry: SchemaRegistry,
+    tables: HashMap<u32, TableSchemas>,
+    messages: Option<MessageSchemas>,
+    message_topic: String,
+}
+
+/// What a registration is for, to name it in errors.
+struct Target<'a> {
+    /// `table public.t`, or what else the records carry.
+    what: &'a str,
+    topic: &'a str,
+    /// The change that made the schema new, for the incompatibility error.
+    change: &'a str,
+}
+
+impl AvroEncoder {
+    /// An encoder using the registry `config` names.
+    ///
+    /// # Errors
+    /// When the registry settings are invalid (nothing is sent yet: an
+    /// unreachable registry shows at the first event).
+    pub async fn from_config(config: &RunConfig, info: ConnectorInfo) -> Result<Self, EncodeError> {
+        let url = config
+            .schema_registry_url
+            .as_deref()
+            .ok_or(EncodeError::RegistrySetup(RegistryError::MissingUrl))?;
+        let registry = SchemaRegistry::new(
+            url,
+            config.schema_registry_basic_auth.as_ref(),
+            config.schema_registry_ca.as_deref(),
+        )
+        .await
+        .map_err(EncodeError::RegistrySetup)?;
+        Ok(AvroEncoder::new(
+            info,
+            registry,
+            config.avro_logical_types,
+            config.subject_name_strategy,
+        ))
+    }
+
+    /// An encoder registering with `registry`.
+    pub fn new(
+        info: ConnectorInfo,
+        registry: SchemaRegistry,
+        logical: AvroLogicalTypes,
+        subjects: SubjectNameStrategy,
+    ) -> Self {
+        AvroEncoder {
+            message_topic: format!("{}.message", info.name),
+            info,
+            logical,
+            subjects,
+            registry,
+            tables: HashMap::new(),
+            messages: None,
+        }
+    }
+
+    /// The key bytes, `None` for a null key.
+    ///
+    /// # Errors
+    /// See [`EncodeError`]: registering the table's schemas may fail.
+    pub async fn key(&mut self, event: &ChangeEvent) -> Result<Option<Vec<u8>>, EncodeError> {
+        let Some(key) = envelope::key_value(event) else {
+            return Ok(None);
+        };
+        let logical = self.logical;
+        let schemas = self.table_schemas(&event.table).await?;
+        match &schemas.key {
+            Some(registered) => write(
+                registered,
+                key,
+                logical,
+                RecordPart::Key,
+                &event.table.topic,
+            )
+            .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The value bytes of the event's envelope, processed at `now_micros`.
+    ///
+    /// # Errors
+    /// See [`EncodeError`]: registering the table's schemas may fail.
+    pub async fn value(
+        &mut self,
+        event: &ChangeEvent,
+        now_micros: i64,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let value = envelope::envelope_value(event, &self.info, now_micros);
+        let logical = self.logical;
+        let schemas = self.table_schemas(&event.table).await?;
+        write(
+            &schemas.value,
+            value,
+            logical,
+            RecordPart::Value,
+            &event.table.topic,
+        )
+    }
+
+    /// The key bytes of a logical decoding message record.
+    ///
+    /// # Errors
+    /// See [`EncodeError`].
+    pub async fn message_key(&mut self, message: &MessageEvent) -> Result<Vec<u8>, EncodeError> {
+        let key = envelope::message_key(message);
+        let (logical, topic) = (self.logical, self.message_topic.clone());
+        let schemas = self.message_schemas().await?;
+        write(&schemas.key, key, logical, RecordPart::Key, &topic)
+    }
+
+    /// The value bytes of a logical decoding message record.
+    ///
+    /// # Errors
+    /// See [`EncodeError`].
+    pub async fn message_value(
+        &mut self,
+        message: &MessageEvent,
+        now_micros: i64,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let value = envelope::message_value(message, &self.info, now_micros);
+        let (logical, topic) = (self.logical, self.message_topic.clone());
+        let schemas = self.message_schemas().await?;
+        write(&schemas.value, value, logical, RecordPart::Value, &topic)
+    }
+
+    /// The registered schemas of `table`, registering them first when this
+    /// version of the table is new: the value schema, then the key schema
+    /// (the value is the one that evolves, so a refused change leaves no key
+    /// version behind).
+    async fn table_schemas(
+        &mut self,
+        table: &Arc<TableSchema>,
+    ) -> Result<&TableSchemas, EncodeError> {
+        let schemas = match self.tables.remove(&table.relation_id) {
+            Some(cached) if Arc::ptr_eq(&cached.table, table) => cached,
+            previous => {
+                self.register_table(table, previous.map(|p| p.table))
+                    .await?
+            }
+        };
+        Ok(self
+            .tables
+            .entry(table.relation_id)
+            .insert_entry(schemas)
+            .into_mut())
+    }
+
+    async fn register_table(
+        &mut self,
+        table: &Arc<TableSchema>,
+        previous: Option<Arc<TableSchema>>,
+    ) -> Result<TableSchemas, EncodeError> {
+        let what = format!("table {}.{}", table.schema, table.table);
+        let change = describe_change(previous.as_deref(), table);
+        let target = Target {
+            what: &what,
+            topic: &table.topic,
+            change: &change,
+        };
+        let value = self
+            .register(&target, RecordPart::Value, &table.envelope_schema)
+            .await?;
+        let key = match &table.key_schema {
+            Some(key) => Some(self.register(&target, RecordPart::Key, key).await?),
+            None => None,
+        };
+        if previous.is_some() {
+            tracing::info!(
+                topic = %table.topic,
+                schema_id = %value.id,
+                %change,
+                "table schema changed"
+            );
+        }
+        Ok(TableSchemas {
+            table: Arc::clone(table),
+            key,
+            value,
+        })
+    }
+
+    async fn message_schemas(&mut self) -> Result<&MessageSchemas, EncodeError> {
+        let schemas = match self.messages.take() {
+            Some(schemas) => schemas,
+            None => {
+                let topic = self.message_topic.clone();
+                let target = Target {
+                    what: "logical decoding messages",
+                    topic: &topic,
+                    change: "the message schema, which never changes",
+                };
+                let value = self
+                    .register(
+                        &target,
+                        RecordPart::Value,
+                        &envelope::message_value_schema(),
+                    )
+                    .await?;
+                let key = self
+                    .register(&target, RecordPart::Key, &envelope::message_key_schema())
+                    .await?;
+                MessageSchemas { key, value }
+            }
+        };
+        Ok(self.messages.insert(schemas))
+    }
+
+    /// The subject of `part` of records on `topic` described by `connect`.
+    fn subject(&self, topic: &str, part: RecordPart, connect: &ConnectSchema) -> String {
+        match (self.subjects, connect.name.as_deref()) {
+            (SubjectNameStrategy::Record, Some(name)) => name.to_owned(),
+            _ => format!("{topic}-{part}"),
+        }
+    }
+
+    async fn register(
+        &mut self,
+        target: &Target<'_>,
+        part: RecordPart,
+        connect: &ConnectSchema,
+    ) -> Result<Registered, EncodeError> {
+        let avro =
+            schema::avro_schema(connect, self.logical).map_err(|source| EncodeError::Schema {
+                part,
+                topic: target.topic.to_owned(),
+                source,
+            })?;
+        let subject = self.subject(target.topic, part, connect);
+        let known = self.registry.cached(&subject, &avro.json).is_some();
+        let id = match self.registry.register(&subject, &avro.json).await {
+            Ok(id) => id,
+            Err(RegistryError::Incompatible { message, .. }) => {
+                return Err(EncodeError::Incompatible {
+                    part,
+                    what: target.what.to_owned(),
+                    topic: target.topic.to_owned(),
+                    subject,
+                    change: target.change.to_owned(),
+                    reason: message,
+                })
+            }
+            Err(source) => {
+                return Err(EncodeError::Registry {
+                    part,
+                    topic: target.topic.to_owned(),
+                    subject,
+                    source,
+                })
+            }
+        };
+        if !known {
+            tracing::debug!(%subject, schema_id = %id, "schema registered");
+        }
+        Ok(Registered {
+            connect: connect.clone(),
+            avro: avro.parsed,
+            id,
+        })
+    }
+}
+
+/// `value` in the Confluent wire format under `registered`.
+fn write(
+    registered: &Registered,
+    value: Value,
+    logical: AvroLogicalTypes,
+    part: RecordPart,
+    topic: &str,
+) -> Result<Vec<u8>, EncodeError> {
+    let avro = value::avro_value(&registered.connect, value, logical).map_err(|source| {
+        EncodeError::Value {
+            part,
+            topic: topic.to_owned(),
+            source,
+        }
+    })?;
+    let encode_error = |source| EncodeError::Encode {
+        part,
+        topic: topic.to_owned(),
+        source,
+    };
+    let writer = apache_avro::writer::datum::GenericDatumWriter::builder(&registered.avro)
+        .build()
+        .map_err(encode_error)?;
+    let mut out = Vec::with_capacity(128);
+    out.push(MAGIC_BYTE);
+    out.extend_from_slice(&registered.id.0.to_be_bytes());
+    writer
+        .write_value_ref(&mut out, &avro)
+        .map_err(encode_error)?;
+    Ok(out)
+}
+
+/// What changed from `previous` to `table`, in an operator's words.
+fn describe_change(previous: Option<&TableSchema>, table: &TableSchema) -> String {
+    let Some(previous) = previous else {
+        return "the table's current definition (the first this run has seen)".to_owned();
+    };
+    let mut changes = Vec::new();
+    for column in &table.columns {
+        match previous.columns.iter().find(|c| c.name == column.name) {
+            None => changes.push(format!(
+                "added column {} ({})",
+                column.name,
+                describe(&column.schema)
+            )),
+            Some(before) if before.schema != column.schema => changes.push(format!(
+                "changed column {} from {} to {}",
+                column.name,
+                describe(&before.schema),
+                describe(&column.schema)
+            )),
+            Some(_) => {}
+        }
+    }
+    for column in &previous.columns {
+        if !table.columns.iter().any(|c| c.name == column.name) {
+            changes.push(format!("dropped column {}", column.name));
+        }
+    }
+    let key = |t: &TableSchema| {
+        t.key_columns
+            .iter()
+            .filter_map(|&i| t.columns.get(i).map(|c| c.name.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if key(previous) != key(table) {
+        changes.push(format!(
+            "changed the key from ({}) to ({})",
+            key(previous),
+            key(table)
+        ));
+    }
+    if changes.is_empty() {
+        "no column change".to_owned()
+    } else {
+        changes.join("; ")
+    }
+}
+
+/// A column schema in a few words: `int32 optional`, `string io.debezium.data.Json`.
+fn describe(schema: &ConnectSchema) -> String {
+    let mut words = vec![schema.kind.as_str().to_owned()];
+    if let Some(name) = &schema.name {
+        words.push(name.clone());
+    }
+    for (key, value) in &schema.parameters {
+        words.push(format!("{key}={value}"));
+    }
+    words.push(
+        if schema.optional {
+            "optional"
+        } else {
+            "required"
+        }
+        .to_owned(),
+    );
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::value::ConnectType;
+    use crate::event::ColumnSchema;
+
+    fn table(columns: &[(&str, ConnectSchema)], key: &[usize]) -> TableSchema {
+        let columns: Vec<ColumnSchema> = columns
+            .iter()
+            .map(|(name, schema)| ColumnSchema {
+                name: (*name).to_owned(),
+                type_oid: 0,
+                type_modifier: -1,
+                schema: schema.clone(),
+            })
+            .collect();
+        let topic = "app.public.t";
+        let row = envelope::row_schema(topic, &columns);
+        let key_columns: Vec<&ColumnSchema> = key.iter().map(|&i| &columns[i]).collect();
+        TableSchema {
+            relation_id: 1,
+            schema: "public".into(),
+            table: "t".into(),
+            topic: topic.into(),
+            key_schema: (!key.is_empty()).then(|| envelope::key_schema(topic, &key_columns)),
+            envelope_schema: envelope::envelope_schema(topic, &row),
+            row_schema: row,
+            key_columns: key.to_vec(),
+            columns,
+        }
+    }
+
+    #[test]
+    fn changes_are_described() {
+        let int = ConnectSchema::primitive(ConnectType::Int32);
+        let text = ConnectSchema::primitive(ConnectType::String).optional();
+        let v1 = table(
+            &[
+                ("id", int.clone()),
+                ("a", int.clone().optional()),
+                ("b", text.clone()),
+            ],
+            &[0],
+        );
+        let v2 = table(
+            &[("id", int.clone()), ("a", text.clone()), ("c", text)],
+            &[0],
+        );
+        assert_eq!(
+            describe_change(Some(&v1), &v2),
+            "changed column a from int32 optional to string optional; added column c (string \
+             optional); dropped column b"
+        );
+        assert_eq!(describe_change(Some(&v1), &v1), "no column change");
+        assert!(describe_change(None, &v1).contains("first"));
+    }
+
+    #[test]
+    fn static_schemas_are_what_the_envelope_derives() {
+        let derive = |connect: &ConnectSchema| {
+            schema::avro_json(connect, AvroLogicalTypes::Debezium)
+                .expect("translates")
+                .to_string()
+        };
+        let compact = |text: &str| {
+            serde_json::from_str::<serde_json::Value>(text)
+                .expect("valid JSON")
+                .to_string()
+        };
+        assert_eq!(
+            derive(&envelope::source_schema()),
+            compact(static_schemas::SOURCE)
+        );
+        let transaction = ConnectSchema {
+            optional: false,
+            ..envelope::transaction_schema()
+        };
+        assert_eq!(derive(&transaction), compact(static_schemas::TRANSACTION));
+        assert_eq!(
+            derive(&envelope::message_key_schema()),
+            compact(static_schemas::MESSAGE_KEY)
+        );
+        assert_eq!(
+            derive(&envelope::message_value_schema()),
+            compact(static_schemas::MESSAGE_VALUE)
+        );
+        for avsc in [
+            static_schemas::SOURCE,
+            static_schemas::TRANSACTION,
+            static_schemas::MESSAGE_KEY,
+            static_schemas::MESSAGE_VALUE,
+        ] {
+            apache_avro::Schema::parse_str(avsc).expect("valid Avro");
+        }
+    }
+
+    #[test]
+    fn writes_the_wire_format_that_apache_avro_reads_back() {
+        let numeric = ConnectSchema::named(ConnectType::Bytes, schema::DECIMAL_NAME)
+            .with_version(1)
+            .with_parameter("scale", "2")
+            .with_parameter(schema::DECIMAL_PRECISION_PARAMETER, "10");
+        let t = table(
+            &[
+                ("id", ConnectSchema::primitive(ConnectType::Int16)),
+                ("price", numeric.optional()),
+            ],
+            &[0],
+        );
+        let avro =
+            schema::avro_schema(&t.envelope_schema, AvroLogicalTypes::Debezium).expect("schema");
+        let registered = Registered {
+            connect: t.envelope_schema.clone(),
+            avro: avro.parsed.clone(),
+            id: SchemaId(0x0102_0304),
+        };
+        let event = ChangeEvent {
+            table: Arc::new(t),
+            op: crate::event::Op::Create,
+            before: None,
+            after: Some(vec![Value::Int16(-3), Value::Bytes(vec![0x30, 0x39])]),
+            source: crate::event::SourceInfo {
+                commit_time_micros: 1_700_000_000_123_456,
+                xid: 42,
+                lsn: crate::lsn::Lsn::new(0x1000),
+                last_commit_lsn: None,
+                snapshot: "false",
+            },
+        };
+        let info = ConnectorInfo {
+            name: "app".into(),
+            db: "shop".into(),
+        };
+        let value = envelope::envelope_value(&event, &info, 5);
+        let bytes = write(
+            &registered,
+            value,
+            AvroLogicalTypes::Debezium,
+            RecordPart::Value,
+            "app.public.t",
+        )
+        .expect("writes");
+        assert_eq!(&bytes[..5], &[0, 1, 2, 3, 4]);
+        let reread = apache_avro::Schema::parse_str(&avro.json).expect("parses");
+        let decoded = apache_avro::reader::datum::GenericDatumReader::builder(&reread)
+            .build()
+            .expect("reader")
+            .read_value(&mut &bytes[5..])
+            .expect("decodes");
+        let apache_avro::types::Value::Record(fields) = decoded else {
+            panic!("a record: {decoded:?}");
+        };
+        use apache_avro::types::Value as A;
+        assert_eq!(fields[0], ("before".into(), A::Union(0, Box::new(A::Null))));
+        assert_eq!(
+            fields[1],
+            (
+                "after".into(),
+                A::Union(
+                    1,
+                    Box::new(A::Record(vec![
+                        ("id".into(), A::Int(-3)),
+                        (
+                            "price".into(),
+                            A::Union(
+                                1,
+                                Box::new(A::Decimal(apache_avro::Decimal::from(vec![0x30, 0x39])))
+                            )
+                        ),
+                    ]))
+                )
+            )
+        );
+        assert_eq!(fields[4], ("op".into(), A::String("c".into())));
+    }
+}
