@@ -82,6 +82,9 @@ pub struct SourceInfo {
     pub lsn: Lsn,
     /// Commit LSN of the previous transaction, if known (`sequence[0]`).
     pub last_commit_lsn: Option<Lsn>,
+    /// `source.snapshot`: `"false"` for streamed changes, else the snapshot
+    /// marker (`first`, `true`, `last_in_data_collection`, `last`, ...).
+    pub snapshot: &'static str,
 }
 
 /// A `pg_logical_emit_message` message, emitted on `<prefix>.message`.

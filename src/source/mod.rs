@@ -4,4 +4,5 @@
 pub mod pgoutput;
 pub mod relation;
 pub mod setup;
+pub mod snapshot;
 pub mod types;

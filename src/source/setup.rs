@@ -35,8 +35,8 @@ pub enum SetupError {
         expected: String,
         actual: String,
     },
-    #[error("replication slot {slot:?} was invalidated ({reason}): the WAL it needed is gone and changes since its last confirmed position are lost to it; raise max_slot_wal_keep_size, drop the slot and start again with a new snapshot")]
-    Invalidated { slot: String, reason: String },
+    #[error("replication slot {slot:?} was invalidated (wal_status = lost): the WAL it needed is gone, so changes since its last confirmed position cannot be streamed; raise max_slot_wal_keep_size, and restart with --snapshot-mode when_needed to drop it and take a new snapshot")]
+    Invalidated { slot: String },
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("publication {0:?} has no tables; add tables with ALTER PUBLICATION ... ADD TABLE, or pass --table")]
@@ -49,7 +49,12 @@ impl SetupError {
     pub fn is_retryable(&self) -> bool {
         match self {
             SetupError::Connect { .. } => true,
-            SetupError::Query { error, .. } => error.is_closed() || error.as_db_error().is_none(),
+            SetupError::Query { error, .. } => {
+                error.is_closed()
+                    || error
+                        .as_db_error()
+                        .is_none_or(|db| crate::pipeline::sqlstate_is_transient(db.code().code()))
+            }
             _ => false,
         }
     }
@@ -83,22 +88,25 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// Where streaming resumes: the slot's confirmed position.
+/// What the slot looks like when the connector starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SlotState {
-    pub confirmed_flush: Lsn,
-    pub created: bool,
+pub enum SlotStatus {
+    /// No slot of that name.
+    Missing,
+    /// A usable pgoutput slot, confirmed up to this position.
+    Ready { confirmed_flush: Lsn },
+    /// The slot exists but lost the WAL it needed (`wal_status = lost`).
+    Invalidated,
 }
 
-/// Makes sure the server can decode logically, the publication exists (creating
-/// it FOR ALL TABLES, or for `tables`), and the slot exists (creating it with
-/// pgoutput). Returns the slot's confirmed position.
+/// Makes sure the server can decode logically and the publication exists
+/// (creating it FOR ALL TABLES, or for `tables`), and reports the slot.
 pub async fn prepare(
     client: &Client,
     slot: &str,
     publication: &str,
     tables: &[String],
-) -> Result<SlotState, SetupError> {
+) -> Result<SlotStatus, SetupError> {
     let wal_level: String = client
         .query_one("SHOW wal_level", &[])
         .await
@@ -107,9 +115,12 @@ pub async fn prepare(
     if wal_level != "logical" {
         return Err(SetupError::WalLevel(wal_level));
     }
-
     ensure_publication(client, publication, tables).await?;
+    slot_status(client, slot).await
+}
 
+/// Looks the slot up and checks it is a pgoutput slot of this database.
+pub async fn slot_status(client: &Client, slot: &str) -> Result<SlotStatus, SetupError> {
     let row = client
         .query_opt(
             "SELECT plugin, slot_type, database, confirmed_flush_lsn::text, \
@@ -119,62 +130,80 @@ pub async fn prepare(
         )
         .await
         .map_err(query_error(format!("looking up replication slot {slot:?}")))?;
-    match row {
-        Some(row) => {
-            let plugin: Option<String> = row.get(0);
-            let slot_type: String = row.get(1);
-            let database: Option<String> = row.get(2);
-            let confirmed: Option<String> = row.get(3);
-            let wal_status: Option<String> = row.get(4);
-            let current: String = row.get(5);
-            if slot_type != "logical" {
-                return Err(SetupError::PhysicalSlot { slot: slot.into() });
-            }
-            if plugin.as_deref() != Some("pgoutput") {
-                return Err(SetupError::WrongPlugin {
-                    slot: slot.into(),
-                    plugin: plugin.unwrap_or_default(),
-                });
-            }
-            if database.as_deref() != Some(current.as_str()) {
-                return Err(SetupError::WrongDatabase {
-                    slot: slot.into(),
-                    expected: current,
-                    actual: database.unwrap_or_default(),
-                });
-            }
-            if wal_status.as_deref() == Some("lost") {
-                return Err(SetupError::Invalidated {
-                    slot: slot.into(),
-                    reason: "wal_status = lost".into(),
-                });
-            }
-            let confirmed_flush = confirmed
-                .as_deref()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(Lsn::ZERO);
-            Ok(SlotState {
-                confirmed_flush,
-                created: false,
-            })
-        }
-        None => {
-            let row = client
-                .query_one(
-                    "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
-                    &[&slot],
-                )
-                .await
-                .map_err(query_error(format!("creating replication slot {slot:?}")))?;
-            let lsn: String = row.get(0);
-            let confirmed_flush = lsn.parse().unwrap_or(Lsn::ZERO);
-            tracing::info!(slot, lsn = %confirmed_flush, "created replication slot");
-            Ok(SlotState {
-                confirmed_flush,
-                created: true,
-            })
-        }
+    let Some(row) = row else {
+        return Ok(SlotStatus::Missing);
+    };
+    let plugin: Option<String> = row.get(0);
+    let slot_type: String = row.get(1);
+    let database: Option<String> = row.get(2);
+    let confirmed: Option<String> = row.get(3);
+    let wal_status: Option<String> = row.get(4);
+    let current: String = row.get(5);
+    if slot_type != "logical" {
+        return Err(SetupError::PhysicalSlot { slot: slot.into() });
     }
+    if plugin.as_deref() != Some("pgoutput") {
+        return Err(SetupError::WrongPlugin {
+            slot: slot.into(),
+            plugin: plugin.unwrap_or_default(),
+        });
+    }
+    if database.as_deref() != Some(current.as_str()) {
+        return Err(SetupError::WrongDatabase {
+            slot: slot.into(),
+            expected: current,
+            actual: database.unwrap_or_default(),
+        });
+    }
+    if wal_status.as_deref() == Some("lost") {
+        return Ok(SlotStatus::Invalidated);
+    }
+    let confirmed_flush = confirmed
+        .as_deref()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(Lsn::ZERO);
+    Ok(SlotStatus::Ready { confirmed_flush })
+}
+
+/// Creates a pgoutput slot with SQL (no snapshot) and returns its position.
+pub async fn create_slot(client: &Client, slot: &str) -> Result<Lsn, SetupError> {
+    let row = client
+        .query_one(
+            "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&slot],
+        )
+        .await
+        .map_err(query_error(format!("creating replication slot {slot:?}")))?;
+    let lsn: String = row.get(0);
+    let lsn = lsn.parse().unwrap_or(Lsn::ZERO);
+    tracing::info!(slot, %lsn, "created replication slot");
+    Ok(lsn)
+}
+
+/// Drops a slot if it exists (it must not be in use).
+pub async fn drop_slot(client: &Client, slot: &str) -> Result<(), SetupError> {
+    client
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .map_err(query_error(format!("dropping replication slot {slot:?}")))?;
+    Ok(())
+}
+
+/// Copies a logical slot under a new name, keeping its position.
+pub async fn copy_slot(client: &Client, from: &str, to: &str) -> Result<(), SetupError> {
+    client
+        .execute(
+            "SELECT pg_copy_logical_replication_slot($1, $2)",
+            &[&from, &to],
+        )
+        .await
+        .map_err(query_error(format!(
+            "copying replication slot {from:?} to {to:?}"
+        )))?;
+    Ok(())
 }
 
 async fn ensure_publication(

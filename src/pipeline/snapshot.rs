@@ -1,0 +1,430 @@
+//! The initial snapshot: every row of every published table as an `op: "r"`
+//! event, consistent with the stream that follows.
+//!
+//! 1. A working slot `<slot>_snapshot` is created on a replication connection
+//!    with `SNAPSHOT 'export'`; its consistent point is where streaming will
+//!    start, and the exported snapshot sees exactly what committed before it.
+//! 2. N worker connections import the snapshot, then the exporting session is
+//!    closed (imported snapshots stay valid in their transactions).
+//! 3. Workers read chunks (ctid page ranges) with COPY and hand the rows, over
+//!    a bounded channel, to the emitter, which decodes, encodes and produces
+//!    them like streamed changes, so the in-flight bound applies.
+//! 4. Once Kafka acknowledged every snapshot record, the working slot is
+//!    copied to the real slot name (same consistent point) and dropped.
+//!
+//! A crash before step 4 leaves no real slot, so the next start takes the
+//! snapshot again from scratch (dropping the leftover working slot): records
+//! already sent are sent again, nothing is missed. A crash between the copy
+//! and the drop leaves a working slot next to the real one; it is dropped at
+//! the next start.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use pgwire_replication::{ReplicationClient, ReplicationConfig};
+use tokio::sync::mpsc;
+
+use super::stream::{now_micros, Stream};
+use super::PipelineError;
+use crate::checkpoint::TxnId;
+use crate::config::RunConfig;
+use crate::event::{ChangeEvent, Op, SourceInfo};
+use crate::lsn::Lsn;
+use crate::source::pgoutput::{Datum, Relation, Tuple};
+use crate::source::setup::{self, quote_ident, SetupError};
+use crate::source::snapshot::{self as reader, PageRange, SnapshotReadError};
+
+/// A slot created with an exported snapshot, and the session that exports it.
+pub(super) struct ExportedSlot {
+    pub consistent_point: Lsn,
+    pub snapshot_name: String,
+    session: ReplicationClient,
+}
+
+/// Errors specific to taking a snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("creating replication slot {slot:?} with an exported snapshot failed")]
+    CreateSlot {
+        slot: String,
+        #[source]
+        error: pgwire_replication::PgWireError,
+    },
+    #[error("CREATE_REPLICATION_SLOT for {slot:?} returned an unexpected reply; expected slot_name, consistent_point, snapshot_name, output_plugin")]
+    UnexpectedReply { slot: String },
+    #[error(transparent)]
+    Read(#[from] SnapshotReadError),
+    #[error("a snapshot worker stopped unexpectedly")]
+    WorkerGone,
+}
+
+impl SnapshotError {
+    /// Whether trying again from scratch may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SnapshotError::CreateSlot { error, .. } => error.is_transient() || error.is_io(),
+            SnapshotError::Read(SnapshotReadError::Copy { error, .. }) => {
+                error.as_db_error().is_none()
+            }
+            SnapshotError::Read(SnapshotReadError::Format(_))
+            | SnapshotError::UnexpectedReply { .. } => false,
+            SnapshotError::WorkerGone => true,
+        }
+    }
+}
+
+/// Creates the working slot with an exported snapshot, dropping a leftover
+/// one from an interrupted snapshot first.
+pub(super) async fn export_slot(
+    config: &RunConfig,
+    sql: &tokio_postgres::Client,
+) -> Result<ExportedSlot, PipelineError> {
+    let working = config.snapshot_slot_name();
+    setup::drop_slot(sql, &working).await?;
+    let repl = ReplicationConfig::new(
+        config.pg_url.host(),
+        config.pg_url.user(),
+        config.pg_url.password(),
+        config.pg_url.dbname(),
+        working.clone(),
+        config.publication_name.clone(),
+    )
+    .with_port(config.pg_url.port())
+    .with_application_name(format!("pgcdc-kafka-{}-snapshot", config.topic_prefix));
+    let create_error = |error| SnapshotError::CreateSlot {
+        slot: working.clone(),
+        error,
+    };
+    let mut session = ReplicationClient::connect_gated(repl)
+        .await
+        .map_err(create_error)?;
+    let rows = session
+        .simple_query(&format!(
+            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')",
+            quote_ident(&working)
+        ))
+        .await
+        .map_err(create_error)?;
+    let text = |i: usize| {
+        rows.first()
+            .and_then(|r| r.get(i))
+            .and_then(Option::as_ref)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    };
+    let (Some(point), Some(snapshot_name)) = (text(1), text(2)) else {
+        return Err(SnapshotError::UnexpectedReply { slot: working }.into());
+    };
+    let consistent_point = point.parse().map_err(|_| SnapshotError::UnexpectedReply {
+        slot: working.clone(),
+    })?;
+    tracing::info!(slot = %working, lsn = %consistent_point, snapshot = %snapshot_name, "created slot with exported snapshot");
+    Ok(ExportedSlot {
+        consistent_point,
+        snapshot_name,
+        session,
+    })
+}
+
+/// Makes the working slot the real one, after the snapshot is fully acknowledged.
+pub(super) async fn promote_slot(
+    config: &RunConfig,
+    sql: &tokio_postgres::Client,
+) -> Result<(), SetupError> {
+    let working = config.snapshot_slot_name();
+    setup::copy_slot(sql, &working, &config.slot_name).await?;
+    setup::drop_slot(sql, &working).await?;
+    tracing::info!(slot = %config.slot_name, "snapshot complete; slot ready for streaming");
+    Ok(())
+}
+
+/// The oldest transaction the snapshot does not see, as `source.txId` of its records.
+async fn snapshot_xid(client: &tokio_postgres::Client) -> Result<u32, SetupError> {
+    let xmin: String = client
+        .query_one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text", &[])
+        .await
+        .map_err(|error| SetupError::Query {
+            action: "reading the snapshot's xmin".into(),
+            error,
+        })?
+        .get(0);
+    // xid8 carries the epoch in its high bits; the stream's xids are 32-bit.
+    Ok(xmin.parse::<u64>().map_or(0, |x| x as u32))
+}
+
+/// What workers send the emitter.
+enum Work {
+    Row {
+        table: usize,
+        fields: Vec<Option<String>>,
+    },
+    ChunkDone {
+        table: usize,
+    },
+}
+
+/// Which `source.snapshot` marker a record gets.
+fn marker(
+    first_overall: bool,
+    first_in_table: bool,
+    last_in_table: bool,
+    last_overall: bool,
+) -> &'static str {
+    if first_overall {
+        "first"
+    } else if last_overall {
+        "last"
+    } else if last_in_table {
+        "last_in_data_collection"
+    } else if first_in_table {
+        "first_in_data_collection"
+    } else {
+        "true"
+    }
+}
+
+struct TableProgress {
+    relation: Relation,
+    chunks_left: usize,
+    rows: u64,
+    /// The newest row, held back until we know whether it is the table's last.
+    pending: Option<(Tuple, bool)>,
+}
+
+/// Reads every published table in the exported snapshot and produces its
+/// rows. Returns the number of rows, or `None` if `stop` resolved first.
+pub(super) async fn emit_snapshot(
+    stream: &mut Stream<'_>,
+    exported: ExportedSlot,
+    mut stop: std::pin::Pin<&mut impl std::future::Future<Output = super::StopReason>>,
+) -> Result<Option<u64>, PipelineError> {
+    let config = stream.config;
+    let workers = config.snapshot_workers();
+    let mut clients = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let client = setup::connect(&config.pg_url).await?;
+        reader::import_snapshot(&client, &exported.snapshot_name).await?;
+        clients.push(client);
+    }
+    // Every worker holds the snapshot now; the exporting session can go.
+    drop(exported.session);
+
+    let catalog_client = &clients[0];
+    let mut tables = Vec::new();
+    let mut jobs = Vec::new();
+    for oid in reader::publication_tables(catalog_client, &config.publication_name).await? {
+        let relation = reader::relation_from_catalog(catalog_client, oid).await?;
+        let catalog = setup::catalog_columns(catalog_client, oid).await?;
+        stream.relations.update(&relation, &catalog);
+        let pages = reader::relation_pages(catalog_client, oid).await?;
+        let chunks = reader::plan_chunks(pages, config.snapshot_chunk_pages);
+        let index = tables.len();
+        jobs.extend(chunks.iter().map(|&range| (index, range)));
+        tables.push(TableProgress {
+            relation,
+            chunks_left: chunks.len(),
+            rows: 0,
+            pending: None,
+        });
+    }
+    let total_tables = tables.len();
+    tracing::info!(
+        tables = total_tables,
+        chunks = jobs.len(),
+        workers,
+        "snapshot started"
+    );
+
+    let relations: Arc<Vec<Relation>> =
+        Arc::new(tables.iter().map(|t| t.relation.clone()).collect());
+    let relation_ids: Vec<u32> = relations.iter().map(|r| r.id).collect();
+    let snapshot_xid = snapshot_xid(catalog_client).await?;
+    let queue = Arc::new(Mutex::new(jobs));
+    let (tx, mut rx) = mpsc::channel::<Result<Work, SnapshotError>>(1024);
+    let mut handles = Vec::new();
+    for client in clients {
+        let queue = Arc::clone(&queue);
+        let relations = Arc::clone(&relations);
+        let tx = tx.clone();
+        handles.push(tokio::spawn(async move {
+            loop {
+                let job = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                let Some((table, range)) = job else { break };
+                if let Err(error) = read_chunk(&client, &relations[table], table, range, &tx).await
+                {
+                    let _ = tx.send(Err(error)).await;
+                    break;
+                }
+            }
+            let _ = client.batch_execute("COMMIT").await;
+        }));
+    }
+    drop(tx);
+
+    let txn = stream.sink.begin();
+    let started = Instant::now();
+    let mut last_log = Instant::now();
+    let mut total_rows = 0u64;
+    let mut tables_done = 0usize;
+    let mut held_last: Option<(usize, Tuple)> = None;
+    let mut first_overall = true;
+    let source = |lsn: Lsn, marker: &'static str| SourceInfo {
+        commit_time_micros: now_micros(),
+        xid: snapshot_xid,
+        lsn,
+        last_commit_lsn: None,
+        snapshot: marker,
+    };
+    let point = exported.consistent_point;
+
+    loop {
+        let work = tokio::select! {
+            biased;
+            reason = &mut stop => {
+                tracing::info!(?reason, rows = total_rows, "snapshot interrupted; it starts over on the next run");
+                for h in &handles { h.abort(); }
+                return Ok(None);
+            }
+            work = rx.recv() => work,
+        };
+        let Some(work) = work else { break };
+        match work? {
+            Work::Row { table, fields } => {
+                let tuple = Tuple(
+                    fields
+                        .into_iter()
+                        .map(|f| f.map_or(Datum::Null, |s| Datum::Text(Bytes::from(s))))
+                        .collect(),
+                );
+                let t = &mut tables[table];
+                t.rows += 1;
+                total_rows += 1;
+                let previous = t.pending.replace((tuple, t.rows == 1));
+                if let Some((row, first_in_table)) = previous {
+                    let m = marker(
+                        std::mem::take(&mut first_overall),
+                        first_in_table,
+                        false,
+                        false,
+                    );
+                    emit_row(stream, relation_ids[table], &row, source(point, m), txn).await?;
+                }
+            }
+            Work::ChunkDone { table } => {
+                let t = &mut tables[table];
+                t.chunks_left -= 1;
+                if t.chunks_left == 0 {
+                    tables_done += 1;
+                    let first_in_table = t.pending.as_ref().is_some_and(|(_, first)| *first);
+                    if let Some((row, _)) = t.pending.take() {
+                        // The previously completed table's last row is no longer the snapshot's last.
+                        if let Some((held_table, held_row)) = held_last.take() {
+                            emit_row(
+                                stream,
+                                relation_ids[held_table],
+                                &held_row,
+                                source(point, "last_in_data_collection"),
+                                txn,
+                            )
+                            .await?;
+                        }
+                        if first_in_table && std::mem::take(&mut first_overall) {
+                            // A one-row table that is also the first: emit now, as "first".
+                            emit_row(
+                                stream,
+                                relation_ids[table],
+                                &row,
+                                source(point, "first"),
+                                txn,
+                            )
+                            .await?;
+                        } else {
+                            held_last = Some((table, row));
+                        }
+                    }
+                    tracing::info!(table = %format!("{}.{}", tables[table].relation.namespace, tables[table].relation.name), rows = tables[table].rows, "snapshot of table done");
+                }
+            }
+        }
+        if last_log.elapsed() > Duration::from_secs(5) {
+            last_log = Instant::now();
+            let rate = total_rows as f64 / started.elapsed().as_secs_f64().max(0.001);
+            tracing::info!(
+                rows = total_rows,
+                tables_done,
+                tables = total_tables,
+                rows_per_sec = rate as u64,
+                "snapshot progress"
+            );
+        }
+    }
+    if let Some((table, row)) = held_last.take() {
+        emit_row(
+            stream,
+            relation_ids[table],
+            &row,
+            source(point, "last"),
+            txn,
+        )
+        .await?;
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    stream.sink.commit(txn, point);
+    tracing::info!(
+        rows = total_rows,
+        tables = total_tables,
+        secs = started.elapsed().as_secs_f64(),
+        "snapshot read; waiting for Kafka to acknowledge it"
+    );
+    Ok(Some(total_rows))
+}
+
+async fn read_chunk(
+    client: &tokio_postgres::Client,
+    relation: &Relation,
+    table: usize,
+    range: PageRange,
+    tx: &mpsc::Sender<Result<Work, SnapshotError>>,
+) -> Result<(), SnapshotError> {
+    let rows = reader::copy_rows(client, relation, range)
+        .await
+        .map_err(|e| match e {
+            SetupError::Query { action, error } => SnapshotError::Read(SnapshotReadError::Copy {
+                table: action,
+                error,
+            }),
+            _ => SnapshotError::WorkerGone,
+        })?;
+    futures::pin_mut!(rows);
+    while let Some(row) = rows.next().await {
+        let fields = row?;
+        tx.send(Ok(Work::Row { table, fields }))
+            .await
+            .map_err(|_| SnapshotError::WorkerGone)?;
+    }
+    tx.send(Ok(Work::ChunkDone { table }))
+        .await
+        .map_err(|_| SnapshotError::WorkerGone)
+}
+
+async fn emit_row(
+    stream: &mut Stream<'_>,
+    relation_id: u32,
+    tuple: &Tuple,
+    source: SourceInfo,
+    txn: TxnId,
+) -> Result<(), PipelineError> {
+    let schema = Arc::clone(stream.relations.get(relation_id, source.lsn)?);
+    let row = stream.relations.decode_row(&schema, tuple, source.lsn)?;
+    let event = ChangeEvent {
+        table: schema,
+        op: Op::Read,
+        before: None,
+        after: Some(row),
+        source,
+    };
+    stream.send_event(&event, Vec::new(), false, txn).await
+}

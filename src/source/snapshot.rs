@@ -1,0 +1,382 @@
+//! Reading a consistent snapshot of the published tables.
+//!
+//! The slot is created with `CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')`
+//! on a replication connection; that returns the slot's consistent point and
+//! the name of a snapshot that sees exactly the transactions committed before
+//! it. Every worker connection imports it (`SET TRANSACTION SNAPSHOT` in a
+//! `REPEATABLE READ` transaction), so all of them read the same state, and the
+//! stream from the consistent point carries exactly the changes after it.
+//!
+//! Tables are split into chunks of pages by ctid range (`ctid >= '(a,0)' AND
+//! ctid < '(b,0)'`, a TID range scan since PostgreSQL 14). That works the
+//! same for tables with and without a primary key, reads pages sequentially,
+//! and lets one big table keep every worker busy; the last chunk is open-ended
+//! so rows on pages added after the size was measured are still read. Rows
+//! are read with `COPY ... TO STDOUT` in text format, the same text the
+//! value decoder parses for streamed changes, one row at a time: memory stays
+//! bounded whatever the table size.
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use tokio_postgres::Client;
+
+use crate::source::pgoutput::{Column, Relation, ReplicaIdentity};
+use crate::source::setup::{quote_ident, SetupError};
+
+/// Session settings of snapshot connections: the same text rendering as the
+/// replication connection's (`pipeline::SESSION_OPTIONS`).
+pub const SESSION_SETTINGS: &str = "SET datestyle = ISO; SET intervalstyle = postgres; \
+     SET timezone = UTC; SET extra_float_digits = 3; SET bytea_output = hex; \
+     SET lc_monetary = 'C'; SET client_encoding = UTF8";
+
+fn query_error(action: String) -> impl FnOnce(tokio_postgres::Error) -> SetupError {
+    move |error| SetupError::Query { action, error }
+}
+
+/// The tables of a publication, by relation OID.
+pub async fn publication_tables(
+    client: &Client,
+    publication: &str,
+) -> Result<Vec<u32>, SetupError> {
+    let rows = client
+        .query(
+            "SELECT c.oid FROM pg_publication_tables p \
+             JOIN pg_namespace n ON n.nspname = p.schemaname \
+             JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename \
+             WHERE p.pubname = $1 ORDER BY p.schemaname, p.tablename",
+            &[&publication],
+        )
+        .await
+        .map_err(query_error(format!(
+            "listing the tables of publication {publication:?}"
+        )))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// A table's description as pgoutput would send it in a Relation message,
+/// read from the catalog (inside the snapshot, so it matches the rows).
+pub async fn relation_from_catalog(client: &Client, oid: u32) -> Result<Relation, SetupError> {
+    let action = || format!("reading the definition of relation {oid}");
+    let table = client
+        .query_one(
+            "SELECT n.nspname::text, c.relname::text, c.relreplident::text \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+            &[&oid],
+        )
+        .await
+        .map_err(query_error(action()))?;
+    let replica_identity = match table.get::<_, String>(2).as_str() {
+        "f" => ReplicaIdentity::Full,
+        "i" => ReplicaIdentity::Index,
+        "n" => ReplicaIdentity::Nothing,
+        _ => ReplicaIdentity::Default,
+    };
+    // The key flag as pgoutput sets it: every column under FULL, the primary
+    // key under DEFAULT, the replica identity index's columns under INDEX.
+    let columns = client
+        .query(
+            "SELECT a.attname::text, a.atttypid, a.atttypmod, \
+                    CASE c.relreplident \
+                      WHEN 'f' THEN true \
+                      WHEN 'd' THEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid \
+                                            AND i.indisprimary AND a.attnum = ANY(i.indkey)) \
+                      WHEN 'i' THEN EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid \
+                                            AND i.indisreplident AND a.attnum = ANY(i.indkey)) \
+                      ELSE false END \
+             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' \
+             ORDER BY a.attnum",
+            &[&oid],
+        )
+        .await
+        .map_err(query_error(action()))?;
+    Ok(Relation {
+        id: oid,
+        namespace: table.get(0),
+        name: table.get(1),
+        replica_identity,
+        columns: columns
+            .iter()
+            .map(|r| Column {
+                is_key: r.get(3),
+                name: r.get(0),
+                type_oid: r.get(1),
+                type_modifier: r.get(2),
+            })
+            .collect(),
+    })
+}
+
+/// Opens a transaction on `client` that sees the exported snapshot.
+pub async fn import_snapshot(client: &Client, snapshot_name: &str) -> Result<(), SetupError> {
+    let sql = format!(
+        "{SESSION_SETTINGS}; BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
+         SET TRANSACTION SNAPSHOT '{}'",
+        snapshot_name.replace('\'', "''")
+    );
+    client
+        .batch_execute(&sql)
+        .await
+        .map_err(query_error(format!("importing snapshot {snapshot_name:?}")))
+}
+
+/// The number of pages of a relation now (at least what the snapshot sees).
+pub async fn relation_pages(client: &Client, oid: u32) -> Result<u32, SetupError> {
+    let pages: i64 = client
+        .query_one(
+            "SELECT pg_relation_size($1::oid) / current_setting('block_size')::bigint",
+            &[&oid],
+        )
+        .await
+        .map_err(query_error(format!("measuring relation {oid}")))?
+        .get(0);
+    Ok(u32::try_from(pages).unwrap_or(u32::MAX))
+}
+
+/// A range of pages `[start, end)`; `end == None` reads to the end of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRange {
+    pub start: u32,
+    pub end: Option<u32>,
+}
+
+/// Splits `pages` pages into chunks of `chunk_pages`, the last one open-ended.
+pub fn plan_chunks(pages: u32, chunk_pages: u32) -> Vec<PageRange> {
+    let chunk_pages = chunk_pages.max(1);
+    let mut chunks = Vec::new();
+    let mut start = 0u32;
+    while pages.saturating_sub(start) > chunk_pages {
+        let end = start + chunk_pages;
+        chunks.push(PageRange {
+            start,
+            end: Some(end),
+        });
+        start = end;
+    }
+    chunks.push(PageRange { start, end: None });
+    chunks
+}
+
+/// The COPY statement reading one chunk of a relation's published columns.
+pub fn copy_statement(relation: &Relation, range: PageRange) -> String {
+    let columns: Vec<String> = relation
+        .columns
+        .iter()
+        .map(|c| quote_ident(&c.name))
+        .collect();
+    let mut filter = format!("ctid >= '({},0)'::tid", range.start);
+    if let Some(end) = range.end {
+        filter.push_str(&format!(" AND ctid < '({end},0)'::tid"));
+    }
+    format!(
+        "COPY (SELECT {} FROM {}.{} WHERE {filter}) TO STDOUT",
+        if columns.is_empty() {
+            "NULL".to_owned()
+        } else {
+            columns.join(", ")
+        },
+        quote_ident(&relation.namespace),
+        quote_ident(&relation.name),
+    )
+}
+
+/// A row of COPY's text format that cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed COPY row from {table}: {problem}; please report this")]
+pub struct CopyFormatError {
+    pub table: String,
+    pub problem: &'static str,
+}
+
+/// Streams the rows of one chunk: each row's fields in COPY text format,
+/// unescaped, `None` for NULL.
+pub async fn copy_rows(
+    client: &Client,
+    relation: &Relation,
+    range: PageRange,
+) -> Result<impl Stream<Item = Result<Vec<Option<String>>, SnapshotReadError>>, SetupError> {
+    let statement = copy_statement(relation, range);
+    let table = format!("{}.{}", relation.namespace, relation.name);
+    let stream = client
+        .copy_out(statement.as_str())
+        .await
+        .map_err(query_error(format!("reading {table}")))?;
+    let mut pending = Vec::new();
+    let rows = stream.flat_map(move |chunk: Result<Bytes, tokio_postgres::Error>| {
+        let items: Vec<Result<Vec<Option<String>>, SnapshotReadError>> = match chunk {
+            Err(error) => vec![Err(SnapshotReadError::Copy {
+                table: table.clone(),
+                error,
+            })],
+            Ok(bytes) => {
+                pending.extend_from_slice(&bytes);
+                let mut rows = Vec::new();
+                while let Some(newline) = pending.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=newline).collect();
+                    rows.push(parse_copy_line(&line[..newline]).map_err(|problem| {
+                        SnapshotReadError::Format(CopyFormatError {
+                            table: table.clone(),
+                            problem,
+                        })
+                    }));
+                }
+                rows
+            }
+        };
+        futures::stream::iter(items)
+    });
+    Ok(rows)
+}
+
+/// Failures while reading snapshot rows.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotReadError {
+    #[error("reading {table} failed")]
+    Copy {
+        table: String,
+        #[source]
+        error: tokio_postgres::Error,
+    },
+    #[error(transparent)]
+    Format(CopyFormatError),
+}
+
+/// Parses one line of COPY text format (without its newline).
+pub fn parse_copy_line(line: &[u8]) -> Result<Vec<Option<String>>, &'static str> {
+    let mut fields = Vec::new();
+    for raw in line.split(|&b| b == b'\t') {
+        if raw == b"\\N" {
+            fields.push(None);
+            continue;
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        let mut i = 0;
+        while i < raw.len() {
+            let b = raw[i];
+            if b != b'\\' {
+                out.push(b);
+                i += 1;
+                continue;
+            }
+            let Some(&next) = raw.get(i + 1) else {
+                return Err("a field ends in a lone backslash");
+            };
+            i += 2;
+            match next {
+                b'b' => out.push(0x08),
+                b'f' => out.push(0x0c),
+                b'n' => out.push(b'\n'),
+                b'r' => out.push(b'\r'),
+                b't' => out.push(b'\t'),
+                b'v' => out.push(0x0b),
+                b'0'..=b'7' => {
+                    let mut value = u32::from(next - b'0');
+                    let mut digits = 1;
+                    while digits < 3 {
+                        match raw.get(i) {
+                            Some(&d @ b'0'..=b'7') => {
+                                value = value * 8 + u32::from(d - b'0');
+                                i += 1;
+                                digits += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                    out.push((value & 0xFF) as u8);
+                }
+                b'x' => {
+                    let hex = |b: u8| (b as char).to_digit(16);
+                    let Some(first) = raw.get(i).copied().and_then(hex) else {
+                        return Err("\\x is not followed by a hex digit");
+                    };
+                    i += 1;
+                    let mut value = first;
+                    if let Some(second) = raw.get(i).copied().and_then(hex) {
+                        value = value * 16 + second;
+                        i += 1;
+                    }
+                    out.push(value as u8);
+                }
+                other => out.push(other),
+            }
+        }
+        fields.push(Some(
+            String::from_utf8(out).map_err(|_| "a field is not valid UTF-8")?,
+        ));
+    }
+    Ok(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_copy_text_escapes_and_nulls() {
+        let line = b"1\t\\N\ta\\tb\\nc\\\\d\t\\101\\x42\t";
+        assert_eq!(
+            parse_copy_line(line).expect("valid"),
+            vec![
+                Some("1".to_owned()),
+                None,
+                Some("a\tb\nc\\d".to_owned()),
+                Some("AB".to_owned()),
+                Some(String::new()),
+            ]
+        );
+        assert!(parse_copy_line(b"ends\\").is_err());
+    }
+
+    #[test]
+    fn chunks_cover_every_page_with_an_open_end() {
+        assert_eq!(
+            plan_chunks(0, 10),
+            vec![PageRange {
+                start: 0,
+                end: None
+            }]
+        );
+        assert_eq!(
+            plan_chunks(25, 10),
+            vec![
+                PageRange {
+                    start: 0,
+                    end: Some(10)
+                },
+                PageRange {
+                    start: 10,
+                    end: Some(20)
+                },
+                PageRange {
+                    start: 20,
+                    end: None
+                },
+            ]
+        );
+        assert_eq!(
+            plan_chunks(20, 10).len(),
+            2,
+            "an exact multiple ends with one open chunk"
+        );
+    }
+
+    #[test]
+    fn copy_statement_quotes_names() {
+        let relation = Relation {
+            id: 1,
+            namespace: "Sales".into(),
+            name: "order \"lines\"".into(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: vec![Column {
+                is_key: true,
+                name: "id".into(),
+                type_oid: 23,
+                type_modifier: -1,
+            }],
+        };
+        assert_eq!(
+            copy_statement(&relation, PageRange { start: 4, end: Some(8) }),
+            "COPY (SELECT \"id\" FROM \"Sales\".\"order \"\"lines\"\"\" WHERE ctid >= '(4,0)'::tid AND ctid < '(8,0)'::tid) TO STDOUT"
+        );
+    }
+}
