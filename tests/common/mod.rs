@@ -162,12 +162,59 @@ pub async fn consume(
 ) -> Vec<Record> {
     let bootstrap = bootstrap_servers.to_owned();
     let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || consume_blocking(&bootstrap, &topic, count, timeout))
+    tokio::task::spawn_blocking(move || consume_blocking(&bootstrap, &topic, count, timeout, None))
         .await
         .expect("consumer thread")
 }
 
-fn consume_blocking(bootstrap: &str, topic: &str, count: usize, timeout: Duration) -> Vec<Record> {
+/// Reads `topic` from the beginning up to the high watermarks it has now:
+/// everything written to it so far (empty if it does not exist yet).
+pub async fn consume_all(bootstrap_servers: &str, topic: &str, timeout: Duration) -> Vec<Record> {
+    let bootstrap = bootstrap_servers.to_owned();
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let probe: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .create()
+            .expect("consumer");
+        let metadata = probe
+            .fetch_metadata(Some(&topic), Duration::from_secs(10))
+            .expect("metadata");
+        let partitions = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none())
+            .map_or(0, |t| t.partitions().len());
+        let total: i64 = (0..partitions)
+            .map(|p| {
+                let (low, high) = probe
+                    .fetch_watermarks(&topic, p as i32, Duration::from_secs(10))
+                    .expect("watermarks");
+                high - low
+            })
+            .sum();
+        if total == 0 {
+            return Vec::new();
+        }
+        let records = consume_blocking(&bootstrap, &topic, total as usize, timeout, None);
+        assert_eq!(
+            records.len(),
+            total as usize,
+            "read the whole topic {topic} within {timeout:?}"
+        );
+        records
+    })
+    .await
+    .expect("consumer thread")
+}
+
+fn consume_blocking(
+    bootstrap: &str,
+    topic: &str,
+    count: usize,
+    timeout: Duration,
+    idle: Option<Duration>,
+) -> Vec<Record> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique_name("test_consumer"))
@@ -203,10 +250,15 @@ fn consume_blocking(bootstrap: &str, topic: &str, count: usize, timeout: Duratio
     }
     consumer.assign(&assignment).expect("assign");
     let mut records = Vec::new();
+    let mut last_record = Instant::now();
     while records.len() < count && Instant::now() < deadline {
+        if idle.is_some_and(|idle| last_record.elapsed() >= idle) {
+            break;
+        }
         let Some(message) = consumer.poll(Duration::from_millis(200)) else {
             continue;
         };
+        last_record = Instant::now();
         let message = message.expect("consume");
         let parse = |bytes: Option<&[u8]>| {
             bytes.map(|b| serde_json::from_slice::<Json>(b).expect("record is JSON"))
@@ -228,4 +280,22 @@ fn consume_blocking(bootstrap: &str, topic: &str, count: usize, timeout: Duratio
         });
     }
     records
+}
+
+impl Running {
+    /// Waits up to `timeout` for the connector to end by itself (without a
+    /// shutdown request) and returns how it ended.
+    ///
+    /// # Panics
+    /// When it is still running after `timeout`, or its task panicked.
+    pub async fn wait_for_exit(self, timeout: Duration) -> Result<RunSummary, PipelineError> {
+        let Running { stop, task } = self;
+        let outcome = tokio::time::timeout(timeout, task)
+            .await
+            .unwrap_or_else(|_| panic!("connector still running after {timeout:?}"))
+            .expect("connector task did not panic");
+        // Held until now: dropping the sender would request a shutdown.
+        drop(stop);
+        outcome
+    }
 }

@@ -529,23 +529,29 @@ fn split_offset(s: &str) -> Parsed<(&str, &str)> {
 
 fn decode_timestamp(text: &str, precision: u32) -> Parsed<Value> {
     let micros = match text {
-        "infinity" => TIMESTAMP_POSITIVE_INFINITY_MICROS,
-        "-infinity" => TIMESTAMP_NEGATIVE_INFINITY_MICROS,
+        "infinity" => i128::from(TIMESTAMP_POSITIVE_INFINITY_MICROS),
+        "-infinity" => i128::from(TIMESTAMP_NEGATIVE_INFINITY_MICROS),
         _ => {
             let (body, bc) = strip_bc(text);
             let (date, time) = body
                 .split_once(' ')
                 .ok_or(Fault::Malformed("expected YYYY-MM-DD HH:MM:SS"))?;
-            let micros = i128::from(parse_ymd(date, bc)?) * i128::from(MICROS_PER_DAY)
-                + i128::from(parse_time(time)?);
-            i64::try_from(micros)
-                .map_err(|_| Fault::OutOfRange("int64 microseconds since the epoch"))?
+            i128::from(parse_ymd(date, bc)?) * i128::from(MICROS_PER_DAY)
+                + i128::from(parse_time(time)?)
         }
     };
-    Ok(match precision {
-        p if p <= 3 => Value::Int64(micros.div_euclid(1000)),
-        _ => Value::Int64(micros),
-    })
+    // Scale first: a millisecond timestamp near Postgres's maximum fits in
+    // int64 even where its microseconds would not.
+    let (value, unit) = match precision {
+        p if p <= 3 => (
+            micros.div_euclid(1000),
+            "int64 milliseconds since the epoch",
+        ),
+        _ => (micros, "int64 microseconds since the epoch"),
+    };
+    i64::try_from(value)
+        .map(Value::Int64)
+        .map_err(|_| Fault::OutOfRange(unit))
 }
 
 /// TIMESTAMPTZ as Debezium's `ZonedTimestamp`: ISO-8601 in UTC with exactly as many

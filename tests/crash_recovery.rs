@@ -1,0 +1,1160 @@
+//! Fault tolerance end to end, against real Postgres and Kafka: the connector
+//! is killed, its database restarted and its connection cut, Kafka refuses a
+//! message, and a transaction outgrows the in-flight bound. After each, what
+//! reached the topics is read back and checked against the source tables row
+//! by row: every committed change is there, per key in commit order, and the
+//! only duplicates are re-sent tails (at least once, never lost).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{consume, wait_until, Record, Running, Scenario};
+use pgcdc_kafka::error_chain;
+use pgcdc_kafka::lsn::Lsn;
+use pgcdc_testcontainers::{unique_name, Kafka, Postgres, StopMode};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use serde_json::Value as Json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a recovery may take: the connector's backoff doubles from 1 s
+/// with every failed attempt (up to 60 s), and one fault can cost several.
+const RECOVERY_TIMEOUT: Duration = Duration::from_secs(90);
+
+// ---------------------------------------------------------------------------
+// Randomness, workload and the row-by-row check
+// ---------------------------------------------------------------------------
+
+/// xorshift64: enough randomness for kill timings and workloads, and
+/// reproducible from the printed seed.
+struct XorShift(u64);
+
+impl XorShift {
+    /// Seeded from `CRASH_RECOVERY_SEED` when set, else from the clock.
+    fn seeded() -> (Self, u64) {
+        let seed = std::env::var("CRASH_RECOVERY_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0x9E37_79B9, |d| d.as_nanos() as u64)
+            });
+        (XorShift(seed.max(1)), seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Source tables of the workload: `version` starts at 1 and every update
+/// adds 1, so a row's committed versions are exactly `1..=version`.
+fn create_tables(s: &Scenario, tables: &[&str]) {
+    for table in tables {
+        s.sql(&format!(
+            "CREATE TABLE {table} (id bigint PRIMARY KEY, version bigint NOT NULL, note text NOT NULL)"
+        ));
+    }
+}
+
+/// Generates transactions that insert and update rows of several tables.
+struct Workload {
+    tables: Vec<String>,
+    /// Committed ids per table.
+    ids: Vec<Vec<i64>>,
+    next_id: i64,
+    rng: XorShift,
+}
+
+/// One transaction to run; [`Workload::committed`] once it committed.
+struct PlannedTxn {
+    sql: String,
+    inserted: Vec<(usize, i64)>,
+    changes: u64,
+}
+
+impl Workload {
+    fn new(tables: &[&str], seed: u64) -> Self {
+        Workload {
+            tables: tables.iter().map(|t| t.to_string()).collect(),
+            ids: vec![Vec::new(); tables.len()],
+            next_id: 1,
+            rng: XorShift(seed.max(1)),
+        }
+    }
+
+    /// A transaction of 3 to 6 row changes across the tables: inserts of new
+    /// ids and `version = version + 1` updates (a row may be updated twice,
+    /// or inserted and updated, in one transaction).
+    fn plan(&mut self) -> PlannedTxn {
+        let statements = 3 + self.rng.below(4);
+        let mut sql = String::from("BEGIN;");
+        let mut inserted: Vec<(usize, i64)> = Vec::new();
+        for _ in 0..statements {
+            let t = self.rng.below(self.tables.len());
+            let table = &self.tables[t];
+            let candidates: Vec<i64> = self.ids[t]
+                .iter()
+                .copied()
+                .chain(inserted.iter().filter(|(i, _)| *i == t).map(|(_, id)| *id))
+                .collect();
+            if candidates.len() < 4 || self.rng.below(3) == 0 {
+                let id = self.next_id;
+                self.next_id += 1;
+                sql += &format!("INSERT INTO {table} VALUES ({id}, 1, 'row {id}');");
+                inserted.push((t, id));
+            } else {
+                let id = candidates[self.rng.below(candidates.len())];
+                sql += &format!("UPDATE {table} SET version = version + 1 WHERE id = {id};");
+            }
+        }
+        sql += "COMMIT;";
+        PlannedTxn {
+            sql,
+            inserted,
+            changes: statements as u64,
+        }
+    }
+
+    fn committed(&mut self, txn: PlannedTxn) -> u64 {
+        for (t, id) in txn.inserted {
+            self.ids[t].push(id);
+        }
+        txn.changes
+    }
+
+    /// Runs `count` transactions through `s.sql`; returns the row changes.
+    fn run_blocking(&mut self, s: &Scenario, count: usize) -> u64 {
+        (0..count)
+            .map(|_| {
+                let txn = self.plan();
+                s.sql(&txn.sql);
+                self.committed(txn)
+            })
+            .sum()
+    }
+}
+
+/// `(topic, id)` of a source row: its table's topic and primary key.
+type RowKey = (String, i64);
+
+/// Every row of `tables` with its latest version: what must have reached
+/// Kafka, keyed by the table's topic.
+fn source_rows(s: &Scenario, tables: &[&str]) -> BTreeMap<RowKey, i64> {
+    let mut rows = BTreeMap::new();
+    for table in tables {
+        let result =
+            s.pg.query(&s.db, &format!("SELECT id, version FROM {table}"))
+                .unwrap_or_else(|e| panic!("reading {table}: {}", e.report()));
+        for row in result {
+            let number = |i: usize| -> i64 {
+                row[i]
+                    .as_deref()
+                    .and_then(|v| v.parse().ok())
+                    .expect("id and version are non-null integers")
+            };
+            rows.insert((s.topic(table), number(0)), number(1));
+        }
+    }
+    rows
+}
+
+/// One change read back: `payload.after.{id,version}` and `payload.op`.
+#[derive(Debug)]
+struct Change {
+    partition: i32,
+    offset: i64,
+    id: i64,
+    version: i64,
+    op: String,
+}
+
+fn change_of(topic: &str, record: &Record) -> Change {
+    let at = format!(
+        "{topic} partition {} offset {}",
+        record.partition, record.offset
+    );
+    let value = record
+        .value
+        .as_ref()
+        .unwrap_or_else(|| panic!("{at}: unexpected tombstone (the workload never deletes)"));
+    let payload = &value["payload"];
+    let after = &payload["after"];
+    let field = |name: &str| {
+        after[name]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{at}: payload.after.{name} is not an integer: {value}"))
+    };
+    let id = field("id");
+    let key_id = record
+        .key
+        .as_ref()
+        .and_then(|k| k["payload"]["id"].as_i64());
+    assert_eq!(key_id, Some(id), "{at}: the key is the row's primary key");
+    Change {
+        partition: record.partition,
+        offset: record.offset,
+        id,
+        version: field("version"),
+        op: payload["op"].as_str().unwrap_or_default().to_owned(),
+    }
+}
+
+/// What [`verify`] counted.
+#[derive(Debug, Clone, Copy)]
+struct Verified {
+    rows: usize,
+    changes: u64,
+    records: usize,
+    duplicates: usize,
+}
+
+/// Whether every source row's latest version has arrived (the order and
+/// completeness of everything before it is [`verify`]'s job).
+fn covers(source: &BTreeMap<RowKey, i64>, consumed: &BTreeMap<String, Vec<Record>>) -> bool {
+    let mut latest: BTreeSet<(String, i64, i64)> = BTreeSet::new();
+    for (topic, records) in consumed {
+        for record in records {
+            let change = change_of(topic, record);
+            latest.insert((topic.clone(), change.id, change.version));
+        }
+    }
+    source
+        .iter()
+        .all(|((topic, id), version)| latest.contains(&(topic.clone(), *id, *version)))
+}
+
+/// Checks the records consumed from each table's topic against the source
+/// rows, row by row, panicking with every problem found:
+///
+/// * every row is in its topic and nothing else is;
+/// * per key, the *first occurrences* of versions are exactly `1, 2, ...,
+///   latest`, in that order: every committed version arrived, in commit order;
+/// * every other record is a re-send, and re-sends are contiguous tails: each
+///   step along a key's records is either to the next version or back to an
+///   earlier one (where a restart resumed from the slot);
+/// * a key stays in one partition; version 1 is a create, the rest updates.
+///
+/// Prints one summary line and returns the counts.
+fn verify(
+    scenario: &str,
+    rows_written: u64,
+    source: &BTreeMap<RowKey, i64>,
+    consumed: &BTreeMap<String, Vec<Record>>,
+) -> Verified {
+    let mut problems: Vec<String> = Vec::new();
+    let mut per_key: BTreeMap<RowKey, Vec<Change>> = BTreeMap::new();
+    let mut records = 0;
+    for (topic, topic_records) in consumed {
+        let mut changes: Vec<Change> = topic_records.iter().map(|r| change_of(topic, r)).collect();
+        changes.sort_by_key(|c| (c.partition, c.offset));
+        records += changes.len();
+        for change in changes {
+            per_key
+                .entry((topic.clone(), change.id))
+                .or_default()
+                .push(change);
+        }
+    }
+    for key in per_key.keys().filter(|k| !source.contains_key(*k)) {
+        problems.push(format!("{key:?} is in the topic but not in the table"));
+    }
+    let mut duplicates = 0;
+    let mut changes = 0;
+    for (key, &latest) in source {
+        changes += latest as u64;
+        let Some(seen) = per_key.get(key) else {
+            problems.push(format!(
+                "{key:?}: no record at all (latest version {latest})"
+            ));
+            continue;
+        };
+        let partitions: BTreeSet<i32> = seen.iter().map(|c| c.partition).collect();
+        if partitions.len() > 1 {
+            problems.push(format!(
+                "{key:?}: records in several partitions {partitions:?}"
+            ));
+        }
+        let versions: Vec<i64> = seen.iter().map(|c| c.version).collect();
+        let mut first_seen: BTreeSet<i64> = BTreeSet::new();
+        let mut highest = 0;
+        let mut previous: Option<i64> = None;
+        for change in seen {
+            let v = change.version;
+            let expected_op = if v == 1 { "c" } else { "u" };
+            if change.op != expected_op {
+                problems.push(format!(
+                    "{key:?} version {v} at offset {}: op {:?}, expected {expected_op:?}",
+                    change.offset, change.op
+                ));
+            }
+            if first_seen.insert(v) {
+                if v != highest + 1 {
+                    problems.push(format!(
+                        "{key:?}: version {v} arrived first after {highest} (lost or out of order); versions in topic order: {versions:?}"
+                    ));
+                }
+                highest = highest.max(v);
+            } else {
+                duplicates += 1;
+            }
+            if let Some(p) = previous {
+                if v > p + 1 {
+                    problems.push(format!(
+                        "{key:?}: jumps from version {p} to {v} (a re-send that skips, or a loss); versions in topic order: {versions:?}"
+                    ));
+                }
+            }
+            previous = Some(v);
+        }
+        if highest != latest {
+            problems.push(format!(
+                "{key:?}: latest version in the table is {latest}, highest in the topic {highest}; versions in topic order: {versions:?}"
+            ));
+        }
+    }
+    let verified = Verified {
+        rows: source.len(),
+        changes,
+        records,
+        duplicates,
+    };
+    println!(
+        "[{scenario}] rows written: {rows_written} changes; rows verified: {} rows / {} changes; records consumed: {}; duplicates: {}",
+        verified.rows, verified.changes, verified.records, verified.duplicates
+    );
+    assert!(
+        problems.is_empty(),
+        "[{scenario}] {} problems in what reached Kafka (first 40):\n{}",
+        problems.len(),
+        problems
+            .iter()
+            .take(40)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    verified
+}
+
+// ---------------------------------------------------------------------------
+// Reading topics to their end
+// ---------------------------------------------------------------------------
+
+/// Reads each topic from the beginning up to its high watermarks at the
+/// time of the call, so the result is everything the topics hold. With
+/// `wait_for_topics`, waits that long for missing topics (else skips them).
+async fn read_topics(
+    bootstrap: &str,
+    topics: &[String],
+    wait_for_topics: Option<Duration>,
+) -> BTreeMap<String, Vec<Record>> {
+    let bootstrap = bootstrap.to_owned();
+    let topics = topics.to_vec();
+    tokio::task::spawn_blocking(move || read_topics_blocking(&bootstrap, &topics, wait_for_topics))
+        .await
+        .expect("topic reader thread")
+}
+
+fn read_topics_blocking(
+    bootstrap: &str,
+    topics: &[String],
+    wait_for_topics: Option<Duration>,
+) -> BTreeMap<String, Vec<Record>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique_name("crash_recovery_reader"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
+    let deadline = Instant::now() + wait_for_topics.unwrap_or_default();
+    let mut assignment = TopicPartitionList::new();
+    // (topic, partition) -> high watermark still to reach
+    let mut remaining: BTreeMap<(String, i32), i64> = BTreeMap::new();
+    let mut consumed: BTreeMap<String, Vec<Record>> = BTreeMap::new();
+    for topic in topics {
+        let partitions = loop {
+            let found = consumer
+                .fetch_metadata(Some(topic), Duration::from_secs(5))
+                .ok()
+                .and_then(|m| {
+                    m.topics()
+                        .iter()
+                        .find(|t| t.name() == topic && t.error().is_none())
+                        .map(|t| t.partitions().len())
+                })
+                .unwrap_or(0);
+            if found > 0 || Instant::now() >= deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if partitions == 0 {
+            assert!(
+                wait_for_topics.is_none(),
+                "topic {topic} did not appear within {wait_for_topics:?}"
+            );
+            continue;
+        }
+        consumed.insert(topic.clone(), Vec::new());
+        for p in 0..partitions as i32 {
+            let (low, high) = consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .expect("watermarks");
+            if high > low {
+                remaining.insert((topic.clone(), p), high);
+                assignment
+                    .add_partition_offset(topic, p, Offset::Beginning)
+                    .expect("partition");
+            }
+        }
+    }
+    if remaining.is_empty() {
+        return consumed;
+    }
+    consumer.assign(&assignment).expect("assign");
+    let deadline = Instant::now() + TIMEOUT;
+    while !remaining.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out reading topics to their high watermarks; left: {remaining:?}"
+        );
+        let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let message = message.expect("consume");
+        let topic = message.topic().to_owned();
+        let (partition, offset) = (message.partition(), message.offset());
+        let parse = |bytes: Option<&[u8]>| {
+            bytes.map(|b| serde_json::from_slice::<Json>(b).expect("record is JSON"))
+        };
+        let key = (topic.clone(), partition);
+        match remaining.get(&key) {
+            Some(&high) if offset < high => {
+                consumed.entry(topic).or_default().push(Record {
+                    partition,
+                    offset,
+                    key: parse(message.key()),
+                    value: parse(message.payload()),
+                    headers: Vec::new(),
+                });
+                if offset + 1 >= high {
+                    remaining.remove(&key);
+                }
+            }
+            _ => {} // past the watermark taken at the start: left for the next read
+        }
+    }
+    consumed
+}
+
+fn topics_of(s: &Scenario, tables: &[&str]) -> Vec<String> {
+    tables.iter().map(|t| s.topic(t)).collect()
+}
+
+/// Logs of the in-process connectors, shown with a failing test's output.
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PGCDC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
+// ---------------------------------------------------------------------------
+// The connector binary as a child process
+// ---------------------------------------------------------------------------
+
+/// One `pgcdc-kafka run` process, stderr to `log`. Killed (by pid) on drop
+/// if still running, so a failing test leaves nothing behind.
+struct ConnectorProcess {
+    child: Mutex<Child>,
+    pid: u32,
+    log: PathBuf,
+    started: Instant,
+}
+
+impl ConnectorProcess {
+    fn spawn(args: &[String], log: PathBuf) -> Self {
+        let stderr = File::create(&log).expect("create connector log");
+        let child = Command::new(BIN)
+            .arg("run")
+            .args(args)
+            .env("PGCDC_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("connector binary starts");
+        ConnectorProcess {
+            pid: child.id(),
+            child: Mutex::new(child),
+            log,
+            started: Instant::now(),
+        }
+    }
+
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The exit status if the process has ended.
+    fn exited(&self) -> Option<ExitStatus> {
+        self.child().try_wait().expect("try_wait")
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Panics, with the log, if the process has ended by itself.
+    fn assert_running(&self, when: &str) {
+        if let Some(status) = self.exited() {
+            panic!(
+                "the connector (pid {}) exited by itself ({status}) {when}; its log {}:\n{}",
+                self.pid,
+                self.log.display(),
+                self.log_text()
+            );
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} {} failed", self.pid);
+    }
+
+    /// `kill -9`, then reaps the process.
+    fn kill_9(&self) -> ExitStatus {
+        self.signal("-9");
+        self.child().wait().expect("wait for the killed connector")
+    }
+
+    /// SIGTERM, then waits up to `timeout` for the exit.
+    async fn terminate(&self, timeout: Duration) -> ExitStatus {
+        self.signal("-TERM");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.exited() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the connector did not exit within {timeout:?} of SIGTERM; its log:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for ConnectorProcess {
+    fn drop(&mut self) {
+        if self.exited().is_none() {
+            let _ = Command::new("kill")
+                .args(["-9", &self.pid.to_string()])
+                .status();
+            let _ = self.child().wait();
+        }
+    }
+}
+
+/// A temp dir for the connector logs; removed when the test passes.
+struct LogDir(PathBuf);
+
+impl LogDir {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(unique_name(name));
+        fs::create_dir_all(&dir).expect("create log dir");
+        LogDir(dir)
+    }
+
+    fn path(&self, instance: usize) -> PathBuf {
+        self.0.join(format!("connector-{instance:02}.log"))
+    }
+
+    fn dir(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for LogDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. kill -9 under load
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Default)]
+struct WriterStats {
+    transactions: u64,
+    changes: u64,
+}
+
+/// Commits workload transactions on one connection until `stop` is set.
+async fn write_continuously(
+    pg: &'static Postgres,
+    db: String,
+    mut workload: Workload,
+    stop: Arc<AtomicBool>,
+) -> WriterStats {
+    let client = pg
+        .connect(&db)
+        .await
+        .unwrap_or_else(|e| panic!("writer connects: {}", e.report()));
+    let mut stats = WriterStats::default();
+    while !stop.load(Ordering::Relaxed) {
+        let txn = workload.plan();
+        client
+            .batch_execute(&txn.sql)
+            .await
+            .unwrap_or_else(|e| panic!("writer transaction failed: {e}: {}", txn.sql));
+        stats.changes += workload.committed(txn);
+        stats.transactions += 1;
+        // Pace the load: a steady stream the debug build keeps up with.
+        tokio::time::sleep(Duration::from_millis(4)).await;
+    }
+    stats
+}
+
+/// The connector binary is `kill -9`ed at random moments while a writer
+/// keeps committing multi-row transactions into three tables, and restarted
+/// at once each time. After the last instance caught up and stopped on
+/// SIGTERM, every committed version of every row is in Kafka, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_minus_9_under_load_loses_nothing() {
+    const TABLES: [&str; 3] = ["accounts", "orders", "items"];
+    const ROUNDS: usize = 8;
+    let started = Instant::now();
+    let pg = Postgres::shared();
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(pg, "kill9");
+    create_tables(&s, &TABLES);
+    // Several partitions, so acknowledgements arrive out of order across
+    // them and the ack tracker's ordering is exercised.
+    for topic in topics_of(&s, &TABLES) {
+        kafka.create_topic(&topic, 3).expect("create topic");
+    }
+    let (mut rng, seed) = XorShift::seeded();
+    let logs = LogDir::new("crash_recovery_kill9");
+    println!(
+        "[kill -9] seed {seed} (CRASH_RECOVERY_SEED={seed} repeats the timings); connector logs in {}",
+        logs.dir().display()
+    );
+    let args = s.args(&bootstrap, &["--status-interval", "250ms"]);
+
+    let mut connector = ConnectorProcess::spawn(&args, logs.path(0));
+    wait_until(TIMEOUT, "slot created", || async {
+        connector.assert_running("before creating the slot");
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+
+    let stop_writer = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(write_continuously(
+        pg,
+        s.db.clone(),
+        Workload::new(&TABLES, rng.next()),
+        Arc::clone(&stop_writer),
+    ));
+
+    let mut streaming_kills = 0;
+    for round in 1..=ROUNDS {
+        let delay = Duration::from_millis(200 + rng.below(1800) as u64);
+        tokio::time::sleep(delay).await;
+        connector.assert_running(&format!("before kill round {round}"));
+        let streaming = connector.log_text().contains("starting replication");
+        streaming_kills += usize::from(streaming);
+        let confirmed = s.confirmed_flush_lsn();
+        let status = connector.kill_9();
+        println!(
+            "[kill -9] round {round}: killed after {:?} ({}), slot confirmed at {}, {status}",
+            connector.started.elapsed(),
+            if streaming {
+                "streaming"
+            } else {
+                "still starting"
+            },
+            confirmed.map_or("-".to_owned(), |l| l.to_string()),
+        );
+        connector = ConnectorProcess::spawn(&args, logs.path(round));
+    }
+
+    // The last instance keeps running under load for a moment, then the
+    // writer stops and the connector must catch up with everything.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop_writer.store(true, Ordering::Relaxed);
+    let stats = writer.await.expect("writer task");
+    let end = s.current_lsn();
+    let catch_up = Instant::now();
+    wait_until(
+        RECOVERY_TIMEOUT,
+        "the last connector to confirm past the last write",
+        || async {
+            connector.assert_running("while catching up");
+            s.confirmed_flush_lsn().is_some_and(|c| c >= end)
+        },
+    )
+    .await;
+    println!(
+        "[kill -9] {} transactions written; last instance caught up {:?} after the writer stopped",
+        stats.transactions,
+        catch_up.elapsed()
+    );
+    let status = connector.terminate(TIMEOUT).await;
+    let log = connector.log_text();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "graceful exit on SIGTERM; log:\n{log}"
+    );
+    assert!(log.contains("stopped"), "reports the stop: {log}");
+
+    let source = source_rows(&s, &TABLES);
+    let consumed = read_topics(&bootstrap, &topics_of(&s, &TABLES), Some(TIMEOUT)).await;
+    let verified = verify("kill -9", stats.changes, &source, &consumed);
+    assert_eq!(
+        verified.changes, stats.changes,
+        "the writer's count of committed changes matches the tables"
+    );
+    assert!(
+        streaming_kills > 0,
+        "at least one kill hit a streaming connector"
+    );
+    println!(
+        "[kill -9] {ROUNDS} kills ({streaming_kills} while streaming), {:.1} duplicates per kill, {:?} in all",
+        verified.duplicates as f64 / ROUNDS as f64,
+        started.elapsed()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 2. Postgres restarts and a cut replication connection
+// ---------------------------------------------------------------------------
+
+/// Waits until every row of `tables` has arrived with its latest version;
+/// panics with the connector's error if it stopped instead of recovering.
+/// Returns the connector and how long it took.
+async fn await_all_arrived(
+    what: &str,
+    s: &Scenario,
+    bootstrap: &str,
+    tables: &[&str],
+    running: Running,
+) -> (Running, Duration) {
+    let started = Instant::now();
+    let source = source_rows(s, tables);
+    let topics = topics_of(s, tables);
+    wait_until(RECOVERY_TIMEOUT, what, || async {
+        running.is_finished() || covers(&source, &read_topics(bootstrap, &topics, None).await)
+    })
+    .await;
+    if running.is_finished() {
+        let outcome = running.wait_for_exit(Duration::from_secs(5)).await;
+        panic!(
+            "the connector stopped by itself instead of recovering, waiting for {what}: {}",
+            match outcome {
+                Ok(summary) => format!("stopped cleanly: {summary:?}"),
+                Err(e) => error_chain(&e),
+            }
+        );
+    }
+    (running, started.elapsed())
+}
+
+/// Against a private server: a fast restart, a terminated walsender and an
+/// immediate (crash) stop, each with transactions written around it. The
+/// in-process connector recovers from each by itself, restarting from the
+/// slot, and every change arrives in order per key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restart_and_connection_cut_are_survived() {
+    const TABLES: [&str; 2] = ["customers", "invoices"];
+    init_logs();
+    let pg: &'static Postgres = Box::leak(Box::new(
+        Postgres::launch().unwrap_or_else(|e| panic!("private postgres: {}", e.report())),
+    ));
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(pg, "pgfaults");
+    create_tables(&s, &TABLES);
+    for topic in topics_of(&s, &TABLES) {
+        kafka.create_topic(&topic, 2).expect("create topic");
+    }
+    let (rng, seed) = XorShift::seeded();
+    println!("[postgres faults] seed {seed}");
+    let mut workload = Workload::new(&TABLES, rng.0);
+    let mut written = 0;
+
+    let running = s.start(&bootstrap, &["--status-interval", "200ms"]);
+    wait_until(TIMEOUT, "slot created", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    written += workload.run_blocking(&s, 20);
+    let (running, took) =
+        await_all_arrived("the first batch", &s, &bootstrap, &TABLES, running).await;
+    println!("[postgres faults] first batch arrived in {took:?}");
+
+    // Fast restart, with transactions just written and possibly in flight.
+    written += workload.run_blocking(&s, 20);
+    let fault = Instant::now();
+    pg.restart()
+        .unwrap_or_else(|e| panic!("postgres restarts: {}", e.report()));
+    written += workload.run_blocking(&s, 20);
+    let (running, took) = await_all_arrived(
+        "the batches around a fast restart",
+        &s,
+        &bootstrap,
+        &TABLES,
+        running,
+    )
+    .await;
+    println!(
+        "[postgres faults] recovered from a fast restart: all rows {:?} after the restart began (waited {took:?})",
+        fault.elapsed()
+    );
+
+    // The walsender terminated under the connector.
+    wait_until(
+        RECOVERY_TIMEOUT,
+        "the connector streaming again",
+        || async {
+            running.is_finished()
+                || s.query_one(&format!(
+                    "SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = '{}'",
+                    s.slot
+                ))
+                .is_some()
+        },
+    )
+    .await;
+    written += workload.run_blocking(&s, 10);
+    let fault = Instant::now();
+    assert_eq!(
+        s.query_one(&format!(
+            "SELECT pg_terminate_backend(active_pid)::text FROM pg_replication_slots WHERE slot_name = '{}'",
+            s.slot
+        ))
+        .as_deref(),
+        Some("true"),
+        "the walsender is terminated"
+    );
+    written += workload.run_blocking(&s, 20);
+    let (running, took) = await_all_arrived(
+        "the batches around a terminated walsender",
+        &s,
+        &bootstrap,
+        &TABLES,
+        running,
+    )
+    .await;
+    println!(
+        "[postgres faults] recovered from a terminated walsender: all rows {:?} after it (waited {took:?})",
+        fault.elapsed()
+    );
+
+    // A crash of the server: immediate stop, crash recovery on start.
+    written += workload.run_blocking(&s, 20);
+    let fault = Instant::now();
+    pg.stop(StopMode::Immediate)
+        .unwrap_or_else(|e| panic!("postgres stops: {}", e.report()));
+    pg.start()
+        .unwrap_or_else(|e| panic!("postgres starts: {}", e.report()));
+    written += workload.run_blocking(&s, 20);
+    let (running, took) = await_all_arrived(
+        "the batches around an immediate stop",
+        &s,
+        &bootstrap,
+        &TABLES,
+        running,
+    )
+    .await;
+    println!(
+        "[postgres faults] recovered from an immediate stop: all rows {:?} after it (waited {took:?})",
+        fault.elapsed()
+    );
+
+    let end = s.current_lsn();
+    wait_until(
+        RECOVERY_TIMEOUT,
+        "slot confirmed past the last write",
+        || async { s.confirmed_flush_lsn().is_some_and(|c| c >= end) },
+    )
+    .await;
+    running.stop().await;
+    let source = source_rows(&s, &TABLES);
+    let consumed = read_topics(&bootstrap, &topics_of(&s, &TABLES), Some(TIMEOUT)).await;
+    let verified = verify("postgres faults", written, &source, &consumed);
+    assert_eq!(verified.changes, written);
+    pg.stop(StopMode::Fast)
+        .unwrap_or_else(|e| panic!("postgres stops: {}", e.report()));
+}
+
+// ---------------------------------------------------------------------------
+// 3. A message Kafka will never accept
+// ---------------------------------------------------------------------------
+
+fn lsn_of(record: &Record) -> Lsn {
+    Lsn::new(
+        record.value.as_ref().expect("value")["payload"]["source"]["lsn"]
+            .as_u64()
+            .expect("source.lsn is a number"),
+    )
+}
+
+/// A row too large for the producer's `message.max.bytes` (librdkafka
+/// refuses it at produce time) stops the connector with an error that names
+/// the fix, instead of retrying forever or skipping it; the slot stays before
+/// that transaction, so a restart with the limit raised delivers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permanent_kafka_rejection_stops_without_confirming() {
+    init_logs();
+    let pg = Postgres::shared();
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(pg, "toolarge");
+    s.sql("CREATE TABLE docs (id int PRIMARY KEY, body text NOT NULL)");
+    let topic = s.topic("docs");
+
+    let running = s.start(
+        &bootstrap,
+        &[
+            "--status-interval",
+            "200ms",
+            // A one-column row is ~2.6 kB as JSON with schemas (key 170 B,
+            // value ~2.5 kB), so 2000 would reject it too; the 10 kB row
+            // becomes ~12.5 kB.
+            "--kafka-property",
+            "message.max.bytes=5000",
+        ],
+    );
+    wait_until(TIMEOUT, "slot created", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    s.sql("INSERT INTO docs VALUES (1, 'small')");
+    let small = consume(&bootstrap, &topic, 1, TIMEOUT).await;
+    assert_eq!(small.len(), 1, "the small row arrives under the limit");
+    let small_lsn = lsn_of(&small[0]);
+    wait_until(TIMEOUT, "slot confirmed past the small row", || async {
+        s.confirmed_flush_lsn().is_some_and(|c| c > small_lsn)
+    })
+    .await;
+
+    let mut rng = XorShift(0x5eed);
+    let body: String = (0..10_000)
+        .map(|_| char::from(b'a' + rng.below(26) as u8))
+        .collect();
+    s.sql(&format!("INSERT INTO docs VALUES (2, '{body}')"));
+    let rejected = Instant::now();
+    let outcome = running.wait_for_exit(TIMEOUT).await;
+    let error = match outcome {
+        Ok(summary) => panic!("the connector stopped without an error: {summary:?}"),
+        Err(error) => error,
+    };
+    let message = error_chain(&error);
+    println!(
+        "[too large] stopped {:?} after the insert: {message}",
+        rejected.elapsed()
+    );
+    assert!(
+        !error.is_retryable(),
+        "a message Kafka will never accept is a definite failure: {message}"
+    );
+    assert!(
+        message.contains("larger than") && message.contains("message.max.bytes"),
+        "the error says the message is too large and what to raise: {message}"
+    );
+    let confirmed = s.confirmed_flush_lsn().expect("slot exists");
+
+    // The row is not lost: without the limit, a restart delivers it.
+    let running = s.start(&bootstrap, &["--status-interval", "200ms"]);
+    let all = consume(&bootstrap, &topic, 2, TIMEOUT).await;
+    let ids: Vec<i64> = all
+        .iter()
+        .map(|r| {
+            r.value.as_ref().expect("value")["payload"]["after"]["id"]
+                .as_i64()
+                .expect("id")
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [1, 2],
+        "after the restart the big row arrives, and the confirmed small one is not repeated"
+    );
+    assert_eq!(
+        all[1].value.as_ref().expect("value")["payload"]["after"]["body"].as_str(),
+        Some(body.as_str())
+    );
+    let big_lsn = lsn_of(&all[1]);
+    assert!(
+        confirmed <= big_lsn,
+        "after the rejection the slot stayed before the big row's transaction (confirmed {confirmed}, big row at {big_lsn})"
+    );
+    wait_until(TIMEOUT, "slot confirmed past the big row", || async {
+        s.confirmed_flush_lsn().is_some_and(|c| c > big_lsn)
+    })
+    .await;
+    running.stop().await;
+}
+
+// ---------------------------------------------------------------------------
+// 4. A transaction larger than the in-flight bound
+// ---------------------------------------------------------------------------
+
+/// With at most 16 messages and 4 KiB unacknowledged, a 5,000-row
+/// transaction still flows: the bound paces reading, it does not need the
+/// whole transaction in flight. Everything arrives in order, exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_larger_than_in_flight_bound_flows() {
+    const ROWS: i64 = 5_000;
+    init_logs();
+    let pg = Postgres::shared();
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(pg, "bigtxn");
+    create_tables(&s, &["bulk"]);
+
+    let running = s.start(
+        &bootstrap,
+        &[
+            "--max-in-flight-messages",
+            "16",
+            "--max-in-flight-bytes",
+            "4096",
+            "--status-interval",
+            "200ms",
+        ],
+    );
+    wait_until(TIMEOUT, "slot created", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    let started = Instant::now();
+    s.sql(&format!(
+        "INSERT INTO bulk SELECT g, 1, 'row ' || g FROM generate_series(1, {ROWS}) g"
+    ));
+    let end = s.current_lsn();
+    let records = consume(
+        &bootstrap,
+        &s.topic("bulk"),
+        ROWS as usize,
+        Duration::from_secs(120),
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(
+        records.len(),
+        ROWS as usize,
+        "every row of the transaction arrives"
+    );
+    let ids: Vec<i64> = records.iter().map(|r| change_of("bulk", r).id).collect();
+    assert!(
+        ids.iter().copied().eq(1..=ROWS),
+        "rows arrive in WAL order (first ids: {:?})",
+        &ids[..10.min(ids.len())]
+    );
+    let txids: BTreeSet<String> = records
+        .iter()
+        .map(|r| r.value.as_ref().expect("value")["payload"]["source"]["txId"].to_string())
+        .collect();
+    assert_eq!(txids.len(), 1, "all from one transaction: {txids:?}");
+    wait_until(TIMEOUT, "slot confirmed past the transaction", || async {
+        s.confirmed_flush_lsn().is_some_and(|c| c >= end)
+    })
+    .await;
+    let summary = running.stop().await;
+    assert_eq!(summary.transactions, 1);
+    assert_eq!(summary.events, ROWS as u64);
+
+    let consumed = read_topics(&bootstrap, &[s.topic("bulk")], Some(TIMEOUT)).await;
+    let verified = verify(
+        "in-flight bound",
+        ROWS as u64,
+        &source_rows(&s, &["bulk"]),
+        &consumed,
+    );
+    assert_eq!(verified.duplicates, 0, "no fault, so no re-sends");
+    println!("[in-flight bound] {ROWS} rows in one transaction arrived in {took:?}");
+}
+
+// ---------------------------------------------------------------------------
+// The checker itself
+// ---------------------------------------------------------------------------
+
+/// [`verify`] accepts re-sent tails and rejects everything else: a lost
+/// version, a reordering, a re-send that skips a version, a missing latest
+/// version, a row that is not in the table.
+#[test]
+fn verify_accepts_resent_tails_and_rejects_loss_or_reordering() {
+    let topic = "app.public.t".to_owned();
+    let consumed = |versions: &[i64]| {
+        let records = versions
+            .iter()
+            .enumerate()
+            .map(|(offset, &v)| Record {
+                partition: 0,
+                offset: offset as i64,
+                key: Some(serde_json::json!({"payload": {"id": 1}})),
+                value: Some(serde_json::json!({"payload": {
+                    "after": {"id": 1, "version": v},
+                    "op": if v == 1 { "c" } else { "u" },
+                }})),
+                headers: Vec::new(),
+            })
+            .collect();
+        BTreeMap::from([(topic.clone(), records)])
+    };
+    let source = |latest: i64| BTreeMap::from([((topic.clone(), 1), latest)]);
+    let rejects = |versions: &[i64], latest: i64| {
+        let (source, consumed) = (source(latest), consumed(versions));
+        std::panic::catch_unwind(|| verify("checker", 0, &source, &consumed)).is_err()
+    };
+
+    let verified = verify(
+        "checker",
+        4,
+        &source(4),
+        &consumed(&[1, 2, 3, 2, 3, 4, 3, 4]),
+    );
+    assert_eq!(verified.duplicates, 4);
+    assert_eq!(verified.changes, 4);
+    assert!(rejects(&[1, 3], 3), "version 2 lost");
+    assert!(rejects(&[2, 1], 2), "out of order");
+    assert!(rejects(&[1, 2, 3, 1, 3], 3), "a re-send that skips 2");
+    assert!(rejects(&[1, 2], 3), "the latest version missing");
+    assert!(rejects(&[1, 2, 3, 4], 3), "a version the table never had");
+    let (empty, consumed) = (BTreeMap::new(), consumed(&[1]));
+    assert!(
+        std::panic::catch_unwind(|| verify("checker", 0, &empty, &consumed)).is_err(),
+        "a row that is not in the table"
+    );
+}
