@@ -90,6 +90,27 @@ pub struct RunConfig {
     )]
     pub subject_name_strategy: SubjectNameStrategy,
 
+    /// When to snapshot existing rows (Debezium's snapshot.mode): initial
+    /// (when the slot is new), initial_only (snapshot, then exit), never /
+    /// no_data (stream only), when_needed (also when the slot is missing or
+    /// was invalidated: it is dropped and taken again).
+    #[arg(
+        long,
+        env = "PGCDC_SNAPSHOT_MODE",
+        value_enum,
+        default_value = "initial"
+    )]
+    pub snapshot_mode: SnapshotMode,
+
+    /// Connections reading the snapshot in parallel (default: the number of cores).
+    #[arg(long, env = "PGCDC_SNAPSHOT_WORKERS")]
+    pub snapshot_workers: Option<usize>,
+
+    /// Table pages (8 kB each) per snapshot chunk: big tables are split into
+    /// chunks of this many pages, read by all workers.
+    #[arg(long, env = "PGCDC_SNAPSHOT_CHUNK_PAGES", default_value_t = 4096)]
+    pub snapshot_chunk_pages: u32,
+
     /// Write a tombstone (same key, null value) after each delete, so log
     /// compaction can drop the key (Debezium's tombstones.on.delete).
     #[arg(long, env = "PGCDC_TOMBSTONES_ON_DELETE", default_value_t = true, action = clap::ArgAction::Set)]
@@ -254,6 +275,22 @@ impl fmt::Display for PgUrl {
     }
 }
 
+/// When the connector snapshots existing rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum SnapshotMode {
+    /// When the slot does not exist yet.
+    Initial,
+    /// Like initial, then exit instead of streaming.
+    InitialOnly,
+    /// Never: stream changes only.
+    Never,
+    /// Debezium's name for never.
+    NoData,
+    /// Like initial, and also when the slot was invalidated.
+    WhenNeeded,
+}
+
 /// When a bounded run counts as caught up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CaughtUp {
@@ -370,6 +407,9 @@ pub struct Invalid {
 #[error("invalid configuration:{}", .0.iter().map(|i| format!("\n  {}: {:?} {}", i.field, i.value, i.constraint)).collect::<String>())]
 pub struct ConfigError(pub Vec<Invalid>);
 
+/// Suffix of the slot that exists only while an initial snapshot runs.
+pub const SNAPSHOT_SLOT_SUFFIX: &str = "_snapshot";
+
 /// librdkafka settings the delivery guarantee depends on; a pass-through
 /// property may not contradict them.
 const PINNED_PRODUCER_SETTINGS: &[(&str, &str)] =
@@ -451,6 +491,21 @@ impl RunConfig {
             "must name at least one host:port",
         );
         check(
+            self.slot_name.len() <= 63 - SNAPSHOT_SLOT_SUFFIX.len(),
+            "slot",
+            &self.slot_name,
+            &format!(
+                "must leave room for the {SNAPSHOT_SLOT_SUFFIX:?} suffix of the slot used while snapshotting ({} characters at most)",
+                63 - SNAPSHOT_SLOT_SUFFIX.len()
+            ),
+        );
+        check(
+            self.snapshot_workers != Some(0) && self.snapshot_chunk_pages > 0,
+            "snapshot-workers",
+            &format!("{:?}", self.snapshot_workers),
+            "and --snapshot-chunk-pages must be at least 1",
+        );
+        check(
             self.max_in_flight_messages > 0,
             "max-in-flight-messages",
             &self.max_in_flight_messages.to_string(),
@@ -499,6 +554,18 @@ impl RunConfig {
         } else {
             Err(ConfigError(problems))
         }
+    }
+
+    /// Parallel snapshot connections.
+    pub fn snapshot_workers(&self) -> usize {
+        self.snapshot_workers.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+        })
+    }
+
+    /// The slot that exists only while the initial snapshot runs.
+    pub fn snapshot_slot_name(&self) -> String {
+        format!("{}{SNAPSHOT_SLOT_SUFFIX}", self.slot_name)
     }
 
     /// How column values are decoded.

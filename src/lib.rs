@@ -13,14 +13,18 @@
 //! transaction. After any crash, streaming resumes from the slot and repeats
 //! at most the transactions that were not yet confirmed.
 
+pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod encode;
 pub mod event;
+pub mod http;
 pub mod lsn;
+pub mod metrics;
 pub mod pipeline;
 pub mod sink;
 pub mod source;
+pub mod status;
 
 /// An error and its chain of sources, joined by `": "`, for one log line.
 pub fn error_chain(error: &dyn std::error::Error) -> String {

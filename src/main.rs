@@ -2,9 +2,15 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use pgcdc_kafka::check::CheckArgs;
 use pgcdc_kafka::config::{LogFormat, RunConfig};
+use pgcdc_kafka::http::{HealthPolicy, HttpServer};
+use pgcdc_kafka::metrics::Metrics;
 use pgcdc_kafka::pipeline::Shutdown;
+use pgcdc_kafka::status::StatusArgs;
 use tracing_subscriber::EnvFilter;
 
 /// PostgreSQL change data capture into Kafka, Debezium-compatible.
@@ -28,7 +34,22 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Stream changes from a replication slot into Kafka until stopped.
-    Run(Box<RunConfig>),
+    Run(Box<RunArgs>),
+    /// Check PostgreSQL, Kafka and the registry for what `run` needs; exit 0
+    /// when nothing fails (warnings allowed).
+    Check(Box<CheckArgs>),
+    /// Show the replication slot's state and a running connector's progress.
+    Status(Box<StatusArgs>),
+}
+
+/// `run`'s flags: the connector's configuration and the readiness policy of
+/// its --metrics-addr endpoint.
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    config: RunConfig,
+    #[command(flatten)]
+    health: HealthPolicy,
 }
 
 fn init_logging(format: LogFormat) {
@@ -58,22 +79,69 @@ async fn shutdown_signal() {
     }
 }
 
+/// Prints a `check` or `status` report on stdout: as text, or as one JSON
+/// object with --log-format json.
+fn print_report<R: std::fmt::Display + serde::Serialize>(format: LogFormat, report: &R) {
+    match format {
+        LogFormat::Text => println!("{report}"),
+        LogFormat::Json => match serde_json::to_string(report) {
+            Ok(json) => println!("{json}"),
+            Err(error) => tracing::warn!(%error, "cannot serialize the report"),
+        },
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
     match cli.command {
-        Command::Run(config) => {
+        Command::Check(args) => {
+            if let Err(error) = args.run.validate() {
+                eprintln!("error: {error}");
+                return ExitCode::from(2);
+            }
+            let report = pgcdc_kafka::check::run(&args).await;
+            print_report(cli.log_format, &report);
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Command::Status(args) => {
+            let report = pgcdc_kafka::status::run(&args).await;
+            print_report(cli.log_format, &report);
+            if report.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Command::Run(args) => {
+            let RunArgs { config, health } = *args;
             if let Err(error) = config.validate() {
                 eprintln!("error: {error}");
                 return ExitCode::from(2);
             }
             let (stop, shutdown) = Shutdown::new();
+            let metrics = Arc::new(Metrics::new());
+            if let Some(addr) = config.metrics_addr {
+                match HttpServer::bind(addr, Arc::clone(&metrics), health).await {
+                    Ok(server) => {
+                        tokio::spawn(server.serve(std::future::pending()));
+                    }
+                    Err(error) => {
+                        tracing::error!(error = %pgcdc_kafka::error_chain(&error), "cannot start the metrics endpoint");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
             tokio::spawn(async move {
                 shutdown_signal().await;
                 let _ = stop.send(true);
             });
-            match pgcdc_kafka::pipeline::run(*config, shutdown).await {
+            match pgcdc_kafka::pipeline::run_with_metrics(config, shutdown, metrics).await {
                 Ok(summary) => {
                     // The run's report, on stdout: one human line, or one JSON object.
                     match cli.log_format {

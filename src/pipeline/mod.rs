@@ -22,12 +22,16 @@ use tokio::sync::watch;
 use crate::config::RunConfig;
 use crate::encode::EncodeError;
 use crate::lsn::Lsn;
+use crate::metrics::{Metrics, Phase};
 use crate::sink::SinkError;
 use crate::source::pgoutput::DecodeError;
 use crate::source::relation::RowError;
 use crate::source::setup::SetupError;
 
+mod snapshot;
 mod stream;
+
+pub use snapshot::SnapshotError;
 
 pub use stream::run_once;
 
@@ -59,6 +63,8 @@ pub enum PipelineError {
     #[error(transparent)]
     Encode(#[from] EncodeError),
     #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
     Sink(#[from] SinkError),
     #[error("kafka delivery failed; the slot stays at the last fully acknowledged transaction")]
     Delivery(#[source] Arc<SinkError>),
@@ -71,9 +77,14 @@ impl PipelineError {
     pub fn is_retryable(&self) -> bool {
         match self {
             PipelineError::Setup(e) => e.is_retryable(),
-            PipelineError::Stream(e) => e.is_transient() || e.is_io(),
+            PipelineError::Stream(e) => {
+                e.is_transient()
+                    || e.is_io()
+                    || matches!(e, PgWireError::Server(message) if server_error_is_transient(message))
+            }
             PipelineError::Sink(e) => e.is_retryable(),
             PipelineError::Encode(e) => e.is_retryable(),
+            PipelineError::Snapshot(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded => true,
             PipelineError::Decode(_) | PipelineError::Row(_) => false,
@@ -92,6 +103,25 @@ pub enum StopReason {
     CaughtUp,
     /// `--max-run` elapsed.
     TimeLimit,
+    /// `--snapshot-mode initial_only`: the snapshot is done.
+    SnapshotCompleted,
+}
+
+/// Whether a server error (by its SQLSTATE) is worth retrying: connection
+/// problems (class 08), the server shutting down or starting (57P01-57P03),
+/// and too many connections (53300). A slot held by another walsender
+/// (55006) is not retried: that is usually a second connector instance, and
+/// the operator must hear about it.
+pub fn sqlstate_is_transient(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+}
+
+/// pgwire-replication renders server errors as `message (SQLSTATE xxxxx)`.
+fn server_error_is_transient(message: &str) -> bool {
+    message
+        .rsplit_once("(SQLSTATE ")
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .is_some_and(sqlstate_is_transient)
 }
 
 /// What a run did, reported when it ends.
@@ -122,6 +152,7 @@ impl std::fmt::Display for RunSummary {
             StopReason::Requested => "on request",
             StopReason::CaughtUp => "caught up",
             StopReason::TimeLimit => "time limit reached",
+            StopReason::SnapshotCompleted => "snapshot completed",
         };
         write!(
             f,
@@ -173,6 +204,16 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// definite failure (bad configuration, invalidated slot, a message Kafka
 /// will never accept) stops it with the error.
 pub async fn run(config: RunConfig, shutdown: Shutdown) -> Result<RunSummary, PipelineError> {
+    run_with_metrics(config, shutdown, Arc::new(Metrics::new())).await
+}
+
+/// [`run`], recording into `metrics` (served by [`crate::http`]) and keeping
+/// its [`Phase`] current for readiness.
+pub async fn run_with_metrics(
+    config: RunConfig,
+    shutdown: Shutdown,
+    metrics: Arc<Metrics>,
+) -> Result<RunSummary, PipelineError> {
     let mut backoff = Duration::from_secs(1);
     let deadline = config.max_run.map(|d| tokio::time::Instant::now() + d);
     let mut summary = RunSummary::default();
@@ -195,10 +236,16 @@ pub async fn run(config: RunConfig, shutdown: Shutdown) -> Result<RunSummary, Pi
                 }
             }
         };
-        let attempt = run_once(&config, stop, &mut summary, &mut target, first).await;
+        metrics.start_attempt();
+        metrics.set_phase(Phase::Connecting);
+        let attempt = run_once(&config, stop, &mut summary, &mut target, first, &metrics).await;
+        metrics.end_attempt();
         first = false;
         match attempt {
-            Ok(()) => return Ok(summary),
+            Ok(()) => {
+                metrics.set_phase(Phase::Stopped);
+                return Ok(summary);
+            }
             Err(error)
                 if error.is_retryable()
                     && !shutdown.is_requested()
@@ -209,13 +256,54 @@ pub async fn run(config: RunConfig, shutdown: Shutdown) -> Result<RunSummary, Pi
                     backoff = Duration::from_secs(1);
                 }
                 tracing::warn!(error = %crate::error_chain(&error), retry_in = ?backoff, "pipeline failed; restarting from the slot");
+                metrics.restarted();
+                metrics.set_phase(Phase::Restarting {
+                    error: crate::error_chain(&error),
+                    retry_in: backoff,
+                });
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {}
-                    () = shutdown.clone().requested() => return Err(error),
+                    () = shutdown.clone().requested() => {
+                        metrics.set_phase(Phase::Failed { error: crate::error_chain(&error) });
+                        return Err(error);
+                    }
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                metrics.set_phase(Phase::Failed {
+                    error: crate::error_chain(&error),
+                });
+                return Err(error);
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_are_classified_by_sqlstate() {
+        let terminated = PipelineError::Stream(PgWireError::Server(
+            "terminating connection due to administrator command (SQLSTATE 57P01)".into(),
+        ));
+        assert!(terminated.is_retryable());
+        let slot_busy = PipelineError::Stream(PgWireError::Server(
+            "replication slot \"s\" is active for PID 42 (SQLSTATE 55006)".into(),
+        ));
+        assert!(
+            !slot_busy.is_retryable(),
+            "a second instance must stop and say so"
+        );
+        let missing = PipelineError::Stream(PgWireError::Server(
+            "replication slot \"s\" does not exist (SQLSTATE 42704)".into(),
+        ));
+        assert!(!missing.is_retryable());
+        let auth = PipelineError::Stream(PgWireError::Server(
+            "password authentication failed (SQLSTATE 28P01)".into(),
+        ));
+        assert!(!auth.is_retryable());
     }
 }

@@ -8,21 +8,23 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent};
 use tokio::sync::watch;
 
+use super::snapshot;
 use super::{
     PipelineError, RunSummary, StopReason, NEW_KEY_HEADER, OLD_KEY_HEADER, SESSION_OPTIONS,
     UNCHANGED_COLUMNS_HEADER,
 };
 use crate::checkpoint::TxnId;
-use crate::config::{CaughtUp, RunConfig};
+use crate::config::{CaughtUp, RunConfig, SnapshotMode};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
-use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo};
+use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo, TableSchema};
 use crate::lsn::Lsn;
+use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::{EncodedRecord, KafkaSink, Progress};
 use crate::source::pgoutput::{self, Datum, LogicalMessage, OldTuple, Tuple};
-use crate::source::relation::RelationCache;
-use crate::source::setup;
+use crate::source::relation::{RelationCache, RowError};
+use crate::source::setup::{self, SetupError, SlotStatus};
 
 /// The transaction being read (between Begin and Commit).
 struct OpenTxn {
@@ -34,22 +36,23 @@ struct OpenTxn {
 /// Microseconds between the Unix epoch and Postgres's (2000-01-01).
 const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
 
-fn now_micros() -> i64 {
+pub(super) fn now_micros() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
-struct Stream<'a> {
-    config: &'a RunConfig,
-    sql: tokio_postgres::Client,
-    relations: RelationCache,
+pub(super) struct Stream<'a> {
+    pub(super) config: &'a RunConfig,
+    pub(super) sql: tokio_postgres::Client,
+    pub(super) relations: RelationCache,
     encoder: Encoder,
-    sink: Arc<KafkaSink>,
+    pub(super) sink: Arc<KafkaSink>,
+    pub(super) metrics: Arc<Metrics>,
     txn: Option<OpenTxn>,
     message_topic: Arc<str>,
     last_commit_lsn: Option<Lsn>,
-    summary: &'a mut RunSummary,
+    pub(super) summary: &'a mut RunSummary,
     /// `--stop-when-caught-up start-lsn`: the server's WAL position when the run began.
     target: Option<Lsn>,
     /// Everything before this position has been read: the end of the last
@@ -72,9 +75,10 @@ pub async fn run_once(
     summary: &mut RunSummary,
     target: &mut Option<Lsn>,
     first: bool,
+    metrics: &Arc<Metrics>,
 ) -> Result<(), PipelineError> {
     let sql = setup::connect(&config.pg_url).await?;
-    let slot = setup::prepare(
+    let status = setup::prepare(
         &sql,
         &config.slot_name,
         &config.publication_name,
@@ -82,7 +86,39 @@ pub async fn run_once(
     )
     .await?;
     let types = setup::load_types(&sql).await?;
-    let start = slot.confirmed_flush;
+    let snapshot_wanted = !matches!(
+        config.snapshot_mode,
+        SnapshotMode::Never | SnapshotMode::NoData
+    );
+    let (start, exported) = match status {
+        SlotStatus::Ready { confirmed_flush } => {
+            // A working slot left by a crash between promoting and dropping it.
+            setup::drop_slot(&sql, &config.snapshot_slot_name()).await?;
+            if config.snapshot_mode == SnapshotMode::InitialOnly {
+                tracing::info!(slot = %config.slot_name, "the slot exists, so its snapshot was taken; nothing to do");
+                summary.stopped = StopReason::SnapshotCompleted;
+                return Ok(());
+            }
+            (confirmed_flush, None)
+        }
+        SlotStatus::Invalidated if config.snapshot_mode != SnapshotMode::WhenNeeded => {
+            return Err(SetupError::Invalidated {
+                slot: config.slot_name.clone(),
+            }
+            .into());
+        }
+        SlotStatus::Invalidated | SlotStatus::Missing if snapshot_wanted => {
+            if status == SlotStatus::Invalidated {
+                tracing::warn!(slot = %config.slot_name, "slot was invalidated; dropping it and taking a new snapshot (--snapshot-mode when_needed)");
+                setup::drop_slot(&sql, &config.slot_name).await?;
+            }
+            let exported = snapshot::export_slot(config, &sql).await?;
+            (exported.consistent_point, Some(exported))
+        }
+        SlotStatus::Invalidated | SlotStatus::Missing => {
+            (setup::create_slot(&sql, &config.slot_name).await?, None)
+        }
+    };
     if first {
         summary.start_lsn = start;
     }
@@ -90,15 +126,15 @@ pub async fn run_once(
     if config.stop_when_caught_up == Some(CaughtUp::StartLsn) && target.is_none() {
         *target = Some(setup::current_wal_lsn(&sql).await?);
     }
-    tracing::info!(slot = %config.slot_name, publication = %config.publication_name, lsn = %start, "starting replication");
 
-    let (sink, progress) = KafkaSink::new(
+    let (sink, progress) = KafkaSink::with_metrics(
         &config.producer_config(),
         InFlightLimits {
             messages: config.max_in_flight_messages,
             bytes: config.max_in_flight_bytes,
         },
         start,
+        Arc::clone(metrics),
     )?;
     let info = ConnectorInfo {
         name: config.topic_prefix.as_str().into(),
@@ -108,6 +144,7 @@ pub async fn run_once(
         relations: RelationCache::new(&config.topic_prefix, config.value_options(), types),
         encoder: Encoder::from_config(config, info).await?,
         sink: Arc::new(sink),
+        metrics: Arc::clone(metrics),
         txn: None,
         message_topic: format!("{}.message", config.topic_prefix).into(),
         last_commit_lsn: None,
@@ -119,6 +156,32 @@ pub async fn run_once(
         sql,
         config,
     };
+    // Declared after `stream`, so dropped before it (see `watch_producer_queue`).
+    let probed = Arc::downgrade(&stream.sink);
+    let _queue_probe =
+        metrics.watch_producer_queue(move || probed.upgrade().map(|s| s.in_flight() as u64));
+
+    let mut stop = std::pin::pin!(stop);
+    if let Some(exported) = exported {
+        metrics.snapshot_started();
+        let emitted = snapshot::emit_snapshot(&mut stream, exported, stop.as_mut()).await;
+        metrics.snapshot_finished();
+        let Some(_rows) = emitted? else {
+            stream.summary.stopped = StopReason::Requested;
+            return Ok(());
+        };
+        stream.sink.flush(config.shutdown_timeout).await?;
+        if let Some(failure) = progress.borrow().failure.clone() {
+            return Err(PipelineError::Delivery(failure));
+        }
+        snapshot::promote_slot(config, &stream.sql).await?;
+        if config.snapshot_mode == SnapshotMode::InitialOnly {
+            stream.summary.stopped = StopReason::SnapshotCompleted;
+            stream.summary.confirmed_lsn = start;
+            return Ok(());
+        }
+    }
+    tracing::info!(slot = %config.slot_name, publication = %config.publication_name, lsn = %start, "starting replication");
 
     let repl_config = ReplicationConfig::new(
         stream.config.pg_url.host(),
@@ -138,8 +201,10 @@ pub async fn run_once(
         .await
         .map_err(PipelineError::Stream)?;
     client.wait_started().await.map_err(PipelineError::Stream)?;
+    metrics.streaming_started(&client.metrics());
+    metrics.set_phase(Phase::Streaming);
 
-    let result = stream.stream(&mut client, progress, stop).await;
+    let result = stream.stream(&mut client, progress, stop.as_mut()).await;
     let reason = result.as_ref().ok().copied();
     stream.finish(&mut client, reason).await;
     result.map(|reason| {
@@ -154,9 +219,8 @@ impl Stream<'_> {
         &mut self,
         client: &mut ReplicationClient,
         mut progress: watch::Receiver<Progress>,
-        stop: impl Future<Output = StopReason>,
+        mut stop: std::pin::Pin<&mut impl Future<Output = StopReason>>,
     ) -> Result<StopReason, PipelineError> {
-        tokio::pin!(stop);
         let idle_mode = self.config.stop_when_caught_up == Some(CaughtUp::Idle);
         // A stop requested mid-transaction waits for its Commit (up to the
         // shutdown timeout), so a graceful stop leaves nothing half sent to
@@ -200,7 +264,11 @@ impl Stream<'_> {
                 }
                 event = client.recv() => {
                     match event.map_err(PipelineError::Stream)? {
-                        Some(event) => self.handle(event).await?,
+                        Some(event) => {
+                            let started = Instant::now();
+                            self.handle(event).await?;
+                            self.metrics.handled(started.elapsed());
+                        }
                         None => return Err(PipelineError::StreamEnded),
                     }
                 }
@@ -214,6 +282,8 @@ impl Stream<'_> {
     }
 
     async fn handle(&mut self, event: ReplicationEvent) -> Result<(), PipelineError> {
+        self.metrics
+            .server_message(matches!(event, ReplicationEvent::KeepAlive { .. }));
         if !matches!(event, ReplicationEvent::KeepAlive { .. }) {
             self.last_activity = Instant::now();
         }
@@ -229,13 +299,18 @@ impl Stream<'_> {
                     xid,
                     commit_time_micros: commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS),
                 });
+                self.metrics
+                    .transaction_begun(commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS));
             }
             ReplicationEvent::Commit { lsn, end_lsn, .. } => {
                 if let Some(txn) = self.txn.take() {
                     self.sink.commit(txn.id, end_lsn.into());
                     self.summary.transactions += 1;
+                    self.metrics
+                        .transaction_committed(end_lsn.into(), txn.commit_time_micros);
                 }
                 self.received = self.received.max(end_lsn.into());
+                self.metrics.received(self.received);
                 self.last_commit_lsn = Some(lsn.into());
             }
             ReplicationEvent::XLogData {
@@ -246,9 +321,11 @@ impl Stream<'_> {
                 self.handle_message(message, lsn).await?;
             }
             ReplicationEvent::KeepAlive { wal_end, .. } => {
+                self.metrics.server_wal_end(Lsn::from(wal_end));
                 if self.txn.is_none() {
                     let wal_end = Lsn::from(wal_end);
                     self.received = self.received.max(wal_end);
+                    self.metrics.received(self.received);
                     self.idle_wal_end = self.idle_wal_end.max(wal_end);
                     self.sink.advance_idle(wal_end);
                 }
@@ -334,6 +411,7 @@ impl Stream<'_> {
             xid: txn.xid,
             lsn,
             last_commit_lsn: self.last_commit_lsn,
+            snapshot: "false",
         };
         let table = Arc::clone(self.relations.get(relation_id, lsn)?);
         // Columns whose value was not sent because it is TOASTed and unchanged.
@@ -349,12 +427,30 @@ impl Stream<'_> {
                 serde_json::to_vec(&unchanged).unwrap_or_default(),
             )
         });
-        let before = before
-            .map(|t| self.relations.decode_row(&table, &t, lsn))
-            .transpose()?;
-        let after = after
-            .map(|t| self.relations.decode_row(&table, &t, lsn))
-            .transpose()?;
+        let mut table = table;
+        let decode = |relations: &RelationCache, table: &TableSchema| {
+            let before = before
+                .as_ref()
+                .map(|t| relations.decode_row(table, t, lsn))
+                .transpose()?;
+            let after = after
+                .as_ref()
+                .map(|t| relations.decode_row(table, t, lsn))
+                .transpose()?;
+            Ok::<_, RowError>((before, after))
+        };
+        let (mut before, mut after) = decode(&self.relations, &table)?;
+        let stale = |relations: &RelationCache, row: &Option<Vec<_>>| {
+            row.as_ref()
+                .is_some_and(|r| relations.has_unknown_enum_label(relation_id, r))
+        };
+        if stale(&self.relations, &before) || stale(&self.relations, &after) {
+            tracing::info!(topic = %table.topic, "an enum gained a value; reloading types");
+            let types = setup::load_types(&self.sql).await?;
+            self.relations.replace_types(types);
+            table = Arc::clone(self.relations.get(relation_id, lsn)?);
+            (before, after) = decode(&self.relations, &table)?;
+        }
         let event = ChangeEvent {
             table,
             op,
@@ -398,7 +494,7 @@ impl Stream<'_> {
         self.send_event(&create, headers, false, txn).await
     }
 
-    async fn send_event(
+    pub(super) async fn send_event(
         &mut self,
         event: &ChangeEvent,
         headers: Vec<(&'static str, Vec<u8>)>,
@@ -408,6 +504,8 @@ impl Stream<'_> {
         let topic = Arc::clone(&event.table.topic);
         let key = self.encoder.key(event).await?;
         let value = self.encoder.value(event, now_micros()).await?;
+        let key_bytes = key.as_ref().map_or(0, Vec::len);
+        let mut bytes = key_bytes + value.len();
         self.sink
             .send(EncodedRecord {
                 topic: Arc::clone(&topic),
@@ -428,7 +526,10 @@ impl Stream<'_> {
                     txn,
                 })
                 .await?;
+            bytes += key_bytes;
         }
+        let table = format!("{}.{}", event.table.schema, event.table.table);
+        self.metrics.event(&table, event.op.code(), bytes);
         Ok(())
     }
 
@@ -455,6 +556,7 @@ impl Stream<'_> {
             xid: self.txn.as_ref().map_or(0, |t| t.xid),
             lsn,
             last_commit_lsn: self.last_commit_lsn,
+            snapshot: "false",
         };
         let message = MessageEvent {
             transactional,
@@ -469,8 +571,11 @@ impl Stream<'_> {
             headers: Vec::new(),
             txn,
         };
+        let bytes =
+            record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
         self.sink.send(record).await?;
         self.summary.events += 1;
+        self.metrics.event("", "m", bytes);
         if own {
             self.sink.commit(txn, Lsn::new(lsn.as_u64() + 1));
         }

@@ -14,7 +14,7 @@
 //! byte bound takes the whole bound, so it still flows.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -27,6 +27,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::checkpoint::{AckTracker, TxnId};
 use crate::lsn::Lsn;
+use crate::metrics::Metrics;
 
 /// One message ready for Kafka, tagged with the transaction it belongs to.
 #[derive(Debug, Clone)]
@@ -131,6 +132,7 @@ struct Shared {
     progress: watch::Sender<Progress>,
     messages: Semaphore,
     bytes: Semaphore,
+    metrics: Arc<Metrics>,
 }
 
 impl Shared {
@@ -141,6 +143,7 @@ impl Shared {
     }
 
     fn publish_acked(&self, acked: Lsn) {
+        self.metrics.acknowledged(acked);
         self.progress.send_modify(|p| p.acked = acked);
     }
 
@@ -165,16 +168,27 @@ impl ClientContext for DeliveryContext {}
 pub struct Delivery {
     txn: TxnId,
     byte_permits: u32,
+    enqueued: Instant,
 }
 
 impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
     type DeliveryOpaque = Box<Delivery>;
 
     fn delivery(&self, result: &DeliveryResult<'_>, opaque: Box<Delivery>) {
-        let Delivery { txn, byte_permits } = *opaque;
+        let Delivery {
+            txn,
+            byte_permits,
+            enqueued,
+        } = *opaque;
         let outcome = match result {
-            Ok(_) => self.shared.tracker().delivered(txn).map(Ok),
+            Ok(_) => {
+                self.shared
+                    .metrics
+                    .record_delivered(u64::from(byte_permits), enqueued.elapsed());
+                self.shared.tracker().delivered(txn).map(Ok)
+            }
             Err((error, message)) => {
+                self.shared.metrics.record_failed(u64::from(byte_permits));
                 self.shared.tracker().failed(txn);
                 let topic = rdkafka::Message::topic(message).to_owned();
                 tracing::error!(topic, %error, "kafka delivery failed; the slot will not be confirmed past this transaction");
@@ -212,6 +226,16 @@ impl KafkaSink {
         limits: InFlightLimits,
         acked: Lsn,
     ) -> Result<(Self, watch::Receiver<Progress>), SinkError> {
+        Self::with_metrics(config, limits, acked, Arc::default())
+    }
+
+    /// [`KafkaSink::new`], recording sends and deliveries into `metrics`.
+    pub fn with_metrics(
+        config: &ClientConfig,
+        limits: InFlightLimits,
+        acked: Lsn,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Self, watch::Receiver<Progress>), SinkError> {
         let max_bytes =
             u32::try_from(limits.bytes.clamp(1, Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
         let (progress, progress_rx) = watch::channel(Progress {
@@ -223,7 +247,9 @@ impl KafkaSink {
             progress,
             messages: Semaphore::new(limits.messages.clamp(1, Semaphore::MAX_PERMITS)),
             bytes: Semaphore::new(max_bytes as usize),
+            metrics,
         });
+        shared.metrics.acknowledged(acked);
         let producer = config
             .create_with_context(DeliveryContext {
                 shared: Arc::clone(&shared),
@@ -276,6 +302,7 @@ impl KafkaSink {
             p.forget();
         }
         self.shared.tracker().sent(record.txn);
+        self.shared.metrics.record_enqueued(u64::from(byte_permits));
 
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
         for (key, value) in &record.headers {
@@ -287,6 +314,7 @@ impl KafkaSink {
         let opaque = Box::new(Delivery {
             txn: record.txn,
             byte_permits,
+            enqueued: Instant::now(),
         });
         let mut base: BaseRecord<'_, [u8], [u8], Box<Delivery>> =
             BaseRecord::with_opaque_to(&record.topic, opaque).headers(headers);
@@ -307,6 +335,7 @@ impl KafkaSink {
                 Err((error, _)) => {
                     // Rejected before it was queued, so no callback will come for it.
                     self.shared.tracker().failed(record.txn);
+                    self.shared.metrics.record_failed(u64::from(byte_permits));
                     self.shared.messages.add_permits(1);
                     self.shared.bytes.add_permits(byte_permits as usize);
                     let error = delivery_error(&record.topic, error);

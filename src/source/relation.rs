@@ -94,6 +94,8 @@ pub struct RelationCache {
     tables: HashMap<u32, Arc<TableSchema>>,
     /// Each relation's resolved column types, in column order.
     column_types: HashMap<u32, Vec<PgType>>,
+    /// What each schema was built from, to rebuild it when types change.
+    definitions: HashMap<u32, (Relation, Vec<CatalogColumn>)>,
 }
 
 impl RelationCache {
@@ -104,6 +106,7 @@ impl RelationCache {
             types,
             tables: HashMap::new(),
             column_types: HashMap::new(),
+            definitions: HashMap::new(),
         }
     }
 
@@ -196,7 +199,38 @@ impl RelationCache {
         });
         self.tables.insert(relation.id, Arc::clone(&table));
         self.column_types.insert(relation.id, column_types);
+        self.definitions
+            .insert(relation.id, (relation.clone(), catalog.to_vec()));
         table
+    }
+
+    /// Replaces the user-defined types and rebuilds every table's schema
+    /// with them (e.g. after `ALTER TYPE ... ADD VALUE`, which sends no new
+    /// Relation message).
+    pub fn replace_types(&mut self, types: TypeRegistry) {
+        self.types = types;
+        let definitions: Vec<_> = self.definitions.values().cloned().collect();
+        for (relation, catalog) in definitions {
+            self.update(&relation, &catalog);
+        }
+    }
+
+    /// Whether a decoded row holds an enum value its schema does not list:
+    /// the enum gained a label since the types were loaded.
+    pub fn has_unknown_enum_label(&self, relation_id: u32, row: &Row) -> bool {
+        fn unknown(ty: &PgType, value: &Value) -> bool {
+            match (ty, value) {
+                (PgType::Enum { labels, .. }, Value::String(s)) => !labels.iter().any(|l| l == s),
+                (PgType::Modified { base, .. }, v) => unknown(base, v),
+                (PgType::Array(element), Value::Array(items)) => {
+                    items.iter().any(|item| unknown(element, item))
+                }
+                _ => false,
+            }
+        }
+        self.column_types
+            .get(&relation_id)
+            .is_some_and(|types| types.iter().zip(row).any(|(ty, v)| unknown(ty, v)))
     }
 
     /// The current schema of a relation.

@@ -1,0 +1,1245 @@
+//! `pgcdc-kafka check`: a preflight that connects to PostgreSQL, Kafka and
+//! (with `--format avro`) the schema registry with the flags `run` would
+//! get, and reports what would stop the connector or surprise its
+//! consumers, each as one line with the exact fix.
+//!
+//! Each finding is PASS, WARN or FAIL. FAIL means `run` would stop, or the
+//! source database would misbehave (an `UPDATE` on a published table without
+//! a replica identity fails in PostgreSQL itself); WARN means it works, with
+//! a consequence worth knowing (unbounded WAL retention, null Kafka keys,
+//! key-only before-images). The exit code is 0 when nothing FAILs: warnings
+//! alone do not fail the check.
+//!
+//! Everything here only reads: no slot, publication or topic is created
+//! (topic creation is validated with a `validate_only` CreateTopics request).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::RDKafkaErrorCode;
+use serde::Serialize;
+use tokio_postgres::Client;
+
+use crate::config::{Format, RunConfig, SnapshotMode};
+use crate::http::HealthPolicy;
+use crate::source::setup;
+
+/// `pgcdc-kafka check`: the flags of `run`, and how long each probe may take.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub run: RunConfig,
+
+    /// The readiness policy `run` will use, to compare with wal_sender_timeout.
+    #[command(flatten)]
+    pub health: HealthPolicy,
+
+    /// How long connecting to each service and each request may take.
+    #[arg(long = "check-timeout", env = "PGCDC_CHECK_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+/// How a finding turned out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Status::Pass => "PASS",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        })
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// What was checked, e.g. `wal_level`.
+    pub check: &'static str,
+    pub status: Status,
+    /// What was found.
+    pub detail: String,
+    /// What to do about it (for WARN and FAIL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.status, self.check, self.detail)?;
+        if let Some(fix) = &self.fix {
+            write!(f, "; fix: {fix}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every finding, in the order checked.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// Whether nothing failed (warnings allowed).
+    pub fn passed(&self) -> bool {
+        self.findings.iter().all(|f| f.status != Status::Fail)
+    }
+
+    fn count(&self, status: Status) -> usize {
+        self.findings.iter().filter(|f| f.status == status).count()
+    }
+
+    fn pass(&mut self, check: &'static str, detail: impl Into<String>) {
+        self.push(check, Status::Pass, detail, None::<String>);
+    }
+
+    fn warn(&mut self, check: &'static str, detail: impl Into<String>, fix: impl Into<String>) {
+        self.push(check, Status::Warn, detail, Some(fix));
+    }
+
+    fn fail(&mut self, check: &'static str, detail: impl Into<String>, fix: impl Into<String>) {
+        self.push(check, Status::Fail, detail, Some(fix));
+    }
+
+    fn push(
+        &mut self,
+        check: &'static str,
+        status: Status,
+        detail: impl Into<String>,
+        fix: Option<impl Into<String>>,
+    ) {
+        self.findings.push(Finding {
+            check,
+            status,
+            detail: detail.into(),
+            fix: fix.map(Into::into),
+        });
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for finding in &self.findings {
+            writeln!(f, "{finding}")?;
+        }
+        let (failed, warned) = (self.count(Status::Fail), self.count(Status::Warn));
+        if failed == 0 {
+            write!(f, "check passed ({warned} warnings)")
+        } else {
+            write!(f, "check failed: {failed} problems, {warned} warnings")
+        }
+    }
+}
+
+/// Runs every check and returns the report; never fails itself (a service
+/// that cannot be reached is a finding).
+pub async fn run(args: &CheckArgs) -> Report {
+    let mut report = Report::default();
+    let config = &args.run;
+    let tables = check_postgres(config, &args.health, args.timeout, &mut report).await;
+    check_kafka(config, tables.as_deref(), args.timeout, &mut report).await;
+    if config.format == Format::Avro {
+        check_registry(config, args.timeout, &mut report).await;
+    }
+    report
+}
+
+// ----- PostgreSQL -----------------------------------------------------------
+
+/// A table the connector would stream, with what decides its keys and
+/// before-images.
+#[derive(Debug, Clone)]
+struct TableInfo {
+    name: String,
+    /// `pg_class.relreplident`: d(efault), n(othing), f(ull), i(ndex).
+    replica_identity: char,
+    has_primary_key: bool,
+    owned: bool,
+}
+
+/// Server settings and the role, read in one query.
+struct ServerFacts {
+    version: String,
+    wal_level: String,
+    max_replication_slots: i64,
+    used_slots: i64,
+    max_wal_senders: i64,
+    used_wal_senders: i64,
+    max_slot_wal_keep_size: Option<String>,
+    user: String,
+    superuser: bool,
+    replication: bool,
+    can_create_in_database: bool,
+    /// Milliseconds; 0 disables it.
+    wal_sender_timeout_ms: i64,
+}
+
+const SERVER_FACTS: &str = "\
+    SELECT current_setting('server_version'), \
+           current_setting('wal_level'), \
+           current_setting('max_replication_slots')::int8, \
+           (SELECT count(*) FROM pg_replication_slots), \
+           current_setting('max_wal_senders')::int8, \
+           (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender'), \
+           current_setting('max_slot_wal_keep_size', true), \
+           current_user::text, r.rolsuper, r.rolreplication, \
+           has_database_privilege(current_database(), 'CREATE'), \
+           (SELECT setting::int8 FROM pg_settings WHERE name = 'wal_sender_timeout') \
+    FROM pg_roles r WHERE r.rolname = current_user";
+
+/// Checks the database side; returns the tables that would be streamed
+/// (`None` when they cannot be known).
+async fn check_postgres(
+    config: &RunConfig,
+    health: &HealthPolicy,
+    timeout: Duration,
+    report: &mut Report,
+) -> Option<Vec<TableInfo>> {
+    let client = match tokio::time::timeout(timeout, setup::connect(&config.pg_url)).await {
+        Ok(Ok(client)) => client,
+        Ok(Err(error)) => {
+            report.fail(
+                "postgres",
+                crate::error_chain(&error),
+                "check --pg-url, that the server runs, and that pg_hba.conf admits this host, \
+                 user and database; the remaining PostgreSQL checks were skipped",
+            );
+            return None;
+        }
+        Err(_) => {
+            report.fail(
+                "postgres",
+                format!(
+                    "no answer from {} within {}",
+                    config.pg_url,
+                    humantime::format_duration(timeout)
+                ),
+                "check --pg-url and the network path to the server; the remaining PostgreSQL \
+                 checks were skipped",
+            );
+            return None;
+        }
+    };
+    let facts = match server_facts(&client).await {
+        Ok(facts) => facts,
+        Err(error) => {
+            report.fail(
+                "postgres",
+                format!(
+                    "cannot read server settings: {}",
+                    crate::error_chain(&error)
+                ),
+                "connect as a role that may read pg_settings and pg_roles",
+            );
+            return None;
+        }
+    };
+    report.pass(
+        "postgres",
+        format!(
+            "connected to {} (PostgreSQL {}) as {}",
+            config.pg_url, facts.version, facts.user
+        ),
+    );
+
+    if facts.wal_level == "logical" {
+        report.pass("wal_level", "logical");
+    } else {
+        report.fail(
+            "wal_level",
+            format!(
+                "is {}; logical decoding needs wal_level = logical",
+                facts.wal_level
+            ),
+            "as a superuser run ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL \
+             (on a managed service set its logical replication parameter)",
+        );
+    }
+
+    if facts.superuser || facts.replication {
+        let how = if facts.superuser {
+            "is a superuser"
+        } else {
+            "has REPLICATION"
+        };
+        report.pass("role", format!("{} {how}", facts.user));
+    } else {
+        report.fail(
+            "role",
+            format!(
+                "{} has neither REPLICATION nor SUPERUSER, so it may not use replication slots",
+                facts.user
+            ),
+            format!(
+                "as a superuser run ALTER ROLE {} REPLICATION (on Amazon RDS: GRANT rds_replication TO {})",
+                setup::quote_ident(&facts.user),
+                setup::quote_ident(&facts.user)
+            ),
+        );
+    }
+
+    let slot = check_slot(&client, config, &facts, report).await;
+    check_wal_senders(&facts, slot.snapshot_needed, report);
+    check_retention(&facts, report);
+    check_sender_timeout(&facts, health, report);
+    let tables = check_publication(&client, config, &facts, report).await;
+    if let Some(tables) = &tables {
+        check_tables(config, tables, report);
+    }
+    tables
+}
+
+async fn server_facts(client: &Client) -> Result<ServerFacts, tokio_postgres::Error> {
+    let row = client.query_one(SERVER_FACTS, &[]).await?;
+    Ok(ServerFacts {
+        version: row.get(0),
+        wal_level: row.get(1),
+        max_replication_slots: row.get(2),
+        used_slots: row.get(3),
+        max_wal_senders: row.get(4),
+        used_wal_senders: row.get(5),
+        max_slot_wal_keep_size: row.get(6),
+        user: row.get(7),
+        superuser: row.get(8),
+        replication: row.get(9),
+        can_create_in_database: row.get(10),
+        wal_sender_timeout_ms: row.get(11),
+    })
+}
+
+struct SlotOutcome {
+    /// The run would take an initial snapshot (which needs a second slot
+    /// and WAL sender while it runs).
+    snapshot_needed: bool,
+}
+
+async fn check_slot(
+    client: &Client,
+    config: &RunConfig,
+    facts: &ServerFacts,
+    report: &mut Report,
+) -> SlotOutcome {
+    let slot = &config.slot_name;
+    let snapshot_wanted = !matches!(
+        config.snapshot_mode,
+        SnapshotMode::Never | SnapshotMode::NoData
+    );
+    // row_to_json keeps this working across versions whose view has other columns.
+    let row = client
+        .query_opt(
+            "SELECT row_to_json(s)::text, current_database()::text \
+             FROM pg_replication_slots s WHERE slot_name = $1",
+            &[slot],
+        )
+        .await;
+    let row = match row {
+        Ok(row) => row,
+        Err(error) => {
+            report.fail(
+                "replication slot",
+                format!(
+                    "cannot read pg_replication_slots: {}",
+                    crate::error_chain(&error)
+                ),
+                "connect as a role that may read pg_replication_slots",
+            );
+            return SlotOutcome {
+                snapshot_needed: false,
+            };
+        }
+    };
+    let free = facts.max_replication_slots - facts.used_slots;
+    let Some(row) = row else {
+        let needed = if snapshot_wanted { 2 } else { 1 };
+        if free >= needed {
+            report.pass(
+                "replication slot",
+                format!(
+                    "{slot:?} does not exist and will be created ({free} of {} slots free{})",
+                    facts.max_replication_slots,
+                    if snapshot_wanted {
+                        "; the initial snapshot uses a second one while it runs"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        } else {
+            report.fail(
+                "replication slot",
+                format!(
+                    "{slot:?} does not exist and {free} of {} slots are free; the connector needs {needed}",
+                    facts.max_replication_slots
+                ),
+                "raise max_replication_slots (takes a restart), or drop unused slots with \
+                 SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active AND slot_name = '...'",
+            );
+        }
+        return SlotOutcome {
+            snapshot_needed: snapshot_wanted,
+        };
+    };
+    let json: String = row.get(0);
+    let database: String = row.get(1);
+    let info: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+    let text = |key: &str| info.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    let other_slot = "pass another --slot, or drop this one if nothing uses it";
+    if text("slot_type").as_deref() != Some("logical") {
+        report.fail(
+            "replication slot",
+            format!("{slot:?} is a physical slot"),
+            other_slot,
+        );
+    } else if text("plugin").as_deref() != Some("pgoutput") {
+        report.fail(
+            "replication slot",
+            format!(
+                "{slot:?} uses plugin {:?}, not pgoutput",
+                text("plugin").unwrap_or_default()
+            ),
+            other_slot,
+        );
+    } else if text("database").as_deref() != Some(database.as_str()) {
+        report.fail(
+            "replication slot",
+            format!(
+                "{slot:?} belongs to database {:?}, not {database:?}",
+                text("database").unwrap_or_default()
+            ),
+            other_slot,
+        );
+    } else if text("wal_status").as_deref() == Some("lost") {
+        if config.snapshot_mode == SnapshotMode::WhenNeeded {
+            report.warn(
+                "replication slot",
+                format!("{slot:?} was invalidated (wal_status = lost); changes since its last confirmed position are gone"),
+                "--snapshot-mode when_needed will drop it and take a new snapshot; raise \
+                 max_slot_wal_keep_size so it does not happen again",
+            );
+            return SlotOutcome {
+                snapshot_needed: true,
+            };
+        }
+        report.fail(
+            "replication slot",
+            format!("{slot:?} was invalidated (wal_status = lost); changes since its last confirmed position are gone"),
+            "run with --snapshot-mode when_needed to drop it and take a new snapshot, and raise \
+             max_slot_wal_keep_size",
+        );
+    } else if info.get("active").and_then(|v| v.as_bool()) == Some(true) {
+        let pid = info
+            .get("active_pid")
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        report.warn(
+            "replication slot",
+            format!("{slot:?} is in use by process {pid}: a connector (this one?) streams from it, and a second one would be refused"),
+            "run only one connector per slot; stop the other one, or pass another --slot",
+        );
+    } else {
+        report.pass(
+            "replication slot",
+            format!(
+                "{slot:?} exists (pgoutput, confirmed up to {}); streaming resumes there",
+                text("confirmed_flush_lsn").unwrap_or_else(|| "?".into())
+            ),
+        );
+    }
+    SlotOutcome {
+        snapshot_needed: false,
+    }
+}
+
+fn check_wal_senders(facts: &ServerFacts, snapshot_needed: bool, report: &mut Report) {
+    let free = facts.max_wal_senders - facts.used_wal_senders;
+    let needed = if snapshot_needed { 2 } else { 1 };
+    if free >= needed {
+        report.pass(
+            "wal senders",
+            format!("{free} of {} free", facts.max_wal_senders),
+        );
+    } else {
+        report.fail(
+            "wal senders",
+            format!(
+                "{free} of {} max_wal_senders are free; the connector needs {needed}",
+                facts.max_wal_senders
+            ),
+            "raise max_wal_senders (takes a restart), or stop unused replication connections",
+        );
+    }
+}
+
+fn check_retention(facts: &ServerFacts, report: &mut Report) {
+    match facts.max_slot_wal_keep_size.as_deref() {
+        None => report.warn(
+            "max_slot_wal_keep_size",
+            "this PostgreSQL (before 13) cannot cap what a slot retains: a stopped or \
+             lagging connector keeps WAL until the disk is full",
+            "alert on pgcdc_lag_bytes and on the slot's retained WAL (pgcdc-kafka status)",
+        ),
+        Some("-1") => report.warn(
+            "max_slot_wal_keep_size",
+            "-1 (unbounded): a stopped or lagging connector keeps WAL until the disk is full",
+            "as a superuser run ALTER SYSTEM SET max_slot_wal_keep_size = '<size>' (well below \
+             the free space of pg_wal) and SELECT pg_reload_conf(); then a slot behind by more \
+             is invalidated instead (recoverable with --snapshot-mode when_needed)",
+        ),
+        Some(size) => report.pass(
+            "max_slot_wal_keep_size",
+            format!(
+                "{size}: a slot more than this behind is invalidated (wal_status = lost) and \
+                 then needs a new snapshot"
+            ),
+        ),
+    }
+}
+
+/// Readiness counts a server that sent nothing for --ready-max-silence as a
+/// stalled connection. An idle server sends keepalives about once per
+/// wal_sender_timeout, and none when the timeout is disabled.
+fn check_sender_timeout(facts: &ServerFacts, health: &HealthPolicy, report: &mut Report) {
+    let timeout = Duration::from_millis(u64::try_from(facts.wal_sender_timeout_ms).unwrap_or(0));
+    let silence = humantime::format_duration(health.max_silence);
+    if timeout.is_zero() {
+        report.warn(
+            "wal_sender_timeout",
+            format!(
+                "0 (disabled): an idle server then sends no keepalives, and /readyz reports \
+                 not ready after --ready-max-silence ({silence})"
+            ),
+            "set wal_sender_timeout (the default is 60s), or raise --ready-max-silence",
+        );
+    } else if timeout * 2 > health.max_silence {
+        report.warn(
+            "wal_sender_timeout",
+            format!(
+                "{}: an idle server may stay silent about that long, more than half of \
+                 --ready-max-silence ({silence}), so /readyz may flap on an idle database",
+                humantime::format_duration(timeout)
+            ),
+            format!(
+                "run with --ready-max-silence {}",
+                humantime::format_duration(timeout * 2)
+            ),
+        );
+    } else {
+        report.pass(
+            "wal_sender_timeout",
+            format!(
+                "{} (readiness allows {silence} of silence)",
+                humantime::format_duration(timeout)
+            ),
+        );
+    }
+}
+
+async fn check_publication(
+    client: &Client,
+    config: &RunConfig,
+    facts: &ServerFacts,
+    report: &mut Report,
+) -> Option<Vec<TableInfo>> {
+    let publication = &config.publication_name;
+    let row = client
+        .query_opt(
+            "SELECT puballtables, pubupdate, pubdelete, pg_get_userbyid(pubowner)::text \
+             FROM pg_publication WHERE pubname = $1",
+            &[publication],
+        )
+        .await;
+    let row = match row {
+        Ok(row) => row,
+        Err(error) => {
+            report.fail(
+                "publication",
+                format!("cannot read pg_publication: {}", crate::error_chain(&error)),
+                "connect as a role that may read the catalog",
+            );
+            return None;
+        }
+    };
+    let names: Vec<(String, String)> = match &row {
+        Some(_) => match client
+            .query(
+                "SELECT schemaname::text, tablename::text FROM pg_publication_tables \
+                 WHERE pubname = $1 ORDER BY 1, 2",
+                &[publication],
+            )
+            .await
+        {
+            Ok(rows) => rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            Err(error) => {
+                report.fail(
+                    "publication",
+                    format!("cannot list its tables: {}", crate::error_chain(&error)),
+                    "connect as a role that may read pg_publication_tables",
+                );
+                return None;
+            }
+        },
+        None if config.tables.is_empty() => match client
+            .query(
+                "SELECT n.nspname::text, c.relname::text FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE c.relkind = 'r' AND c.relpersistence = 'p' \
+                   AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+                   AND n.nspname NOT LIKE 'pg\\_%' ORDER BY 1, 2",
+                &[],
+            )
+            .await
+        {
+            Ok(rows) => rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            Err(error) => {
+                report.fail(
+                    "publication",
+                    format!("cannot list tables: {}", crate::error_chain(&error)),
+                    "connect as a role that may read pg_class",
+                );
+                return None;
+            }
+        },
+        None => config
+            .tables
+            .iter()
+            .map(|t| match t.split_once('.') {
+                Some((schema, table)) => (schema.to_owned(), table.to_owned()),
+                None => ("public".to_owned(), t.clone()),
+            })
+            .collect(),
+    };
+    let tables = match table_info(client, &names).await {
+        Ok(tables) => tables,
+        Err(error) => {
+            report.fail(
+                "tables",
+                format!(
+                    "cannot read the tables' keys: {}",
+                    crate::error_chain(&error)
+                ),
+                "connect as a role that may read pg_class and pg_index",
+            );
+            return None;
+        }
+    };
+
+    match row {
+        Some(row) => {
+            let all: bool = row.get(0);
+            let (updates, deletes): (bool, bool) = (row.get(1), row.get(2));
+            let owner: String = row.get(3);
+            let scope = if all {
+                "FOR ALL TABLES".to_owned()
+            } else {
+                format!("{} tables", names.len())
+            };
+            if !updates || !deletes {
+                report.warn(
+                    "publication",
+                    format!("{publication:?} ({scope}, owner {owner}) does not publish updates or deletes"),
+                    format!(
+                        "ALTER PUBLICATION {} SET (publish = 'insert, update, delete, truncate')",
+                        setup::quote_ident(publication)
+                    ),
+                );
+            } else if !all && names.is_empty() {
+                report.fail(
+                    "publication",
+                    format!("{publication:?} exists but has no tables"),
+                    format!(
+                        "ALTER PUBLICATION {} ADD TABLE schema.table, ...",
+                        setup::quote_ident(publication)
+                    ),
+                );
+            } else {
+                report.pass("publication", format!("{publication:?} exists ({scope})"));
+            }
+        }
+        None if config.tables.is_empty() => {
+            if facts.superuser {
+                report.pass(
+                    "publication",
+                    format!("{publication:?} does not exist and will be created FOR ALL TABLES"),
+                );
+            } else {
+                report.fail(
+                    "publication",
+                    format!(
+                        "{publication:?} does not exist, and creating it FOR ALL TABLES needs a superuser; {} is not one",
+                        facts.user
+                    ),
+                    format!(
+                        "have a superuser run CREATE PUBLICATION {} FOR ALL TABLES, or pass \
+                         --table schema.table,... naming tables {} owns",
+                        setup::quote_ident(publication),
+                        facts.user
+                    ),
+                );
+            }
+        }
+        None => {
+            let missing: Vec<&str> = names
+                .iter()
+                .zip(&config.tables)
+                .filter(|((s, t), _)| !tables.iter().any(|i| i.name == format!("{s}.{t}")))
+                .map(|(_, given)| given.as_str())
+                .collect();
+            let not_owned: Vec<&str> = tables
+                .iter()
+                .filter(|t| !t.owned)
+                .map(|t| t.name.as_str())
+                .collect();
+            if !missing.is_empty() {
+                report.fail(
+                    "publication",
+                    format!("--table names tables that do not exist: {}", list(&missing)),
+                    "name existing tables as schema.table",
+                );
+            } else if !facts.superuser && !facts.can_create_in_database {
+                report.fail(
+                    "publication",
+                    format!(
+                        "{publication:?} does not exist and {} may not create objects in this database",
+                        facts.user
+                    ),
+                    format!(
+                        "GRANT CREATE ON DATABASE {} TO {}, or have the owner create the publication",
+                        setup::quote_ident(&config.pg_url.dbname()),
+                        setup::quote_ident(&facts.user)
+                    ),
+                );
+            } else if !facts.superuser && !not_owned.is_empty() {
+                report.fail(
+                    "publication",
+                    format!(
+                        "{publication:?} does not exist, and {} does not own {}, so it cannot create it",
+                        facts.user,
+                        list(&not_owned)
+                    ),
+                    format!(
+                        "have the owner or a superuser run CREATE PUBLICATION {} FOR TABLE {}",
+                        setup::quote_ident(publication),
+                        config.tables.join(", ")
+                    ),
+                );
+            } else {
+                report.pass(
+                    "publication",
+                    format!(
+                        "{publication:?} does not exist and will be created for {} tables",
+                        tables.len()
+                    ),
+                );
+            }
+        }
+    }
+    Some(tables)
+}
+
+async fn table_info(
+    client: &Client,
+    names: &[(String, String)],
+) -> Result<Vec<TableInfo>, tokio_postgres::Error> {
+    let schemas: Vec<&str> = names.iter().map(|(s, _)| s.as_str()).collect();
+    let tables: Vec<&str> = names.iter().map(|(_, t)| t.as_str()).collect();
+    let rows = client
+        .query(
+            "SELECT n.nspname::text || '.' || c.relname::text, c.relreplident::text, \
+                    EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary), \
+                    pg_has_role(c.relowner, 'USAGE') \
+             FROM unnest($1::text[], $2::text[]) AS wanted(schema_name, table_name) \
+             JOIN pg_namespace n ON n.nspname = wanted.schema_name \
+             JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = wanted.table_name \
+             ORDER BY 1",
+            &[&schemas, &tables],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| TableInfo {
+            name: r.get(0),
+            replica_identity: r.get::<_, String>(1).chars().next().unwrap_or('d'),
+            has_primary_key: r.get(2),
+            owned: r.get(3),
+        })
+        .collect())
+}
+
+fn check_tables(config: &RunConfig, tables: &[TableInfo], report: &mut Report) {
+    if tables.is_empty() {
+        if config.tables.is_empty() {
+            report.warn(
+                "tables",
+                "no tables to stream yet",
+                "create the tables (a FOR ALL TABLES publication picks up new ones), or pass --table",
+            );
+        }
+        return;
+    }
+    let names = |pick: &dyn Fn(&TableInfo) -> bool| -> Vec<&str> {
+        tables
+            .iter()
+            .filter(|t| pick(t))
+            .map(|t| t.name.as_str())
+            .collect()
+    };
+    // Without a replica identity PostgreSQL refuses UPDATE and DELETE on a
+    // table that a publication publishes them for.
+    let no_identity =
+        names(&|t| t.replica_identity == 'n' || (t.replica_identity == 'd' && !t.has_primary_key));
+    let null_keys = names(&|t| t.replica_identity == 'f' && !t.has_primary_key);
+    let key_only =
+        names(&|t| (t.replica_identity == 'd' && t.has_primary_key) || t.replica_identity == 'i');
+    if no_identity.is_empty() {
+        report.pass(
+            "replica identity",
+            format!(
+                "all {} tables have a primary key or a replica identity",
+                tables.len()
+            ),
+        );
+    } else {
+        report.fail(
+            "replica identity",
+            format!(
+                "{} without a primary key or replica identity: PostgreSQL rejects UPDATE and \
+                 DELETE on them once published, and their events would have null keys",
+                list(&no_identity)
+            ),
+            format!(
+                "add a primary key (ALTER TABLE {} ADD PRIMARY KEY (...)), or ALTER TABLE {} \
+                 REPLICA IDENTITY FULL for full before-images with null keys",
+                no_identity[0], no_identity[0]
+            ),
+        );
+    }
+    if !null_keys.is_empty() {
+        report.warn(
+            "null keys",
+            format!(
+                "{} have no primary key (REPLICA IDENTITY FULL): their records get null Kafka \
+                 keys, so no per-row ordering across partitions and no compaction",
+                list(&null_keys)
+            ),
+            format!("ALTER TABLE {} ADD PRIMARY KEY (...)", null_keys[0]),
+        );
+    }
+    if !key_only.is_empty() {
+        report.warn(
+            "before-images",
+            format!(
+                "{} under REPLICA IDENTITY DEFAULT/INDEX: updates carry no before-image and \
+                 deletes only the key columns",
+                list(&key_only)
+            ),
+            format!(
+                "if consumers need full before-images: ALTER TABLE {} REPLICA IDENTITY FULL \
+                 (more WAL per update and delete)",
+                key_only[0]
+            ),
+        );
+    }
+}
+
+/// Up to ten names, then how many more.
+fn list(names: &[&str]) -> String {
+    const SHOWN: usize = 10;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
+}
+
+// ----- Kafka ---------------------------------------------------------------
+
+/// What the blocking Kafka probe found.
+struct KafkaFacts {
+    brokers: Vec<i32>,
+    existing: BTreeSet<String>,
+    auto_create: Option<bool>,
+    /// The outcome of a validate-only CreateTopics for the missing topics.
+    creatable: Option<Result<(), String>>,
+}
+
+async fn check_kafka(
+    config: &RunConfig,
+    tables: Option<&[TableInfo]>,
+    timeout: Duration,
+    report: &mut Report,
+) {
+    let topics: Vec<String> = tables
+        .unwrap_or_default()
+        .iter()
+        .map(|t| format!("{}.{}", config.topic_prefix, t.name))
+        .collect();
+    let client_config = config.producer_config();
+    let servers = config.bootstrap_servers.clone();
+    // librdkafka's admin calls and client teardown block: keep them off the runtime.
+    let probe =
+        tokio::task::spawn_blocking(move || probe_kafka(&client_config, &topics, timeout)).await;
+    let facts = match probe {
+        Ok(Ok(facts)) => facts,
+        Ok(Err(error)) => {
+            report.fail(
+                "kafka",
+                format!("no metadata from {servers}: {error}"),
+                "check --bootstrap-servers, that the brokers run and are reachable from here, \
+                 and the security settings in --kafka-property; the topic check was skipped",
+            );
+            return;
+        }
+        Err(join) => {
+            report.fail(
+                "kafka",
+                format!("the Kafka probe failed: {join}"),
+                "report this as a bug",
+            );
+            return;
+        }
+    };
+    report.pass(
+        "kafka",
+        format!(
+            "{servers} answered: {} broker(s) {:?}",
+            facts.brokers.len(),
+            facts.brokers
+        ),
+    );
+    let Some(tables) = tables else {
+        return;
+    };
+    let expected: Vec<String> = tables
+        .iter()
+        .map(|t| format!("{}.{}", config.topic_prefix, t.name))
+        .collect();
+    let missing: Vec<&str> = expected
+        .iter()
+        .filter(|t| !facts.existing.contains(*t))
+        .map(String::as_str)
+        .collect();
+    if missing.is_empty() {
+        report.pass("topics", format!("all {} topics exist", expected.len()));
+        return;
+    }
+    let create_fix = format!(
+        "create them (kafka-topics.sh --create --topic {} ...), or set \
+         auto.create.topics.enable=true on the brokers",
+        missing[0]
+    );
+    match (facts.auto_create, &facts.creatable) {
+        (Some(false), _) => report.fail(
+            "topics",
+            format!(
+                "{} missing and the brokers do not auto-create topics: {}",
+                missing.len(),
+                list(&missing)
+            ),
+            create_fix,
+        ),
+        (_, Some(Err(reason))) => report.fail(
+            "topics",
+            format!(
+                "{} missing and creating them would be refused ({reason}): {}",
+                missing.len(),
+                list(&missing)
+            ),
+            format!("grant this principal CREATE on the cluster or the topics, or {create_fix}"),
+        ),
+        (Some(true), _) => report.pass(
+            "topics",
+            format!(
+                "{} of {} do not exist yet; the brokers create them on first write \
+                 (auto.create.topics.enable=true, with the brokers' default partitions)",
+                missing.len(),
+                expected.len()
+            ),
+        ),
+        (None, _) => report.warn(
+            "topics",
+            format!(
+                "{} missing, and the brokers' auto.create.topics.enable could not be read: {}",
+                missing.len(),
+                list(&missing)
+            ),
+            create_fix,
+        ),
+    }
+}
+
+fn probe_kafka(
+    config: &rdkafka::ClientConfig,
+    topics: &[String],
+    timeout: Duration,
+) -> Result<KafkaFacts, String> {
+    let admin: AdminClient<DefaultClientContext> = config
+        .create()
+        .map_err(|e: rdkafka::error::KafkaError| e.to_string())?;
+    let metadata = admin.inner().fetch_metadata(None, timeout).map_err(|e| {
+        format!(
+            // KafkaError's Display already names its code, its only source.
+            "{e} (waited {})",
+            humantime::format_duration(timeout)
+        )
+    })?;
+    let brokers: Vec<i32> = metadata.brokers().iter().map(|b| b.id()).collect();
+    let existing: BTreeSet<String> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none())
+        .map(|t| t.name().to_owned())
+        .collect();
+    let options = AdminOptions::new().request_timeout(Some(timeout));
+    let auto_create = brokers.first().and_then(|&id| {
+        let resource = ResourceSpecifier::Broker(id);
+        let results =
+            futures::executor::block_on(admin.describe_configs([&resource], &options)).ok()?;
+        let config = results.into_iter().next()?.ok()?;
+        let value = config.get("auto.create.topics.enable")?.value.clone()?;
+        Some(value == "true")
+    });
+    let missing: Vec<&String> = topics.iter().filter(|t| !existing.contains(*t)).collect();
+    let creatable = (!missing.is_empty() && auto_create != Some(false)).then(|| {
+        let new_topics: Vec<NewTopic<'_>> = missing
+            .iter()
+            .map(|t| NewTopic::new(t, -1, TopicReplication::Fixed(-1)))
+            .collect();
+        let options = AdminOptions::new()
+            .request_timeout(Some(timeout))
+            .validate_only(true);
+        match futures::executor::block_on(admin.create_topics(&new_topics, &options)) {
+            Err(error) => Err(error.to_string()),
+            Ok(results) => results
+                .into_iter()
+                .find_map(|r| match r {
+                    Err((_, RDKafkaErrorCode::TopicAlreadyExists)) | Ok(_) => None,
+                    Err((topic, code)) => Some(format!("{topic}: {code}")),
+                })
+                .map_or(Ok(()), Err),
+        }
+    });
+    Ok(KafkaFacts {
+        brokers,
+        existing,
+        auto_create,
+        creatable,
+    })
+}
+
+// ----- schema registry --------------------------------------------------------
+
+async fn check_registry(config: &RunConfig, timeout: Duration, report: &mut Report) {
+    let Some(url) = config.schema_registry_url.as_deref() else {
+        report.fail(
+            "schema registry",
+            "--format avro without --schema-registry-url",
+            "pass --schema-registry-url",
+        );
+        return;
+    };
+    let shown = url::Url::parse(url).map_or_else(
+        |_| url.to_owned(),
+        |mut u| {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        },
+    );
+    match probe_registry(config, url, timeout).await {
+        Ok(subjects) => report.pass(
+            "schema registry",
+            format!("{shown} answered ({subjects} subjects)"),
+        ),
+        Err(RegistryProblem { detail, fix }) => {
+            report.fail("schema registry", format!("{shown}: {detail}"), fix)
+        }
+    }
+}
+
+struct RegistryProblem {
+    detail: String,
+    fix: &'static str,
+}
+
+async fn probe_registry(
+    config: &RunConfig,
+    url: &str,
+    timeout: Duration,
+) -> Result<usize, RegistryProblem> {
+    let problem = |detail: String, fix: &'static str| RegistryProblem { detail, fix };
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .connect_timeout(timeout)
+        .timeout(timeout);
+    if let Some(path) = &config.schema_registry_ca {
+        let file = path.clone();
+        let pem = tokio::task::spawn_blocking(move || std::fs::read(file))
+            .await
+            .map_err(|e| problem(e.to_string(), "report this as a bug"))?
+            .map_err(|e| {
+                problem(
+                    format!("cannot read {}: {e}", path.display()),
+                    "check --schema-registry-ca",
+                )
+            })?;
+        let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+            problem(
+                format!("{} holds no usable PEM certificate: {e}", path.display()),
+                "check --schema-registry-ca",
+            )
+        })?;
+        for certificate in certificates {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    // Building reads the system's root certificates from disk.
+    let client = tokio::task::spawn_blocking(move || builder.build())
+        .await
+        .map_err(|e| problem(e.to_string(), "report this as a bug"))?
+        .map_err(|e| problem(crate::error_chain(&e), "check --schema-registry-ca"))?;
+    let subjects = format!("{}/subjects", url.trim_end_matches('/'));
+    let mut request = client.get(&subjects).header(
+        reqwest::header::ACCEPT,
+        "application/vnd.schemaregistry.v1+json, application/json",
+    );
+    if let Some(auth) = &config.schema_registry_basic_auth {
+        let (user, password) = auth.expose().split_once(':').ok_or_else(|| {
+            problem(
+                "--schema-registry-basic-auth is not user:password".into(),
+                "pass --schema-registry-basic-auth user:password",
+            )
+        })?;
+        request = request.basic_auth(user, Some(password));
+    }
+    let response = request.send().await.map_err(|e| {
+        problem(
+            // Without the URL: it may carry credentials (it is shown above without them).
+            format!("no answer: {}", crate::error_chain(&e.without_url())),
+            "check --schema-registry-url and that the registry runs and is reachable",
+        )
+    })?;
+    let status = response.status();
+    if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+        return Err(problem(
+            format!("refused access (HTTP {})", status.as_u16()),
+            "check --schema-registry-basic-auth",
+        ));
+    }
+    if !status.is_success() {
+        return Err(problem(
+            format!("GET /subjects answered HTTP {}", status.as_u16()),
+            "check that --schema-registry-url is a Confluent-compatible API (for Apicurio, its /apis/ccompat/v7)",
+        ));
+    }
+    let not_json = |e: &dyn std::error::Error| {
+        problem(
+            format!("GET /subjects did not answer JSON: {e}"),
+            "check that --schema-registry-url is a Confluent-compatible API (for Apicurio, its /apis/ccompat/v7)",
+        )
+    };
+    let body = response.bytes().await.map_err(|e| not_json(&e))?;
+    let body: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+        problem(
+            format!("GET /subjects did not answer JSON: {e}"),
+            "check that --schema-registry-url is a Confluent-compatible API (for Apicurio, its /apis/ccompat/v7)",
+        )
+    })?;
+    Ok(body.as_array().map_or(0, Vec::len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(name: &str, replica_identity: char, has_primary_key: bool) -> TableInfo {
+        TableInfo {
+            name: name.into(),
+            replica_identity,
+            has_primary_key,
+            owned: true,
+        }
+    }
+
+    fn config() -> RunConfig {
+        RunConfig::from_args(["--pg-url", "postgres://u@h/d", "--topic-prefix", "app"])
+            .expect("flags parse")
+    }
+
+    #[test]
+    fn tables_are_classified_by_key_and_replica_identity() {
+        let mut report = Report::default();
+        check_tables(
+            &config(),
+            &[
+                table("public.ok", 'd', true),
+                table("public.heap", 'd', false),
+                table("public.nothing", 'n', true),
+                table("public.full", 'f', false),
+                table("public.fullpk", 'f', true),
+            ],
+            &mut report,
+        );
+        let line = |check: &str| {
+            report
+                .findings
+                .iter()
+                .find(|f| f.check == check)
+                .unwrap_or_else(|| panic!("{check} reported: {report}"))
+                .clone()
+        };
+        let identity = line("replica identity");
+        assert_eq!(identity.status, Status::Fail);
+        assert!(identity.detail.contains("public.heap, public.nothing"));
+        assert!(identity
+            .fix
+            .unwrap()
+            .contains("ALTER TABLE public.heap ADD PRIMARY KEY"));
+        let null_keys = line("null keys");
+        assert_eq!(null_keys.status, Status::Warn);
+        assert!(null_keys.detail.starts_with("public.full have"));
+        let before = line("before-images");
+        assert!(before.detail.starts_with("public.ok under"));
+        assert!(!report.passed());
+    }
+
+    #[test]
+    fn report_lines_and_verdict() {
+        let mut report = Report::default();
+        report.pass("wal_level", "logical");
+        report.warn("max_slot_wal_keep_size", "-1", "set it");
+        assert!(report.passed(), "warnings do not fail");
+        assert_eq!(
+            report.to_string(),
+            "PASS wal_level: logical\nWARN max_slot_wal_keep_size: -1; fix: set it\n\
+             check passed (1 warnings)"
+        );
+        report.fail("role", "no REPLICATION", "ALTER ROLE u REPLICATION");
+        assert!(!report.passed());
+        assert!(report
+            .to_string()
+            .ends_with("check failed: 1 problems, 1 warnings"));
+    }
+
+    #[test]
+    fn long_lists_are_cut() {
+        let names: Vec<String> = (0..13).map(|i| format!("t{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        assert!(list(&refs).ends_with("t9 and 3 more"));
+    }
+}
