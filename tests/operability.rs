@@ -317,41 +317,39 @@ async fn readiness_reports_restarts_while_postgres_is_away() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_connector_on_an_active_slot_stops_and_says_why() {
+async fn a_second_connector_on_an_active_slot_is_not_ready_and_says_why() {
     let kafka = Kafka::shared();
     let s = Scenario::new(Postgres::shared(), "two");
     s.sql("CREATE TABLE t (id int PRIMARY KEY)");
-    let first = Connector::start(
-        &s,
-        &kafka.bootstrap_servers(),
-        &["--snapshot-mode", "never"],
-        quick_policy(),
-    )
-    .await;
+    let bootstrap = kafka.bootstrap_servers();
+    let start = || {
+        Connector::start(
+            &s,
+            &bootstrap,
+            &["--snapshot-mode", "never"],
+            quick_policy(),
+        )
+    };
+    let first = start().await;
     first.wait_ready(200, TIMEOUT).await;
-    let second = Connector::start(
-        &s,
-        &kafka.bootstrap_servers(),
-        &["--snapshot-mode", "never"],
-        quick_policy(),
-    )
-    .await;
-    let body = second.wait_ready(503, TIMEOUT).await;
-    wait_until(TIMEOUT, "the second connector stops", || async {
-        second.value("pgcdc_phase{phase=\"failed\"}").await == 1.0
-    })
-    .await;
-    let (_, body_failed) = second.readyz().await;
-    assert!(
-        body_failed.contains("stopped on an error") && body_failed.contains("is active"),
-        "first {body}; then {body_failed}"
-    );
-    let outcome = tokio::time::timeout(Duration::from_secs(30), second.task)
-        .await
-        .expect("second connector ended")
-        .expect("no panic");
-    assert!(outcome.is_err(), "it stopped on an error");
+    let second = start().await;
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let (code, body) = second.readyz().await;
+        assert_eq!(code, 503, "{body}");
+        // Whether SQLSTATE 55006 (object in use) is retried is the
+        // pipeline's classification to make; either way readiness names it.
+        if (body.contains("restarting after a failure") || body.contains("stopped on an error"))
+            && body.contains("is active for PID")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "second connector: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     assert_eq!(first.readyz().await.0, 200, "the first one streams on");
+    let _ = second.stop.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(60), second.task).await;
     first.stop().await;
 }
 
@@ -671,6 +669,7 @@ async fn status_reports_the_slot_and_a_running_connector() {
     ] {
         assert!(stdout.contains(needle), "{needle:?} in:\n{stdout}");
     }
+    assert!(!stdout.contains("/ 0/0"), "every position known: {stdout}");
 
     // The connector is gone: the slot remains, inactive.
     wait_until(TIMEOUT, "slot inactive", || async {
