@@ -20,17 +20,16 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apache_avro::types::Value as Avro;
-use common::{wait_until, Scenario};
+use common::{wait_until, RawRecord, Scenario};
 use pgcdc_kafka::config::RunConfig;
+use pgcdc_kafka::encode::registry::RegistryError;
 use pgcdc_kafka::encode::EncodeError;
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_kafka::pipeline::{self, PipelineError, RunSummary, Shutdown};
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry, TestCa};
 use serde_json::{json, Value as Json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -49,8 +48,12 @@ struct Connector {
 
 impl Connector {
     fn start(s: &Scenario, registry: &SchemaRegistry, extra: &[&str]) -> Connector {
-        let url = registry.url();
-        let mut flags = vec!["--format", "avro", "--schema-registry-url", &url];
+        Connector::start_at(s, &registry.url(), extra)
+    }
+
+    /// Starts the connector against the registry API at `url`.
+    fn start_at(s: &Scenario, url: &str, extra: &[&str]) -> Connector {
+        let mut flags = vec!["--format", "avro", "--schema-registry-url", url];
         flags.extend_from_slice(extra);
         let config = RunConfig::from_args(s.args(&Kafka::shared().bootstrap_servers(), &flags))
             .expect("valid flags");
@@ -90,67 +93,10 @@ impl Connector {
     }
 }
 
-/// A record read back from Kafka, as bytes.
-#[derive(Debug, Clone)]
-struct RawRecord {
-    offset: i64,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-}
-
 /// Reads `topic` from the beginning until `count` records arrived or
 /// `timeout` passed.
 async fn consume_raw(topic: &str, count: usize, timeout: Duration) -> Vec<RawRecord> {
-    let bootstrap = Kafka::shared().bootstrap_servers();
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("group.id", unique_name("avro_consumer"))
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        let deadline = Instant::now() + timeout;
-        let partitions = loop {
-            let metadata = consumer
-                .fetch_metadata(Some(&topic), Duration::from_secs(5))
-                .expect("metadata");
-            let found = metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == topic && t.error().is_none())
-                .map_or(0, |t| t.partitions().len());
-            if found > 0 {
-                break found;
-            }
-            if Instant::now() > deadline {
-                return Vec::new();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut assignment = TopicPartitionList::new();
-        for p in 0..partitions {
-            assignment
-                .add_partition_offset(&topic, p as i32, Offset::Beginning)
-                .expect("partition");
-        }
-        consumer.assign(&assignment).expect("assign");
-        let mut records = Vec::new();
-        while records.len() < count && Instant::now() < deadline {
-            let Some(message) = consumer.poll(Duration::from_millis(200)) else {
-                continue;
-            };
-            let message = message.expect("consume");
-            records.push(RawRecord {
-                offset: message.offset(),
-                key: message.key().map(<[u8]>::to_vec),
-                value: message.payload().map(<[u8]>::to_vec),
-            });
-        }
-        records
-    })
-    .await
-    .expect("consumer thread")
+    common::consume_raw(&Kafka::shared().bootstrap_servers(), topic, count, timeout).await
 }
 
 /// Decodes Confluent-framed Avro with writer schemas fetched from a registry
@@ -992,4 +938,65 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
     let summary = connector.stop().await;
     assert!(summary.confirmed_lsn > sent_before);
     drop(registry);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registry_over_tls_trusts_only_the_given_ca() {
+    let (registry, ca) = tokio::task::spawn_blocking(|| {
+        let ca = TestCa::generate().expect("test CA");
+        let registry = SchemaRegistry::launch_tls(&ca).expect("registry with TLS");
+        (registry, ca)
+    })
+    .await
+    .expect("launch thread");
+    let https = registry.https_url().expect("an HTTPS listener");
+    let s = Scenario::new(Postgres::shared(), "avro_tls");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY, v text)");
+    s.sql("INSERT INTO t VALUES (1, 'one')");
+    let topic = s.topic("t");
+
+    // Without the CA the certificate is rejected: a definite error that names
+    // the fix, not an outage retried forever; nothing is sent or confirmed.
+    let untrusted = Connector::start_at(&s, &https, &[]);
+    let error = untrusted
+        .exit(TIMEOUT)
+        .await
+        .expect_err("an untrusted registry certificate stops the connector");
+    let message = pgcdc_kafka::error_chain(&error);
+    assert!(
+        matches!(
+            &error,
+            PipelineError::Encode(EncodeError::Registry {
+                source: RegistryError::Untrusted { .. },
+                ..
+            })
+        ),
+        "{message}"
+    );
+    assert!(message.contains("--schema-registry-ca"), "{message}");
+    assert!(consume_raw(&topic, 1, Duration::from_secs(2))
+        .await
+        .is_empty());
+
+    // With it, the schemas are registered over HTTPS and the rows delivered.
+    let ca_file = ca.ca_file();
+    let ca_flag = ca_file.to_str().expect("utf-8 path");
+    let connector = Connector::start_at(&s, &https, &["--schema-registry-ca", ca_flag]);
+    let records = consume_raw(&topic, 1, TIMEOUT).await;
+    assert_eq!(records.len(), 1);
+    let mut reader = Reader::new(&registry);
+    let (_, value) = reader.decode(records[0].value.as_deref().expect("value"));
+    assert_eq!(plain(field(&value, "after")), json!({"id": 1, "v": "one"}));
+    assert_eq!(
+        registry_get(&registry, "/subjects"),
+        json!([format!("{topic}-key"), format!("{topic}-value")])
+            .as_array()
+            .map(|subjects| {
+                let mut sorted = subjects.clone();
+                sorted.sort_by_key(|v| v.to_string());
+                Json::Array(sorted)
+            })
+            .expect("array"),
+    );
+    connector.stop().await;
 }

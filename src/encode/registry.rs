@@ -99,6 +99,15 @@ pub enum RegistryError {
         #[source]
         source: reqwest::Error,
     },
+    #[error(
+        "the schema registry at {url} presented a TLS certificate that is not trusted; \
+         pass the PEM of the CA that signed it with --schema-registry-ca"
+    )]
+    Untrusted {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
     #[error("schema registry is unavailable (HTTP {status}: {message}); retrying with backoff")]
     Unavailable { status: u16, message: String },
     #[error("schema registry found the schema incompatible with subject {subject:?}: {message}")]
@@ -139,6 +148,21 @@ impl RegistryError {
             RegistryError::Unreachable { .. } | RegistryError::Unavailable { .. }
         )
     }
+}
+
+/// Whether a failed request failed because the server's certificate was not
+/// trusted: retrying cannot help, the CA setting must change. rustls's error
+/// reaches us only as text in the source chain (reqwest boxes it), so this
+/// looks for rustls's own wording of a certificate rejection.
+fn is_certificate_rejection(error: &reqwest::Error) -> bool {
+    let mut cause: Option<&dyn std::error::Error> = Some(error);
+    while let Some(e) = cause {
+        if e.to_string().contains("invalid peer certificate") {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// The failure an HTTP error answer to a registration stands for.
@@ -339,9 +363,12 @@ impl SchemaRegistry {
         if let Some(auth) = &self.auth {
             post = post.basic_auth(&auth.user, Some(auth.password.expose()));
         }
-        let unreachable = |source| RegistryError::Unreachable {
-            url: self.shown.clone(),
-            source,
+        let unreachable = |source: reqwest::Error| {
+            let url = self.shown.clone();
+            match is_certificate_rejection(&source) {
+                true => RegistryError::Untrusted { url, source },
+                false => RegistryError::Unreachable { url, source },
+            }
         };
         let response = post.send().await.map_err(unreachable)?;
         let status = response.status();

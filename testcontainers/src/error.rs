@@ -89,6 +89,12 @@ pub enum Error {
         /// What went wrong.
         detail: String,
     },
+    /// A test certificate could not be generated.
+    #[error("could not generate a test certificate: {detail}")]
+    Tls {
+        /// The generator's error.
+        detail: String,
+    },
     /// `PGCDC_TEST_BACKEND=docker` without the `docker` feature.
     #[error(
         "PGCDC_TEST_BACKEND=docker needs the docker backend; build with \

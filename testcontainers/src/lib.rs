@@ -50,6 +50,7 @@ mod kafka;
 mod postgres;
 mod process;
 mod registry;
+mod tls;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -61,6 +62,7 @@ pub use kafka::Kafka;
 pub use postgres::{Postgres, StopMode};
 pub use process::work_root;
 pub use registry::SchemaRegistry;
+pub use tls::TestCa;
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -13,12 +13,12 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::process::{self, Launch, Local, Runner};
-use crate::{cache, BackendKind, Error, Result};
+use crate::{cache, BackendKind, Error, Result, TestCa};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Path of the Confluent-compatible API.
@@ -29,6 +29,15 @@ const CCOMPAT: &str = "/apis/ccompat/v7";
 pub struct SchemaRegistry {
     runner: Runner,
     port: u16,
+    /// The HTTPS port, when started with [`SchemaRegistry::launch_tls`].
+    tls_port: Option<u16>,
+}
+
+/// The certificate files an HTTPS listener presents.
+struct TlsListener {
+    port: u16,
+    cert: PathBuf,
+    key: PathBuf,
 }
 
 impl SchemaRegistry {
@@ -46,15 +55,42 @@ impl SchemaRegistry {
 
     /// Starts a private registry.
     pub fn launch() -> Result<SchemaRegistry> {
+        SchemaRegistry::launch_with(None)
+    }
+
+    /// Starts a private registry that also serves HTTPS with the server
+    /// certificate of `ca`, at [`https_url`](Self::https_url). The plain HTTP
+    /// port stays open for the readiness probe and the test's own requests.
+    /// Local backend only.
+    pub fn launch_tls(ca: &TestCa) -> Result<SchemaRegistry> {
+        SchemaRegistry::launch_with(Some(TlsListener {
+            port: process::free_port()?,
+            cert: ca.server_cert_file(),
+            key: ca.server_key_file(),
+        }))
+    }
+
+    fn launch_with(tls: Option<TlsListener>) -> Result<SchemaRegistry> {
         let port = process::free_port()?;
+        let tls_port = tls.as_ref().map(|t| t.port);
         let runner = match BackendKind::from_env()? {
-            BackendKind::Local => Runner::Local(Local::new(local_launch(port)?)),
+            BackendKind::Local => Runner::Local(Local::new(local_launch(port, tls)?)),
+            #[cfg(feature = "docker")]
+            BackendKind::Docker if tls.is_some() => {
+                return Err(Error::Tls {
+                    detail: "an HTTPS registry is only available on the local backend".into(),
+                })
+            }
             #[cfg(feature = "docker")]
             BackendKind::Docker => Runner::Docker(crate::docker::registry(port)?),
             #[cfg(not(feature = "docker"))]
             BackendKind::Docker => return Err(Error::DockerFeatureOff),
         };
-        let registry = SchemaRegistry { runner, port };
+        let registry = SchemaRegistry {
+            runner,
+            port,
+            tls_port,
+        };
         registry.start()?;
         Ok(registry)
     }
@@ -62,6 +98,13 @@ impl SchemaRegistry {
     /// The Confluent API base URL: `http://127.0.0.1:port/apis/ccompat/v7`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}{CCOMPAT}", self.port)
+    }
+
+    /// The Confluent API over HTTPS, `https://127.0.0.1:port/apis/ccompat/v7`,
+    /// when started with [`launch_tls`](Self::launch_tls).
+    pub fn https_url(&self) -> Option<String> {
+        self.tls_port
+            .map(|port| format!("https://127.0.0.1:{port}{CCOMPAT}"))
     }
 
     /// The HTTP port.
@@ -168,14 +211,14 @@ fn parse_response(raw: &[u8]) -> Result<(u16, String), String> {
     }
 }
 
-fn local_launch(port: u16) -> Result<Launch> {
+fn local_launch(port: u16, tls: Option<TlsListener>) -> Result<Launch> {
     let jar = cache::registry_jar()?;
     let java = cache::java(21)?;
     process::with_work_dir("schema-registry", |work| {
         let management_port = process::free_port()?;
         let tmp = work.join("tmp");
         std::fs::create_dir(&tmp).map_err(Error::io(format!("create dir {}", tmp.display())))?;
-        let args = [
+        let mut args = vec![
             "-Xms64m".to_owned(),
             "-Xmx512m".into(),
             "-XX:+ExitOnOutOfMemoryError".into(),
@@ -185,9 +228,21 @@ fn local_launch(port: u16) -> Result<Launch> {
             "-Dquarkus.management.host=127.0.0.1".into(),
             format!("-Dquarkus.management.port={management_port}"),
             "-Dquarkus.log.level=WARN".into(),
-            "-jar".into(),
-            jar.display().to_string(),
         ];
+        if let Some(tls) = tls {
+            args.extend([
+                format!("-Dquarkus.http.ssl-port={}", tls.port),
+                format!(
+                    "-Dquarkus.http.ssl.certificate.files={}",
+                    tls.cert.display()
+                ),
+                format!(
+                    "-Dquarkus.http.ssl.certificate.key-files={}",
+                    tls.key.display()
+                ),
+            ]);
+        }
+        args.extend(["-jar".to_owned(), jar.display().to_string()]);
         Ok(Launch {
             service: "schema-registry",
             program: java,

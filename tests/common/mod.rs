@@ -142,6 +142,35 @@ impl Running {
     }
 }
 
+/// A record read back from Kafka, key and value as bytes.
+#[derive(Debug, Clone)]
+pub struct RawRecord {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl RawRecord {
+    /// The record with key and value parsed as JSON.
+    ///
+    /// # Panics
+    /// When the key or value is not JSON.
+    pub fn into_json(self) -> Record {
+        let parse = |bytes: Option<Vec<u8>>| {
+            bytes.map(|b| serde_json::from_slice::<Json>(&b).expect("record is JSON"))
+        };
+        Record {
+            partition: self.partition,
+            offset: self.offset,
+            key: parse(self.key),
+            value: parse(self.value),
+            headers: self.headers,
+        }
+    }
+}
+
 /// A record read back from Kafka, key and value parsed as JSON.
 #[derive(Debug, Clone)]
 pub struct Record {
@@ -160,6 +189,20 @@ pub async fn consume(
     count: usize,
     timeout: Duration,
 ) -> Vec<Record> {
+    consume_raw(bootstrap_servers, topic, count, timeout)
+        .await
+        .into_iter()
+        .map(RawRecord::into_json)
+        .collect()
+}
+
+/// [`consume`] without parsing: keys and values as bytes (Avro, tombstones).
+pub async fn consume_raw(
+    bootstrap_servers: &str,
+    topic: &str,
+    count: usize,
+    timeout: Duration,
+) -> Vec<RawRecord> {
     let bootstrap = bootstrap_servers.to_owned();
     let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || consume_blocking(&bootstrap, &topic, count, timeout, None))
@@ -196,7 +239,11 @@ pub async fn consume_all(bootstrap_servers: &str, topic: &str, timeout: Duration
         if total == 0 {
             return Vec::new();
         }
-        let records = consume_blocking(&bootstrap, &topic, total as usize, timeout, None);
+        let records: Vec<Record> =
+            consume_blocking(&bootstrap, &topic, total as usize, timeout, None)
+                .into_iter()
+                .map(RawRecord::into_json)
+                .collect();
         assert_eq!(
             records.len(),
             total as usize,
@@ -214,7 +261,7 @@ fn consume_blocking(
     count: usize,
     timeout: Duration,
     idle: Option<Duration>,
-) -> Vec<Record> {
+) -> Vec<RawRecord> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique_name("test_consumer"))
@@ -260,9 +307,6 @@ fn consume_blocking(
         };
         last_record = Instant::now();
         let message = message.expect("consume");
-        let parse = |bytes: Option<&[u8]>| {
-            bytes.map(|b| serde_json::from_slice::<Json>(b).expect("record is JSON"))
-        };
         let headers = message
             .headers()
             .map(|h| {
@@ -271,11 +315,11 @@ fn consume_blocking(
                     .collect()
             })
             .unwrap_or_default();
-        records.push(Record {
+        records.push(RawRecord {
             partition: message.partition(),
             offset: message.offset(),
-            key: parse(message.key()),
-            value: parse(message.payload()),
+            key: message.key().map(<[u8]>::to_vec),
+            value: message.payload().map(<[u8]>::to_vec),
             headers,
         });
     }
