@@ -78,6 +78,8 @@ pub mod names {
     pub const RECORDS_ACKNOWLEDGED: &str = "pgcdc_kafka_records_acknowledged_total";
     /// Records Kafka did not accept (including those purged at a restart).
     pub const DELIVERY_ERRORS: &str = "pgcdc_kafka_delivery_errors_total";
+    /// Produce requests librdkafka sent again (its brokers' `txretries`).
+    pub const PRODUCER_RETRIES: &str = "pgcdc_kafka_producer_retries_total";
     /// Records handed to the producer and not yet acknowledged or failed.
     pub const IN_FLIGHT_RECORDS: &str = "pgcdc_in_flight_records";
     /// Bytes of the in-flight records.
@@ -313,6 +315,7 @@ pub struct Metrics {
     records_sent: AtomicU64,
     records_acknowledged: AtomicU64,
     delivery_errors: AtomicU64,
+    producer_retries: AtomicU64,
     in_flight_records: AtomicI64,
     in_flight_bytes: AtomicI64,
     ack_latency: Histogram,
@@ -361,6 +364,7 @@ impl Metrics {
             records_sent: AtomicU64::new(0),
             records_acknowledged: AtomicU64::new(0),
             delivery_errors: AtomicU64::new(0),
+            producer_retries: AtomicU64::new(0),
             in_flight_records: AtomicI64::new(0),
             in_flight_bytes: AtomicI64::new(0),
             ack_latency: Histogram::default(),
@@ -544,6 +548,11 @@ impl Metrics {
     pub fn record_failed(&self, bytes: u64) {
         self.delivery_errors.fetch_add(1, Ordering::Relaxed);
         self.leave_flight(bytes);
+    }
+
+    /// Adds produce requests the producer retried since its last statistics.
+    pub fn producer_retried(&self, requests: u64) {
+        self.producer_retries.fetch_add(requests, Ordering::Relaxed);
     }
 
     fn leave_flight(&self, bytes: u64) {
@@ -802,6 +811,13 @@ impl Metrics {
             "Records Kafka did not accept, including those purged when an attempt ended.",
             load(&self.delivery_errors),
         );
+        counter(
+            &mut out,
+            names::PRODUCER_RETRIES,
+            "Produce requests the Kafka producer sent again after a failure or timeout \
+             (sampled every 5 s from librdkafka's statistics).",
+            load(&self.producer_retries),
+        );
         gauge(
             &mut out,
             names::IN_FLIGHT_RECORDS,
@@ -1050,10 +1066,16 @@ mod tests {
         m.record_failed(50);
         let s = m.snapshot();
         assert_eq!((s.in_flight_records, s.in_flight_bytes), (0, 0));
+        m.producer_retried(2);
+        m.producer_retried(3);
         let text = m.render(false);
         assert_eq!(
             sample(&text, "pgcdc_kafka_delivery_errors_total"),
             Some(1.0)
+        );
+        assert_eq!(
+            sample(&text, "pgcdc_kafka_producer_retries_total"),
+            Some(5.0)
         );
         assert_eq!(
             sample(

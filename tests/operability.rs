@@ -696,3 +696,52 @@ async fn status_reports_the_slot_and_a_running_connector() {
     );
     assert!(stdout.contains("did not answer"), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_and_registry_metrics_follow_the_run() {
+    let kafka = Kafka::shared();
+    let registry = SchemaRegistry::shared();
+    let s = Scenario::new(Postgres::shared(), "metrics_snap");
+    s.sql("CREATE TABLE a (id int PRIMARY KEY, v text)");
+    s.sql("CREATE TABLE b (id int PRIMARY KEY, v text)");
+    s.sql("CREATE TABLE c (v text)");
+    s.sql("INSERT INTO a SELECT g, 'a' FROM generate_series(1, 50) g");
+    s.sql("INSERT INTO b SELECT g, 'b' FROM generate_series(1, 20) g");
+    s.sql("INSERT INTO c VALUES ('no key')");
+    let url = registry.url();
+    let c = Connector::start(
+        &s,
+        &kafka.bootstrap_servers(),
+        &["--format", "avro", "--schema-registry-url", &url],
+        quick_policy(),
+    )
+    .await;
+    wait_until(TIMEOUT, "the snapshot acknowledged", || async {
+        c.value("pgcdc_kafka_records_acknowledged_total").await == 71.0
+    })
+    .await;
+    c.wait_ready(200, TIMEOUT).await;
+    let text = c.metrics().await;
+    assert_eq!(sample(&text, "pgcdc_snapshot_tables"), Some(3.0), "{text}");
+    assert_eq!(sample(&text, "pgcdc_snapshot_tables_done"), Some(3.0));
+    assert_eq!(sample(&text, "pgcdc_snapshot_running"), Some(0.0));
+    assert_eq!(
+        sample(&text, "pgcdc_events_total{table=\"public.a\",op=\"r\"}"),
+        Some(50.0)
+    );
+    // A key and a value schema for a and b, a value schema for c (no key).
+    assert_eq!(sample(&text, "pgcdc_schema_registrations_total"), Some(5.0));
+    assert_eq!(
+        sample(&text, "pgcdc_schema_registry_errors_total"),
+        Some(0.0)
+    );
+
+    // A new column is a new value schema: one more registration.
+    s.sql("ALTER TABLE a ADD COLUMN w int");
+    s.sql("INSERT INTO a VALUES (51, 'a', 1)");
+    wait_until(TIMEOUT, "the new schema registered", || async {
+        c.value("pgcdc_schema_registrations_total").await == 6.0
+    })
+    .await;
+    c.stop().await;
+}

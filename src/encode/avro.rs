@@ -33,6 +33,7 @@ use crate::config::{AvroLogicalTypes, RunConfig, SubjectNameStrategy};
 use crate::event::envelope::{self, ConnectorInfo};
 use crate::event::value::{ConnectSchema, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
+use crate::metrics::Metrics;
 
 use super::registry::{RegistryError, SchemaId, SchemaRegistry};
 use super::{EncodeError, RecordPart};
@@ -87,6 +88,8 @@ pub struct AvroEncoder {
     tables: HashMap<u32, TableSchemas>,
     messages: Option<MessageSchemas>,
     message_topic: String,
+    /// Where registrations and registry errors are counted.
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// What a registration is for, to name it in errors.
@@ -137,6 +140,7 @@ impl AvroEncoder {
             logical,
             subjects,
             registry,
+            metrics: None,
             tables: HashMap::new(),
             messages: None,
         }
@@ -302,6 +306,12 @@ impl AvroEncoder {
         }
     }
 
+    /// Counts registrations and registry errors into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
     async fn register(
         &mut self,
         target: &Target<'_>,
@@ -316,7 +326,15 @@ impl AvroEncoder {
             })?;
         let subject = self.subject(target.topic, part, connect);
         let known = self.registry.cached(&subject, &avro.json).is_some();
-        let id = match self.registry.register(&subject, &avro.json).await {
+        let registered = self.registry.register(&subject, &avro.json).await;
+        if let Some(metrics) = &self.metrics {
+            match &registered {
+                Ok(_) if !known => metrics.schema_registered(),
+                Ok(_) => {}
+                Err(_) => metrics.schema_registry_error(),
+            }
+        }
+        let id = match registered {
             Ok(id) => id,
             Err(RegistryError::Incompatible { message, .. }) => {
                 return Err(EncodeError::Incompatible {

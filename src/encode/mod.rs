@@ -10,10 +10,12 @@ pub mod json;
 pub mod registry;
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::config::{Format, RunConfig};
 use crate::event::envelope::ConnectorInfo;
 use crate::event::{ChangeEvent, MessageEvent};
+use crate::metrics::Metrics;
 
 use avro::AvroEncoder;
 use json::JsonEncoder;
@@ -128,6 +130,14 @@ impl Encoder {
             Format::Avro => Ok(Encoder::Avro(Box::new(
                 AvroEncoder::from_config(config, info).await?,
             ))),
+        }
+    }
+
+    /// Counts schema registrations and registry errors into `metrics` (Avro).
+    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
+        match self {
+            Encoder::Avro(avro) => Encoder::Avro(Box::new(avro.with_metrics(metrics))),
+            json => json,
         }
     }
 

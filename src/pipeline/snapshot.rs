@@ -229,6 +229,7 @@ pub(super) async fn emit_snapshot(
         });
     }
     let total_tables = tables.len();
+    stream.metrics.snapshot_tables(total_tables as u64);
     tracing::info!(
         tables = total_tables,
         chunks = jobs.len(),
@@ -316,6 +317,7 @@ pub(super) async fn emit_snapshot(
                 t.chunks_left -= 1;
                 if t.chunks_left == 0 {
                     tables_done += 1;
+                    stream.metrics.snapshot_table_done();
                     let first_in_table = t.pending.as_ref().is_some_and(|(_, first)| *first);
                     if let Some((row, _)) = t.pending.take() {
                         // The previously completed table's last row is no longer the snapshot's last.

@@ -142,7 +142,9 @@ pub async fn run_once(
     };
     let mut stream = Stream {
         relations: RelationCache::new(&config.topic_prefix, config.value_options(), types),
-        encoder: Encoder::from_config(config, info).await?,
+        encoder: Encoder::from_config(config, info)
+            .await?
+            .with_metrics(Arc::clone(metrics)),
         sink: Arc::new(sink),
         metrics: Arc::clone(metrics),
         txn: None,

@@ -13,6 +13,7 @@
 //! byte permits, released by the callback. A single record larger than the
 //! byte bound takes the whole bound, so it still flows.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{
     BaseRecord, DeliveryResult, NoCustomPartitioner, Producer, ProducerContext, ThreadedProducer,
 };
+use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 use tokio::sync::{watch, Semaphore};
 
@@ -126,6 +128,9 @@ fn delivery_error(topic: &str, error: KafkaError) -> SinkError {
     }
 }
 
+/// How often librdkafka reports its statistics (read for the retry count).
+const STATISTICS_INTERVAL_MS: &str = "5000";
+
 /// Shared between the producer's polling thread and the pipeline.
 struct Shared {
     tracker: Mutex<AckTracker>,
@@ -133,6 +138,8 @@ struct Shared {
     messages: Semaphore,
     bytes: Semaphore,
     metrics: Arc<Metrics>,
+    /// The producer's retried requests at its last statistics report.
+    retries_seen: AtomicU64,
 }
 
 impl Shared {
@@ -161,7 +168,17 @@ pub struct DeliveryContext {
     shared: Arc<Shared>,
 }
 
-impl ClientContext for DeliveryContext {}
+impl ClientContext for DeliveryContext {
+    /// librdkafka's statistics (every [`STATISTICS_INTERVAL_MS`]): counts the
+    /// produce requests retried since the previous report.
+    fn stats(&self, statistics: Statistics) {
+        let total: u64 = statistics.brokers.values().map(|b| b.txretries).sum();
+        let before = self.shared.retries_seen.swap(total, Ordering::Relaxed);
+        self.shared
+            .metrics
+            .producer_retried(total.saturating_sub(before));
+    }
+}
 
 /// What the delivery callback needs back for each message.
 #[derive(Debug)]
@@ -248,8 +265,13 @@ impl KafkaSink {
             messages: Semaphore::new(limits.messages.clamp(1, Semaphore::MAX_PERMITS)),
             bytes: Semaphore::new(max_bytes as usize),
             metrics,
+            retries_seen: AtomicU64::new(0),
         });
         shared.metrics.acknowledged(acked);
+        let mut config = config.clone();
+        if config.get("statistics.interval.ms").is_none() {
+            config.set("statistics.interval.ms", STATISTICS_INTERVAL_MS);
+        }
         let producer = config
             .create_with_context(DeliveryContext {
                 shared: Arc::clone(&shared),
