@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::{consume, wait_until, Record, Running, Scenario};
 use pgcdc_kafka::error_chain;
 use pgcdc_kafka::lsn::Lsn;
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres, StopMode};
+use pgcdc_testcontainers::{unique_name, FaultProxy, Kafka, Postgres, StopMode};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::Value as Json;
@@ -339,6 +339,13 @@ fn verify(
         "[{scenario}] rows written: {rows_written} changes; rows verified: {} rows / {} changes; records consumed: {}; duplicates: {}",
         verified.rows, verified.changes, verified.records, verified.duplicates
     );
+    // One machine-readable line per scenario, for scripts/fault-suite.sh's table.
+    println!(
+        "FAULT-SUITE\t{scenario}\t{rows_written}\t{}\t{}\t{}",
+        verified.changes,
+        verified.duplicates,
+        if problems.is_empty() { "pass" } else { "FAIL" }
+    );
     assert!(
         problems.is_empty(),
         "[{scenario}] {} problems in what reached Kafka (first 40):\n{}",
@@ -650,7 +657,11 @@ async fn write_continuously(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_minus_9_under_load_loses_nothing() {
     const TABLES: [&str; 3] = ["accounts", "orders", "items"];
-    const ROUNDS: usize = 8;
+    // 20 by default; PGCDC_FAULT_ROUNDS raises it for a soak.
+    let rounds: usize = std::env::var("PGCDC_FAULT_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(20);
     let started = Instant::now();
     let pg = Postgres::shared();
     let kafka = Kafka::shared();
@@ -686,7 +697,7 @@ async fn kill_minus_9_under_load_loses_nothing() {
     ));
 
     let mut streaming_kills = 0;
-    for round in 1..=ROUNDS {
+    for round in 1..=rounds {
         let delay = Duration::from_millis(200 + rng.below(1800) as u64);
         tokio::time::sleep(delay).await;
         connector.assert_running(&format!("before kill round {round}"));
@@ -749,8 +760,8 @@ async fn kill_minus_9_under_load_loses_nothing() {
         "at least one kill hit a streaming connector"
     );
     println!(
-        "[kill -9] {ROUNDS} kills ({streaming_kills} while streaming), {:.1} duplicates per kill, {:?} in all",
-        verified.duplicates as f64 / ROUNDS as f64,
+        "[kill -9] {rounds} kills ({streaming_kills} while streaming), {:.1} duplicates per kill, {:?} in all",
+        verified.duplicates as f64 / rounds as f64,
         started.elapsed()
     );
 }
@@ -1157,4 +1168,180 @@ fn verify_accepts_resent_tails_and_rejects_loss_or_reordering() {
         std::panic::catch_unwind(|| verify("checker", 0, &empty, &consumed)).is_err(),
         "a row that is not in the table"
     );
+}
+
+// ---------------------------------------------------------------------------
+// 5. Network faults through a TCP proxy
+// ---------------------------------------------------------------------------
+
+/// `args` with `--pg-url` pointing at `port` instead of the server's own.
+fn through_port(args: Vec<String>, pg: &Postgres, port: u16) -> Vec<String> {
+    let direct = format!("127.0.0.1:{}/", pg.port());
+    let proxied = format!("127.0.0.1:{port}/");
+    args.into_iter()
+        .map(|a| match a.contains(&direct) {
+            true => a.replace(&direct, &proxied),
+            false => a,
+        })
+        .collect()
+}
+
+/// Every connection of the connector goes through a fault proxy: to
+/// Postgres (SQL and replication) and to a broker that advertises its proxy.
+/// Latency, a Kafka stall, a Kafka stall longer than the delivery timeout,
+/// a Postgres stall longer than wal_sender_timeout, connection resets on
+/// both sides and refused reconnects are injected while transactions are
+/// written; after each the connector recovers by itself, and at the end
+/// every change is in Kafka, per key in commit order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_faults_through_a_proxy_lose_nothing() {
+    const TABLES: [&str; 2] = ["payments", "refunds"];
+    init_logs();
+    let pg = Postgres::shared();
+    let kafka = tokio::task::spawn_blocking(|| {
+        Kafka::launch_behind_proxy()
+            .unwrap_or_else(|e| panic!("private kafka behind a proxy: {}", e.report()))
+    })
+    .await
+    .expect("launch thread");
+    let kafka_proxy = kafka.proxy().expect("the broker's proxy");
+    let direct = kafka.bootstrap_servers();
+    let proxied = kafka.proxied_bootstrap_servers().expect("proxied listener");
+    let pg_proxy = FaultProxy::start(([127, 0, 0, 1], pg.port()).into()).expect("postgres proxy");
+
+    let s = Scenario::new(pg, "netfaults");
+    create_tables(&s, &TABLES);
+    let (rng, seed) = XorShift::seeded();
+    println!("[network faults] seed {seed}");
+    let mut workload = Workload::new(&TABLES, rng.0);
+    let mut written = 0;
+    let args = through_port(
+        s.args(
+            &proxied,
+            &[
+                "--status-interval",
+                "200ms",
+                // Short enough that a long Kafka stall makes deliveries fail.
+                "--kafka-property",
+                "message.timeout.ms=4000",
+                "--kafka-property",
+                "socket.timeout.ms=2000",
+            ],
+        ),
+        pg,
+        pg_proxy.port(),
+    );
+    let running = s.start_args(args);
+    wait_until(TIMEOUT, "slot created", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    let phase = |name: &'static str| {
+        let started = Instant::now();
+        move |took: Duration| {
+            println!(
+                "[network faults] {name}: recovered, all rows in Kafka {:?} after the fault began (waited {took:?})",
+                started.elapsed()
+            );
+        }
+    };
+
+    // 1. 40 ms each way on both paths.
+    pg_proxy.set_latency(Duration::from_millis(40));
+    kafka_proxy.set_latency(Duration::from_millis(40));
+    let done = phase("latency");
+    written += workload.run_blocking(&s, 20);
+    let (running, took) =
+        await_all_arrived("rows under latency", &s, &direct, &TABLES, running).await;
+    done(took);
+    pg_proxy.set_latency(Duration::ZERO);
+    kafka_proxy.set_latency(Duration::ZERO);
+
+    // 2. Kafka stalls for less than the delivery timeout: nothing is
+    //    confirmed past what is stuck, and it flows on when bytes do.
+    let done = phase("kafka stall (2 s)");
+    kafka_proxy.stall();
+    written += workload.run_blocking(&s, 10);
+    let stuck = s.current_lsn();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        s.confirmed_flush_lsn().is_some_and(|c| c < stuck),
+        "nothing confirmed past changes Kafka has not acknowledged"
+    );
+    kafka_proxy.resume();
+    let (running, took) =
+        await_all_arrived("rows after a kafka stall", &s, &direct, &TABLES, running).await;
+    done(took);
+
+    // 3. Kafka unreachable for longer than message.timeout.ms: deliveries
+    //    fail, the slot stays before them, and the retried attempt sends
+    //    them once the broker is back.
+    let done = phase("kafka stall past the delivery timeout (8 s)");
+    kafka_proxy.stall();
+    written += workload.run_blocking(&s, 10);
+    let stuck = s.current_lsn();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(
+        s.confirmed_flush_lsn().is_some_and(|c| c < stuck),
+        "failed deliveries are not confirmed"
+    );
+    kafka_proxy.resume();
+    let (running, took) = await_all_arrived(
+        "rows after deliveries timed out",
+        &s,
+        &direct,
+        &TABLES,
+        running,
+    )
+    .await;
+    done(took);
+
+    // 4. Postgres stalls past wal_sender_timeout (10 s): the server drops
+    //    the walsender; the connector reconnects when the path is back.
+    let done = phase("postgres stall (12 s)");
+    pg_proxy.stall();
+    written += workload.run_blocking(&s, 10);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    pg_proxy.resume();
+    written += workload.run_blocking(&s, 10);
+    let (running, took) =
+        await_all_arrived("rows after a postgres stall", &s, &direct, &TABLES, running).await;
+    done(took);
+
+    // 5. Every connection reset on both paths, and Postgres refusing new
+    //    connections for a while: the connector retries until it gets in.
+    let done = phase("resets, then refused reconnects (3 s)");
+    written += workload.run_blocking(&s, 10);
+    pg_proxy.refuse(true);
+    pg_proxy.reset();
+    kafka_proxy.reset();
+    written += workload.run_blocking(&s, 10);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    pg_proxy.refuse(false);
+    let (running, took) = await_all_arrived(
+        "rows after resets and refused reconnects",
+        &s,
+        &direct,
+        &TABLES,
+        running,
+    )
+    .await;
+    done(took);
+    assert!(
+        pg_proxy.accepted_connections() >= 3,
+        "the connector reconnected to Postgres through the proxy"
+    );
+
+    let end = s.current_lsn();
+    wait_until(
+        RECOVERY_TIMEOUT,
+        "slot confirmed past the last write",
+        || async { s.confirmed_flush_lsn().is_some_and(|c| c >= end) },
+    )
+    .await;
+    running.stop().await;
+    let source = source_rows(&s, &TABLES);
+    let consumed = read_topics(&direct, &topics_of(&s, &TABLES), Some(TIMEOUT)).await;
+    let verified = verify("network faults", written, &source, &consumed);
+    assert_eq!(verified.changes, written);
 }

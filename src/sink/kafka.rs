@@ -208,7 +208,14 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
                 self.shared.metrics.record_failed(u64::from(byte_permits));
                 self.shared.tracker().failed(txn);
                 let topic = rdkafka::Message::topic(message).to_owned();
-                tracing::error!(topic, %error, "kafka delivery failed; the slot will not be confirmed past this transaction");
+                // One failure stops the attempt; the rest of what was in flight
+                // usually fails the same way (a timeout, a purge), so only the
+                // first is worth an error line.
+                if self.shared.progress.borrow().failure.is_none() {
+                    tracing::error!(topic, %error, "kafka delivery failed; the slot will not be confirmed past this transaction");
+                } else {
+                    tracing::debug!(topic, %error, "kafka delivery failed");
+                }
                 Some(Err(delivery_error(&topic, error.clone())))
             }
         };

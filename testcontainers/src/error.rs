@@ -95,6 +95,12 @@ pub enum Error {
         /// The generator's error.
         detail: String,
     },
+    /// The backend cannot provide what was asked for.
+    #[error("{what} is only available on the local backend (unset PGCDC_TEST_BACKEND)")]
+    LocalOnly {
+        /// What was asked for.
+        what: &'static str,
+    },
     /// `PGCDC_TEST_BACKEND=docker` without the `docker` feature.
     #[error(
         "PGCDC_TEST_BACKEND=docker needs the docker backend; build with \

@@ -22,6 +22,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::ClientConfig;
 
 use crate::process::{self, block_on, run, Launch, Local, Runner};
+use crate::proxy::FaultProxy;
 use crate::{cache, BackendKind, Error, Result};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -34,6 +35,17 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Kafka {
     runner: Runner,
     port: u16,
+    /// A second listener reached only through a fault proxy (see
+    /// [`Kafka::launch_behind_proxy`]).
+    proxy: Option<FaultProxy>,
+}
+
+/// The ports of a listener advertised at a proxy: the broker listens on
+/// `internal`, clients are told to connect to `advertised` (the proxy).
+#[derive(Debug, Clone, Copy)]
+struct ProxiedListener {
+    internal: u16,
+    advertised: u16,
 }
 
 impl Kafka {
@@ -51,15 +63,48 @@ impl Kafka {
 
     /// Starts a private broker (for tests that stop or kill it).
     pub fn launch() -> Result<Kafka> {
+        Kafka::launch_with(None)
+    }
+
+    /// Starts a private broker with a second listener whose advertised
+    /// address is a [`FaultProxy`]: clients bootstrapped at
+    /// [`proxied_bootstrap_servers`](Self::proxied_bootstrap_servers) reach
+    /// the broker only through [`proxy`](Self::proxy), for every request
+    /// (metadata tells them the proxy's address). Local backend only.
+    pub fn launch_behind_proxy() -> Result<Kafka> {
+        let listener = ProxiedListener {
+            internal: process::free_port()?,
+            advertised: process::free_port()?,
+        };
+        let proxy = FaultProxy::start_on(
+            listener.advertised,
+            ([127, 0, 0, 1], listener.internal).into(),
+        )?;
+        let mut kafka = Kafka::launch_with(Some(listener))?;
+        kafka.proxy = Some(proxy);
+        Ok(kafka)
+    }
+
+    fn launch_with(proxied: Option<ProxiedListener>) -> Result<Kafka> {
         let port = process::free_port()?;
         let runner = match BackendKind::from_env()? {
-            BackendKind::Local => Runner::Local(Local::new(local_launch(port)?)),
+            BackendKind::Local => Runner::Local(Local::new(local_launch(port, proxied)?)),
+            #[cfg(feature = "docker")]
+            BackendKind::Docker if proxied.is_some() => {
+                return Err(Error::LocalOnly {
+                    what: "a Kafka listener behind a fault proxy",
+                })
+            }
             #[cfg(feature = "docker")]
             BackendKind::Docker => Runner::Docker(crate::docker::kafka(port)?),
             #[cfg(not(feature = "docker"))]
             BackendKind::Docker => return Err(Error::DockerFeatureOff),
         };
-        let kafka = Kafka { runner, port };
+        let kafka = Kafka {
+            runner,
+            port,
+            proxy: None,
+        };
         kafka.start()?;
         Ok(kafka)
     }
@@ -67,6 +112,17 @@ impl Kafka {
     /// `127.0.0.1:port`, for `bootstrap.servers`.
     pub fn bootstrap_servers(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `bootstrap.servers` through the fault proxy, for a broker started
+    /// with [`launch_behind_proxy`](Self::launch_behind_proxy).
+    pub fn proxied_bootstrap_servers(&self) -> Option<String> {
+        self.proxy.as_ref().map(FaultProxy::addr)
+    }
+
+    /// The proxy in front of the second listener.
+    pub fn proxy(&self) -> Option<&FaultProxy> {
+        self.proxy.as_ref()
     }
 
     /// The broker (PLAINTEXT) port.
@@ -148,7 +204,7 @@ fn client_config(servers: &str) -> ClientConfig {
     config
 }
 
-fn local_launch(port: u16) -> Result<Launch> {
+fn local_launch(port: u16, proxied: Option<ProxiedListener>) -> Result<Launch> {
     let libs = cache::kafka_libs()?;
     let java = cache::java(17)?;
     process::with_work_dir("kafka", |work| {
@@ -160,7 +216,7 @@ fn local_launch(port: u16) -> Result<Launch> {
         };
         let props = write(
             "server.properties",
-            server_properties(work, port, controller_port),
+            server_properties(work, port, controller_port, proxied),
         )?;
         let log4j = write(
             "log4j2.properties",
@@ -212,7 +268,20 @@ fn local_launch(port: u16) -> Result<Launch> {
     })
 }
 
-fn server_properties(work: &Path, port: u16, controller_port: u16) -> String {
+fn server_properties(
+    work: &Path,
+    port: u16,
+    controller_port: u16,
+    proxied: Option<ProxiedListener>,
+) -> String {
+    let (listener, advertised, protocol) = match proxied {
+        Some(p) => (
+            format!(",PROXIED://127.0.0.1:{}", p.internal),
+            format!(",PROXIED://127.0.0.1:{}", p.advertised),
+            ",PROXIED:PLAINTEXT",
+        ),
+        None => (String::new(), String::new(), ""),
+    };
     // The broker session settings: after a kill the restarted controller keeps
     // the dead incarnation's registration until its session expires (9 s by
     // default), which would delay the restart.
@@ -220,11 +289,11 @@ fn server_properties(work: &Path, port: u16, controller_port: u16) -> String {
         "process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}{listener}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}{advertised}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocol}
 log.dirs={data}
 num.partitions=1
 default.replication.factor=1

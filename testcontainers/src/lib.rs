@@ -49,6 +49,7 @@ mod error;
 mod kafka;
 mod postgres;
 mod process;
+mod proxy;
 mod registry;
 mod tls;
 
@@ -61,6 +62,7 @@ pub use error::{Error, Report};
 pub use kafka::Kafka;
 pub use postgres::{Postgres, StopMode};
 pub use process::work_root;
+pub use proxy::FaultProxy;
 pub use registry::SchemaRegistry;
 pub use tls::TestCa;
 

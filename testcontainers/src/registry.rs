@@ -77,8 +77,8 @@ impl SchemaRegistry {
             BackendKind::Local => Runner::Local(Local::new(local_launch(port, tls)?)),
             #[cfg(feature = "docker")]
             BackendKind::Docker if tls.is_some() => {
-                return Err(Error::Tls {
-                    detail: "an HTTPS registry is only available on the local backend".into(),
+                return Err(Error::LocalOnly {
+                    what: "a schema registry with TLS",
                 })
             }
             #[cfg(feature = "docker")]

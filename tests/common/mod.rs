@@ -343,3 +343,15 @@ impl Running {
         outcome
     }
 }
+
+impl Scenario {
+    /// Starts the connector in-process with exactly `args` (for flags that
+    /// [`Scenario::args`] sets differently, e.g. a proxied `--pg-url`).
+    pub fn start_args(&self, args: Vec<String>) -> Running {
+        let config = RunConfig::from_args(args).expect("valid flags");
+        config.validate().expect("valid config");
+        let (stop, shutdown) = Shutdown::new();
+        let task = tokio::spawn(pipeline::run(config, shutdown));
+        Running { stop, task }
+    }
+}
