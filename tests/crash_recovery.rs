@@ -1345,3 +1345,168 @@ async fn network_faults_through_a_proxy_lose_nothing() {
     let verified = verify("network faults", written, &source, &consumed);
     assert_eq!(verified.changes, written);
 }
+
+// ---------------------------------------------------------------------------
+// 6. The slot dropped or invalidated while the connector is down
+// ---------------------------------------------------------------------------
+
+/// After the slot was lost, `--snapshot-mode when_needed` takes a new
+/// snapshot: every source row must then be in its topic at its latest
+/// version as a read (`r`) event. Returns the rows checked.
+async fn assert_resnapshotted(s: &Scenario, bootstrap: &str, tables: &[&str]) -> usize {
+    let source = source_rows(s, tables);
+    let topics = topics_of(s, tables);
+    wait_until(RECOVERY_TIMEOUT, "every row re-snapshotted", || async {
+        let read_back: BTreeSet<(String, i64, i64)> = read_topics(bootstrap, &topics, None)
+            .await
+            .iter()
+            .flat_map(|(topic, records)| {
+                records
+                    .iter()
+                    .map(|r| change_of(topic, r))
+                    .filter(|c| c.op == "r")
+                    .map(|c| (topic.clone(), c.id, c.version))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        source
+            .iter()
+            .all(|((topic, id), v)| read_back.contains(&(topic.clone(), *id, *v)))
+    })
+    .await;
+    source.len()
+}
+
+/// The slot is dropped while the connector is down, and changes are made
+/// meanwhile. `--snapshot-mode initial` must not paper over the gap with a
+/// fresh snapshot: it stops with an error naming the slot and the way on,
+/// creating nothing. `when_needed` then re-snapshots every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_slot_is_detected_and_resnapshotted_when_needed() {
+    const TABLES: [&str; 2] = ["ledger", "wallets"];
+    init_logs();
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(Postgres::shared(), "slotdrop");
+    create_tables(&s, &TABLES);
+    let mut workload = Workload::new(&TABLES, 7);
+    let mut written = workload.run_blocking(&s, 10);
+    let running = s.start(&bootstrap, &[]);
+    let (running, _) = await_all_arrived("the first rows", &s, &bootstrap, &TABLES, running).await;
+    running.stop().await;
+
+    s.sql(&format!("SELECT pg_drop_replication_slot('{}')", s.slot));
+    written += workload.run_blocking(&s, 10);
+
+    let error = s
+        .start(&bootstrap, &[])
+        .wait_for_exit(TIMEOUT)
+        .await
+        .expect_err("a missing slot with an earlier run's topics stops the connector");
+    let message = error_chain(&error);
+    for part in [
+        s.slot.as_str(),
+        "does not exist",
+        "--snapshot-mode when_needed",
+    ] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+    assert_eq!(s.confirmed_flush_lsn(), None, "no slot was created");
+
+    let running = s.start(&bootstrap, &["--snapshot-mode", "when_needed"]);
+    let rows = assert_resnapshotted(&s, &bootstrap, &TABLES).await;
+    // Streaming goes on from the new slot.
+    written += workload.run_blocking(&s, 5);
+    let (running, _) = await_all_arrived(
+        "rows after the new snapshot",
+        &s,
+        &bootstrap,
+        &TABLES,
+        running,
+    )
+    .await;
+    running.stop().await;
+    println!("[slot dropped] {written} changes written, {rows} rows re-snapshotted");
+    println!("FAULT-SUITE\tslot dropped\t{written}\t{rows} rows\t-\tpass");
+}
+
+/// The slot is invalidated (`max_slot_wal_keep_size` exceeded) while the
+/// connector is down: by default the connector stops with the error that
+/// explains it; `when_needed` drops the slot and re-snapshots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalidated_slot_is_detected_and_resnapshotted_when_needed() {
+    const TABLES: [&str; 1] = ["balances"];
+    init_logs();
+    let pg: &'static Postgres = Box::leak(Box::new(
+        Postgres::launch().unwrap_or_else(|e| panic!("private postgres: {}", e.report())),
+    ));
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(pg, "slotlost");
+    create_tables(&s, &TABLES);
+    s.sql("CREATE TABLE filler (id bigint PRIMARY KEY, pad text)");
+    let mut workload = Workload::new(&TABLES, 11);
+    let mut written = workload.run_blocking(&s, 10);
+    let running = s.start(&bootstrap, &["--table", "public.balances"]);
+    let (running, _) = await_all_arrived("the first rows", &s, &bootstrap, &TABLES, running).await;
+    running.stop().await;
+
+    // Keep at most 1 MB of WAL for slots, then write and switch several segments.
+    pg.execute(
+        "postgres",
+        "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'",
+    )
+    .expect("set max_slot_wal_keep_size");
+    pg.execute("postgres", "SELECT pg_reload_conf()")
+        .expect("reload");
+    written += workload.run_blocking(&s, 5);
+    for round in 0..4 {
+        s.sql(&format!(
+            "INSERT INTO filler SELECT g, repeat('x', 1000) FROM generate_series({}, {}) g",
+            round * 5000 + 1,
+            round * 5000 + 5000
+        ));
+        s.sql("SELECT pg_switch_wal()");
+    }
+    wait_until(TIMEOUT, "the slot invalidated", || async {
+        s.sql("CHECKPOINT");
+        s.query_one(&format!(
+            "SELECT wal_status FROM pg_replication_slots WHERE slot_name = '{}'",
+            s.slot
+        ))
+        .as_deref()
+            == Some("lost")
+    })
+    .await;
+
+    let error = s
+        .start(&bootstrap, &["--table", "public.balances"])
+        .wait_for_exit(TIMEOUT)
+        .await
+        .expect_err("an invalidated slot stops the connector");
+    let message = error_chain(&error);
+    for part in [
+        s.slot.as_str(),
+        "invalidated",
+        "max_slot_wal_keep_size",
+        "when_needed",
+    ] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+
+    let running = s.start(
+        &bootstrap,
+        &[
+            "--table",
+            "public.balances",
+            "--snapshot-mode",
+            "when_needed",
+        ],
+    );
+    let rows = assert_resnapshotted(&s, &bootstrap, &TABLES).await;
+    running.stop().await;
+    println!("[slot invalidated] {written} changes written, {rows} rows re-snapshotted");
+    println!("FAULT-SUITE\tslot invalidated\t{written}\t{rows} rows\t-\tpass");
+    pg.stop(StopMode::Fast)
+        .unwrap_or_else(|e| panic!("postgres stops: {}", e.report()));
+}

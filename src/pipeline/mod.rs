@@ -28,6 +28,8 @@ use crate::source::pgoutput::DecodeError;
 use crate::source::relation::RowError;
 use crate::source::setup::SetupError;
 
+mod previous_run;
+pub use previous_run::SlotLost;
 mod snapshot;
 mod stream;
 
@@ -70,6 +72,10 @@ pub enum PipelineError {
     Delivery(#[source] Arc<SinkError>),
     #[error("the replication stream ended unexpectedly")]
     StreamEnded,
+    #[error(transparent)]
+    SlotLost(#[from] SlotLost),
+    #[error("the slot is missing, and Kafka could not be asked whether topics of an earlier run exist (so whether a snapshot may be taken): {0}; retrying")]
+    PreviousRun(String),
 }
 
 impl PipelineError {
@@ -86,7 +92,8 @@ impl PipelineError {
             PipelineError::Encode(e) => e.is_retryable(),
             PipelineError::Snapshot(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
-            PipelineError::StreamEnded => true,
+            PipelineError::StreamEnded | PipelineError::PreviousRun(_) => true,
+            PipelineError::SlotLost(_) => false,
             PipelineError::Decode(_) | PipelineError::Row(_) => false,
         }
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent};
 use tokio::sync::watch;
 
-use super::snapshot;
+use super::{previous_run, snapshot};
 use super::{
     PipelineError, RunSummary, StopReason, NEW_KEY_HEADER, OLD_KEY_HEADER, SESSION_OPTIONS,
     UNCHANGED_COLUMNS_HEADER,
@@ -106,6 +106,20 @@ pub async fn run_once(
                 slot: config.slot_name.clone(),
             }
             .into());
+        }
+        SlotStatus::Missing
+            if config.snapshot_mode == SnapshotMode::Initial
+                && setup::slot_status(&sql, &config.snapshot_slot_name()).await?
+                    == SlotStatus::Missing =>
+        {
+            // Not an interrupted snapshot (its working slot would exist): a
+            // first run, unless the topics already hold an earlier run's events.
+            let earlier = previous_run::topics_with_records(config).await?;
+            if !earlier.is_empty() {
+                return Err(previous_run::slot_lost(config, &earlier).into());
+            }
+            let exported = snapshot::export_slot(config, &sql).await?;
+            (exported.consistent_point, Some(exported))
         }
         SlotStatus::Invalidated | SlotStatus::Missing if snapshot_wanted => {
             if status == SlotStatus::Invalidated {
