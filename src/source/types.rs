@@ -34,8 +34,13 @@ use std::fmt::Write as _;
 
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 
+mod options;
 mod text;
 
+pub use options::{
+    BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, SpecialNumeric,
+    TimePrecision, ValueOptions,
+};
 pub use text::decode_text;
 
 /// Debezium's default `unavailable.value.placeholder`.
@@ -43,69 +48,6 @@ pub const DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER: &str = "__debezium_unavailable_
 
 /// Postgres's `VARHDRSZ`, the offset added to NUMERIC and character type modifiers.
 const VARHDRSZ: i32 = 4;
-
-/// How values are represented; the defaults are Debezium's defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValueOptions {
-    /// Written for unchanged TOAST columns (`unavailable.value.placeholder`).
-    pub unavailable_value_placeholder: String,
-    /// `decimal.handling.mode`, for NUMERIC and MONEY.
-    pub decimal_handling: DecimalHandling,
-    /// What NUMERIC `NaN` / `±Infinity` become in [`DecimalHandling::Precise`] mode.
-    pub special_numeric: SpecialNumeric,
-    /// `interval.handling.mode`.
-    pub interval_handling: IntervalHandling,
-    /// `money.fraction.digits`: the scale of MONEY values (default 2).
-    pub money_fraction_digits: u32,
-}
-
-impl Default for ValueOptions {
-    fn default() -> Self {
-        ValueOptions {
-            unavailable_value_placeholder: DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER.to_owned(),
-            decimal_handling: DecimalHandling::Precise,
-            special_numeric: SpecialNumeric::Fail,
-            interval_handling: IntervalHandling::Numeric,
-            money_fraction_digits: 2,
-        }
-    }
-}
-
-/// `decimal.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum DecimalHandling {
-    /// Connect `Decimal` bytes (or `VariableScaleDecimal` for unconstrained NUMERIC).
-    #[default]
-    Precise,
-    /// `double`; `NaN` and `±Infinity` become the doubles.
-    Double,
-    /// The decimal's plain text; `NaN`, `Infinity`, `-Infinity` become `NAN`,
-    /// `POSITIVE_INFINITY`, `NEGATIVE_INFINITY` as Debezium writes them.
-    String,
-}
-
-/// What NUMERIC `NaN` / `Infinity` / `-Infinity` become in precise mode, where the
-/// Connect decimal types cannot hold them. Debezium writes null and logs a warning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SpecialNumeric {
-    /// Stop with [`ValueError::SpecialNumeric`], telling the operator to choose
-    /// `--decimal-handling double` or `string`.
-    #[default]
-    Fail,
-    /// Emit [`Value::Null`], as Debezium does. Opt-in only: the value is lost, so a
-    /// caller that gets `Value::Null` for non-NULL text must log a WARN naming the column.
-    Null,
-}
-
-/// `interval.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum IntervalHandling {
-    /// int64 microseconds (`io.debezium.time.MicroDuration`), a month counted as 30.4375 days.
-    #[default]
-    Numeric,
-    /// ISO-8601 string `PnYnMnDTnHnMnS` (`io.debezium.time.Interval`).
-    String,
-}
 
 /// A column type, resolved from its OID.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -542,22 +484,29 @@ pub fn column_schema(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -> Co
         Int8 | Oid => ConnectSchema::primitive(C::Int64),
         Float4 => ConnectSchema::primitive(C::Float32),
         Float8 => ConnectSchema::primitive(C::Float64),
-        Bytea => ConnectSchema::primitive(C::Bytes),
+        Bytea => match opts.binary_handling {
+            BinaryHandling::Bytes => ConnectSchema::primitive(C::Bytes),
+            BinaryHandling::Base64 | BinaryHandling::Base64UrlSafe | BinaryHandling::Hex => {
+                ConnectSchema::primitive(C::String)
+            }
+        },
         Uuid => logical(C::String, "io.debezium.data.Uuid"),
-        Json | Jsonb | Hstore => logical(C::String, "io.debezium.data.Json"),
+        Json | Jsonb => logical(C::String, "io.debezium.data.Json"),
+        Hstore => match opts.hstore_handling {
+            HstoreHandling::Json => logical(C::String, "io.debezium.data.Json"),
+            // Keys are never NULL in an hstore; values may be.
+            HstoreHandling::Map => ConnectSchema::map(
+                ConnectSchema::primitive(C::String),
+                ConnectSchema::primitive(C::String).optional(),
+            ),
+        },
         Xml => logical(C::String, "io.debezium.data.Xml"),
         Tsvector => logical(C::String, "io.debezium.data.Tsvector"),
         Ltree => logical(C::String, "io.debezium.data.Ltree"),
         Enum { labels, .. } => {
             logical(C::String, "io.debezium.data.Enum").with_parameter("allowed", labels.join(","))
         }
-        Date => logical(C::Int32, "io.debezium.time.Date"),
-        Time if time_precision(type_modifier) <= 3 => logical(C::Int32, "io.debezium.time.Time"),
-        Time => logical(C::Int64, "io.debezium.time.MicroTime"),
-        Timestamp if time_precision(type_modifier) <= 3 => {
-            logical(C::Int64, "io.debezium.time.Timestamp")
-        }
-        Timestamp => logical(C::Int64, "io.debezium.time.MicroTimestamp"),
+        Date | Time | Timestamp => temporal_schema(ty, type_modifier, opts.time_precision),
         Timestamptz => logical(C::String, "io.debezium.time.ZonedTimestamp"),
         Timetz => logical(C::String, "io.debezium.time.ZonedTime"),
         Interval => match opts.interval_handling {
@@ -620,6 +569,56 @@ pub fn column_schema(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -> Co
     }
 }
 
+/// How a DATE, TIME or TIMESTAMP value is counted under a `time.precision.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TemporalUnit {
+    /// DATE: int32 days since 1970-01-01.
+    Days,
+    /// TIME: int32 milliseconds since midnight; TIMESTAMP: int64 ms since the epoch.
+    Millis,
+    /// TIME: int64 microseconds since midnight; TIMESTAMP: int64 µs since the epoch.
+    Micros,
+}
+
+/// The unit of a DATE, TIME or TIMESTAMP column; `None` for other types.
+pub(crate) fn temporal_unit(
+    ty: &PgType,
+    type_modifier: i32,
+    mode: TimePrecision,
+) -> Option<TemporalUnit> {
+    let millis = time_precision(type_modifier) <= 3;
+    Some(match (ty, mode) {
+        (PgType::Date, _) => TemporalUnit::Days,
+        (PgType::Time | PgType::Timestamp, TimePrecision::Connect) => TemporalUnit::Millis,
+        (PgType::Time, TimePrecision::AdaptiveTimeMicroseconds) => TemporalUnit::Micros,
+        (PgType::Time | PgType::Timestamp, _) if millis => TemporalUnit::Millis,
+        (PgType::Time | PgType::Timestamp, _) => TemporalUnit::Micros,
+        _ => return None,
+    })
+}
+
+/// DATE, TIME and TIMESTAMP as `time.precision.mode` declares them.
+fn temporal_schema(ty: &PgType, type_modifier: i32, mode: TimePrecision) -> ConnectSchema {
+    use ConnectType as C;
+    use TemporalUnit::*;
+    let unit = temporal_unit(ty, type_modifier, mode);
+    let (kind, name) = match (ty, unit, mode) {
+        (PgType::Date, _, TimePrecision::Connect) => {
+            (C::Int32, "org.apache.kafka.connect.data.Date")
+        }
+        (PgType::Time, _, TimePrecision::Connect) => {
+            (C::Int32, "org.apache.kafka.connect.data.Time")
+        }
+        (_, _, TimePrecision::Connect) => (C::Int64, "org.apache.kafka.connect.data.Timestamp"),
+        (PgType::Date, _, _) => (C::Int32, "io.debezium.time.Date"),
+        (PgType::Time, Some(Millis), _) => (C::Int32, "io.debezium.time.Time"),
+        (PgType::Time, _, _) => (C::Int64, "io.debezium.time.MicroTime"),
+        (_, Some(Millis), _) => (C::Int64, "io.debezium.time.Timestamp"),
+        (_, _, _) => (C::Int64, "io.debezium.time.MicroTimestamp"),
+    };
+    logical(kind, name)
+}
+
 /// The value written for an unchanged TOAST column (pgoutput `u`), in the column's type:
 /// the placeholder string for string-typed columns, its UTF-8 bytes for `bytea` and
 /// `Bits`, `{"<p>":"<p>"}` for `hstore`, and for arrays a one-element list: the
@@ -638,7 +637,13 @@ pub fn unavailable_value(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -
             base,
             type_modifier,
         } => unavailable_value(base, *type_modifier, opts),
-        PgType::Hstore => Value::String(hstore_placeholder(placeholder)),
+        PgType::Hstore => match opts.hstore_handling {
+            HstoreHandling::Json => Value::String(hstore_placeholder(placeholder)),
+            HstoreHandling::Map => Value::Map(vec![(
+                placeholder.clone(),
+                Value::String(placeholder.clone()),
+            )]),
+        },
         PgType::Array(element) => {
             let is_uuid = |t: &PgType| matches!(t, PgType::Uuid);
             let item = match element.as_ref() {
@@ -766,26 +771,29 @@ fn md5(input: &[u8]) -> [u8; 16] {
 
 /// A column value that cannot be represented. Never retryable: the same text fails the
 /// same way, so the operator has to act (change a setting, or exclude the column).
+///
+/// No variant carries the value or any part of it: these errors reach logs and the
+/// `/readyz` body, where row data must never appear. The table, column and LSN are
+/// added by the caller ([`RowErrorKind::Value`](crate::source::relation::RowErrorKind)),
+/// which is enough to find the row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValueError {
     /// The text is not in the form Postgres prints for the type.
     #[error(
-        "cannot decode {type_name} value {text:?}: {reason}; the replication session must use \
+        "cannot decode a value of type {type_name}: {reason}; the replication session must use \
          DateStyle=ISO, IntervalStyle=postgres, TimeZone=UTC and bytea_output=hex"
     )]
     Malformed {
         type_name: String,
-        text: String,
         reason: &'static str,
     },
     /// The value is valid in Postgres but outside what its Connect type can hold.
     #[error(
-        "{type_name} value {text:?} does not fit {target}; exclude the column from the \
+        "a value of type {type_name} does not fit {target}; exclude the column from the \
          publication or change the column's type"
     )]
     OutOfRange {
         type_name: String,
-        text: String,
         target: &'static str,
     },
     /// The column's bytes are not UTF-8; pgoutput sends text in the database encoding.
@@ -793,10 +801,25 @@ pub enum ValueError {
     NotUtf8,
     /// NUMERIC `NaN` / `±Infinity` under `--decimal-handling precise`.
     #[error(
-        "{type_name} value {text:?} cannot be represented as a Connect decimal; restart with \
-         --decimal-handling double or --decimal-handling string"
+        "a value of type {type_name} is {special}, which a Connect decimal cannot represent \
+         (--decimal-handling precise); restart with --decimal-handling double or \
+         --decimal-handling string"
     )]
-    SpecialNumeric { type_name: String, text: String },
+    SpecialNumeric {
+        type_name: String,
+        special: SpecialValue,
+    },
+}
+
+/// Which special NUMERIC value was met: a kind of value, not the value's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SpecialValue {
+    #[error("NaN")]
+    NaN,
+    #[error("Infinity")]
+    Infinity,
+    #[error("-Infinity")]
+    NegativeInfinity,
 }
 
 impl ValueError {
@@ -1284,15 +1307,221 @@ mod tests {
     }
 
     #[test]
+    fn binary_handling_changes_bytea_schemas() {
+        for (mode, kind) in [
+            (BinaryHandling::Bytes, ConnectType::Bytes),
+            (BinaryHandling::Base64, ConnectType::String),
+            (BinaryHandling::Base64UrlSafe, ConnectType::String),
+            (BinaryHandling::Hex, ConnectType::String),
+        ] {
+            let o = ValueOptions {
+                binary_handling: mode,
+                ..opts()
+            };
+            assert_eq!(
+                column_schema(&PgType::Bytea, -1, &o),
+                ConnectSchema::primitive(kind),
+                "{mode:?}"
+            );
+            let array = column_schema(&PgType::Array(Box::new(PgType::Bytea)), -1, &o);
+            assert_eq!(
+                array.items.as_deref(),
+                Some(&ConnectSchema::primitive(kind).optional())
+            );
+            let p = DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER;
+            let unavailable = unavailable_value(&PgType::Bytea, -1, &o);
+            match mode {
+                BinaryHandling::Bytes => assert_eq!(unavailable, Value::Bytes(p.into())),
+                _ => assert_eq!(unavailable, Value::String(p.into())),
+            }
+        }
+        // Bits are not binary data: the mode leaves them alone.
+        let hex = ValueOptions {
+            binary_handling: BinaryHandling::Hex,
+            ..opts()
+        };
+        assert_eq!(
+            column_schema(&PgType::Bit, 8, &hex).kind,
+            ConnectType::Bytes
+        );
+    }
+
+    #[test]
+    fn time_precision_changes_temporal_schemas() {
+        let with = |mode| ValueOptions {
+            time_precision: mode,
+            ..opts()
+        };
+        let named = |ty: &PgType, typmod: i32, mode| {
+            let s = column_schema(ty, typmod, &with(mode));
+            assert_eq!(s.version, Some(1));
+            (s.kind, s.name.expect("a logical name"))
+        };
+        use ConnectType::{Int32, Int64};
+        use TimePrecision::*;
+        let cases: [(PgType, i32, TimePrecision, ConnectType, &str); 15] = [
+            (PgType::Date, -1, Adaptive, Int32, "io.debezium.time.Date"),
+            (PgType::Time, 3, Adaptive, Int32, "io.debezium.time.Time"),
+            (
+                PgType::Time,
+                -1,
+                Adaptive,
+                Int64,
+                "io.debezium.time.MicroTime",
+            ),
+            (
+                PgType::Timestamp,
+                3,
+                Adaptive,
+                Int64,
+                "io.debezium.time.Timestamp",
+            ),
+            (
+                PgType::Timestamp,
+                6,
+                Adaptive,
+                Int64,
+                "io.debezium.time.MicroTimestamp",
+            ),
+            (
+                PgType::Date,
+                -1,
+                AdaptiveTimeMicroseconds,
+                Int32,
+                "io.debezium.time.Date",
+            ),
+            (
+                PgType::Time,
+                0,
+                AdaptiveTimeMicroseconds,
+                Int64,
+                "io.debezium.time.MicroTime",
+            ),
+            (
+                PgType::Time,
+                3,
+                AdaptiveTimeMicroseconds,
+                Int64,
+                "io.debezium.time.MicroTime",
+            ),
+            (
+                PgType::Time,
+                -1,
+                AdaptiveTimeMicroseconds,
+                Int64,
+                "io.debezium.time.MicroTime",
+            ),
+            (
+                PgType::Timestamp,
+                3,
+                AdaptiveTimeMicroseconds,
+                Int64,
+                "io.debezium.time.Timestamp",
+            ),
+            (
+                PgType::Timestamp,
+                -1,
+                AdaptiveTimeMicroseconds,
+                Int64,
+                "io.debezium.time.MicroTimestamp",
+            ),
+            (
+                PgType::Date,
+                -1,
+                Connect,
+                Int32,
+                "org.apache.kafka.connect.data.Date",
+            ),
+            (
+                PgType::Time,
+                -1,
+                Connect,
+                Int32,
+                "org.apache.kafka.connect.data.Time",
+            ),
+            (
+                PgType::Timestamp,
+                0,
+                Connect,
+                Int64,
+                "org.apache.kafka.connect.data.Timestamp",
+            ),
+            (
+                PgType::Timestamp,
+                -1,
+                Connect,
+                Int64,
+                "org.apache.kafka.connect.data.Timestamp",
+            ),
+        ];
+        for (ty, typmod, mode, kind, name) in cases {
+            assert_eq!(
+                named(&ty, typmod, mode),
+                (kind, name.to_owned()),
+                "{ty:?}({typmod}) in {mode:?}"
+            );
+        }
+        // Zoned types are strings in every mode; arrays follow the mode.
+        for mode in [Adaptive, AdaptiveTimeMicroseconds, Connect] {
+            assert_eq!(
+                named(&PgType::Timestamptz, -1, mode).1,
+                "io.debezium.time.ZonedTimestamp"
+            );
+            assert_eq!(
+                named(&PgType::Timetz, -1, mode).1,
+                "io.debezium.time.ZonedTime"
+            );
+        }
+        let times = column_schema(&PgType::Array(Box::new(PgType::Time)), -1, &with(Connect));
+        assert_eq!(
+            times.items.and_then(|i| i.name).as_deref(),
+            Some("org.apache.kafka.connect.data.Time")
+        );
+    }
+
+    #[test]
+    fn hstore_handling_changes_the_schema_and_placeholder() {
+        let map = ValueOptions {
+            hstore_handling: HstoreHandling::Map,
+            ..opts()
+        };
+        let s = column_schema(&PgType::Hstore, -1, &map);
+        assert_eq!(s.kind, ConnectType::Map);
+        assert_eq!(s.name, None);
+        assert_eq!(
+            s.map.as_deref(),
+            Some(&(
+                ConnectSchema::primitive(ConnectType::String),
+                ConnectSchema::primitive(ConnectType::String).optional()
+            ))
+        );
+        let array = column_schema(&PgType::Array(Box::new(PgType::Hstore)), -1, &map);
+        assert_eq!(
+            array.items.map(|i| (i.kind, i.optional)),
+            Some((ConnectType::Map, true))
+        );
+        let p = DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER;
+        assert_eq!(
+            unavailable_value(&PgType::Hstore, -1, &map),
+            Value::Map(vec![(p.into(), Value::String(p.into()))])
+        );
+        assert_eq!(
+            column_schema(&PgType::Hstore, -1, &opts()).name.as_deref(),
+            Some("io.debezium.data.Json")
+        );
+    }
+
+    #[test]
     fn value_error_messages_are_actionable() {
         let e = ValueError::SpecialNumeric {
             type_name: "numeric(10,2)".into(),
-            text: "NaN".into(),
+            special: SpecialValue::NaN,
         };
         assert_eq!(
             e.to_string(),
-            "numeric(10,2) value \"NaN\" cannot be represented as a Connect decimal; restart with \
-             --decimal-handling double or --decimal-handling string"
+            "a value of type numeric(10,2) is NaN, which a Connect decimal cannot represent \
+             (--decimal-handling precise); restart with --decimal-handling double or \
+             --decimal-handling string"
         );
         assert!(!e.is_retryable());
     }

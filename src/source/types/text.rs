@@ -33,9 +33,12 @@
 
 use std::fmt::Write as _;
 
+use base64::Engine as _;
+
 use super::{
-    bit_length, decimal_precision_scale, json_quote, time_precision, DecimalHandling,
-    IntervalHandling, PgType, SpecialNumeric, ValueError, ValueOptions,
+    bit_length, decimal_precision_scale, json_quote, temporal_unit, time_precision, BinaryHandling,
+    DecimalHandling, HstoreHandling, IntervalHandling, PgType, SpecialNumeric, SpecialValue,
+    TemporalUnit, ValueError, ValueOptions,
 };
 use crate::event::value::Value;
 
@@ -46,15 +49,13 @@ const MICROS_PER_MONTH: i64 = 2_629_800_000_000;
 const TIMESTAMP_POSITIVE_INFINITY_MICROS: i64 = 9_223_372_036_825_200_000;
 /// pgjdbc's `PGStatement.DATE_NEGATIVE_INFINITY`, Debezium's timestamp `-infinity`, in µs.
 const TIMESTAMP_NEGATIVE_INFINITY_MICROS: i64 = -9_223_372_036_832_400_000;
-/// Longest excerpt of the offending text an error message carries.
-const MAX_ERROR_TEXT: usize = 64;
 
-/// Why a text did not decode, before the type and text are attached.
+/// Why a text did not decode, before the type is attached. Never the text itself.
 #[derive(Clone, Copy)]
 enum Fault {
     Malformed(&'static str),
     OutOfRange(&'static str),
-    Special,
+    Special(SpecialValue),
 }
 
 type Parsed<T> = Result<T, Fault>;
@@ -69,28 +70,12 @@ pub fn decode_text(
 ) -> Result<Value, ValueError> {
     decode(ty, type_modifier, text, opts).map_err(|fault| {
         let type_name = ty.display(type_modifier);
-        let text = excerpt(text);
         match fault {
-            Fault::Malformed(reason) => ValueError::Malformed {
-                type_name,
-                text,
-                reason,
-            },
-            Fault::OutOfRange(target) => ValueError::OutOfRange {
-                type_name,
-                text,
-                target,
-            },
-            Fault::Special => ValueError::SpecialNumeric { type_name, text },
+            Fault::Malformed(reason) => ValueError::Malformed { type_name, reason },
+            Fault::OutOfRange(target) => ValueError::OutOfRange { type_name, target },
+            Fault::Special(special) => ValueError::SpecialNumeric { type_name, special },
         }
     })
-}
-
-fn excerpt(text: &str) -> String {
-    match text.char_indices().nth(MAX_ERROR_TEXT) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
 }
 
 fn decode(ty: &PgType, type_modifier: i32, text: &str, opts: &ValueOptions) -> Parsed<Value> {
@@ -112,23 +97,27 @@ fn decode(ty: &PgType, type_modifier: i32, text: &str, opts: &ValueOptions) -> P
         ),
         Float4 => Value::Float32(parse_float(text)?),
         Float8 => Value::Float64(parse_float(text)?),
-        Bytea => Value::Bytes(parse_bytea(text)?),
+        Bytea => encode_binary(parse_bytea(text)?, opts.binary_handling),
         Bit | Varbit => decode_bits(text, bit_length(ty, type_modifier) == 1)?,
         Numeric => decode_numeric(text, type_modifier, opts)?,
         Money => decode_money(text, opts)?,
         Date => Value::Int32(parse_date(text)?),
         Time => {
             let micros = parse_time(text)?;
-            match time_precision(type_modifier) {
-                p if p <= 3 => Value::Int32((micros / 1000) as i32),
+            match temporal_unit(ty, type_modifier, opts.time_precision) {
+                // Whole milliseconds, the rest dropped (time of day is never negative).
+                Some(TemporalUnit::Millis) => Value::Int32((micros / 1000) as i32),
                 _ => Value::Int64(micros),
             }
         }
         Timetz => Value::String(decode_timetz(text)?),
-        Timestamp => decode_timestamp(text, time_precision(type_modifier))?,
+        Timestamp => decode_timestamp(
+            text,
+            temporal_unit(ty, type_modifier, opts.time_precision) == Some(TemporalUnit::Millis),
+        )?,
         Timestamptz => Value::String(decode_timestamptz(text, type_modifier)?),
         Interval => decode_interval(text, opts.interval_handling)?,
-        Hstore => Value::String(hstore_to_json(text)?),
+        Hstore => decode_hstore(text, opts.hstore_handling)?,
         Array(element) => Value::Array(
             parse_array(text)?
                 .into_iter()
@@ -161,6 +150,24 @@ fn parse_float<F: std::str::FromStr + From<f32>>(text: &str) -> Parsed<F> {
                 .map_err(|_| Fault::Malformed("expected a floating-point number"))
         }
         _ => Err(Fault::Malformed("expected a floating-point number")),
+    }
+}
+
+/// BYTEA in its `binary.handling.mode`: Connect bytes, or a string in the encoding
+/// Debezium uses (Java's `Base64` encoders, padded; `HexConverter`, lowercase).
+fn encode_binary(bytes: Vec<u8>, mode: BinaryHandling) -> Value {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+    match mode {
+        BinaryHandling::Bytes => Value::Bytes(bytes),
+        BinaryHandling::Base64 => Value::String(STANDARD.encode(bytes)),
+        BinaryHandling::Base64UrlSafe => Value::String(URL_SAFE.encode(bytes)),
+        BinaryHandling::Hex => Value::String(bytes.iter().fold(
+            String::with_capacity(bytes.len() * 2),
+            |mut hex, b| {
+                let _ = write!(hex, "{b:02x}");
+                hex
+            },
+        )),
     }
 }
 
@@ -244,26 +251,44 @@ fn decode_numeric(text: &str, type_modifier: i32, opts: &ValueOptions) -> Parsed
                 .parse()
                 .map_err(|_| Fault::Malformed("expected a decimal number"))?,
         })),
-        DecimalHandling::String => Ok(Value::String(
-            match parsed {
-                DecimalText::NaN => "NAN",
-                DecimalText::Infinity => "POSITIVE_INFINITY",
-                DecimalText::NegativeInfinity => "NEGATIVE_INFINITY",
-                DecimalText::Finite { .. } => text,
-            }
-            .to_owned(),
-        )),
-        DecimalHandling::Precise => {
-            let DecimalText::Finite {
+        DecimalHandling::String => Ok(Value::String(match parsed {
+            DecimalText::NaN => "NAN".to_owned(),
+            DecimalText::Infinity => "POSITIVE_INFINITY".to_owned(),
+            DecimalText::NegativeInfinity => "NEGATIVE_INFINITY".to_owned(),
+            DecimalText::Finite {
                 negative,
                 int,
                 frac,
-            } = parsed
-            else {
-                return match opts.special_numeric {
-                    SpecialNumeric::Fail => Err(Fault::Special),
-                    SpecialNumeric::Null => Ok(Value::Null),
-                };
+            } => {
+                // Debezium sets a constrained column's scale (an unconstrained one keeps
+                // the digits Postgres printed), then writes BigDecimal.toString().
+                let scale = decimal_precision_scale(type_modifier)
+                    .map_or(frac.len(), |(_, scale)| scale as usize);
+                if frac.len() > scale && frac[scale..].bytes().any(|b| b != b'0') {
+                    return Err(Fault::Malformed(
+                        "more fraction digits than the column's scale",
+                    ));
+                }
+                let frac = &frac[..frac.len().min(scale)];
+                let unscaled = format!("{int}{frac}{}", "0".repeat(scale - frac.len()));
+                java_big_decimal_string(negative, &unscaled, scale)
+            }
+        })),
+        DecimalHandling::Precise => {
+            let special = match parsed {
+                DecimalText::Finite {
+                    negative,
+                    int,
+                    frac,
+                } => Ok((negative, int, frac)),
+                DecimalText::NaN => Err(SpecialValue::NaN),
+                DecimalText::Infinity => Err(SpecialValue::Infinity),
+                DecimalText::NegativeInfinity => Err(SpecialValue::NegativeInfinity),
+            };
+            let (negative, int, frac) = match (special, opts.special_numeric) {
+                (Ok(finite), _) => finite,
+                (Err(special), SpecialNumeric::Fail) => return Err(Fault::Special(special)),
+                (Err(_), SpecialNumeric::Null) => return Ok(Value::Null),
             };
             match decimal_precision_scale(type_modifier) {
                 Some((_, scale)) => {
@@ -293,6 +318,32 @@ fn decode_numeric(text: &str, type_modifier: i32, opts: &ValueOptions) -> Parsed
             }
         }
     }
+}
+
+/// Java's `BigDecimal.toString()` of `±unscaled × 10^-scale` (`unscaled` is ASCII
+/// digits, leading zeros allowed): plain when the scale is 0, or positive with an
+/// adjusted exponent of at least -6; otherwise scientific (`1E-7`, `1.5E-9`, `0E-10`).
+/// A zero never carries a sign, as `BigDecimal` has no negative zero.
+pub(crate) fn java_big_decimal_string(negative: bool, unscaled: &str, scale: usize) -> String {
+    let digits = match unscaled.trim_start_matches('0') {
+        "" => "0",
+        digits => digits,
+    };
+    let sign = if negative && digits != "0" { "-" } else { "" };
+    if scale == 0 {
+        return format!("{sign}{digits}");
+    }
+    // The exponent of the leading digit; i64 as `scale` may exceed the digits.
+    let adjusted = digits.len() as i64 - 1 - scale as i64;
+    if adjusted >= -6 {
+        return match digits.len().checked_sub(scale) {
+            Some(0) | None => format!("{sign}0.{}{digits}", "0".repeat(scale - digits.len())),
+            Some(point) => format!("{sign}{}.{}", &digits[..point], &digits[point..]),
+        };
+    }
+    let (first, rest) = digits.split_at(1);
+    let point = if rest.is_empty() { "" } else { "." };
+    format!("{sign}{first}{point}{rest}E{adjusted}")
 }
 
 /// MONEY as Debezium parses it: a leading `-` or `(` makes it negative, everything but
@@ -527,7 +578,7 @@ fn split_offset(s: &str) -> Parsed<(&str, &str)> {
     Ok((&s[..at], &s[at..]))
 }
 
-fn decode_timestamp(text: &str, precision: u32) -> Parsed<Value> {
+fn decode_timestamp(text: &str, millis: bool) -> Parsed<Value> {
     let micros = match text {
         "infinity" => i128::from(TIMESTAMP_POSITIVE_INFINITY_MICROS),
         "-infinity" => i128::from(TIMESTAMP_NEGATIVE_INFINITY_MICROS),
@@ -542,12 +593,13 @@ fn decode_timestamp(text: &str, precision: u32) -> Parsed<Value> {
     };
     // Scale first: a millisecond timestamp near Postgres's maximum fits in
     // int64 even where its microseconds would not.
-    let (value, unit) = match precision {
-        p if p <= 3 => (
+    // Milliseconds round toward the past, as java.time's toEpochMilli does.
+    let (value, unit) = match millis {
+        true => (
             micros.div_euclid(1000),
             "int64 milliseconds since the epoch",
         ),
-        _ => (micros, "int64 microseconds since the epoch"),
+        false => (micros, "int64 microseconds since the epoch"),
     };
     i64::try_from(value)
         .map(Value::Int64)
@@ -819,9 +871,10 @@ fn parse_array(text: &str) -> Parsed<Vec<Option<String>>> {
     Ok(out)
 }
 
-/// HSTORE text (`"a"=>"1", "b"=>NULL`) as the JSON object Debezium writes, keys in the
-/// iteration order of the Java `HashMap` Debezium parses into.
-fn hstore_to_json(text: &str) -> Parsed<String> {
+/// HSTORE text (`"a"=>"1", "b"=>NULL`) in its `hstore.handling.mode`: the JSON object
+/// Debezium writes, or a Connect map. Either way the entries come in the iteration
+/// order of the Java `HashMap` Debezium parses into (pgjdbc's `HStoreConverter`).
+fn decode_hstore(text: &str, mode: HstoreHandling) -> Parsed<Value> {
     let bad = Fault::Malformed("expected \"key\"=>\"value\" pairs");
     let mut pairs: Vec<(String, Option<String>)> = Vec::new();
     let mut rest = text.trim_start();
@@ -844,17 +897,33 @@ fn hstore_to_json(text: &str) -> Parsed<String> {
         rest = rest.trim_start();
     }
     let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
-    let members: Vec<String> = java_hash_map_order(&keys)
-        .into_iter()
-        .map(|i| {
-            let value = pairs[i]
-                .1
-                .as_deref()
-                .map_or_else(|| "null".to_owned(), json_quote);
-            format!("{}:{value}", json_quote(&pairs[i].0))
-        })
-        .collect();
-    Ok(format!("{{{}}}", members.join(",")))
+    let order = java_hash_map_order(&keys);
+    Ok(match mode {
+        HstoreHandling::Json => {
+            let members: Vec<String> = order
+                .into_iter()
+                .map(|i| {
+                    let value = pairs[i]
+                        .1
+                        .as_deref()
+                        .map_or_else(|| "null".to_owned(), json_quote);
+                    format!("{}:{value}", json_quote(&pairs[i].0))
+                })
+                .collect();
+            Value::String(format!("{{{}}}", members.join(",")))
+        }
+        HstoreHandling::Map => {
+            let mut slots: Vec<Option<(String, Option<String>)>> =
+                pairs.into_iter().map(Some).collect();
+            Value::Map(
+                order
+                    .into_iter()
+                    .filter_map(|i| slots[i].take())
+                    .map(|(key, value)| (key, value.map_or(Value::Null, Value::String)))
+                    .collect(),
+            )
+        }
+    })
 }
 
 /// The order in which a `java.util.HashMap` filled with `keys` (in order) iterates them,
@@ -903,7 +972,7 @@ fn java_hash_map_order(keys: &[&str]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::types::{numeric_precision_scale, TypeRegistry};
+    use crate::source::types::{numeric_precision_scale, TimePrecision, TypeRegistry};
     use proptest::prelude::*;
 
     fn opts() -> ValueOptions {
@@ -1025,7 +1094,7 @@ mod tests {
         let e = fails(&n, numeric(10, 2), "1.234");
         assert!(e
             .to_string()
-            .starts_with("cannot decode numeric(10,2) value \"1.234\": more fraction digits"));
+            .starts_with("cannot decode a value of type numeric(10,2): more fraction digits"));
         fails(&n, numeric(10, 2), "1e5");
         fails(&n, numeric(10, 2), ".");
         // BigInteger("-123456789012345678901234567890123456789").toByteArray()
@@ -1502,7 +1571,7 @@ mod tests {
         let e = fails(&ints, -1, "{1,x}");
         assert!(
             e.to_string()
-                .starts_with("cannot decode int4[] value \"{1,x}\": expected a 32-bit integer"),
+                .starts_with("cannot decode a value of type int4[]: expected a 32-bit integer"),
             "{e}"
         );
     }
@@ -1549,18 +1618,207 @@ mod tests {
     }
 
     #[test]
-    fn errors_truncate_long_text() {
-        let long = "x".repeat(200);
-        let e = fails(&PgType::Int4, -1, &long);
-        let ValueError::Malformed {
-            text, type_name, ..
-        } = &e
-        else {
-            panic!("malformed expected")
+    fn bytea_in_each_binary_mode() {
+        // 0xfb 0xff 0x00 0x3e: base64 "+/8APg==" standard, "-_8APg==" URL-safe.
+        let text = "\\xfbff003e";
+        let mode = |binary_handling| ValueOptions {
+            binary_handling,
+            ..opts()
         };
-        assert_eq!(type_name, "int4");
-        assert_eq!(text.chars().count(), MAX_ERROR_TEXT + 1);
-        assert!(text.ends_with('…'));
+        let b = |m| with(&mode(m), &PgType::Bytea, -1, text);
+        assert_eq!(
+            b(BinaryHandling::Bytes),
+            Value::Bytes(vec![0xfb, 0xff, 0, 0x3e])
+        );
+        assert_eq!(b(BinaryHandling::Base64), s("+/8APg=="));
+        assert_eq!(b(BinaryHandling::Base64UrlSafe), s("-_8APg=="));
+        assert_eq!(b(BinaryHandling::Hex), s("fbff003e"));
+        let empty = |m| with(&mode(m), &PgType::Bytea, -1, "\\x");
+        assert_eq!(empty(BinaryHandling::Base64), s(""));
+        assert_eq!(empty(BinaryHandling::Hex), s(""));
+        assert_eq!(
+            with(
+                &mode(BinaryHandling::Hex),
+                &array(PgType::Bytea),
+                -1,
+                r#"{"\\x0A0b",NULL}"#
+            ),
+            Value::Array(vec![s("0a0b"), Value::Null])
+        );
+    }
+
+    #[test]
+    fn times_in_each_precision_mode() {
+        let mode = |time_precision| ValueOptions {
+            time_precision,
+            ..opts()
+        };
+        let micro = mode(TimePrecision::AdaptiveTimeMicroseconds);
+        let connect = mode(TimePrecision::Connect);
+        let t = PgType::Time;
+        // 12:34:56.789999 is 45,296,789,999 µs after midnight.
+        assert_eq!(
+            with(&micro, &t, 0, "12:34:56"),
+            Value::Int64(45_296_000_000)
+        );
+        assert_eq!(
+            with(&micro, &t, 3, "12:34:56.789"),
+            Value::Int64(45_296_789_000)
+        );
+        assert_eq!(
+            with(&micro, &t, -1, "12:34:56.789999"),
+            Value::Int64(45_296_789_999)
+        );
+        assert_eq!(
+            with(&connect, &t, -1, "12:34:56.789999"),
+            Value::Int32(45_296_789)
+        );
+        assert_eq!(with(&connect, &t, 3, "00:00:00.001"), Value::Int32(1));
+        assert_eq!(with(&connect, &t, -1, "24:00:00"), Value::Int32(86_400_000));
+        let ts = PgType::Timestamp;
+        // Sub-millisecond digits go, rounding toward the past on both sides of 1970.
+        assert_eq!(
+            with(&connect, &ts, -1, "2024-01-02 03:04:05.123999"),
+            Value::Int64(1_704_164_645_123)
+        );
+        assert_eq!(
+            with(&connect, &ts, -1, "1969-12-31 23:59:59.9995"),
+            Value::Int64(-1)
+        );
+        assert_eq!(
+            with(&connect, &ts, -1, "infinity"),
+            Value::Int64(9_223_372_036_825_200)
+        );
+        assert_eq!(
+            with(&micro, &ts, -1, "2024-01-02 03:04:05.123999"),
+            Value::Int64(1_704_164_645_123_999)
+        );
+        assert_eq!(
+            with(&connect, &PgType::Date, -1, "1970-01-02"),
+            Value::Int32(1)
+        );
+        assert_eq!(
+            with(
+                &connect,
+                &PgType::Timestamptz,
+                -1,
+                "2024-01-02 03:04:05.5+00"
+            ),
+            s("2024-01-02T03:04:05.500000Z")
+        );
+        // The longest timestamp Postgres has overflows µs but fits ms in connect mode.
+        fails(&ts, -1, "294276-12-31 23:59:59.999999");
+        assert!(matches!(
+            with(&connect, &ts, -1, "294276-12-31 23:59:59.999999"),
+            Value::Int64(_)
+        ));
+    }
+
+    #[test]
+    fn hstore_as_a_map() {
+        let map = ValueOptions {
+            hstore_handling: HstoreHandling::Map,
+            ..opts()
+        };
+        let h = |t| with(&map, &PgType::Hstore, -1, t);
+        assert_eq!(
+            h(r#""b"=>NULL, "a"=>"1""#),
+            Value::Map(vec![("a".into(), s("1")), ("b".into(), Value::Null)])
+        );
+        assert_eq!(h(""), Value::Map(vec![]));
+        // A repeated key keeps its first position with the last value, as HashMap.put does.
+        assert_eq!(
+            h(r#""k"=>"1", "k"=>"2""#),
+            Value::Map(vec![("k".into(), s("2"))])
+        );
+        // The same order as the JSON mode.
+        let keys = ["zz", "Key 1", "a", "b", "ä", "key", "10"];
+        let literal: Vec<String> = keys.iter().map(|k| format!("\"{k}\"=>\"v\"")).collect();
+        let Value::Map(entries) = h(&literal.join(", ")) else {
+            panic!("a map")
+        };
+        let order: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(order, ["zz", "Key 1", "a", "b", "ä", "key", "10"]);
+        let json = ok(&PgType::Hstore, -1, &literal.join(", "));
+        let expected = order
+            .iter()
+            .map(|k| format!("\"{k}\":\"v\""))
+            .collect::<Vec<_>>();
+        assert_eq!(json, s(&format!("{{{}}}", expected.join(","))));
+    }
+
+    #[test]
+    fn numeric_strings_as_java_big_decimal() {
+        // Reference values are Java's: new BigDecimal(text).setScale(s).toString().
+        let cases = [
+            (false, "150", 2, "1.50"),
+            (true, "1", 2, "-0.01"),
+            (false, "0", 2, "0.00"),
+            (false, "1", 7, "1E-7"),
+            (false, "1", 6, "0.000001"),
+            (false, "15", 7, "0.0000015"),
+            (false, "15", 9, "1.5E-8"),
+            (false, "0", 10, "0E-10"),
+            (true, "0", 3, "0.000"),
+            (true, "123456789", 10, "-0.0123456789"),
+            (false, "12300", 0, "12300"),
+            (false, "0012", 1, "1.2"),
+        ];
+        for (negative, unscaled, scale, java) in cases {
+            assert_eq!(
+                java_big_decimal_string(negative, unscaled, scale),
+                java,
+                "{negative} {unscaled} scale {scale}"
+            );
+        }
+        let string = ValueOptions {
+            decimal_handling: DecimalHandling::String,
+            ..opts()
+        };
+        let n = |typmod, text| with(&string, &PgType::Numeric, typmod, text);
+        assert_eq!(n(-1, "0.0000001"), s("1E-7"));
+        assert_eq!(n(-1, "100.500"), s("100.500"));
+        assert_eq!(n(numeric(10, 2), "1.5"), s("1.50"));
+        assert_eq!(n(numeric(20, 10), "0.0000000000"), s("0E-10"));
+        assert_eq!(n(numeric(20, 10), "-0.0000000012"), s("-1.2E-9"));
+        assert_eq!(n(numeric(5, -2), "12300"), s("12300"));
+        assert!(matches!(
+            decode_text(&PgType::Numeric, numeric(10, 2), "1.239", &string),
+            Err(ValueError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn errors_never_carry_the_value() {
+        let secret = "sk_live_51HbQ9ZtopSecretValue";
+        let cases: Vec<(PgType, i32, String)> = vec![
+            (PgType::Int4, -1, secret.to_owned()),
+            (PgType::Numeric, numeric(10, 2), "1.239".to_owned()),
+            (PgType::Bytea, -1, format!("\\x{secret}")),
+            (PgType::Date, -1, format!("{secret}-01-01")),
+            (PgType::Timestamp, -1, "294277-01-01 00:00:00".to_owned()),
+            (PgType::Hstore, -1, format!("\"{secret}\"=>1")),
+            (array(PgType::Int4), -1, format!("{{1,{secret}}}")),
+        ];
+        for (ty, typmod, text) in cases {
+            let e = decode_text(&ty, typmod, &text, &opts()).expect_err("rejected");
+            let message = e.to_string();
+            assert!(!message.contains(&text), "{message} repeats {text:?}");
+            assert!(!message.contains("sk_live"), "{message}");
+            assert!(
+                !message.contains("1.239") && !message.contains("294277"),
+                "{message}"
+            );
+            assert!(format!("{e:?}").find("sk_live").is_none(), "{e:?}");
+        }
+        let e = fails(&PgType::Int4, -1, "x");
+        assert_eq!(
+            e,
+            ValueError::Malformed {
+                type_name: "int4".into(),
+                reason: "expected a 32-bit integer"
+            }
+        );
         assert!(e.to_string().contains("DateStyle=ISO"));
     }
 
