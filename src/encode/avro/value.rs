@@ -403,8 +403,13 @@ mod tests {
         );
         let avro =
             super::super::schema::avro_schema(&schema, AvroLogicalTypes::Debezium).expect("schema");
-        let datum =
-            apache_avro::to_avro_datum(&avro.parsed, AvroValue::Map(entries)).expect("writes");
+        let writer = apache_avro::writer::datum::GenericDatumWriter::builder(&avro.parsed)
+            .build()
+            .expect("writer");
+        let mut datum = Vec::new();
+        writer
+            .write_value_ref(&mut datum, &AvroValue::Map(entries))
+            .expect("writes");
         assert!(!datum.is_empty());
     }
 
