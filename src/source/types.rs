@@ -3,12 +3,15 @@
 //! pgoutput describes a column by `(type_oid, atttypmod)`. [`TypeRegistry::resolve`]
 //! turns the OID into a [`PgType`] (built-in OIDs are known statically; enums, domains,
 //! arrays of those and extension types such as `hstore` come from [`CATALOG_QUERY`]), and
-//! [`column_schema`] gives the schema Debezium 3.x declares for the column in its default
-//! modes (`time.precision.mode=adaptive`, `decimal.handling.mode=precise`,
-//! `interval.handling.mode=numeric`, `hstore.handling.mode=json`,
-//! `binary.handling.mode=bytes`). The values themselves are decoded by
-//! [`decode_text`] (in the `text` submodule), which always produces a value of the
-//! schema given here.
+//! [`column_schema`] gives the schema Debezium 3.x declares for the column under the
+//! value handling modes of [`ValueOptions`] (`time.precision.mode`,
+//! `decimal.handling.mode`, `interval.handling.mode`, `hstore.handling.mode`,
+//! `binary.handling.mode`; the `options` submodule documents each). The values
+//! themselves are decoded by [`decode_text`] (in the `text` submodule), which always
+//! produces a value of the schema given here for the same options.
+//!
+//! Errors ([`ValueError`]) name the type and what was wrong with the value, never the
+//! value: they reach logs and the health endpoint.
 //!
 //! Invariants: a domain resolves to its base type (its type modifier, if any, travels in
 //! [`PgType::Modified`]); the resolution terminates on malformed catalogs (cycles resolve
@@ -28,6 +31,8 @@
 //!   carry it (see [`unavailable_value`]); Debezium emits character codes or an invalid value.
 //! - Schema `doc` strings are not modelled by [`ConnectSchema`], so `VariableScaleDecimal`
 //!   lacks Debezium's `"doc": "Variable scaled decimal"`.
+//! - An unchanged TOASTed BYTEA under `binary.handling.mode=base64` / `base64-url-safe`
+//!   is the placeholder string (as in `hex` mode); Debezium writes null there.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -620,8 +625,9 @@ fn temporal_schema(ty: &PgType, type_modifier: i32, mode: TimePrecision) -> Conn
 }
 
 /// The value written for an unchanged TOAST column (pgoutput `u`), in the column's type:
-/// the placeholder string for string-typed columns, its UTF-8 bytes for `bytea` and
-/// `Bits`, `{"<p>":"<p>"}` for `hstore`, and for arrays a one-element list: the
+/// the placeholder string for string-typed columns (so also `bytea` in the string
+/// binary modes), its UTF-8 bytes for `bytea` and `Bits`, `{"<p>":"<p>"}` for `hstore`
+/// (a JSON string, or a one-entry map), and for arrays a one-element list: the
 /// placeholder (string elements), its bytes (`bytea[]`), or, as Debezium does for
 /// `uuid[]`, the name-based UUID (version 3) of its bytes.
 ///
