@@ -80,17 +80,22 @@ impl Connector {
     }
 }
 
-/// Runs a connector with `flags` over a fresh table (`ddl`), applies `changes`
-/// and returns the first `count` JSON records of the table's topic, by offset.
+/// Runs a connector with `flags` over a fresh table (`ddl`, then the rows of
+/// `existing`, which the initial snapshot reads), applies `changes` and returns
+/// the first `count` JSON records of the table's topic, by offset.
 async fn json_records(
     name: &str,
     ddl: &str,
+    existing: &[&str],
     changes: &[&str],
     flags: &[&str],
     count: usize,
 ) -> (Scenario, Vec<Record>) {
     let s = Scenario::new(Postgres::shared(), name);
     s.sql(ddl);
+    for row in existing {
+        s.sql(row);
+    }
     let table = table_name(ddl);
     let connector = Connector::started(&s, flags).await;
     for change in changes {
@@ -100,8 +105,17 @@ async fn json_records(
     let mut records = consume(&bootstrap, &s.topic(table), count, TIMEOUT).await;
     assert_eq!(records.len(), count, "records of {table} with {flags:?}");
     connector.stop().await;
-    records.sort_by_key(|r| (r.partition, r.offset));
+    records.sort_by_key(by_key_then_offset);
     (s, records)
+}
+
+/// Sorts records by their key's `id`, then by offset (one key, one partition).
+fn by_key_then_offset(record: &Record) -> (i64, i64) {
+    let key = record.key.as_ref().expect("a key");
+    (
+        key["payload"]["id"].as_i64().expect("an id key"),
+        record.offset,
+    )
 }
 
 /// The table a `CREATE TABLE <name> (...)` statement creates.
@@ -163,14 +177,24 @@ async fn binary_handling_modes_in_json() {
         ("hex", "fbff003e", "0a0b", "string"),
     ];
     for (mode, row1, element, kind) in modes {
-        let (s, records) = json_records(
+        // Row 0 exists before the connector starts: the snapshot (COPY text
+        // format) reads it, the other rows come from the stream.
+        let (s, mut records) = json_records(
             &format!("bin_{}", mode.replace('-', "_")),
             BINARY_TABLE,
+            &["INSERT INTO bins VALUES (0, '\\xfbff003e', NULL)"],
             BINARY_ROWS,
             &["--binary-handling", mode],
-            3,
+            4,
         )
         .await;
+        let snapshot = records.remove(0);
+        assert_eq!(payload(&snapshot)["op"], json!("r"), "{mode}");
+        assert_eq!(
+            after(&snapshot),
+            &json!({"id": 0, "b": row1, "bs": null}),
+            "snapshot in {mode}"
+        );
         // Bytes and the string modes share the JSON text for standard base64:
         // the schema says which one a consumer reads.
         assert_eq!(
@@ -299,6 +323,7 @@ async fn time_precision_modes_in_json() {
         let (_, records) = json_records(
             &format!("time_{mode}"),
             TIME_TABLE,
+            &[],
             TIME_ROWS,
             &["--time-precision", mode],
             2,
@@ -363,7 +388,7 @@ async fn hstore_handling_modes_in_json() {
         let mut records = consume(&bootstrap, &s.topic("tags"), 4, TIMEOUT).await;
         assert_eq!(records.len(), 4, "{mode}");
         connector.stop().await;
-        records.sort_by_key(|r| (r.partition, r.offset));
+        records.sort_by_key(by_key_then_offset);
         let update = records
             .iter()
             .find(|r| payload(r)["op"] == "u")
