@@ -9,7 +9,8 @@ use clap::{Args, ValueEnum};
 use rdkafka::config::ClientConfig;
 
 use crate::source::types::{
-    DecimalHandling, IntervalHandling, ValueOptions, DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
+    BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, TimePrecision, ValueOptions,
+    DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
 };
 
 /// Everything `pgcdc-kafka run` needs.
@@ -182,6 +183,39 @@ pub struct RunConfig {
     /// /readyz) on this address, e.g. 127.0.0.1:9187.
     #[arg(long, env = "PGCDC_METRICS_ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+
+    // --- value handling ---
+    /// How BYTEA values are written (Debezium's binary.handling.mode): bytes
+    /// (Connect bytes; base64 in JSON), or a string in base64, base64-url-safe or hex.
+    #[arg(
+        long,
+        env = "PGCDC_BINARY_HANDLING",
+        value_enum,
+        default_value = "bytes"
+    )]
+    pub binary_handling: BinaryHandling,
+
+    /// How DATE, TIME and TIMESTAMP values are written (time.precision.mode):
+    /// adaptive (Debezium's types at the column's precision), adaptive_time_microseconds
+    /// (TIME always in microseconds), or connect (Kafka Connect's Date, Time and
+    /// Timestamp, in milliseconds: finer digits are dropped).
+    #[arg(
+        long,
+        env = "PGCDC_TIME_PRECISION",
+        value_enum,
+        default_value = "adaptive"
+    )]
+    pub time_precision: TimePrecision,
+
+    /// How HSTORE values are written (hstore.handling.mode): json (a JSON object
+    /// in a string) or map (a Connect map of string to optional string).
+    #[arg(
+        long,
+        env = "PGCDC_HSTORE_HANDLING",
+        value_enum,
+        default_value = "json"
+    )]
+    pub hstore_handling: HstoreHandling,
 
     /// Extra librdkafka producer properties, key=value (repeatable).
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
@@ -574,6 +608,9 @@ impl RunConfig {
             unavailable_value_placeholder: self.unavailable_value_placeholder.clone(),
             decimal_handling: self.decimal_handling,
             interval_handling: self.interval_handling,
+            binary_handling: self.binary_handling,
+            time_precision: self.time_precision,
+            hstore_handling: self.hstore_handling,
             ..ValueOptions::default()
         }
     }
@@ -660,6 +697,47 @@ mod tests {
             "x"
         ])
         .is_err());
+    }
+
+    #[test]
+    fn value_handling_flags_reach_the_value_options() {
+        let defaults = parse(&["--topic-prefix", "a"]).value_options();
+        assert_eq!(defaults, ValueOptions::default());
+        let c = parse(&[
+            "--topic-prefix",
+            "a",
+            "--binary-handling",
+            "base64-url-safe",
+            "--time-precision",
+            "adaptive_time_microseconds",
+            "--hstore-handling",
+            "map",
+        ]);
+        let o = c.value_options();
+        assert_eq!(o.binary_handling, BinaryHandling::Base64UrlSafe);
+        assert_eq!(o.time_precision, TimePrecision::AdaptiveTimeMicroseconds);
+        assert_eq!(o.hstore_handling, HstoreHandling::Map);
+        let connect = parse(&["--topic-prefix", "a", "--time-precision", "connect"]);
+        assert_eq!(
+            connect.value_options().time_precision,
+            TimePrecision::Connect
+        );
+        for (flag, bad) in [
+            ("--binary-handling", "utf8"),
+            ("--time-precision", "micro"),
+            ("--hstore-handling", "text"),
+        ] {
+            let err = RunConfig::from_args([
+                "--pg-url",
+                "postgres://h/d",
+                "--topic-prefix",
+                "a",
+                flag,
+                bad,
+            ])
+            .expect_err("unknown mode rejected");
+            assert!(err.to_string().contains("possible values"), "{err}");
+        }
     }
 
     #[test]

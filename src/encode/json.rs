@@ -36,6 +36,12 @@ pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
                 m.insert("items".into(), schema_json(items, None));
             }
         }
+        ConnectType::Map => {
+            if let Some((keys, values)) = schema.map.as_deref() {
+                m.insert("keys".into(), schema_json(keys, None));
+                m.insert("values".into(), schema_json(values, None));
+            }
+        }
         _ => {}
     }
     m.insert("optional".into(), Json::Bool(schema.optional));
@@ -97,8 +103,9 @@ pub fn value_json(value: &Value) -> Json {
         Value::String(s) => Json::from(s.as_str()),
         Value::Bytes(b) => Json::from(base64::engine::general_purpose::STANDARD.encode(b)),
         Value::Array(items) => Json::Array(items.iter().map(value_json).collect()),
-        Value::Struct(fields) => Json::Object(
-            fields
+        // JsonConverter writes a map with string keys as an object.
+        Value::Map(entries) | Value::Struct(entries) => Json::Object(
+            entries
                 .iter()
                 .map(|(k, v)| (k.clone(), value_json(v)))
                 .collect(),
@@ -216,6 +223,23 @@ mod tests {
         );
         assert_eq!(json["name"], "io.debezium.connector.postgresql.Source");
         assert_eq!(json["optional"], false);
+    }
+
+    #[test]
+    fn string_maps_as_objects() {
+        let schema = ConnectSchema::map(
+            ConnectSchema::primitive(ConnectType::String),
+            ConnectSchema::primitive(ConnectType::String).optional(),
+        );
+        assert_eq!(
+            schema_json(&schema.optional(), Some("tags")).to_string(),
+            r#"{"type":"map","keys":{"type":"string","optional":false},"values":{"type":"string","optional":true},"optional":true,"field":"tags"}"#
+        );
+        let value = Value::Map(vec![
+            ("z".into(), Value::String("1".into())),
+            ("a".into(), Value::Null),
+        ]);
+        assert_eq!(value_json(&value).to_string(), r#"{"z":"1","a":null}"#);
     }
 
     #[test]

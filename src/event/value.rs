@@ -62,6 +62,8 @@ pub struct ConnectSchema {
     pub default: Option<Value>,
     /// Element schema of an array.
     pub items: Option<Box<ConnectSchema>>,
+    /// Key and value schemas of a map.
+    pub map: Option<Box<(ConnectSchema, ConnectSchema)>>,
     /// Fields of a struct, in order.
     pub fields: Vec<Field>,
 }
@@ -84,6 +86,7 @@ impl ConnectSchema {
             optional: false,
             default: None,
             items: None,
+            map: None,
             fields: Vec::new(),
         }
     }
@@ -101,6 +104,14 @@ impl ConnectSchema {
         ConnectSchema {
             items: Some(Box::new(items)),
             ..ConnectSchema::primitive(ConnectType::Array)
+        }
+    }
+
+    /// A map from `keys` to `values`.
+    pub fn map(keys: ConnectSchema, values: ConnectSchema) -> Self {
+        ConnectSchema {
+            map: Some(Box::new((keys, values))),
+            ..ConnectSchema::primitive(ConnectType::Map)
         }
     }
 
@@ -146,6 +157,9 @@ pub enum Value {
     String(String),
     Bytes(Vec<u8>),
     Array(Vec<Value>),
+    /// A map with string keys (the only maps Debezium's PostgreSQL connector
+    /// writes: `hstore.handling.mode=map`), entries in iteration order.
+    Map(Vec<(String, Value)>),
     /// Struct fields in schema order.
     Struct(Vec<(String, Value)>),
 }

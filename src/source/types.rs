@@ -3,12 +3,15 @@
 //! pgoutput describes a column by `(type_oid, atttypmod)`. [`TypeRegistry::resolve`]
 //! turns the OID into a [`PgType`] (built-in OIDs are known statically; enums, domains,
 //! arrays of those and extension types such as `hstore` come from [`CATALOG_QUERY`]), and
-//! [`column_schema`] gives the schema Debezium 3.x declares for the column in its default
-//! modes (`time.precision.mode=adaptive`, `decimal.handling.mode=precise`,
-//! `interval.handling.mode=numeric`, `hstore.handling.mode=json`,
-//! `binary.handling.mode=bytes`). The values themselves are decoded by
-//! [`decode_text`] (in the `text` submodule), which always produces a value of the
-//! schema given here.
+//! [`column_schema`] gives the schema Debezium 3.x declares for the column under the
+//! value handling modes of [`ValueOptions`] (`time.precision.mode`,
+//! `decimal.handling.mode`, `interval.handling.mode`, `hstore.handling.mode`,
+//! `binary.handling.mode`; the `options` submodule documents each). The values
+//! themselves are decoded by [`decode_text`] (in the `text` submodule), which always
+//! produces a value of the schema given here for the same options.
+//!
+//! Errors ([`ValueError`]) name the type and what was wrong with the value, never the
+//! value: they reach logs and the health endpoint.
 //!
 //! Invariants: a domain resolves to its base type (its type modifier, if any, travels in
 //! [`PgType::Modified`]); the resolution terminates on malformed catalogs (cycles resolve
@@ -28,14 +31,21 @@
 //!   carry it (see [`unavailable_value`]); Debezium emits character codes or an invalid value.
 //! - Schema `doc` strings are not modelled by [`ConnectSchema`], so `VariableScaleDecimal`
 //!   lacks Debezium's `"doc": "Variable scaled decimal"`.
+//! - An unchanged TOASTed BYTEA under `binary.handling.mode=base64` / `base64-url-safe`
+//!   is the placeholder string (as in `hex` mode); Debezium writes null there.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 
+mod options;
 mod text;
 
+pub use options::{
+    BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, SpecialNumeric,
+    TimePrecision, ValueOptions,
+};
 pub use text::decode_text;
 
 /// Debezium's default `unavailable.value.placeholder`.
@@ -43,69 +53,6 @@ pub const DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER: &str = "__debezium_unavailable_
 
 /// Postgres's `VARHDRSZ`, the offset added to NUMERIC and character type modifiers.
 const VARHDRSZ: i32 = 4;
-
-/// How values are represented; the defaults are Debezium's defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValueOptions {
-    /// Written for unchanged TOAST columns (`unavailable.value.placeholder`).
-    pub unavailable_value_placeholder: String,
-    /// `decimal.handling.mode`, for NUMERIC and MONEY.
-    pub decimal_handling: DecimalHandling,
-    /// What NUMERIC `NaN` / `±Infinity` become in [`DecimalHandling::Precise`] mode.
-    pub special_numeric: SpecialNumeric,
-    /// `interval.handling.mode`.
-    pub interval_handling: IntervalHandling,
-    /// `money.fraction.digits`: the scale of MONEY values (default 2).
-    pub money_fraction_digits: u32,
-}
-
-impl Default for ValueOptions {
-    fn default() -> Self {
-        ValueOptions {
-            unavailable_value_placeholder: DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER.to_owned(),
-            decimal_handling: DecimalHandling::Precise,
-            special_numeric: SpecialNumeric::Fail,
-            interval_handling: IntervalHandling::Numeric,
-            money_fraction_digits: 2,
-        }
-    }
-}
-
-/// `decimal.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum DecimalHandling {
-    /// Connect `Decimal` bytes (or `VariableScaleDecimal` for unconstrained NUMERIC).
-    #[default]
-    Precise,
-    /// `double`; `NaN` and `±Infinity` become the doubles.
-    Double,
-    /// The decimal's plain text; `NaN`, `Infinity`, `-Infinity` become `NAN`,
-    /// `POSITIVE_INFINITY`, `NEGATIVE_INFINITY` as Debezium writes them.
-    String,
-}
-
-/// What NUMERIC `NaN` / `Infinity` / `-Infinity` become in precise mode, where the
-/// Connect decimal types cannot hold them. Debezium writes null and logs a warning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SpecialNumeric {
-    /// Stop with [`ValueError::SpecialNumeric`], telling the operator to choose
-    /// `--decimal-handling double` or `string`.
-    #[default]
-    Fail,
-    /// Emit [`Value::Null`], as Debezium does. Opt-in only: the value is lost, so a
-    /// caller that gets `Value::Null` for non-NULL text must log a WARN naming the column.
-    Null,
-}
-
-/// `interval.handling.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum IntervalHandling {
-    /// int64 microseconds (`io.debezium.time.MicroDuration`), a month counted as 30.4375 days.
-    #[default]
-    Numeric,
-    /// ISO-8601 string `PnYnMnDTnHnMnS` (`io.debezium.time.Interval`).
-    String,
-}
 
 /// A column type, resolved from its OID.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -542,22 +489,29 @@ pub fn column_schema(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -> Co
         Int8 | Oid => ConnectSchema::primitive(C::Int64),
         Float4 => ConnectSchema::primitive(C::Float32),
         Float8 => ConnectSchema::primitive(C::Float64),
-        Bytea => ConnectSchema::primitive(C::Bytes),
+        Bytea => match opts.binary_handling {
+            BinaryHandling::Bytes => ConnectSchema::primitive(C::Bytes),
+            BinaryHandling::Base64 | BinaryHandling::Base64UrlSafe | BinaryHandling::Hex => {
+                ConnectSchema::primitive(C::String)
+            }
+        },
         Uuid => logical(C::String, "io.debezium.data.Uuid"),
-        Json | Jsonb | Hstore => logical(C::String, "io.debezium.data.Json"),
+        Json | Jsonb => logical(C::String, "io.debezium.data.Json"),
+        Hstore => match opts.hstore_handling {
+            HstoreHandling::Json => logical(C::String, "io.debezium.data.Json"),
+            // Keys are never NULL in an hstore; values may be.
+            HstoreHandling::Map => ConnectSchema::map(
+                ConnectSchema::primitive(C::String),
+                ConnectSchema::primitive(C::String).optional(),
+            ),
+        },
         Xml => logical(C::String, "io.debezium.data.Xml"),
         Tsvector => logical(C::String, "io.debezium.data.Tsvector"),
         Ltree => logical(C::String, "io.debezium.data.Ltree"),
         Enum { labels, .. } => {
             logical(C::String, "io.debezium.data.Enum").with_parameter("allowed", labels.join(","))
         }
-        Date => logical(C::Int32, "io.debezium.time.Date"),
-        Time if time_precision(type_modifier) <= 3 => logical(C::Int32, "io.debezium.time.Time"),
-        Time => logical(C::Int64, "io.debezium.time.MicroTime"),
-        Timestamp if time_precision(type_modifier) <= 3 => {
-            logical(C::Int64, "io.debezium.time.Timestamp")
-        }
-        Timestamp => logical(C::Int64, "io.debezium.time.MicroTimestamp"),
+        Date | Time | Timestamp => temporal_schema(ty, type_modifier, opts.time_precision),
         Timestamptz => logical(C::String, "io.debezium.time.ZonedTimestamp"),
         Timetz => logical(C::String, "io.debezium.time.ZonedTime"),
         Interval => match opts.interval_handling {
@@ -620,9 +574,60 @@ pub fn column_schema(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -> Co
     }
 }
 
+/// How a DATE, TIME or TIMESTAMP value is counted under a `time.precision.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TemporalUnit {
+    /// DATE: int32 days since 1970-01-01.
+    Days,
+    /// TIME: int32 milliseconds since midnight; TIMESTAMP: int64 ms since the epoch.
+    Millis,
+    /// TIME: int64 microseconds since midnight; TIMESTAMP: int64 µs since the epoch.
+    Micros,
+}
+
+/// The unit of a DATE, TIME or TIMESTAMP column; `None` for other types.
+pub(crate) fn temporal_unit(
+    ty: &PgType,
+    type_modifier: i32,
+    mode: TimePrecision,
+) -> Option<TemporalUnit> {
+    let millis = time_precision(type_modifier) <= 3;
+    Some(match (ty, mode) {
+        (PgType::Date, _) => TemporalUnit::Days,
+        (PgType::Time | PgType::Timestamp, TimePrecision::Connect) => TemporalUnit::Millis,
+        (PgType::Time, TimePrecision::AdaptiveTimeMicroseconds) => TemporalUnit::Micros,
+        (PgType::Time | PgType::Timestamp, _) if millis => TemporalUnit::Millis,
+        (PgType::Time | PgType::Timestamp, _) => TemporalUnit::Micros,
+        _ => return None,
+    })
+}
+
+/// DATE, TIME and TIMESTAMP as `time.precision.mode` declares them.
+fn temporal_schema(ty: &PgType, type_modifier: i32, mode: TimePrecision) -> ConnectSchema {
+    use ConnectType as C;
+    use TemporalUnit::*;
+    let unit = temporal_unit(ty, type_modifier, mode);
+    let (kind, name) = match (ty, unit, mode) {
+        (PgType::Date, _, TimePrecision::Connect) => {
+            (C::Int32, "org.apache.kafka.connect.data.Date")
+        }
+        (PgType::Time, _, TimePrecision::Connect) => {
+            (C::Int32, "org.apache.kafka.connect.data.Time")
+        }
+        (_, _, TimePrecision::Connect) => (C::Int64, "org.apache.kafka.connect.data.Timestamp"),
+        (PgType::Date, _, _) => (C::Int32, "io.debezium.time.Date"),
+        (PgType::Time, Some(Millis), _) => (C::Int32, "io.debezium.time.Time"),
+        (PgType::Time, _, _) => (C::Int64, "io.debezium.time.MicroTime"),
+        (_, Some(Millis), _) => (C::Int64, "io.debezium.time.Timestamp"),
+        (_, _, _) => (C::Int64, "io.debezium.time.MicroTimestamp"),
+    };
+    logical(kind, name)
+}
+
 /// The value written for an unchanged TOAST column (pgoutput `u`), in the column's type:
-/// the placeholder string for string-typed columns, its UTF-8 bytes for `bytea` and
-/// `Bits`, `{"<p>":"<p>"}` for `hstore`, and for arrays a one-element list: the
+/// the placeholder string for string-typed columns (so also `bytea` in the string
+/// binary modes), its UTF-8 bytes for `bytea` and `Bits`, `{"<p>":"<p>"}` for `hstore`
+/// (a JSON string, or a one-entry map), and for arrays a one-element list: the
 /// placeholder (string elements), its bytes (`bytea[]`), or, as Debezium does for
 /// `uuid[]`, the name-based UUID (version 3) of its bytes.
 ///
@@ -638,7 +643,13 @@ pub fn unavailable_value(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -
             base,
             type_modifier,
         } => unavailable_value(base, *type_modifier, opts),
-        PgType::Hstore => Value::String(hstore_placeholder(placeholder)),
+        PgType::Hstore => match opts.hstore_handling {
+            HstoreHandling::Json => Value::String(hstore_placeholder(placeholder)),
+            HstoreHandling::Map => Value::Map(vec![(
+                placeholder.clone(),
+                Value::String(placeholder.clone()),
+            )]),
+        },
         PgType::Array(element) => {
             let is_uuid = |t: &PgType| matches!(t, PgType::Uuid);
             let item = match element.as_ref() {
@@ -766,26 +777,29 @@ fn md5(input: &[u8]) -> [u8; 16] {
 
 /// A column value that cannot be represented. Never retryable: the same text fails the
 /// same way, so the operator has to act (change a setting, or exclude the column).
+///
+/// No variant carries the value or any part of it: these errors reach logs and the
+/// `/readyz` body, where row data must never appear. The table, column and LSN are
+/// added by the caller ([`RowErrorKind::Value`](crate::source::relation::RowErrorKind)),
+/// which is enough to find the row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValueError {
     /// The text is not in the form Postgres prints for the type.
     #[error(
-        "cannot decode {type_name} value {text:?}: {reason}; the replication session must use \
+        "cannot decode a value of type {type_name}: {reason}; the replication session must use \
          DateStyle=ISO, IntervalStyle=postgres, TimeZone=UTC and bytea_output=hex"
     )]
     Malformed {
         type_name: String,
-        text: String,
         reason: &'static str,
     },
     /// The value is valid in Postgres but outside what its Connect type can hold.
     #[error(
-        "{type_name} value {text:?} does not fit {target}; exclude the column from the \
+        "a value of type {type_name} does not fit {target}; exclude the column from the \
          publication or change the column's type"
     )]
     OutOfRange {
         type_name: String,
-        text: String,
         target: &'static str,
     },
     /// The column's bytes are not UTF-8; pgoutput sends text in the database encoding.
@@ -793,10 +807,25 @@ pub enum ValueError {
     NotUtf8,
     /// NUMERIC `NaN` / `±Infinity` under `--decimal-handling precise`.
     #[error(
-        "{type_name} value {text:?} cannot be represented as a Connect decimal; restart with \
-         --decimal-handling double or --decimal-handling string"
+        "a value of type {type_name} is {special}, which a Connect decimal cannot represent \
+         (--decimal-handling precise); restart with --decimal-handling double or \
+         --decimal-handling string"
     )]
-    SpecialNumeric { type_name: String, text: String },
+    SpecialNumeric {
+        type_name: String,
+        special: SpecialValue,
+    },
+}
+
+/// Which special NUMERIC value was met: a kind of value, not the value's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SpecialValue {
+    #[error("NaN")]
+    NaN,
+    #[error("Infinity")]
+    Infinity,
+    #[error("-Infinity")]
+    NegativeInfinity,
 }
 
 impl ValueError {
@@ -807,493 +836,4 @@ impl ValueError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn opts() -> ValueOptions {
-        ValueOptions::default()
-    }
-
-    fn schema(oid: u32, typmod: i32) -> ConnectSchema {
-        column_schema(&TypeRegistry::new().resolve(oid, -1), typmod, &opts())
-    }
-
-    fn numeric_typmod(p: i32, s: i32) -> i32 {
-        ((p << 16) | (s & 0x7ff)) + 4
-    }
-
-    #[test]
-    fn primitive_types_map_like_debezium() {
-        let cases: [(u32, ConnectType); 9] = [
-            (16, ConnectType::Boolean),
-            (21, ConnectType::Int16),
-            (23, ConnectType::Int32),
-            (20, ConnectType::Int64),
-            (26, ConnectType::Int64),
-            (700, ConnectType::Float32),
-            (701, ConnectType::Float64),
-            (17, ConnectType::Bytes),
-            (25, ConnectType::String),
-        ];
-        for (oid, kind) in cases {
-            let s = schema(oid, -1);
-            assert_eq!(
-                (s.kind, s.name.as_deref(), s.optional),
-                (kind, None, false),
-                "oid {oid}"
-            );
-        }
-        for oid in [18, 19, 1042, 1043, 869, 650, 829, 774, 3904, 3910] {
-            assert_eq!(
-                schema(oid, -1),
-                ConnectSchema::primitive(ConnectType::String),
-                "oid {oid}"
-            );
-        }
-    }
-
-    #[test]
-    fn logical_names_and_versions() {
-        let cases: [(u32, i32, ConnectType, &str); 14] = [
-            (2950, -1, ConnectType::String, "io.debezium.data.Uuid"),
-            (114, -1, ConnectType::String, "io.debezium.data.Json"),
-            (3802, -1, ConnectType::String, "io.debezium.data.Json"),
-            (142, -1, ConnectType::String, "io.debezium.data.Xml"),
-            (3614, -1, ConnectType::String, "io.debezium.data.Tsvector"),
-            (1082, -1, ConnectType::Int32, "io.debezium.time.Date"),
-            (1083, 3, ConnectType::Int32, "io.debezium.time.Time"),
-            (1083, 4, ConnectType::Int64, "io.debezium.time.MicroTime"),
-            (1083, -1, ConnectType::Int64, "io.debezium.time.MicroTime"),
-            (1114, 0, ConnectType::Int64, "io.debezium.time.Timestamp"),
-            (
-                1114,
-                -1,
-                ConnectType::Int64,
-                "io.debezium.time.MicroTimestamp",
-            ),
-            (
-                1184,
-                3,
-                ConnectType::String,
-                "io.debezium.time.ZonedTimestamp",
-            ),
-            (1266, -1, ConnectType::String, "io.debezium.time.ZonedTime"),
-            (
-                1186,
-                -1,
-                ConnectType::Int64,
-                "io.debezium.time.MicroDuration",
-            ),
-        ];
-        for (oid, typmod, kind, name) in cases {
-            let s = schema(oid, typmod);
-            assert_eq!(
-                (s.kind, s.name.as_deref(), s.version),
-                (kind, Some(name), Some(1)),
-                "oid {oid}({typmod})"
-            );
-            assert!(s.parameters.is_empty());
-        }
-        let interval = column_schema(
-            &PgType::Interval,
-            -1,
-            &ValueOptions {
-                interval_handling: IntervalHandling::String,
-                ..opts()
-            },
-        );
-        assert_eq!(interval.name.as_deref(), Some("io.debezium.time.Interval"));
-        assert_eq!(interval.kind, ConnectType::String);
-    }
-
-    #[test]
-    fn numeric_schemas_follow_decimal_handling() {
-        let s = schema(1700, numeric_typmod(10, 2));
-        assert_eq!(s.kind, ConnectType::Bytes);
-        assert_eq!(
-            s.name.as_deref(),
-            Some("org.apache.kafka.connect.data.Decimal")
-        );
-        assert_eq!(s.version, Some(1));
-        assert_eq!(s.parameters.get("scale").map(String::as_str), Some("2"));
-        assert_eq!(
-            s.parameters
-                .get("connect.decimal.precision")
-                .map(String::as_str),
-            Some("10")
-        );
-
-        let negative = schema(1700, numeric_typmod(3, -2));
-        assert_eq!(
-            negative.parameters.get("scale").map(String::as_str),
-            Some("0")
-        );
-        assert_eq!(
-            negative
-                .parameters
-                .get("connect.decimal.precision")
-                .map(String::as_str),
-            Some("5")
-        );
-
-        let variable = schema(1700, -1);
-        assert_eq!(variable.kind, ConnectType::Struct);
-        assert_eq!(
-            variable.name.as_deref(),
-            Some("io.debezium.data.VariableScaleDecimal")
-        );
-        assert_eq!(variable.version, Some(1));
-        let fields: Vec<_> = variable
-            .fields
-            .iter()
-            .map(|f| (f.name.as_str(), f.schema.kind))
-            .collect();
-        assert_eq!(
-            fields,
-            [("scale", ConnectType::Int32), ("value", ConnectType::Bytes)]
-        );
-
-        for (mode, kind) in [
-            (DecimalHandling::Double, ConnectType::Float64),
-            (DecimalHandling::String, ConnectType::String),
-        ] {
-            let o = ValueOptions {
-                decimal_handling: mode,
-                ..opts()
-            };
-            for typmod in [-1, numeric_typmod(10, 2)] {
-                assert_eq!(
-                    column_schema(&PgType::Numeric, typmod, &o),
-                    ConnectSchema::primitive(kind)
-                );
-            }
-            assert_eq!(
-                column_schema(&PgType::Money, -1, &o),
-                ConnectSchema::primitive(kind)
-            );
-        }
-
-        let money = schema(790, -1);
-        assert_eq!(
-            money.name.as_deref(),
-            Some("org.apache.kafka.connect.data.Decimal")
-        );
-        assert_eq!(money.parameters.len(), 1);
-        assert_eq!(money.parameters.get("scale").map(String::as_str), Some("2"));
-    }
-
-    #[test]
-    fn bit_schemas() {
-        assert_eq!(
-            schema(1560, 1),
-            ConnectSchema::primitive(ConnectType::Boolean)
-        );
-        assert_eq!(
-            schema(1562, 1),
-            ConnectSchema::primitive(ConnectType::Boolean)
-        );
-        let bits = schema(1560, 12);
-        assert_eq!(bits.name.as_deref(), Some("io.debezium.data.Bits"));
-        assert_eq!(
-            bits.parameters.get("length").map(String::as_str),
-            Some("12")
-        );
-        let varbit = schema(1562, -1);
-        assert_eq!(
-            varbit.parameters.get("length").map(String::as_str),
-            Some("2147483647")
-        );
-    }
-
-    #[test]
-    fn arrays_have_optional_elements_with_the_column_modifier() {
-        let s = schema(1007, -1);
-        assert_eq!(s.kind, ConnectType::Array);
-        assert_eq!(
-            s.items.as_deref(),
-            Some(&ConnectSchema::primitive(ConnectType::Int32).optional())
-        );
-        let decimals = schema(1231, numeric_typmod(8, 3));
-        let items = decimals.items.expect("numeric[] has items");
-        assert!(items.optional);
-        assert_eq!(items.parameters.get("scale").map(String::as_str), Some("3"));
-        let times = schema(1183, 2);
-        assert_eq!(
-            times.items.and_then(|i| i.name).as_deref(),
-            Some("io.debezium.time.Time")
-        );
-    }
-
-    fn registry() -> TypeRegistry {
-        let mut r = TypeRegistry::new();
-        let rows = [
-            (
-                "16400",
-                "mood",
-                "enum",
-                "0",
-                "-1",
-                "0",
-                Some(r#"["sad","ok","happy, very"]"#),
-            ),
-            ("16401", "_mood", "array", "0", "-1", "16400", None),
-            ("16402", "price", "domain", "1700", "655366", "0", None),
-            ("16403", "_price", "array", "0", "-1", "16402", None),
-            ("16404", "email", "domain", "25", "-1", "0", None),
-            ("16405", "strict_email", "domain", "16404", "-1", "0", None),
-            ("16406", "hstore", "other", "0", "-1", "0", None),
-            ("16407", "_hstore", "array", "0", "-1", "16406", None),
-            ("16408", "loop_a", "domain", "16409", "-1", "0", None),
-            ("16409", "loop_b", "domain", "16408", "-1", "0", None),
-            ("16410", "point3d", "other", "0", "-1", "0", None),
-        ];
-        for (oid, name, kind, base_oid, base_type_modifier, element_oid, enum_labels) in rows {
-            let row = CatalogRow {
-                oid,
-                namespace: "public",
-                name,
-                kind,
-                base_oid,
-                base_type_modifier,
-                element_oid,
-                enum_labels,
-            };
-            r.add_catalog_row(&row).expect("valid catalog row");
-        }
-        r
-    }
-
-    #[test]
-    fn registry_resolves_user_types() {
-        let r = registry();
-        let mood = PgType::Enum {
-            name: "mood".into(),
-            labels: vec!["sad".into(), "ok".into(), "happy, very".into()],
-        };
-        assert_eq!(r.resolve(16400, -1), mood);
-        assert_eq!(r.resolve(16401, -1), PgType::Array(Box::new(mood.clone())));
-        let price = PgType::Modified {
-            base: Box::new(PgType::Numeric),
-            type_modifier: 655366,
-        };
-        assert_eq!(r.resolve(16402, -1), price);
-        assert_eq!(r.resolve(16403, -1), PgType::Array(Box::new(price)));
-        assert_eq!(r.resolve(16405, -1), PgType::Text);
-        assert_eq!(r.resolve(16406, -1), PgType::Hstore);
-        assert_eq!(
-            r.resolve(16407, -1),
-            PgType::Array(Box::new(PgType::Hstore))
-        );
-        assert_eq!(r.resolve(16408, -1), PgType::Unknown { oid: 16408 });
-        assert_eq!(r.resolve(16410, -1), PgType::Unknown { oid: 16410 });
-        assert_eq!(r.resolve(99999, -1), PgType::Unknown { oid: 99999 });
-        assert!(r.is_known(16400) && r.is_known(23) && !r.is_known(99999));
-
-        let enum_schema = column_schema(&r.resolve(16400, -1), -1, &opts());
-        assert_eq!(enum_schema.name.as_deref(), Some("io.debezium.data.Enum"));
-        assert_eq!(
-            enum_schema.parameters.get("allowed").map(String::as_str),
-            Some("sad,ok,happy, very")
-        );
-        let price_schema = column_schema(&r.resolve(16403, -1), -1, &opts());
-        let items = price_schema.items.expect("array items");
-        assert_eq!(items.parameters.get("scale").map(String::as_str), Some("2"));
-        assert_eq!(
-            items
-                .parameters
-                .get("connect.decimal.precision")
-                .map(String::as_str),
-            Some("10")
-        );
-        assert_eq!(
-            column_schema(&r.resolve(16406, -1), -1, &opts())
-                .name
-                .as_deref(),
-            Some("io.debezium.data.Json")
-        );
-        let unknown = column_schema(&r.resolve(16410, -1), -1, &opts());
-        assert_eq!(
-            unknown,
-            ConnectSchema::primitive(ConnectType::String).optional()
-        );
-    }
-
-    #[test]
-    fn bad_catalog_rows_are_rejected() {
-        let mut r = TypeRegistry::new();
-        let row = CatalogRow {
-            oid: "16400",
-            namespace: "public",
-            name: "mood",
-            kind: "enum",
-            base_oid: "0",
-            base_type_modifier: "-1",
-            element_oid: "0",
-            enum_labels: Some("{sad,ok}"),
-        };
-        let err = r.add_catalog_row(&row).expect_err("labels must be JSON");
-        assert_eq!(err.field, "enum_labels");
-        assert!(err
-            .to_string()
-            .starts_with("type catalog row for oid \"16400\" has an invalid enum_labels"));
-        let err = r
-            .add_catalog_row(&CatalogRow {
-                kind: "composite",
-                enum_labels: None,
-                ..row
-            })
-            .expect_err("bad kind");
-        assert_eq!(err.field, "kind");
-        let err = r
-            .add_catalog_row(&CatalogRow { oid: "x", ..row })
-            .expect_err("bad oid");
-        assert_eq!(err.field, "oid");
-    }
-
-    #[test]
-    fn builtin_array_oids_resolve_to_their_elements() {
-        let pairs = [
-            (1000, 16),
-            (1001, 17),
-            (1005, 21),
-            (1007, 23),
-            (1016, 20),
-            (1009, 25),
-            (1015, 1043),
-            (1014, 1042),
-            (1021, 700),
-            (1022, 701),
-            (1231, 1700),
-            (1182, 1082),
-            (1183, 1083),
-            (1115, 1114),
-            (1185, 1184),
-            (1187, 1186),
-            (1270, 1266),
-            (2951, 2950),
-            (199, 114),
-            (3807, 3802),
-            (1041, 869),
-            (651, 650),
-            (143, 142),
-            (791, 790),
-            (3905, 3904),
-            (3927, 3926),
-        ];
-        for (array, element) in pairs {
-            let element = PgType::from_builtin_oid(element).expect("element is built in");
-            assert_eq!(
-                PgType::from_builtin_oid(array),
-                Some(PgType::Array(Box::new(element))),
-                "oid {array}"
-            );
-        }
-    }
-
-    #[test]
-    fn display_names_the_type_with_its_modifier() {
-        assert_eq!(
-            PgType::Numeric.display(numeric_typmod(10, 2)),
-            "numeric(10,2)"
-        );
-        assert_eq!(PgType::Numeric.display(-1), "numeric");
-        assert_eq!(PgType::Timestamptz.display(3), "timestamptz(3)");
-        assert_eq!(PgType::Varchar.display(24), "varchar(20)");
-        assert_eq!(PgType::Array(Box::new(PgType::Int4)).display(-1), "int4[]");
-    }
-
-    #[test]
-    fn md5_and_name_uuid_match_java() {
-        let hex = |b: [u8; 16]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        assert_eq!(hex(md5(b"")), "d41d8cd98f00b204e9800998ecf8427e");
-        assert_eq!(hex(md5(b"abc")), "900150983cd24fb0d6963f7d28e17f72");
-        let long = [b'a'; 200];
-        assert_eq!(hex(md5(&long)), "887f30b43b2867f4a9accceee7d16e6c");
-        // java.util.UUID.nameUUIDFromBytes("__debezium_unavailable_value".getBytes())
-        assert_eq!(
-            name_uuid_from_bytes(DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER.as_bytes()),
-            "b68a35a7-17ad-35b3-af2a-ae46edb4545a"
-        );
-    }
-
-    #[test]
-    fn unavailable_values_per_type() {
-        let o = opts();
-        let p = DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER;
-        let string = Value::String(p.to_owned());
-        let r = TypeRegistry::new();
-        for oid in [25, 1043, 1042, 114, 3802, 142, 3614] {
-            assert_eq!(
-                unavailable_value(&r.resolve(oid, -1), -1, &o),
-                string,
-                "oid {oid}"
-            );
-        }
-        assert_eq!(
-            unavailable_value(&PgType::Bytea, -1, &o),
-            Value::Bytes(p.as_bytes().to_vec())
-        );
-        assert_eq!(
-            unavailable_value(&PgType::Varbit, -1, &o),
-            Value::Bytes(p.as_bytes().to_vec())
-        );
-        for oid in [1009, 1015, 1014, 199, 3807] {
-            assert_eq!(
-                unavailable_value(&r.resolve(oid, -1), -1, &o),
-                Value::Array(vec![string.clone()]),
-                "oid {oid}"
-            );
-        }
-        assert_eq!(
-            unavailable_value(&r.resolve(1001, -1), -1, &o),
-            Value::Array(vec![Value::Bytes(p.as_bytes().to_vec())])
-        );
-        assert_eq!(
-            unavailable_value(&r.resolve(2951, -1), -1, &o),
-            Value::Array(vec![Value::String(
-                "b68a35a7-17ad-35b3-af2a-ae46edb4545a".into()
-            )])
-        );
-        assert_eq!(
-            unavailable_value(&PgType::Hstore, -1, &o),
-            Value::String(format!("{{\"{p}\":\"{p}\"}}"))
-        );
-        for oid in [1007, 1016, 1182, 1231, 1700, 1000, 1021, 1115] {
-            assert_eq!(
-                unavailable_value(&r.resolve(oid, -1), -1, &o),
-                Value::Null,
-                "oid {oid}"
-            );
-        }
-        let string_mode = ValueOptions {
-            decimal_handling: DecimalHandling::String,
-            ..opts()
-        };
-        assert_eq!(
-            unavailable_value(&PgType::Numeric, -1, &string_mode),
-            string
-        );
-        let custom = ValueOptions {
-            unavailable_value_placeholder: "~".into(),
-            ..opts()
-        };
-        assert_eq!(
-            unavailable_value(&PgType::Text, -1, &custom),
-            Value::String("~".into())
-        );
-    }
-
-    #[test]
-    fn value_error_messages_are_actionable() {
-        let e = ValueError::SpecialNumeric {
-            type_name: "numeric(10,2)".into(),
-            text: "NaN".into(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "numeric(10,2) value \"NaN\" cannot be represented as a Connect decimal; restart with \
-             --decimal-handling double or --decimal-handling string"
-        );
-        assert!(!e.is_retryable());
-    }
-}
+mod tests;

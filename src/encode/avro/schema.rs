@@ -175,7 +175,8 @@ pub fn is_avro_decimal(schema: &ConnectSchema) -> bool {
 ///
 /// # Errors
 /// When a name is not a valid Avro name, two different structs share a name,
-/// or the schema uses a Connect type with no Avro form here (maps).
+/// or the schema uses a Connect type with no Avro form here (maps with keys
+/// other than required strings).
 pub fn avro_schema(
     schema: &ConnectSchema,
     logical: AvroLogicalTypes,
@@ -240,7 +241,7 @@ impl Translator {
         use ConnectType as C;
         let (kind, connect_type) = match schema.kind {
             C::Struct => return self.record(schema),
-            C::Map => return Err(SchemaError::Unsupported { kind: "map" }),
+            C::Map => ("map", None),
             C::Array => ("array", None),
             C::Int8 => ("int", Some("int8")),
             C::Int16 => ("int", Some("int16")),
@@ -262,6 +263,20 @@ impl Translator {
         }
         if let Some(items) = &schema.items {
             m.insert("items".into(), self.schema(items)?);
+        }
+        if schema.kind == C::Map {
+            // AvroData writes a map with required string keys as an Avro map; other
+            // key types need its array-of-entries form, which nothing here produces.
+            match schema.map.as_deref() {
+                Some((keys, values)) if keys.kind == C::String && !keys.optional => {
+                    m.insert("values".into(), self.schema(values)?);
+                }
+                _ => {
+                    return Err(SchemaError::Unsupported {
+                        kind: "map without required string keys",
+                    })
+                }
+            }
         }
         connect_properties(&mut m, schema, connect_type);
         if decimal {
@@ -399,8 +414,8 @@ fn default_json(value: &Value) -> Json {
         Value::String(s) => Json::from(s.as_str()),
         Value::Bytes(b) => Json::from(b.iter().map(|&b| char::from(b)).collect::<String>()),
         Value::Array(items) => Json::Array(items.iter().map(default_json).collect()),
-        Value::Struct(fields) => Json::Object(
-            fields
+        Value::Map(entries) | Value::Struct(entries) => Json::Object(
+            entries
                 .iter()
                 .map(|(k, v)| (k.clone(), default_json(v)))
                 .collect(),
@@ -477,6 +492,46 @@ mod tests {
         assert!(!is_avro_decimal(&ConnectSchema::primitive(
             ConnectType::Bytes
         )));
+    }
+
+    #[test]
+    fn string_maps_are_avro_maps() {
+        let hstore = ConnectSchema::map(
+            ConnectSchema::primitive(ConnectType::String),
+            ConnectSchema::primitive(ConnectType::String).optional(),
+        );
+        assert_eq!(
+            debezium(&hstore.clone().optional()),
+            r#"["null",{"type":"map","values":["null","string"]}]"#
+        );
+        avro_schema(&hstore, AvroLogicalTypes::Debezium).expect("parses");
+        let int_keys = ConnectSchema::map(
+            ConnectSchema::primitive(ConnectType::Int32),
+            ConnectSchema::primitive(ConnectType::String),
+        );
+        assert!(matches!(
+            avro_json(&int_keys, AvroLogicalTypes::Debezium),
+            Err(SchemaError::Unsupported { .. })
+        ));
+    }
+
+    #[test]
+    fn kafka_connect_temporal_types_carry_avro_logical_types() {
+        let time = ConnectSchema::named(ConnectType::Int32, "org.apache.kafka.connect.data.Time")
+            .with_version(1);
+        assert_eq!(
+            debezium(&time),
+            r#"{"type":"int","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Time","logicalType":"time-millis"}"#
+        );
+        let timestamp = ConnectSchema::named(
+            ConnectType::Int64,
+            "org.apache.kafka.connect.data.Timestamp",
+        )
+        .with_version(1);
+        assert_eq!(
+            debezium(&timestamp),
+            r#"{"type":"long","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Timestamp","logicalType":"timestamp-millis"}"#
+        );
     }
 
     #[test]
