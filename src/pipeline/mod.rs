@@ -147,6 +147,11 @@ pub struct RunSummary {
     pub remaining_lag_bytes: Option<u64>,
     /// Attempts after the first (restarts after transient failures).
     pub restarts: u64,
+    /// Everything before this position was acknowledged by Kafka in an
+    /// earlier attempt of this run: a retry starts streaming there even when
+    /// the slot reports an older position (see `run_once`).
+    #[serde(skip)]
+    pub acked_lsn: Lsn,
 }
 
 fn serialize_lsn<S: serde::Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {

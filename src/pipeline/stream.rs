@@ -99,7 +99,11 @@ pub async fn run_once(
                 summary.stopped = StopReason::SnapshotCompleted;
                 return Ok(());
             }
-            (confirmed_flush, None)
+            // After a server restart PG 15 can report an older confirmed
+            // position than it was told (it persists it only with other slot
+            // changes). What this run already had acknowledged need not be
+            // sent again: starting past it skips those transactions.
+            (confirmed_flush.max(summary.acked_lsn), None)
         }
         SlotStatus::Invalidated if config.snapshot_mode != SnapshotMode::WhenNeeded => {
             return Err(SetupError::Invalidated {
@@ -133,6 +137,10 @@ pub async fn run_once(
             (setup::create_slot(&sql, &config.slot_name).await?, None)
         }
     };
+    if exported.is_some() || !matches!(status, SlotStatus::Ready { .. }) {
+        // A new slot: what an earlier attempt acknowledged was for the old one.
+        summary.acked_lsn = Lsn::ZERO;
+    }
     if first {
         summary.start_lsn = start;
     }
@@ -627,6 +635,7 @@ impl Stream<'_> {
             .unwrap_or(acked);
         let wal = setup::current_wal_lsn(&self.sql).await.ok();
         self.summary.confirmed_lsn = confirmed;
+        self.summary.acked_lsn = self.summary.acked_lsn.max(acked);
         self.summary.caught_up = caught_up;
         self.summary.remaining_lag_bytes = wal.map(|w| w.bytes_since(confirmed));
         tracing::info!(lsn = %confirmed, "replication stopped");
