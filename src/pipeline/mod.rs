@@ -65,6 +65,8 @@ pub enum PipelineError {
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     #[error(transparent)]
+    Transform(#[from] crate::transform::TransformError),
+    #[error(transparent)]
     Sink(#[from] SinkError),
     #[error("kafka delivery failed; the slot stays at the last fully acknowledged transaction")]
     Delivery(#[source] Arc<SinkError>),
@@ -85,6 +87,7 @@ impl PipelineError {
             PipelineError::Sink(e) => e.is_retryable(),
             PipelineError::Encode(e) => e.is_retryable(),
             PipelineError::Snapshot(e) => e.is_retryable(),
+            PipelineError::Transform(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded => true,
             PipelineError::Decode(_) | PipelineError::Row(_) => false,
