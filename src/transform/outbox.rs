@@ -186,7 +186,12 @@ impl OutboxRouter {
             }
         }
         Ok(OutboxTable {
-            key_schema: Arc::new(table.columns[key].schema.clone()),
+            // A null aggregate id gives a null Kafka key, so the key schema
+            // never holds a null (Debezium's is required for a NOT NULL column).
+            key_schema: Arc::new(ConnectSchema {
+                optional: false,
+                ..table.columns[key].schema.clone()
+            }),
             payload_schema: Arc::new(table.columns[payload].schema.clone()),
             table: Arc::clone(table),
             what: format!("outbox events of table {name}"),
