@@ -103,7 +103,7 @@ fn main() {
             Value::String(format!("item {i}")),
             Value::Int64(i as i64 * 3),
             Value::String("a note of a few dozen characters, like most".into()),
-            Value::Boolean(i % 2 == 0),
+            Value::Boolean(i.is_multiple_of(2)),
         ]
     };
     let outbox = table(
