@@ -463,6 +463,77 @@ mod tests {
         );
     }
 
+    fn parse(args: &[&str]) -> Result<RunConfig, clap::Error> {
+        let mut argv = vec!["--pg-url", "postgres://u@h/d", "--topic-prefix", "app"];
+        argv.extend_from_slice(args);
+        RunConfig::from_args(argv)
+    }
+
+    #[test]
+    fn flags_default_to_debeziums_options() {
+        let c = parse(&[]).expect("parses");
+        assert!(c.outbox_tables.is_empty());
+        assert_eq!(
+            (
+                c.outbox_field_event_id.as_str(),
+                c.outbox_field_event_key.as_str(),
+                c.outbox_field_event_type.as_str(),
+                c.outbox_field_payload.as_str(),
+                c.outbox_route_by_field.as_str(),
+                c.outbox_route_topic_replacement.as_str(),
+            ),
+            (
+                "id",
+                "aggregateid",
+                "type",
+                "payload",
+                "aggregatetype",
+                "outbox.event.${routedByValue}"
+            )
+        );
+        assert_eq!(c.envelope, EnvelopeMode::Debezium);
+        assert_eq!(c.unwrap_delete_handling, DeleteHandling::Tombstone);
+        assert!(c.outbox_additional_placement.0.is_empty());
+        assert!(c.unwrap_add_fields.0.is_empty());
+
+        let c = parse(&[
+            "--outbox-table",
+            "public.a,s.b",
+            "--outbox-table",
+            "public.c",
+            "--envelope",
+            "unwrap",
+            "--unwrap-delete-handling",
+            "rewrite-with-tombstone",
+            "--unwrap-add-headers",
+            "op",
+        ])
+        .expect("parses");
+        c.validate().expect("valid");
+        assert_eq!(c.outbox_tables, ["public.a", "s.b", "public.c"]);
+        assert_eq!(
+            c.unwrap_delete_handling,
+            DeleteHandling::RewriteWithTombstone
+        );
+        assert_eq!(c.unwrap_add_headers.0[0].name, "__op");
+    }
+
+    #[test]
+    fn bad_transform_flags_are_reported() {
+        assert!(parse(&["--unwrap-add-fields", "op,bogus"]).is_err());
+        assert!(parse(&["--outbox-additional-placement", "x:partition"]).is_err());
+        assert!(parse(&["--unwrap-delete-handling", "none"]).is_err());
+        let c = parse(&["--outbox-table", "outbox", "--unwrap-add-fields", "op"]).expect("parses");
+        let fields: Vec<&str> = c
+            .validate()
+            .expect_err("invalid")
+            .0
+            .iter()
+            .map(|i| i.field)
+            .collect();
+        assert_eq!(fields, ["outbox-table", "unwrap-add-fields"]);
+    }
+
     #[test]
     fn interned_names_are_shared() {
         let a = intern("eventType");
