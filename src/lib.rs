@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod sink;
 pub mod source;
 pub mod status;
+pub mod transform;
 
 /// An error and its chain of sources, joined by `": "`, for one log line.
 pub fn error_chain(error: &dyn std::error::Error) -> String {

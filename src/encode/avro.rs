@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use crate::config::{AvroLogicalTypes, RunConfig, SubjectNameStrategy};
 use crate::event::envelope::{self, ConnectorInfo};
-use crate::event::value::{ConnectSchema, Value};
+use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 use crate::metrics::Metrics;
 
@@ -90,6 +90,8 @@ pub struct AvroEncoder {
     message_topic: String,
     /// Where registrations and registry errors are counted.
     metrics: Option<Arc<Metrics>>,
+    /// Registered schemas of transformed records, by topic and part.
+    derived: HashMap<(Arc<str>, RecordPart), (Arc<ConnectSchema>, Registered)>,
 }
 
 /// What a registration is for, to name it in errors.
@@ -143,7 +145,42 @@ impl AvroEncoder {
             metrics: None,
             tables: HashMap::new(),
             messages: None,
+            derived: HashMap::new(),
         }
+    }
+
+    /// `value` under a schema a transform derived (an unwrapped row, an
+    /// outbox payload or envelope), as `part` of a record on `topic`; `what`
+    /// names the records in errors. The schema is registered when it differs
+    /// from the one last used for that topic and part, so a transform that
+    /// keeps its `Arc`s registers once per schema version.
+    ///
+    /// # Errors
+    /// See [`EncodeError`]: registering the schema may fail.
+    pub async fn encode(
+        &mut self,
+        topic: &Arc<str>,
+        part: RecordPart,
+        schema: &Arc<ConnectSchema>,
+        value: Value,
+        what: &str,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let key = (Arc::clone(topic), part);
+        let fresh = self
+            .derived
+            .get(&key)
+            .is_some_and(|(known, _)| Arc::ptr_eq(known, schema) || **known == **schema);
+        if !fresh {
+            let target = Target {
+                what,
+                topic,
+                change: "the schema the transform derives from the table's current definition",
+            };
+            let registered = self.register(&target, part, schema).await?;
+            self.derived
+                .insert(key.clone(), (Arc::clone(schema), registered));
+        }
+        write(&self.derived[&key].1, value, self.logical, part, topic)
     }
 
     /// The key bytes, `None` for a null key.
@@ -300,8 +337,12 @@ impl AvroEncoder {
 
     /// The subject of `part` of records on `topic` described by `connect`.
     fn subject(&self, topic: &str, part: RecordPart, connect: &ConnectSchema) -> String {
+        // RecordNameStrategy names records; a primitive (an outbox payload
+        // column) has no record name, so it keeps the topic's subject.
         match (self.subjects, connect.name.as_deref()) {
-            (SubjectNameStrategy::Record, Some(name)) => name.to_owned(),
+            (SubjectNameStrategy::Record, Some(name)) if connect.kind == ConnectType::Struct => {
+                name.to_owned()
+            }
             _ => format!("{topic}-{part}"),
         }
     }

@@ -18,6 +18,8 @@ use crate::event::envelope::{self, ConnectorInfo};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 
+use super::RecordPart;
+
 /// A Connect schema as the JsonConverter writes it; `field` names a struct field.
 pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
     let mut m = Map::new();
@@ -131,6 +133,8 @@ pub struct JsonEncoder {
     info: ConnectorInfo,
     cache: HashMap<u32, CachedSchemas>,
     message_schemas: MessageSchemas,
+    /// Serialized schemas of transformed records, by topic and part.
+    derived: HashMap<(Arc<str>, RecordPart), (Arc<ConnectSchema>, String)>,
 }
 
 impl JsonEncoder {
@@ -143,7 +147,36 @@ impl JsonEncoder {
                 key: schema_json(&envelope::message_key_schema(), None).to_string(),
                 value: schema_json(&envelope::message_value_schema(), None).to_string(),
             },
+            derived: HashMap::new(),
         }
+    }
+
+    /// `value` under a schema a transform derived (an unwrapped row, an
+    /// outbox envelope), as `part` of a record on `topic`. The schema is
+    /// serialized when it differs from the one last used for that topic and
+    /// part, so a transform that keeps its `Arc`s pays for it once.
+    pub fn encode(
+        &mut self,
+        topic: &Arc<str>,
+        part: RecordPart,
+        schema: &Arc<ConnectSchema>,
+        value: &Value,
+    ) -> Vec<u8> {
+        let payload = value_json(value);
+        if !self.schemas_enabled {
+            return payload.to_string().into_bytes();
+        }
+        let key = (Arc::clone(topic), part);
+        let fresh = self
+            .derived
+            .get(&key)
+            .is_some_and(|(known, _)| Arc::ptr_eq(known, schema) || **known == **schema);
+        if !fresh {
+            let text = schema_json(schema, None).to_string();
+            self.derived.insert(key.clone(), (Arc::clone(schema), text));
+        }
+        let text = &self.derived[&key].1;
+        self.wrap(Some(text), &payload)
     }
 
     /// The key bytes of a logical decoding message record.

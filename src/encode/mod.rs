@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::config::{Format, RunConfig};
 use crate::event::envelope::ConnectorInfo;
+use crate::event::value::{ConnectSchema, Value};
 use crate::event::{ChangeEvent, MessageEvent};
 use crate::metrics::Metrics;
 
@@ -159,6 +160,28 @@ impl Encoder {
             Encoder::Json(json) => Ok(json.value(event, now_micros)),
             Encoder::Avro(avro) => avro.value(event, now_micros).await,
         }
+    }
+
+    /// `value` under a schema a transform derived, as `part` of a record on
+    /// `topic`; `what` names the records in errors (see
+    /// [`JsonEncoder::encode`], [`AvroEncoder::encode`]).
+    pub async fn encode(
+        &mut self,
+        topic: &Arc<str>,
+        part: RecordPart,
+        schema: &Arc<ConnectSchema>,
+        value: Value,
+        what: &str,
+    ) -> Result<Vec<u8>, EncodeError> {
+        match self {
+            Encoder::Json(json) => Ok(json.encode(topic, part, schema, &value)),
+            Encoder::Avro(avro) => avro.encode(topic, part, schema, value, what).await,
+        }
+    }
+
+    /// Whether records are Kafka Connect JSON (rather than Avro).
+    pub fn is_json(&self) -> bool {
+        matches!(self, Encoder::Json(_))
     }
 
     /// The key bytes of a logical decoding message record.

@@ -67,6 +67,8 @@ pub enum PipelineError {
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     #[error(transparent)]
+    Transform(#[from] crate::transform::TransformError),
+    #[error(transparent)]
     Sink(#[from] SinkError),
     #[error("kafka delivery failed; the slot stays at the last fully acknowledged transaction")]
     Delivery(#[source] Arc<SinkError>),
@@ -91,6 +93,7 @@ impl PipelineError {
             PipelineError::Sink(e) => e.is_retryable(),
             PipelineError::Encode(e) => e.is_retryable(),
             PipelineError::Snapshot(e) => e.is_retryable(),
+            PipelineError::Transform(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded | PipelineError::PreviousRun(_) => true,
             PipelineError::SlotLost(_) => false,

@@ -25,6 +25,7 @@ use crate::sink::{EncodedRecord, KafkaSink, Progress};
 use crate::source::pgoutput::{self, Datum, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
 use crate::source::setup::{self, SetupError, SlotStatus};
+use crate::transform::Transforms;
 
 /// The transaction being read (between Begin and Commit).
 struct OpenTxn {
@@ -47,6 +48,7 @@ pub(super) struct Stream<'a> {
     pub(super) sql: tokio_postgres::Client,
     pub(super) relations: RelationCache,
     encoder: Encoder,
+    transforms: Transforms,
     pub(super) sink: Arc<KafkaSink>,
     pub(super) metrics: Arc<Metrics>,
     txn: Option<OpenTxn>,
@@ -164,6 +166,7 @@ pub async fn run_once(
     };
     let mut stream = Stream {
         relations: RelationCache::new(&config.topic_prefix, config.value_options(), types),
+        transforms: Transforms::from_config(config, info.clone()),
         encoder: Encoder::from_config(config, info)
             .await?
             .with_metrics(Arc::clone(metrics)),
@@ -525,6 +528,9 @@ impl Stream<'_> {
         tombstone: bool,
         txn: TxnId,
     ) -> Result<(), PipelineError> {
+        if self.transforms.applies_to(&event.table) {
+            return self.send_transformed(event, headers, tombstone, txn).await;
+        }
         let topic = Arc::clone(&event.table.topic);
         let key = self.encoder.key(event).await?;
         let value = self.encoder.value(event, now_micros()).await?;
@@ -552,6 +558,41 @@ impl Stream<'_> {
                 .await?;
             bytes += key_bytes;
         }
+        let table = format!("{}.{}", event.table.schema, event.table.table);
+        self.metrics.event(&table, event.op.code(), bytes);
+        Ok(())
+    }
+
+    /// The records a transform (outbox, unwrap) makes of `event`, all in
+    /// transaction `txn`, so the slot still waits for each of them.
+    async fn send_transformed(
+        &mut self,
+        event: &ChangeEvent,
+        headers: Vec<(&'static str, Vec<u8>)>,
+        tombstone: bool,
+        txn: TxnId,
+    ) -> Result<(), PipelineError> {
+        let records = self
+            .transforms
+            .records(
+                event,
+                headers,
+                tombstone,
+                txn,
+                &mut self.encoder,
+                now_micros(),
+            )
+            .await?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = 0;
+        for record in records {
+            bytes +=
+                record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
+            self.sink.send(record).await?;
+        }
+        self.summary.events += 1;
         let table = format!("{}.{}", event.table.schema, event.table.table);
         self.metrics.event(&table, event.op.code(), bytes);
         Ok(())

@@ -1,0 +1,422 @@
+//! The outbox event router: each row inserted into an outbox table becomes
+//! one event on a topic chosen by the row, as Debezium's `EventRouter` SMT
+//! routes it.
+//!
+//! For a row inserted (or read by the snapshot) into a table named by
+//! `--outbox-table`:
+//! - topic: `--outbox-route-topic-replacement` with `${routedByValue}`
+//!   replaced by the `--outbox-route-by-field` column (default
+//!   `outbox.event.<aggregatetype>`); characters Kafka does not allow in a
+//!   topic name become `_`; a null routing value stops the connector (the row
+//!   has no topic; Debezium fails on it too);
+//! - key: the `--outbox-field-event-key` column (default `aggregateid`), so
+//!   the events of one aggregate share a partition and keep commit order;
+//! - value: the `--outbox-field-payload` column, or, when
+//!   `--outbox-additional-placement` puts columns in the envelope, a struct
+//!   `{payload, <alias>...}` named `<topic>.<routedByValue>.Value`;
+//! - headers: `id` (the `--outbox-field-event-id` column), `eventType` (the
+//!   `--outbox-field-event-type` column, when the table has it and no
+//!   additional header already carries it), then each additional `header`
+//!   column under its alias, rendered as Connect's `SimpleHeaderConverter`
+//!   does (see [`super::header_value`]).
+//!
+//! Encoding. With `--format avro` key and value are Confluent Avro with the
+//! columns' Connect schemas (a `jsonb` payload is an Avro string named
+//! `io.debezium.data.Json`, a `bytea` one Avro bytes), registered under the
+//! routed topic's subjects. With `--format json` key and value are written
+//! as they are, the way outbox deployments configure Debezium
+//! (`StringConverter` for keys and text or JSON payloads,
+//! `BinaryDataConverter` for `bytea` payloads): a `jsonb` payload is its JSON
+//! text, a `text` payload its UTF-8 bytes, a `bytea` payload its bytes, the
+//! key the aggregate id's text. An envelope value (additional `envelope`
+//! columns) is Connect JSON, with or without its schema per `--json-schemas`.
+//! A null payload gives a null value, as Debezium writes it.
+//!
+//! Deletes of outbox rows (applications delete rows once written) produce
+//! nothing, and neither do their tombstones or truncates; an update of an
+//! outbox row is skipped with a warning (Debezium's
+//! `table.op.invalid.behavior=warn`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{header_value, intern, AdditionalField, Placement, Topic, TransformError};
+use crate::checkpoint::TxnId;
+use crate::config::RunConfig;
+use crate::encode::{json, Encoder, RecordPart};
+use crate::event::value::{ConnectSchema, Field, Value};
+use crate::event::{ChangeEvent, Op, TableSchema};
+use crate::sink::EncodedRecord;
+
+/// The placeholder `--outbox-route-topic-replacement` substitutes.
+pub const ROUTED_BY_VALUE: &str = "${routedByValue}";
+/// The header carrying the event id, as Debezium names it.
+pub const ID_HEADER: &str = "id";
+/// The header carrying the event type.
+pub const TYPE_HEADER: &str = "eventType";
+/// Kafka's longest topic name.
+const MAX_TOPIC_LENGTH: usize = 249;
+
+/// The column names the router reads.
+#[derive(Debug, Clone)]
+struct Columns {
+    id: String,
+    key: String,
+    kind: String,
+    payload: String,
+    route: String,
+}
+
+/// The outbox router of one pipeline attempt.
+pub struct OutboxRouter {
+    /// `(schema, table)` of each outbox table.
+    tables: Vec<(String, String)>,
+    columns: Columns,
+    replacement: Arc<str>,
+    additional: Vec<(AdditionalField, &'static str)>,
+    /// Whether the type column goes into [`TYPE_HEADER`].
+    type_header: bool,
+    resolved: HashMap<u32, OutboxTable>,
+}
+
+/// One version of an outbox table, its columns found by name.
+struct OutboxTable {
+    table: Arc<TableSchema>,
+    name: String,
+    /// Names the records in errors.
+    what: String,
+    id: usize,
+    key: usize,
+    kind: Option<usize>,
+    payload: usize,
+    route: usize,
+    /// Column index and header name or envelope field of each additional column.
+    headers: Vec<(usize, &'static str)>,
+    envelope: Vec<(usize, String)>,
+    key_schema: Arc<ConnectSchema>,
+    payload_schema: Arc<ConnectSchema>,
+    /// By routing value: the topic and (with envelope fields) the value schema.
+    routes: HashMap<String, Route>,
+}
+
+struct Route {
+    topic: Topic,
+    envelope: Option<Arc<ConnectSchema>>,
+}
+
+impl OutboxRouter {
+    /// The router `config` sets up.
+    pub fn from_config(config: &RunConfig) -> Self {
+        let additional: Vec<(AdditionalField, &'static str)> = config
+            .outbox_additional_placement
+            .0
+            .iter()
+            .map(|f| (f.clone(), intern(&f.alias)))
+            .collect();
+        let type_header = !additional.iter().any(|(f, alias)| {
+            f.placement == Placement::Header
+                && (f.column == config.outbox_field_event_type || *alias == TYPE_HEADER)
+        });
+        OutboxRouter {
+            tables: config
+                .outbox_tables
+                .iter()
+                .filter_map(|t| t.split_once('.'))
+                .map(|(s, t)| (s.to_owned(), t.to_owned()))
+                .collect(),
+            columns: Columns {
+                id: config.outbox_field_event_id.clone(),
+                key: config.outbox_field_event_key.clone(),
+                kind: config.outbox_field_event_type.clone(),
+                payload: config.outbox_field_payload.clone(),
+                route: config.outbox_route_by_field.clone(),
+            },
+            replacement: config.outbox_route_topic_replacement.as_str().into(),
+            additional,
+            type_header,
+            resolved: HashMap::new(),
+        }
+    }
+
+    /// Whether `table` is an outbox table.
+    pub fn routes(&self, table: &TableSchema) -> bool {
+        self.tables
+            .iter()
+            .any(|(s, t)| *s == table.schema && *t == table.table)
+    }
+
+    /// The current version of `table`, its columns resolved.
+    fn resolve(&mut self, table: &Arc<TableSchema>) -> Result<&mut OutboxTable, TransformError> {
+        let stale = self
+            .resolved
+            .get(&table.relation_id)
+            .is_none_or(|r| !Arc::ptr_eq(&r.table, table));
+        if stale {
+            let resolved = self.resolve_columns(table)?;
+            self.resolved.insert(table.relation_id, resolved);
+        }
+        Ok(self
+            .resolved
+            .get_mut(&table.relation_id)
+            .expect("inserted above"))
+    }
+
+    fn resolve_columns(&self, table: &Arc<TableSchema>) -> Result<OutboxTable, TransformError> {
+        let name = format!("{}.{}", table.schema, table.table);
+        let find = |column: &str| table.columns.iter().position(|c| c.name == column);
+        let require = |column: &str, flag: &'static str| {
+            find(column).ok_or_else(|| TransformError::MissingColumn {
+                table: name.clone(),
+                column: column.to_owned(),
+                flag,
+            })
+        };
+        let id = require(&self.columns.id, "--outbox-field-event-id")?;
+        let key = require(&self.columns.key, "--outbox-field-event-key")?;
+        let payload = require(&self.columns.payload, "--outbox-field-payload")?;
+        let route = require(&self.columns.route, "--outbox-route-by-field")?;
+        let kind = find(&self.columns.kind).filter(|_| self.type_header);
+        let mut headers = Vec::new();
+        let mut envelope = Vec::new();
+        for (field, alias) in &self.additional {
+            let column = require(&field.column, "--outbox-additional-placement")?;
+            match field.placement {
+                Placement::Header => headers.push((column, *alias)),
+                Placement::Envelope => envelope.push((column, field.alias.clone())),
+            }
+        }
+        Ok(OutboxTable {
+            // A null aggregate id gives a null Kafka key, so the key schema
+            // never holds a null (Debezium's is required for a NOT NULL column).
+            key_schema: Arc::new(ConnectSchema {
+                optional: false,
+                ..table.columns[key].schema.clone()
+            }),
+            payload_schema: Arc::new(table.columns[payload].schema.clone()),
+            table: Arc::clone(table),
+            what: format!("outbox events of table {name}"),
+            name,
+            id,
+            key,
+            kind,
+            payload,
+            route,
+            headers,
+            envelope,
+            routes: HashMap::new(),
+        })
+    }
+
+    /// The records of `event`: see the module documentation.
+    pub async fn records(
+        &mut self,
+        event: &ChangeEvent,
+        mut headers: Vec<(&'static str, Vec<u8>)>,
+        txn: TxnId,
+        encoder: &mut Encoder,
+    ) -> Result<Vec<EncodedRecord>, TransformError> {
+        match event.op {
+            Op::Create | Op::Read => {}
+            Op::Update => {
+                tracing::warn!(
+                    table = %format!("{}.{}", event.table.schema, event.table.table),
+                    lsn = %event.source.lsn,
+                    "update of an outbox row ignored; outbox tables are expected to receive inserts only"
+                );
+                return Ok(Vec::new());
+            }
+            Op::Delete | Op::Truncate => return Ok(Vec::new()),
+        }
+        let Some(row) = event.after.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let replacement = Arc::clone(&self.replacement);
+        let table = self.resolve(&event.table)?;
+        let column = |i: usize| row.get(i).unwrap_or(&Value::Null);
+
+        let routed = match column(table.route) {
+            Value::Null => {
+                return Err(TransformError::NullRoute {
+                    table: table.name.clone(),
+                    column: table.table.columns[table.route].name.clone(),
+                    lsn: event.source.lsn,
+                })
+            }
+            Value::String(s) => s.clone(),
+            other => header_text(other),
+        };
+        if !table.routes.contains_key(&routed) {
+            let route = new_route(table, &replacement, &routed, event)?;
+            table.routes.insert(routed.clone(), route);
+        }
+        let route = &table.routes[&routed];
+        let topic = Arc::clone(&route.topic);
+        let what = &table.what;
+
+        let key = match column(table.key) {
+            Value::Null => None,
+            value if encoder.is_json() => header_value(value),
+            value => Some(
+                encoder
+                    .encode(
+                        &topic,
+                        RecordPart::Key,
+                        &table.key_schema,
+                        value.clone(),
+                        what,
+                    )
+                    .await?,
+            ),
+        };
+        let payload = column(table.payload);
+        let value = match &route.envelope {
+            Some(schema) => {
+                let mut fields = vec![("payload".to_owned(), payload.clone())];
+                fields.extend(
+                    table
+                        .envelope
+                        .iter()
+                        .map(|(i, alias)| (alias.clone(), column(*i).clone())),
+                );
+                Some(
+                    encoder
+                        .encode(
+                            &topic,
+                            RecordPart::Value,
+                            schema,
+                            Value::Struct(fields),
+                            what,
+                        )
+                        .await?,
+                )
+            }
+            None if payload == &Value::Null => None,
+            None if encoder.is_json() => Some(raw(payload)),
+            None => Some(
+                encoder
+                    .encode(
+                        &topic,
+                        RecordPart::Value,
+                        &table.payload_schema,
+                        payload.clone(),
+                        what,
+                    )
+                    .await?,
+            ),
+        };
+
+        headers.extend(header_value(column(table.id)).map(|v| (ID_HEADER, v)));
+        if let Some(kind) = table.kind {
+            headers.extend(header_value(column(kind)).map(|v| (TYPE_HEADER, v)));
+        }
+        for (i, name) in &table.headers {
+            headers.extend(header_value(column(*i)).map(|v| (*name, v)));
+        }
+        Ok(vec![EncodedRecord {
+            topic,
+            key,
+            value,
+            headers,
+            txn,
+        }])
+    }
+}
+
+/// The topic (and envelope schema) of rows routed by `routed`.
+fn new_route(
+    table: &OutboxTable,
+    replacement: &str,
+    routed: &str,
+    event: &ChangeEvent,
+) -> Result<Route, TransformError> {
+    let topic = topic_name(&replacement.replace(ROUTED_BY_VALUE, routed));
+    if topic.len() > MAX_TOPIC_LENGTH || topic.is_empty() {
+        return Err(TransformError::TopicTooLong {
+            table: table.name.clone(),
+            lsn: event.source.lsn,
+            length: topic.len(),
+        });
+    }
+    let envelope = (!table.envelope.is_empty()).then(|| {
+        let columns = &table.table.columns;
+        let mut fields = vec![Field {
+            name: "payload".to_owned(),
+            schema: columns[table.payload].schema.clone(),
+        }];
+        fields.extend(table.envelope.iter().map(|(i, alias)| Field {
+            name: alias.clone(),
+            schema: columns[*i].schema.clone(),
+        }));
+        // Debezium names it after the row schema with the routing value
+        // before its last part; the value is made a valid Avro name part.
+        let name = format!("{}.{}.Value", table.table.topic, name_part(routed));
+        Arc::new(ConnectSchema::structure(&name, fields))
+    });
+    Ok(Route {
+        topic: topic.into(),
+        envelope,
+    })
+}
+
+/// `name` with every character Kafka does not allow in a topic name as `_`.
+fn topic_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `value` as one part of an Avro name: letters, digits and `_`, not
+/// starting with a digit.
+fn name_part(value: &str) -> String {
+    let mut part: String = value
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if !part.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        part.insert(0, '_');
+    }
+    part
+}
+
+/// A non-string routing value as text.
+fn header_text(value: &Value) -> String {
+    header_value(value)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// A payload as it is: a string's UTF-8 bytes, bytes themselves, anything
+/// else as JSON.
+fn raw(payload: &Value) -> Vec<u8> {
+    match payload {
+        Value::String(s) => s.as_bytes().to_vec(),
+        Value::Bytes(b) => b.clone(),
+        other => json::value_json(other).to_string().into_bytes(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_and_name_parts_are_sanitized() {
+        assert_eq!(topic_name("outbox.event.Order"), "outbox.event.Order");
+        assert_eq!(topic_name("outbox.event.a b/ü"), "outbox.event.a_b__");
+        assert_eq!(name_part("purchase-order"), "purchase_order");
+        assert_eq!(name_part("1st"), "_1st");
+    }
+
+    #[test]
+    fn raw_payloads_are_as_is() {
+        assert_eq!(raw(&Value::String("{\"a\": 1}".into())), b"{\"a\": 1}");
+        assert_eq!(raw(&Value::Bytes(vec![0, 159, 146])), vec![0, 159, 146]);
+        assert_eq!(raw(&Value::Int32(5)), b"5");
+    }
+}
