@@ -619,6 +619,10 @@ async fn check_publication(
             })
             .collect(),
     };
+    // Only the tables the include/exclude lists select are streamed.
+    let selection = crate::select::Selection::from_config(config).unwrap_or_default();
+    let mut names = names;
+    names.retain(|(schema, table)| selection.includes_table(schema, table));
     let tables = match table_info(client, &names).await {
         Ok(tables) => tables,
         Err(error) => {

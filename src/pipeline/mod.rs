@@ -70,6 +70,12 @@ pub enum PipelineError {
     Delivery(#[source] Arc<SinkError>),
     #[error("the replication stream ended unexpectedly")]
     StreamEnded,
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Selection(#[from] crate::select::SelectionError),
+    #[error(transparent)]
+    Topic(#[from] crate::sink::topics::TopicError),
 }
 
 impl PipelineError {
@@ -87,7 +93,11 @@ impl PipelineError {
             PipelineError::Snapshot(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded => true,
-            PipelineError::Decode(_) | PipelineError::Row(_) => false,
+            PipelineError::Topic(e) => e.is_retryable(),
+            PipelineError::Decode(_)
+            | PipelineError::Row(_)
+            | PipelineError::Config(_)
+            | PipelineError::Selection(_) => false,
         }
     }
 }
@@ -243,6 +253,9 @@ pub async fn run_with_metrics(
         first = false;
         match attempt {
             Ok(()) => {
+                if config.slot_drop_on_stop {
+                    drop_slot_on_stop(&config).await?;
+                }
                 metrics.set_phase(Phase::Stopped);
                 return Ok(summary);
             }
@@ -278,6 +291,19 @@ pub async fn run_with_metrics(
             }
         }
     }
+}
+
+/// `--slot-drop-on-stop`: drops the slot after a graceful stop.
+async fn drop_slot_on_stop(config: &RunConfig) -> Result<(), PipelineError> {
+    let sql = crate::source::setup::connect(&config.pg_url).await?;
+    crate::source::setup::drop_slot_when_inactive(&sql, &config.slot_name, config.shutdown_timeout)
+        .await?;
+    tracing::warn!(
+        slot = %config.slot_name,
+        "dropped the replication slot (--slot-drop-on-stop): changes from now on are NOT captured, \
+         and the next start begins from a new slot (with a new snapshot if --snapshot-mode asks for one)"
+    );
+    Ok(())
 }
 
 #[cfg(test)]
