@@ -882,17 +882,30 @@ struct KafkaFacts {
     creatable: Option<Result<(), String>>,
 }
 
+/// The topics the tables' records go to (after --topic-delimiter and
+/// --topic-route), each once.
+fn table_topics(config: &RunConfig, tables: &[TableInfo]) -> Vec<String> {
+    let router = crate::select::TopicRouter::from_config(config)
+        .unwrap_or_else(|_| crate::select::TopicRouter::new(&config.topic_prefix));
+    let mut topics: Vec<String> = tables
+        .iter()
+        .map(|t| match t.name.split_once('.') {
+            Some((schema, table)) => router.topic_for(schema, table),
+            None => format!("{}.{}", config.topic_prefix, t.name),
+        })
+        .collect();
+    topics.sort();
+    topics.dedup();
+    topics
+}
+
 async fn check_kafka(
     config: &RunConfig,
     tables: Option<&[TableInfo]>,
     timeout: Duration,
     report: &mut Report,
 ) {
-    let topics: Vec<String> = tables
-        .unwrap_or_default()
-        .iter()
-        .map(|t| format!("{}.{}", config.topic_prefix, t.name))
-        .collect();
+    let topics = table_topics(config, tables.unwrap_or_default());
     let client_config = config.producer_config();
     let servers = config.bootstrap_servers.clone();
     // librdkafka's admin calls and client teardown block: keep them off the runtime.
@@ -929,10 +942,7 @@ async fn check_kafka(
     let Some(tables) = tables else {
         return;
     };
-    let expected: Vec<String> = tables
-        .iter()
-        .map(|t| format!("{}.{}", config.topic_prefix, t.name))
-        .collect();
+    let expected = table_topics(config, tables);
     let missing: Vec<&str> = expected
         .iter()
         .filter(|t| !facts.existing.contains(*t))

@@ -368,6 +368,12 @@ impl TopicRouter {
         format!("{}{d}{schema}{d}{table}", self.prefix)
     }
 
+    /// The topic a table's records go to: routed, or the default.
+    pub fn topic_for(&self, schema: &str, table: &str) -> String {
+        let topic = self.table_topic(schema, table);
+        self.route(&topic).unwrap_or(topic)
+    }
+
     /// The topic of `pg_logical_emit_message` records.
     pub fn message_topic(&self) -> String {
         format!("{}{}message", self.prefix, self.delimiter)

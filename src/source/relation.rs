@@ -471,3 +471,148 @@ impl RelationCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::config::RunConfig;
+    use crate::source::pgoutput::Column;
+
+    fn cache(args: &[&str]) -> RelationCache {
+        let mut argv = vec!["--pg-url", "postgres://u@h/d", "--topic-prefix", "app"];
+        argv.extend_from_slice(args);
+        let config = RunConfig::from_args(argv).expect("flags");
+        RelationCache::new("app", ValueOptions::default(), TypeRegistry::default()).with_selection(
+            Arc::new(Selection::from_config(&config).expect("selection")),
+            Arc::new(TopicRouter::from_config(&config).expect("router")),
+        )
+    }
+
+    /// `public.<name>` with int4 `id` (primary key), text `secret`, int4 `v`.
+    fn relation(name: &str) -> (Relation, Vec<CatalogColumn>) {
+        let column = |name: &str, type_oid, is_key| Column {
+            is_key,
+            name: name.into(),
+            type_oid,
+            type_modifier: -1,
+        };
+        let relation = Relation {
+            id: 7,
+            namespace: "public".into(),
+            name: name.into(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: vec![
+                column("id", 23, true),
+                column("secret", 25, false),
+                column("v", 23, false),
+            ],
+        };
+        let catalog = vec![
+            CatalogColumn {
+                name: "id".into(),
+                not_null: true,
+                primary_key_position: Some(1),
+            },
+            CatalogColumn {
+                name: "secret".into(),
+                not_null: false,
+                primary_key_position: None,
+            },
+            CatalogColumn {
+                name: "v".into(),
+                not_null: false,
+                primary_key_position: None,
+            },
+        ];
+        (relation, catalog)
+    }
+
+    fn text(s: &str) -> Datum {
+        Datum::Text(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    #[test]
+    fn excluded_columns_leave_schema_and_rows() {
+        let mut cache = cache(&["--column-exclude-list", "public\\.t\\.secret"]);
+        let (relation, catalog) = relation("t");
+        let table = cache.update(&relation, &catalog).expect("schema");
+        let names: Vec<&str> = table.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["id", "v"]);
+        let tuple = Tuple(vec![text("1"), Datum::UnchangedToast, text("5")]);
+        let row = cache.decode_row(&table, &tuple, Lsn::ZERO).expect("row");
+        assert_eq!(row, [Value::Int32(1), Value::Int32(5)]);
+        assert!(
+            cache.unchanged_columns(&table, &tuple).is_empty(),
+            "an excluded TOASTed column is not reported"
+        );
+        let short = Tuple(vec![text("1"), text("5")]);
+        assert!(
+            cache.decode_row(&table, &short, Lsn::ZERO).is_err(),
+            "the tuple is checked against the wire width"
+        );
+    }
+
+    #[test]
+    fn a_key_column_cannot_be_excluded() {
+        let mut cache = cache(&["--column-include-list", "public\\.t\\.(secret|v)"]);
+        let (relation, catalog) = relation("t");
+        assert_eq!(
+            cache.update(&relation, &catalog),
+            Err(SelectionError::ExcludedKeyColumn {
+                table: "public.t".into(),
+                column: "id".into()
+            })
+        );
+    }
+
+    #[test]
+    fn routed_tables_get_the_key_field_and_routed_schema_names() {
+        let mut cache = cache(&["--topic-route", "app\\.public\\.(t)=app.all_$1"]);
+        let (relation, catalog) = relation("t");
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert_eq!(&*table.topic, "app.all_t");
+        assert_eq!(
+            table.routed_key_field,
+            Some((
+                "__dbz__physicalTableIdentifier".into(),
+                "app.public.t".into()
+            ))
+        );
+        let key = table.key_schema.as_ref().expect("key schema");
+        assert_eq!(key.name.as_deref(), Some("app.all_t.Key"));
+        let fields: Vec<&str> = key.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(fields, ["id", "__dbz__physicalTableIdentifier"]);
+        assert_eq!(
+            table.envelope_schema.name.as_deref(),
+            Some("app.all_t.Envelope")
+        );
+        assert_eq!(
+            table.row_schema.name.as_deref(),
+            Some("app.public.t.Value"),
+            "the row keeps its table's name, as ByLogicalTableRouter leaves it"
+        );
+    }
+
+    #[test]
+    fn message_key_columns_override_the_primary_key() {
+        let mut cache = cache(&["--message-key-columns", "public\\.t:v"]);
+        let (relation, catalog) = relation("t");
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert_eq!(table.key_columns, [2]);
+        let key = table.key_schema.as_ref().expect("key schema");
+        assert!(
+            key.fields[0].schema.optional,
+            "a nullable chosen key column stays optional"
+        );
+    }
+
+    #[test]
+    fn filtered_tables_are_remembered_as_excluded() {
+        let mut cache = cache(&["--table-include-list", "public\\.other"]);
+        let (relation, _) = relation("t");
+        assert!(!cache.admits(&relation));
+        assert!(cache.is_excluded(relation.id));
+    }
+}
