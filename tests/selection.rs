@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{consume, consume_all, wait_until, Record, Scenario};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::pipeline::{self, PipelineError, Shutdown};
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres};
+use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::ClientConfig;
@@ -619,4 +619,81 @@ async fn invalid_settings_fail_validation_before_touching_the_database() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("table-include-list"), "{stderr}");
+}
+
+/// `PUT /config/<subject>` on the registry (the helper has GET and POST only).
+fn set_compatibility(registry: &SchemaRegistry, subject: &str, level: &str) {
+    use std::io::{Read, Write};
+    let url = registry.url();
+    let base = url
+        .splitn(4, '/')
+        .nth(3)
+        .map(|p| format!("/{p}"))
+        .unwrap_or_default();
+    let body = json!({ "compatibility": level }).to_string();
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", registry.port())).expect("registry connects");
+    write!(
+        stream,
+        "PUT {base}/config/{subject} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+         Content-Type: application/vnd.schemaregistry.v1+json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("request sent");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routed_tables_share_an_avro_subject_and_must_stay_compatible() {
+    let kafka = Kafka::shared();
+    let registry = SchemaRegistry::shared();
+    let s = Scenario::new(Postgres::shared(), "selavro");
+    s.sql("CREATE TABLE shard_1 (id int PRIMARY KEY, v int)");
+    s.sql("CREATE TABLE shard_2 (id int PRIMARY KEY, v int)");
+    s.sql("CREATE TABLE shard_3 (id int PRIMARY KEY, v text)");
+    let topic = format!("{}.shards", s.prefix);
+    let subject = format!("{topic}-value");
+    set_compatibility(registry, &subject, "BACKWARD");
+    let route = format!("{}\\.public\\.shard_\\d={topic}", s.prefix);
+    let url = registry.url();
+    let running = s.start(
+        &kafka.bootstrap_servers(),
+        &[
+            "--format",
+            "avro",
+            "--schema-registry-url",
+            &url,
+            "--snapshot-mode",
+            "never",
+            "--topic-route",
+            &route,
+        ],
+    );
+    wait_for_slot(&s).await;
+    s.sql("INSERT INTO shard_1 VALUES (1, 1)");
+    s.sql("INSERT INTO shard_2 VALUES (1, 2)");
+    wait_confirmed_past_now(&s).await;
+    let (status, versions) = registry
+        .get(&format!("/subjects/{subject}/versions"))
+        .expect("registry answers");
+    assert_eq!(status, 200, "{versions}");
+    let versions: Vec<i64> = serde_json::from_str(&versions).expect("JSON");
+    assert!(
+        !versions.is_empty(),
+        "both shards were written under the one subject"
+    );
+
+    s.sql("INSERT INTO shard_3 VALUES (1, 'three')");
+    let error = running
+        .wait_for_exit(TIMEOUT)
+        .await
+        .expect_err("an incompatible routed table stops the connector");
+    let message = pgcdc_kafka::error_chain(&error);
+    assert!(!error.is_retryable(), "{message}");
+    assert!(
+        message.contains("public.shard_3") && message.contains(&subject),
+        "{message}"
+    );
 }
