@@ -554,6 +554,33 @@ async fn disabled_mode_and_missing_replication_privilege_explain_the_fix() {
         message.contains(&format!("ALTER ROLE \"{role}\" REPLICATION")),
         "{message}"
     );
+    // A role that may replicate but owns nothing cannot create the publication.
+    let role = unique_name("replonly");
+    s.sql(&format!("CREATE ROLE {role} LOGIN REPLICATION"));
+    let mut args = s.args(
+        &kafka.bootstrap_servers(),
+        &[
+            "--publication-autocreate-mode",
+            "filtered",
+            "--table-include-list",
+            "public\\.a",
+        ],
+    );
+    args[1] = format!("postgres://{role}@127.0.0.1:{}/{}", s.pg.port(), s.db);
+    let config = RunConfig::from_args(args).expect("flags");
+    let (_stop, shutdown) = Shutdown::new();
+    let error = pipeline::run(config, shutdown)
+        .await
+        .expect_err("the role may not create the publication");
+    let message = pgcdc_kafka::error_chain(&error);
+    assert!(!error.is_retryable(), "{message}");
+    assert!(
+        message.contains(&format!(
+            "not allowed to run: CREATE PUBLICATION \"{}\" FOR TABLE \"public\".\"a\";",
+            s.publication
+        )) && message.contains("ownership"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

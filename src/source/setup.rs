@@ -393,8 +393,9 @@ async fn run_publication_ddl(
                 needs: if all_tables {
                     "a publication FOR ALL TABLES needs a superuser"
                 } else {
-                    "publishing a table needs ownership of it (ALTER TABLE ... OWNER TO role) and of the \
-                     publication, or a superuser"
+                    "creating a publication needs CREATE on the database (GRANT CREATE ON DATABASE \
+                     ... TO role), and publishing a table needs ownership of it (ALTER TABLE ... \
+                     OWNER TO role) and of the publication, or a superuser"
                 },
                 error,
             }
