@@ -20,7 +20,25 @@
 
 use regex::{Regex, RegexBuilder};
 
-use crate::config::{Invalid, RunConfig};
+use crate::config::{ConfigError, Invalid, RunConfig};
+
+/// The selection and the topic router of `config`, or every problem with them.
+pub fn from_config(config: &RunConfig) -> Result<(Selection, TopicRouter), ConfigError> {
+    match (
+        Selection::from_config(config),
+        TopicRouter::from_config(config),
+    ) {
+        (Ok(selection), Ok(router)) => Ok((selection, router)),
+        (selection, router) => Err(ConfigError(
+            selection
+                .err()
+                .into_iter()
+                .chain(router.err())
+                .flatten()
+                .collect(),
+        )),
+    }
+}
 
 /// A filter over names: everything, an include list or an exclude list.
 #[derive(Debug, Clone, Default)]

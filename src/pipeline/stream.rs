@@ -14,13 +14,12 @@ use super::{
     UNCHANGED_COLUMNS_HEADER,
 };
 use crate::checkpoint::TxnId;
-use crate::config::{CaughtUp, ConfigError, RunConfig, SnapshotMode};
+use crate::config::{CaughtUp, RunConfig, SnapshotMode};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
 use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo, TableSchema};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
-use crate::select::{Selection, TopicRouter};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::topics::TopicCreator;
 use crate::sink::{EncodedRecord, KafkaSink, Progress};
@@ -68,26 +67,6 @@ pub(super) struct Stream<'a> {
     last_activity: Instant,
 }
 
-/// The table/column filters and topic router of `config`.
-pub(super) fn selection_from_config(
-    config: &RunConfig,
-) -> Result<(Selection, TopicRouter), ConfigError> {
-    match (
-        Selection::from_config(config),
-        TopicRouter::from_config(config),
-    ) {
-        (Ok(selection), Ok(router)) => Ok((selection, router)),
-        (selection, router) => Err(ConfigError(
-            selection
-                .err()
-                .into_iter()
-                .chain(router.err())
-                .flatten()
-                .collect(),
-        )),
-    }
-}
-
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
 /// are acknowledged and confirmed first) or an error stops it.
 ///
@@ -101,7 +80,7 @@ pub async fn run_once(
     first: bool,
     metrics: &Arc<Metrics>,
 ) -> Result<(), PipelineError> {
-    let (selection, router) = selection_from_config(config)?;
+    let (selection, router) = crate::select::from_config(config)?;
     let sql = setup::connect(&config.pg_url).await?;
     let status = setup::prepare(&sql, config, &selection).await?;
     let types = setup::load_types(&sql).await?;
