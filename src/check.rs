@@ -23,7 +23,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use serde::Serialize;
 use tokio_postgres::Client;
 
-use crate::config::{Format, RunConfig, SnapshotMode};
+use crate::config::{Format, PublicationAutocreateMode, RunConfig, SnapshotMode};
 use crate::http::HealthPolicy;
 use crate::source::setup;
 
@@ -668,6 +668,52 @@ async fn check_publication(
                 );
             } else {
                 report.pass("publication", format!("{publication:?} exists ({scope})"));
+            }
+        }
+        None if config.publication_autocreate_mode == PublicationAutocreateMode::Disabled => {
+            report.fail(
+                "publication",
+                format!(
+                    "{publication:?} does not exist and --publication-autocreate-mode disabled \
+                     does not create it"
+                ),
+                format!(
+                    "create it: CREATE PUBLICATION {} FOR TABLE schema.table, ... (or FOR ALL TABLES)",
+                    setup::quote_ident(publication)
+                ),
+            );
+        }
+        None if config.publication_autocreate_mode == PublicationAutocreateMode::Filtered => {
+            let not_owned: Vec<&str> = tables
+                .iter()
+                .filter(|t| !t.owned)
+                .map(|t| t.name.as_str())
+                .collect();
+            if tables.is_empty() {
+                report.fail(
+                    "publication",
+                    "no table matches the include/exclude lists",
+                    "check --schema-include-list / --table-include-list and their exclude lists",
+                );
+            } else if facts.superuser || not_owned.is_empty() {
+                report.pass(
+                    "publication",
+                    format!(
+                        "{publication:?} does not exist and will be created FOR TABLE the {} selected tables",
+                        tables.len()
+                    ),
+                );
+            } else {
+                report.fail(
+                    "publication",
+                    format!(
+                        "{publication:?} does not exist, and {} does not own {}",
+                        facts.user,
+                        not_owned.join(", ")
+                    ),
+                    "run the connector once as the tables' owner or a superuser, or create the \
+                     publication yourself",
+                );
             }
         }
         None if config.tables.is_empty() => {

@@ -724,3 +724,45 @@ async fn routed_tables_share_an_avro_subject_and_must_stay_compatible() {
         "{message}"
     );
 }
+
+#[test]
+fn check_follows_the_publication_mode_and_the_lists() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "selcheck");
+    s.sql("CREATE TABLE a (id int PRIMARY KEY)");
+    s.sql("CREATE TABLE b (id int PRIMARY KEY)");
+    let check = |extra: &[&str]| {
+        let mut args = s.args(&kafka.bootstrap_servers(), extra);
+        args.insert(0, "check".to_owned());
+        let output = Command::new(BIN)
+            .args(&args)
+            .env_remove("PGCDC_LOG_FORMAT")
+            .output()
+            .expect("binary runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let line = |stdout: &str, prefix: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{stdout}"))
+            .to_owned()
+    };
+
+    let stdout = check(&["--publication-autocreate-mode", "disabled"]);
+    assert!(
+        line(&stdout, "FAIL publication:").contains("disabled does not create it"),
+        "{stdout}"
+    );
+    let stdout = check(&[
+        "--publication-autocreate-mode",
+        "filtered",
+        "--table-include-list",
+        "public\\.a",
+    ]);
+    assert!(
+        line(&stdout, "PASS publication:").contains("the 1 selected tables"),
+        "{stdout}"
+    );
+    assert_eq!(s.confirmed_flush_lsn(), None, "check creates nothing");
+}

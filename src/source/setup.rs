@@ -445,17 +445,27 @@ pub async fn selected_tables(
 
 /// The tables named in a publication (not FOR ALL TABLES), quoted and sorted.
 async fn published_tables(client: &Client, publication: &str) -> Result<Vec<String>, SetupError> {
+    const TABLES: &str = "SELECT n.nspname::text, c.relname::text FROM pg_publication p \
+         JOIN pg_publication_rel pr ON pr.prpubid = p.oid \
+         JOIN pg_class c ON c.oid = pr.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE p.pubname = $1";
+    // PostgreSQL 15 added FOR TABLES IN SCHEMA; a schema entry never equals
+    // the wanted table list, so it is replaced by SET TABLE.
+    const SCHEMAS: &str = " UNION ALL SELECT n.nspname::text, '*' FROM pg_publication p \
+         JOIN pg_publication_namespace pn ON pn.pnpubid = p.oid \
+         JOIN pg_namespace n ON n.oid = pn.pnnspid WHERE p.pubname = $1";
+    let version: i32 = client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .map_err(query_error("reading server_version_num"))?
+        .get(0);
+    let sql = if version >= 150_000 {
+        format!("{TABLES}{SCHEMAS}")
+    } else {
+        TABLES.to_owned()
+    };
     let rows = client
-        .query(
-            "SELECT n.nspname::text, c.relname::text FROM pg_publication p \
-             JOIN pg_publication_rel pr ON pr.prpubid = p.oid \
-             JOIN pg_class c ON c.oid = pr.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE p.pubname = $1 \
-             UNION ALL SELECT n.nspname::text, '*' FROM pg_publication p \
-             JOIN pg_publication_namespace pn ON pn.pnpubid = p.oid \
-             JOIN pg_namespace n ON n.oid = pn.pnnspid WHERE p.pubname = $1",
-            &[&publication],
-        )
+        .query(sql.as_str(), &[&publication])
         .await
         .map_err(query_error(format!(
             "listing the tables of publication {publication:?}"
