@@ -255,8 +255,9 @@ pub async fn copy_slot(client: &Client, from: &str, to: &str) -> Result<(), Setu
 
 /// How the connector treats its publication (Debezium's
 /// `publication.autocreate.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
 #[value(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum PublicationAutocreateMode {
     /// Create it FOR ALL TABLES (or FOR TABLE the --table list) if missing.
     AllTables,
