@@ -41,6 +41,7 @@ fn table(name: &str, columns: &[(&str, ConnectSchema)]) -> Arc<TableSchema> {
         key_columns: vec![0],
         columns,
         topic: topic.into(),
+        routed_key_field: None,
     })
 }
 

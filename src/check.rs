@@ -23,7 +23,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use serde::Serialize;
 use tokio_postgres::Client;
 
-use crate::config::{Format, RunConfig, SnapshotMode};
+use crate::config::{Format, PublicationAutocreateMode, RunConfig, SnapshotMode};
 use crate::http::HealthPolicy;
 use crate::source::setup;
 
@@ -619,6 +619,10 @@ async fn check_publication(
             })
             .collect(),
     };
+    // Only the tables the include/exclude lists select are streamed.
+    let selection = crate::select::Selection::from_config(config).unwrap_or_default();
+    let mut names = names;
+    names.retain(|(schema, table)| selection.includes_table(schema, table));
     let tables = match table_info(client, &names).await {
         Ok(tables) => tables,
         Err(error) => {
@@ -664,6 +668,52 @@ async fn check_publication(
                 );
             } else {
                 report.pass("publication", format!("{publication:?} exists ({scope})"));
+            }
+        }
+        None if config.publication_autocreate_mode == PublicationAutocreateMode::Disabled => {
+            report.fail(
+                "publication",
+                format!(
+                    "{publication:?} does not exist and --publication-autocreate-mode disabled \
+                     does not create it"
+                ),
+                format!(
+                    "create it: CREATE PUBLICATION {} FOR TABLE schema.table, ... (or FOR ALL TABLES)",
+                    setup::quote_ident(publication)
+                ),
+            );
+        }
+        None if config.publication_autocreate_mode == PublicationAutocreateMode::Filtered => {
+            let not_owned: Vec<&str> = tables
+                .iter()
+                .filter(|t| !t.owned)
+                .map(|t| t.name.as_str())
+                .collect();
+            if tables.is_empty() {
+                report.fail(
+                    "publication",
+                    "no table matches the include/exclude lists",
+                    "check --schema-include-list / --table-include-list and their exclude lists",
+                );
+            } else if facts.superuser || not_owned.is_empty() {
+                report.pass(
+                    "publication",
+                    format!(
+                        "{publication:?} does not exist and will be created FOR TABLE the {} selected tables",
+                        tables.len()
+                    ),
+                );
+            } else {
+                report.fail(
+                    "publication",
+                    format!(
+                        "{publication:?} does not exist, and {} does not own {}",
+                        facts.user,
+                        not_owned.join(", ")
+                    ),
+                    "run the connector once as the tables' owner or a superuser, or create the \
+                     publication yourself",
+                );
             }
         }
         None if config.tables.is_empty() => {
@@ -878,17 +928,30 @@ struct KafkaFacts {
     creatable: Option<Result<(), String>>,
 }
 
+/// The topics the tables' records go to (after --topic-delimiter and
+/// --topic-route), each once.
+fn table_topics(config: &RunConfig, tables: &[TableInfo]) -> Vec<String> {
+    let router = crate::select::TopicRouter::from_config(config)
+        .unwrap_or_else(|_| crate::select::TopicRouter::new(&config.topic_prefix));
+    let mut topics: Vec<String> = tables
+        .iter()
+        .map(|t| match t.name.split_once('.') {
+            Some((schema, table)) => router.topic_for(schema, table),
+            None => format!("{}.{}", config.topic_prefix, t.name),
+        })
+        .collect();
+    topics.sort();
+    topics.dedup();
+    topics
+}
+
 async fn check_kafka(
     config: &RunConfig,
     tables: Option<&[TableInfo]>,
     timeout: Duration,
     report: &mut Report,
 ) {
-    let topics: Vec<String> = tables
-        .unwrap_or_default()
-        .iter()
-        .map(|t| format!("{}.{}", config.topic_prefix, t.name))
-        .collect();
+    let topics = table_topics(config, tables.unwrap_or_default());
     let client_config = config.producer_config();
     let servers = config.bootstrap_servers.clone();
     // librdkafka's admin calls and client teardown block: keep them off the runtime.
@@ -925,10 +988,7 @@ async fn check_kafka(
     let Some(tables) = tables else {
         return;
     };
-    let expected: Vec<String> = tables
-        .iter()
-        .map(|t| format!("{}.{}", config.topic_prefix, t.name))
-        .collect();
+    let expected = table_topics(config, tables);
     let missing: Vec<&str> = expected
         .iter()
         .filter(|t| !facts.existing.contains(*t))

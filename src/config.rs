@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use rdkafka::config::ClientConfig;
 
+pub use crate::source::setup::PublicationAutocreateMode;
 use crate::source::types::{
     BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, TimePrecision, ValueOptions,
     DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
@@ -294,6 +295,94 @@ pub struct RunConfig {
     /// With --envelope unwrap, envelope fields added as __<name> headers (add.headers).
     #[arg(long, env = "PGCDC_UNWRAP_ADD_HEADERS", default_value = "", value_parser = crate::transform::parse_metadata_fields)]
     pub unwrap_add_headers: crate::transform::MetadataFields,
+    // --- selection and routing ---
+    /// Schemas to capture: comma-separated regexes matching the whole schema
+    /// name, ignoring case (`\,` for a comma in one); Debezium's schema.include.list.
+    #[arg(long, env = "PGCDC_SCHEMA_INCLUDE_LIST")]
+    pub schema_include_list: Option<String>,
+
+    /// Schemas not to capture (schema.exclude.list); not with --schema-include-list.
+    #[arg(long, env = "PGCDC_SCHEMA_EXCLUDE_LIST")]
+    pub schema_exclude_list: Option<String>,
+
+    /// Tables to capture: comma-separated regexes matching the whole
+    /// `schema.table`, ignoring case (table.include.list).
+    #[arg(long, env = "PGCDC_TABLE_INCLUDE_LIST")]
+    pub table_include_list: Option<String>,
+
+    /// Tables not to capture (table.exclude.list); not with --table-include-list.
+    #[arg(long, env = "PGCDC_TABLE_EXCLUDE_LIST")]
+    pub table_exclude_list: Option<String>,
+
+    /// Columns to capture: regexes matching `schema.table.column`; the others
+    /// vanish from schemas and values (column.include.list).
+    #[arg(long, env = "PGCDC_COLUMN_INCLUDE_LIST")]
+    pub column_include_list: Option<String>,
+
+    /// Columns to leave out (column.exclude.list); key columns cannot be left out.
+    #[arg(long, env = "PGCDC_COLUMN_EXCLUDE_LIST")]
+    pub column_exclude_list: Option<String>,
+
+    /// Key columns per table, overriding the primary key (message.key.columns):
+    /// `schema.table:col1,col2;schema2.table2:colA`, the table part a regex.
+    #[arg(long, env = "PGCDC_MESSAGE_KEY_COLUMNS")]
+    pub message_key_columns: Option<String>,
+
+    /// Between the parts of topic names: <prefix><d><schema><d><table> (topic.delimiter).
+    #[arg(long, env = "PGCDC_TOPIC_DELIMITER", default_value = ".")]
+    pub topic_delimiter: String,
+
+    /// REGEX=REPLACEMENT (repeatable; the first match wins): records whose
+    /// default topic the regex matches go to the replacement, `$1` naming
+    /// groups (Debezium's ByLogicalTableRouter topic.regex / topic.replacement).
+    #[arg(long, env = "PGCDC_TOPIC_ROUTE")]
+    pub topic_route: Vec<String>,
+
+    /// Key field added to routed records, holding their default topic (key.field.name).
+    #[arg(
+        long,
+        env = "PGCDC_TOPIC_ROUTE_KEY_FIELD",
+        default_value = "__dbz__physicalTableIdentifier"
+    )]
+    pub topic_route_key_field: String,
+
+    /// Whether routed keys get --topic-route-key-field (key.enforce.uniqueness).
+    #[arg(long, env = "PGCDC_TOPIC_ROUTE_KEY_UNIQUENESS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub topic_route_key_uniqueness: bool,
+
+    /// Partitions of topics the connector creates; with --topic-replication-factor
+    /// or --topic-config, each topic is created on first use if missing.
+    #[arg(long, env = "PGCDC_TOPIC_PARTITIONS")]
+    pub topic_partitions: Option<i32>,
+
+    /// Replication factor of topics the connector creates.
+    #[arg(long, env = "PGCDC_TOPIC_REPLICATION_FACTOR")]
+    pub topic_replication_factor: Option<i32>,
+
+    /// Topic configuration of created topics, key=value (repeatable), e.g. cleanup.policy=compact.
+    #[arg(long = "topic-config", env = "PGCDC_TOPIC_CONFIG", value_parser = parse_key_value)]
+    pub topic_config: Vec<(String, String)>,
+
+    /// all_tables (create FOR ALL TABLES if missing), filtered (create or
+    /// alter it to exactly the selected tables), or disabled (it must exist);
+    /// Debezium's publication.autocreate.mode.
+    #[arg(
+        long,
+        env = "PGCDC_PUBLICATION_AUTOCREATE_MODE",
+        value_enum,
+        default_value = "all_tables"
+    )]
+    pub publication_autocreate_mode: PublicationAutocreateMode,
+
+    /// Publish changes of partitions as their partitioned root table
+    /// (publish_via_partition_root), set when the publication is created or altered.
+    #[arg(long, env = "PGCDC_PUBLISH_VIA_PARTITION_ROOT", default_value_t = false, action = clap::ArgAction::Set)]
+    pub publish_via_partition_root: bool,
+
+    /// Drop the slot after a graceful stop (slot.drop.on.stop): changes made
+    /// after it are never captured.
+    #[arg(long, env = "PGCDC_SLOT_DROP_ON_STOP", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub slot_drop_on_stop: bool,
 
     /// Extra librdkafka producer properties, key=value (repeatable).
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
@@ -698,6 +787,25 @@ impl RunConfig {
             "",
             "and --unwrap-add-headers need --envelope unwrap",
         );
+        // --- selection and routing ---
+        if let Err(invalid) = crate::select::Selection::from_config(self) {
+            problems.extend(invalid);
+        }
+        if let Err(invalid) = crate::select::TopicRouter::from_config(self) {
+            problems.extend(invalid);
+        }
+        for (flag, value) in [
+            ("topic-partitions", self.topic_partitions),
+            ("topic-replication-factor", self.topic_replication_factor),
+        ] {
+            if let Some(n) = value.filter(|&n| n < 1) {
+                problems.push(Invalid {
+                    field: flag,
+                    value: n.to_string(),
+                    constraint: "must be at least 1".to_owned(),
+                });
+            }
+        }
         if problems.is_empty() {
             Ok(())
         } else {

@@ -22,6 +22,7 @@ pub mod http;
 pub mod lsn;
 pub mod metrics;
 pub mod pipeline;
+pub mod select;
 pub mod sink;
 pub mod source;
 pub mod status;

@@ -535,6 +535,7 @@ mod tests {
             envelope_schema: envelope::envelope_schema(topic, &row),
             row_schema: row,
             key_columns: key.to_vec(),
+            routed_key_field: None,
             columns,
         }
     }

@@ -63,6 +63,9 @@ pub struct TableSchema {
     pub key_columns: Vec<usize>,
     /// Struct `<topic>.Key`, `None` when `key_columns` is empty.
     pub key_schema: Option<ConnectSchema>,
+    /// `(field, value)` appended to every key of a routed table
+    /// (`--topic-route`): the table's default topic, so keys stay unique.
+    pub routed_key_field: Option<(String, String)>,
     /// Struct `<topic>.Value`: the row.
     pub row_schema: ConnectSchema,
     /// Struct `<topic>.Envelope`.
@@ -130,17 +133,20 @@ impl ChangeEvent {
         if self.table.key_columns.is_empty() {
             return None;
         }
-        Some(
-            self.table
-                .key_columns
-                .iter()
-                .map(|&i| {
-                    (
-                        self.table.columns[i].name.clone(),
-                        row.get(i).cloned().unwrap_or(Value::Null),
-                    )
-                })
-                .collect(),
-        )
+        let mut key: Vec<(String, Value)> = self
+            .table
+            .key_columns
+            .iter()
+            .map(|&i| {
+                (
+                    self.table.columns[i].name.clone(),
+                    row.get(i).cloned().unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        if let Some((field, value)) = &self.table.routed_key_field {
+            key.push((field.clone(), Value::String(value.clone())));
+        }
+        Some(key)
     }
 }

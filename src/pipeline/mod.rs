@@ -78,6 +78,12 @@ pub enum PipelineError {
     SlotLost(#[from] SlotLost),
     #[error("the slot is missing, and Kafka could not be asked whether topics of an earlier run exist (so whether a snapshot may be taken): {0}; retrying")]
     PreviousRun(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Selection(#[from] crate::select::SelectionError),
+    #[error(transparent)]
+    Topic(#[from] crate::sink::topics::TopicError),
 }
 
 impl PipelineError {
@@ -96,8 +102,12 @@ impl PipelineError {
             PipelineError::Transform(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded | PipelineError::PreviousRun(_) => true,
-            PipelineError::SlotLost(_) => false,
-            PipelineError::Decode(_) | PipelineError::Row(_) => false,
+            PipelineError::Topic(e) => e.is_retryable(),
+            PipelineError::SlotLost(_)
+            | PipelineError::Decode(_)
+            | PipelineError::Row(_)
+            | PipelineError::Config(_)
+            | PipelineError::Selection(_) => false,
         }
     }
 }
@@ -258,6 +268,9 @@ pub async fn run_with_metrics(
         first = false;
         match attempt {
             Ok(()) => {
+                if config.slot_drop_on_stop {
+                    drop_slot_on_stop(&config).await?;
+                }
                 metrics.set_phase(Phase::Stopped);
                 return Ok(summary);
             }
@@ -293,6 +306,21 @@ pub async fn run_with_metrics(
             }
         }
     }
+}
+
+/// `--slot-drop-on-stop`: drops the slot after a graceful stop.
+async fn drop_slot_on_stop(config: &RunConfig) -> Result<(), PipelineError> {
+    let sql = crate::source::setup::connect(&config.pg_url).await?;
+    // The working slot too, left behind when a stop interrupted a snapshot.
+    for slot in [config.slot_name.clone(), config.snapshot_slot_name()] {
+        crate::source::setup::drop_slot_when_inactive(&sql, &slot, config.shutdown_timeout).await?;
+    }
+    tracing::warn!(
+        slot = %config.slot_name,
+        "dropped the replication slot (--slot-drop-on-stop): changes from now on are NOT captured, \
+         and the next start begins from a new slot (with a new snapshot if --snapshot-mode asks for one)"
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ pub struct SlotLost {
 /// whether a snapshot may be taken.
 pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String>, PipelineError> {
     let client_config = config.producer_config();
-    let prefix = format!("{}.", config.topic_prefix);
+    let prefix = format!("{}{}", config.topic_prefix, config.topic_delimiter);
     let probe = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
         let admin: AdminClient<DefaultClientContext> =
             client_config.create().map_err(|e| e.to_string())?;

@@ -214,9 +214,18 @@ pub(super) async fn emit_snapshot(
     let mut tables = Vec::new();
     let mut jobs = Vec::new();
     for oid in reader::publication_tables(catalog_client, &config.publication_name).await? {
-        let relation = reader::relation_from_catalog(catalog_client, oid).await?;
+        let mut relation = reader::relation_from_catalog(catalog_client, oid).await?;
+        if !stream.relations.admits(&relation) {
+            continue;
+        }
         let catalog = setup::catalog_columns(catalog_client, oid).await?;
-        stream.relations.update(&relation, &catalog);
+        let table = stream.relations.update(&relation, &catalog)?;
+        // Read only the captured columns: the schema was built from all of them.
+        relation
+            .columns
+            .retain(|c| table.columns.iter().any(|t| t.name == c.name));
+        stream.relations.update(&relation, &catalog)?;
+        stream.ensure_topic(&table.topic).await?;
         let pages = reader::relation_pages(catalog_client, oid).await?;
         let chunks = reader::plan_chunks(pages, config.snapshot_chunk_pages);
         let index = tables.len();

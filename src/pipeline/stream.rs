@@ -21,8 +21,9 @@ use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo, TableSchema};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
+use crate::sink::topics::TopicCreator;
 use crate::sink::{EncodedRecord, KafkaSink, Progress};
-use crate::source::pgoutput::{self, Datum, LogicalMessage, OldTuple, Tuple};
+use crate::source::pgoutput::{self, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
 use crate::source::setup::{self, SetupError, SlotStatus};
 use crate::transform::Transforms;
@@ -51,6 +52,8 @@ pub(super) struct Stream<'a> {
     transforms: Transforms,
     pub(super) sink: Arc<KafkaSink>,
     pub(super) metrics: Arc<Metrics>,
+    /// Creates topics on first use (`--topic-partitions` and friends).
+    topics: Option<TopicCreator>,
     txn: Option<OpenTxn>,
     message_topic: Arc<str>,
     last_commit_lsn: Option<Lsn>,
@@ -79,14 +82,9 @@ pub async fn run_once(
     first: bool,
     metrics: &Arc<Metrics>,
 ) -> Result<(), PipelineError> {
+    let (selection, router) = crate::select::from_config(config)?;
     let sql = setup::connect(&config.pg_url).await?;
-    let status = setup::prepare(
-        &sql,
-        &config.slot_name,
-        &config.publication_name,
-        &config.tables,
-    )
-    .await?;
+    let status = setup::prepare(&sql, config, &selection).await?;
     let types = setup::load_types(&sql).await?;
     let snapshot_wanted = !matches!(
         config.snapshot_mode,
@@ -165,7 +163,9 @@ pub async fn run_once(
         db: config.pg_url.dbname().into(),
     };
     let mut stream = Stream {
-        relations: RelationCache::new(&config.topic_prefix, config.value_options(), types),
+        relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
+            .with_selection(Arc::new(selection), Arc::new(router.clone())),
+        topics: TopicCreator::from_config(config)?,
         transforms: Transforms::from_config(config, info.clone()),
         encoder: Encoder::from_config(config, info)
             .await?
@@ -173,7 +173,7 @@ pub async fn run_once(
         sink: Arc::new(sink),
         metrics: Arc::clone(metrics),
         txn: None,
-        message_topic: format!("{}.message", config.topic_prefix).into(),
+        message_topic: router.message_topic().into(),
         last_commit_lsn: None,
         summary,
         target: *target,
@@ -379,11 +379,19 @@ impl Stream<'_> {
         let skipped = self.config.skipped_operations;
         let (op, relation_id, before, after) = match message {
             LogicalMessage::Relation(relation) => {
+                if !self.relations.admits(&relation) {
+                    tracing::debug!(
+                        relation_id = relation.id,
+                        "relation not selected; its changes are skipped"
+                    );
+                    return Ok(());
+                }
                 if !self.relations.knows_types_of(&relation) {
                     *self.relations.types_mut() = setup::load_types(&self.sql).await?;
                 }
                 let catalog = setup::catalog_columns(&self.sql, relation.id).await?;
-                let table = self.relations.update(&relation, &catalog);
+                let table = self.relations.update(&relation, &catalog)?;
+                self.ensure_topic(&table.topic).await?;
                 tracing::debug!(topic = %table.topic, relation_id = relation.id, "relation");
                 return Ok(());
             }
@@ -432,6 +440,9 @@ impl Stream<'_> {
             tracing::warn!(%lsn, "row change outside a transaction ignored");
             return Ok(());
         };
+        if self.relations.is_excluded(relation_id) {
+            return Ok(());
+        }
         let txn_id = txn.id;
         let source = SourceInfo {
             commit_time_micros: txn.commit_time_micros,
@@ -443,11 +454,9 @@ impl Stream<'_> {
         let table = Arc::clone(self.relations.get(relation_id, lsn)?);
         // Columns whose value was not sent because it is TOASTed and unchanged.
         let unchanged: Vec<&str> = after
-            .iter()
-            .flat_map(|t| t.0.iter().zip(&table.columns))
-            .filter(|(datum, _)| matches!(datum, Datum::UnchangedToast))
-            .map(|(_, column)| column.name.as_str())
-            .collect();
+            .as_ref()
+            .map(|t| self.relations.unchanged_columns(&table, t))
+            .unwrap_or_default();
         let unchanged_header = (!unchanged.is_empty()).then(|| {
             (
                 UNCHANGED_COLUMNS_HEADER,
@@ -474,7 +483,7 @@ impl Stream<'_> {
         if stale(&self.relations, &before) || stale(&self.relations, &after) {
             tracing::info!(topic = %table.topic, "an enum gained a value; reloading types");
             let types = setup::load_types(&self.sql).await?;
-            self.relations.replace_types(types);
+            self.relations.replace_types(types)?;
             table = Arc::clone(self.relations.get(relation_id, lsn)?);
             (before, after) = decode(&self.relations, &table)?;
         }
@@ -629,8 +638,10 @@ impl Stream<'_> {
             content,
             source,
         };
+        let topic = Arc::clone(&self.message_topic);
+        self.ensure_topic(&topic).await?;
         let record = EncodedRecord {
-            topic: Arc::clone(&self.message_topic),
+            topic,
             key: Some(self.encoder.message_key(&message).await?),
             value: Some(self.encoder.message_value(&message, now_micros()).await?),
             headers: Vec::new(),
@@ -684,5 +695,13 @@ impl Stream<'_> {
 
     fn acked(&self) -> Lsn {
         self.sink.acked()
+    }
+
+    /// Creates `topic` if topic creation is configured and it is new.
+    pub(super) async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<(), PipelineError> {
+        match &mut self.topics {
+            Some(topics) => Ok(topics.ensure(topic).await?),
+            None => Ok(()),
+        }
     }
 }

@@ -3,3 +3,4 @@
 pub mod kafka;
 
 pub use kafka::{EncodedRecord, KafkaSink, Progress, SinkError};
+pub mod topics;

@@ -16,14 +16,20 @@
 //! are NOT NULL (so their schema is not optional, as Debezium declares them)
 //! and the primary key (Debezium keys by the primary key, not by the replica
 //! identity, which under FULL covers every column).
+//!
+//! The [`Selection`] decides which relations and columns are captured: a
+//! filtered-out column is dropped from the schema and from every row (the
+//! cache maps captured columns to their positions in the tuple), and a key
+//! column can never be dropped. The [`TopicRouter`] names each table's topic.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::event::envelope;
-use crate::event::value::Value;
+use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ColumnSchema, Row, TableSchema};
 use crate::lsn::Lsn;
+use crate::select::{is_valid_topic, Selection, SelectionError, TopicRouter};
 use crate::source::pgoutput::{Datum, Relation, ReplicaIdentity, Tuple};
 use crate::source::types::{self, PgType, TypeRegistry, ValueError, ValueOptions};
 
@@ -88,25 +94,35 @@ pub enum RowErrorKind {
 /// The tables seen on the stream, by relation id.
 #[derive(Debug)]
 pub struct RelationCache {
-    prefix: String,
     options: ValueOptions,
     types: TypeRegistry,
     tables: HashMap<u32, Arc<TableSchema>>,
     /// Each relation's resolved column types, in column order.
     column_types: HashMap<u32, Vec<PgType>>,
+    /// Each relation's column count on the wire, and the positions of the
+    /// captured columns among them.
+    positions: HashMap<u32, (usize, Vec<usize>)>,
     /// What each schema was built from, to rebuild it when types change.
     definitions: HashMap<u32, (Relation, Vec<CatalogColumn>)>,
+    /// Relations the table filters leave out.
+    excluded: HashSet<u32>,
+    selection: Arc<Selection>,
+    router: Arc<TopicRouter>,
 }
 
 impl RelationCache {
     pub fn new(prefix: impl Into<String>, options: ValueOptions, types: TypeRegistry) -> Self {
+        let prefix = prefix.into();
         RelationCache {
-            prefix: prefix.into(),
+            router: Arc::new(TopicRouter::new(&prefix)),
             options,
             types,
             tables: HashMap::new(),
             column_types: HashMap::new(),
+            positions: HashMap::new(),
             definitions: HashMap::new(),
+            excluded: HashSet::new(),
+            selection: Arc::default(),
         }
     }
 
@@ -123,28 +139,81 @@ impl RelationCache {
             .all(|c| self.types.is_known(c.type_oid))
     }
 
+    /// Filters tables and columns, keys tables and names their topics as
+    /// `selection` and `router` say (by default: everything, primary keys,
+    /// `<prefix>.<schema>.<table>`).
+    pub fn with_selection(mut self, selection: Arc<Selection>, router: Arc<TopicRouter>) -> Self {
+        self.selection = selection;
+        self.router = router;
+        self
+    }
+
+    /// Whether the table of a Relation message is captured; remembers the
+    /// answer, so [`RelationCache::is_excluded`] can drop its changes.
+    pub fn admits(&mut self, relation: &Relation) -> bool {
+        let admitted = self
+            .selection
+            .includes_table(&relation.namespace, &relation.name);
+        if admitted {
+            self.excluded.remove(&relation.id);
+        } else {
+            self.excluded.insert(relation.id);
+            self.tables.remove(&relation.id);
+            self.definitions.remove(&relation.id);
+        }
+        admitted
+    }
+
+    /// Whether changes of this relation are dropped by the table filters.
+    pub fn is_excluded(&self, relation_id: u32) -> bool {
+        self.excluded.contains(&relation_id)
+    }
+
     /// Replaces the schema of a relation from its Relation message and the
-    /// catalog's view of its columns.
-    pub fn update(&mut self, relation: &Relation, catalog: &[CatalogColumn]) -> Arc<TableSchema> {
-        let topic: Arc<str> =
-            format!("{}.{}.{}", self.prefix, relation.namespace, relation.name).into();
+    /// catalog's view of its columns. Fails when the selection cannot be
+    /// honoured for this table (a key column excluded, an invalid routed topic).
+    pub fn update(
+        &mut self,
+        relation: &Relation,
+        catalog: &[CatalogColumn],
+    ) -> Result<Arc<TableSchema>, SelectionError> {
+        let qualified = format!("{}.{}", relation.namespace, relation.name);
+        let physical_topic = self.router.table_topic(&relation.namespace, &relation.name);
+        let routed = self.router.route(&physical_topic);
+        let topic: Arc<str> = routed.as_deref().unwrap_or(&physical_topic).into();
+        if !is_valid_topic(&topic) {
+            return Err(SelectionError::InvalidTopic {
+                table: qualified,
+                topic: topic.to_string(),
+            });
+        }
         let by_name: HashMap<&str, &CatalogColumn> =
             catalog.iter().map(|c| (c.name.as_str(), c)).collect();
 
-        let full_identity = relation.replica_identity == ReplicaIdentity::Full;
-        let mut primary_key: Vec<(i32, usize)> = Vec::new();
-        let mut column_types = Vec::with_capacity(relation.columns.len());
-        let columns: Vec<ColumnSchema> = relation
+        // Positions (in the Relation message) of the captured columns.
+        let positions: Vec<usize> = relation
             .columns
             .iter()
             .enumerate()
-            .map(|(i, c)| {
-                let info = by_name.get(c.name.as_str());
-                if let Some(pos) = info.and_then(|i| i.primary_key_position) {
-                    primary_key.push((pos, i));
-                }
+            .filter(|(_, c)| {
+                self.selection
+                    .includes_column(&relation.namespace, &relation.name, &c.name)
+            })
+            .map(|(i, _)| i)
+            .collect();
+
+        let full_identity = relation.replica_identity == ReplicaIdentity::Full;
+        let mut column_types = Vec::with_capacity(positions.len());
+        let not_null = |name: &str| {
+            by_name
+                .get(name)
+                .is_some_and(|i| i.not_null || i.primary_key_position.is_some())
+        };
+        let columns: Vec<ColumnSchema> = positions
+            .iter()
+            .map(|&position| {
+                let c = &relation.columns[position];
                 let ty = self.types.resolve(c.type_oid, c.type_modifier);
-                let not_null = info.is_some_and(|i| i.not_null || i.primary_key_position.is_some());
                 // Outside REPLICA IDENTITY FULL a before-image holds only the
                 // identity columns: the others are unknown there, so null.
                 let in_every_before_image = full_identity || c.is_key;
@@ -152,7 +221,7 @@ impl RelationCache {
                 // the placeholder (numeric, arrays of numbers, ...).
                 let placeholder_is_null = ty.is_varlena()
                     && types::unavailable_value(&ty, c.type_modifier, &self.options) == Value::Null;
-                let required = not_null && in_every_before_image && !placeholder_is_null;
+                let required = not_null(&c.name) && in_every_before_image && !placeholder_is_null;
                 let mut schema = types::column_schema(&ty, c.type_modifier, &self.options);
                 schema.optional = !required;
                 column_types.push(ty);
@@ -165,26 +234,91 @@ impl RelationCache {
             })
             .collect();
 
-        primary_key.sort_unstable();
-        let key_columns: Vec<usize> = if !primary_key.is_empty() {
-            primary_key.into_iter().map(|(_, i)| i).collect()
-        } else if relation.replica_identity == ReplicaIdentity::Index {
-            relation
+        // The key columns as Postgres defines them, by name, before filtering.
+        let mut natural_key: Vec<(i32, &str)> = relation
+            .columns
+            .iter()
+            .filter_map(|c| {
+                by_name
+                    .get(c.name.as_str())
+                    .and_then(|i| i.primary_key_position)
+                    .map(|p| (p, c.name.as_str()))
+            })
+            .collect();
+        natural_key.sort_unstable();
+        let mut natural_key: Vec<&str> = natural_key.into_iter().map(|(_, n)| n).collect();
+        if natural_key.is_empty() && relation.replica_identity == ReplicaIdentity::Index {
+            natural_key = relation
                 .columns
                 .iter()
-                .enumerate()
-                .filter(|(_, c)| c.is_key)
-                .map(|(i, _)| i)
-                .collect()
-        } else {
-            Vec::new()
-        };
+                .filter(|c| c.is_key)
+                .map(|c| c.name.as_str())
+                .collect();
+        }
+        let custom = self
+            .selection
+            .key_column_patterns(&relation.namespace, &relation.name)
+            .map(|patterns| {
+                relation
+                    .columns
+                    .iter()
+                    .filter(|c| patterns.iter().any(|p| p.is_match(&c.name)))
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|names| {
+                if names.is_empty() {
+                    tracing::warn!(table = %qualified, "--message-key-columns names no column of this table; keying it by its primary key");
+                }
+                !names.is_empty()
+            });
+        let key_names = custom.clone().unwrap_or(natural_key);
+        let position_of = |name: &str| columns.iter().position(|c| c.name == name);
+        let mut key_columns = Vec::with_capacity(key_names.len());
+        for name in &key_names {
+            match position_of(name) {
+                Some(i) => key_columns.push(i),
+                None => {
+                    return Err(SelectionError::ExcludedKeyColumn {
+                        table: qualified,
+                        column: (*name).to_owned(),
+                    })
+                }
+            }
+        }
 
+        let routed_key_field = match (routed.is_some(), self.router.key_field()) {
+            (true, Some(field)) if !key_columns.is_empty() => {
+                if key_names.contains(&field) {
+                    return Err(SelectionError::KeyFieldConflict {
+                        table: qualified,
+                        field: field.to_owned(),
+                    });
+                }
+                Some((field.to_owned(), physical_topic.clone()))
+            }
+            _ => None,
+        };
         let key_schema = (!key_columns.is_empty()).then(|| {
             let key_cols: Vec<&ColumnSchema> = key_columns.iter().map(|&i| &columns[i]).collect();
-            envelope::key_schema(&topic, &key_cols)
+            let mut schema = envelope::key_schema(&topic, &key_cols);
+            if custom.is_some() {
+                // A chosen key column may be nullable, unlike a primary key.
+                for field in &mut schema.fields {
+                    field.schema.optional = !not_null(&field.name);
+                }
+            }
+            if let Some((field, _)) = &routed_key_field {
+                schema.fields.push(Field {
+                    name: field.clone(),
+                    schema: ConnectSchema::primitive(ConnectType::String),
+                });
+            }
+            schema
         });
-        let row_schema = envelope::row_schema(&topic, &columns);
+        // As ByLogicalTableRouter: the key and envelope are named after the
+        // routed topic, the row struct keeps the table's own name.
+        let row_schema = envelope::row_schema(&physical_topic, &columns);
         let envelope_schema = envelope::envelope_schema(&topic, &row_schema);
         let table = Arc::new(TableSchema {
             relation_id: relation.id,
@@ -194,25 +328,44 @@ impl RelationCache {
             columns,
             key_columns,
             key_schema,
+            routed_key_field,
             row_schema,
             envelope_schema,
         });
+        self.excluded.remove(&relation.id);
         self.tables.insert(relation.id, Arc::clone(&table));
         self.column_types.insert(relation.id, column_types);
+        self.positions
+            .insert(relation.id, (relation.columns.len(), positions));
         self.definitions
             .insert(relation.id, (relation.clone(), catalog.to_vec()));
-        table
+        Ok(table)
+    }
+
+    /// The names of the captured columns of `tuple` that are TOASTed and
+    /// unchanged (sent without their value).
+    pub fn unchanged_columns<'t>(&self, table: &'t TableSchema, tuple: &Tuple) -> Vec<&'t str> {
+        let Some((_, positions)) = self.positions.get(&table.relation_id) else {
+            return Vec::new();
+        };
+        positions
+            .iter()
+            .zip(&table.columns)
+            .filter(|(&p, _)| matches!(tuple.0.get(p), Some(Datum::UnchangedToast)))
+            .map(|(_, c)| c.name.as_str())
+            .collect()
     }
 
     /// Replaces the user-defined types and rebuilds every table's schema
     /// with them (e.g. after `ALTER TYPE ... ADD VALUE`, which sends no new
     /// Relation message).
-    pub fn replace_types(&mut self, types: TypeRegistry) {
+    pub fn replace_types(&mut self, types: TypeRegistry) -> Result<(), SelectionError> {
         self.types = types;
         let definitions: Vec<_> = self.definitions.values().cloned().collect();
         for (relation, catalog) in definitions {
-            self.update(&relation, &catalog);
+            self.update(&relation, &catalog)?;
         }
+        Ok(())
     }
 
     /// Whether a decoded row holds an enum value its schema does not list:
@@ -248,12 +401,19 @@ impl RelationCache {
         tuple: &Tuple,
         lsn: Lsn,
     ) -> Result<Row, RowError> {
-        if tuple.0.len() != table.columns.len() {
+        let (width, positions) =
+            self.positions
+                .get(&table.relation_id)
+                .ok_or(RowErrorKind::UnknownRelation {
+                    relation_id: table.relation_id,
+                    lsn,
+                })?;
+        if tuple.0.len() != *width {
             return Err(RowErrorKind::ColumnCount {
                 lsn,
                 schema: table.schema.clone(),
                 table: table.table.clone(),
-                expected: table.columns.len(),
+                expected: *width,
                 found: tuple.0.len(),
             }
             .into());
@@ -269,8 +429,8 @@ impl RelationCache {
             .columns
             .iter()
             .zip(types)
-            .zip(&tuple.0)
-            .map(|((column, ty), datum)| self.decode_datum(table, column, ty, datum, lsn))
+            .zip(positions)
+            .map(|((column, ty), &p)| self.decode_datum(table, column, ty, &tuple.0[p], lsn))
             .collect()
     }
 
@@ -309,5 +469,150 @@ impl RelationCache {
             }
             .into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::config::RunConfig;
+    use crate::source::pgoutput::Column;
+
+    fn cache(args: &[&str]) -> RelationCache {
+        let mut argv = vec!["--pg-url", "postgres://u@h/d", "--topic-prefix", "app"];
+        argv.extend_from_slice(args);
+        let config = RunConfig::from_args(argv).expect("flags");
+        RelationCache::new("app", ValueOptions::default(), TypeRegistry::default()).with_selection(
+            Arc::new(Selection::from_config(&config).expect("selection")),
+            Arc::new(TopicRouter::from_config(&config).expect("router")),
+        )
+    }
+
+    /// `public.<name>` with int4 `id` (primary key), text `secret`, int4 `v`.
+    fn relation(name: &str) -> (Relation, Vec<CatalogColumn>) {
+        let column = |name: &str, type_oid, is_key| Column {
+            is_key,
+            name: name.into(),
+            type_oid,
+            type_modifier: -1,
+        };
+        let relation = Relation {
+            id: 7,
+            namespace: "public".into(),
+            name: name.into(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: vec![
+                column("id", 23, true),
+                column("secret", 25, false),
+                column("v", 23, false),
+            ],
+        };
+        let catalog = vec![
+            CatalogColumn {
+                name: "id".into(),
+                not_null: true,
+                primary_key_position: Some(1),
+            },
+            CatalogColumn {
+                name: "secret".into(),
+                not_null: false,
+                primary_key_position: None,
+            },
+            CatalogColumn {
+                name: "v".into(),
+                not_null: false,
+                primary_key_position: None,
+            },
+        ];
+        (relation, catalog)
+    }
+
+    fn text(s: &str) -> Datum {
+        Datum::Text(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    #[test]
+    fn excluded_columns_leave_schema_and_rows() {
+        let mut cache = cache(&["--column-exclude-list", "public\\.t\\.secret"]);
+        let (relation, catalog) = relation("t");
+        let table = cache.update(&relation, &catalog).expect("schema");
+        let names: Vec<&str> = table.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["id", "v"]);
+        let tuple = Tuple(vec![text("1"), Datum::UnchangedToast, text("5")]);
+        let row = cache.decode_row(&table, &tuple, Lsn::ZERO).expect("row");
+        assert_eq!(row, [Value::Int32(1), Value::Int32(5)]);
+        assert!(
+            cache.unchanged_columns(&table, &tuple).is_empty(),
+            "an excluded TOASTed column is not reported"
+        );
+        let short = Tuple(vec![text("1"), text("5")]);
+        assert!(
+            cache.decode_row(&table, &short, Lsn::ZERO).is_err(),
+            "the tuple is checked against the wire width"
+        );
+    }
+
+    #[test]
+    fn a_key_column_cannot_be_excluded() {
+        let mut cache = cache(&["--column-include-list", "public\\.t\\.(secret|v)"]);
+        let (relation, catalog) = relation("t");
+        assert_eq!(
+            cache.update(&relation, &catalog),
+            Err(SelectionError::ExcludedKeyColumn {
+                table: "public.t".into(),
+                column: "id".into()
+            })
+        );
+    }
+
+    #[test]
+    fn routed_tables_get_the_key_field_and_routed_schema_names() {
+        let mut cache = cache(&["--topic-route", "app\\.public\\.(t)=app.all_$1"]);
+        let (relation, catalog) = relation("t");
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert_eq!(&*table.topic, "app.all_t");
+        assert_eq!(
+            table.routed_key_field,
+            Some((
+                "__dbz__physicalTableIdentifier".into(),
+                "app.public.t".into()
+            ))
+        );
+        let key = table.key_schema.as_ref().expect("key schema");
+        assert_eq!(key.name.as_deref(), Some("app.all_t.Key"));
+        let fields: Vec<&str> = key.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(fields, ["id", "__dbz__physicalTableIdentifier"]);
+        assert_eq!(
+            table.envelope_schema.name.as_deref(),
+            Some("app.all_t.Envelope")
+        );
+        assert_eq!(
+            table.row_schema.name.as_deref(),
+            Some("app.public.t.Value"),
+            "the row keeps its table's name, as ByLogicalTableRouter leaves it"
+        );
+    }
+
+    #[test]
+    fn message_key_columns_override_the_primary_key() {
+        let mut cache = cache(&["--message-key-columns", "public\\.t:v"]);
+        let (relation, catalog) = relation("t");
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert_eq!(table.key_columns, [2]);
+        let key = table.key_schema.as_ref().expect("key schema");
+        assert!(
+            key.fields[0].schema.optional,
+            "a nullable chosen key column stays optional"
+        );
+    }
+
+    #[test]
+    fn filtered_tables_are_remembered_as_excluded() {
+        let mut cache = cache(&["--table-include-list", "public\\.other"]);
+        let (relation, _) = relation("t");
+        assert!(!cache.admits(&relation));
+        assert!(cache.is_excluded(relation.id));
     }
 }

@@ -3,8 +3,9 @@
 
 use tokio_postgres::{Client, NoTls};
 
-use crate::config::PgUrl;
+use crate::config::{PgUrl, RunConfig};
 use crate::lsn::Lsn;
+use crate::select::Selection;
 use crate::source::relation::CatalogColumn;
 use crate::source::types::{CatalogError, CatalogRow, TypeRegistry, CATALOG_QUERY};
 
@@ -23,8 +24,29 @@ pub enum SetupError {
         #[source]
         error: tokio_postgres::Error,
     },
-    #[error("wal_level is {0:?}, logical decoding needs wal_level = logical; set it in postgresql.conf and restart PostgreSQL")]
+    #[error("wal_level is {0:?}, logical decoding needs wal_level = logical; as a superuser run ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL (on a managed service set its logical replication parameter)")]
     WalLevel(String),
+    #[error("role {role:?} may not use replication (it has neither REPLICATION nor SUPERUSER); as a superuser run ALTER ROLE {role_sql} REPLICATION; (on Amazon RDS: GRANT rds_replication TO {role_sql};)")]
+    NoReplication { role: String, role_sql: String },
+    #[error("publication {publication:?} does not exist and --publication-autocreate-mode disabled does not create it; create it with: {statement}")]
+    PublicationMissing {
+        publication: String,
+        statement: String,
+    },
+    #[error("publication {publication:?} is FOR ALL TABLES, so --publication-autocreate-mode filtered cannot narrow it to the selected tables; drop it (DROP PUBLICATION {publication_sql};) to have it recreated, or pass another --publication")]
+    PublicationForAllTables {
+        publication: String,
+        publication_sql: String,
+    },
+    #[error("no table matches the include/exclude lists, so --publication-autocreate-mode filtered has nothing to publish; check --schema-include-list / --table-include-list (and their exclude lists) against the database")]
+    NothingSelected,
+    #[error("not allowed to run: {statement}; {needs}; run it as a role with that privilege, or have one run it and restart")]
+    PublicationPrivilege {
+        statement: String,
+        needs: &'static str,
+        #[source]
+        error: tokio_postgres::Error,
+    },
     #[error("replication slot {slot:?} exists but uses plugin {plugin:?}; pgcdc-kafka needs a pgoutput slot: drop it or pass another --slot")]
     WrongPlugin { slot: String, plugin: String },
     #[error("replication slot {slot:?} is a physical slot; pass the name of a logical slot or a new name to --slot")]
@@ -99,13 +121,13 @@ pub enum SlotStatus {
     Invalidated,
 }
 
-/// Makes sure the server can decode logically and the publication exists
-/// (creating it FOR ALL TABLES, or for `tables`), and reports the slot.
+/// Makes sure the server can decode logically, the role may replicate, and
+/// the publication exists as `--publication-autocreate-mode` wants it; then
+/// reports the slot.
 pub async fn prepare(
     client: &Client,
-    slot: &str,
-    publication: &str,
-    tables: &[String],
+    config: &RunConfig,
+    selection: &Selection,
 ) -> Result<SlotStatus, SetupError> {
     let wal_level: String = client
         .query_one("SHOW wal_level", &[])
@@ -115,8 +137,33 @@ pub async fn prepare(
     if wal_level != "logical" {
         return Err(SetupError::WalLevel(wal_level));
     }
-    ensure_publication(client, publication, tables).await?;
-    slot_status(client, slot).await
+    check_replication_privilege(client).await?;
+    ensure_publication(client, config, selection).await?;
+    slot_status(client, &config.slot_name).await
+}
+
+/// Fails when the role can neither use slots nor stream (REPLICATION or
+/// SUPERUSER, or Amazon RDS's rds_replication role).
+async fn check_replication_privilege(client: &Client) -> Result<(), SetupError> {
+    let row = client
+        .query_one(
+            "SELECT current_user::text, r.rolsuper OR r.rolreplication OR EXISTS ( \
+                 SELECT 1 FROM pg_roles g WHERE g.rolname IN ('rds_replication', 'rds_superuser') \
+                   AND pg_has_role(r.oid, g.oid, 'member')) \
+             FROM pg_roles r WHERE r.rolname = current_user",
+            &[],
+        )
+        .await
+        .map_err(query_error("reading the role's attributes"))?;
+    let role: String = row.get(0);
+    if row.get::<_, bool>(1) {
+        Ok(())
+    } else {
+        Err(SetupError::NoReplication {
+            role_sql: quote_ident(&role),
+            role,
+        })
+    }
 }
 
 /// Looks the slot up and checks it is a pgoutput slot of this database.
@@ -206,49 +253,255 @@ pub async fn copy_slot(client: &Client, from: &str, to: &str) -> Result<(), Setu
     Ok(())
 }
 
+/// How the connector treats its publication (Debezium's
+/// `publication.autocreate.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[value(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum PublicationAutocreateMode {
+    /// Create it FOR ALL TABLES (or FOR TABLE the --table list) if missing.
+    AllTables,
+    /// Create it, or alter it, to publish exactly the selected tables.
+    Filtered,
+    /// Never create or alter it: it must exist.
+    Disabled,
+}
+
+fn qualified(schema: &str, table: &str) -> String {
+    format!("{}.{}", quote_ident(schema), quote_ident(table))
+}
+
 async fn ensure_publication(
     client: &Client,
-    publication: &str,
-    tables: &[String],
+    config: &RunConfig,
+    selection: &Selection,
 ) -> Result<(), SetupError> {
-    let exists = client
+    let publication = config.publication_name.as_str();
+    let pub_sql = quote_ident(publication);
+    let existing = client
         .query_opt(
-            "SELECT 1 FROM pg_publication WHERE pubname = $1",
+            "SELECT puballtables, pubviaroot FROM pg_publication WHERE pubname = $1",
             &[&publication],
         )
         .await
         .map_err(query_error(format!(
             "looking up publication {publication:?}"
         )))?
-        .is_some();
-    if exists {
-        return Ok(());
-    }
-    let target = if tables.is_empty() {
-        "ALL TABLES".to_owned()
+        .map(|row| (row.get::<_, bool>(0), row.get::<_, bool>(1)));
+    let via_root = config.publish_via_partition_root;
+    let with = if via_root {
+        " WITH (publish_via_partition_root = true)"
     } else {
-        let list: Vec<String> = tables
-            .iter()
-            .map(|t| match t.split_once('.') {
-                Some((schema, table)) => format!("{}.{}", quote_ident(schema), quote_ident(table)),
-                None => quote_ident(t),
-            })
-            .collect();
-        format!("TABLE {}", list.join(", "))
+        ""
     };
-    let sql = format!(
-        "CREATE PUBLICATION {} FOR {target}",
-        quote_ident(publication)
-    );
-    client
-        .batch_execute(&sql)
+    let mode = config.publication_autocreate_mode;
+    match (mode, existing) {
+        (PublicationAutocreateMode::AllTables, Some(_)) => Ok(()),
+        (PublicationAutocreateMode::AllTables, None) => {
+            let target = if config.tables.is_empty() {
+                "ALL TABLES".to_owned()
+            } else {
+                let list: Vec<String> = config
+                    .tables
+                    .iter()
+                    .map(|t| match t.split_once('.') {
+                        Some((schema, table)) => qualified(schema, table),
+                        None => quote_ident(t),
+                    })
+                    .collect();
+                format!("TABLE {}", list.join(", "))
+            };
+            let statement = format!("CREATE PUBLICATION {pub_sql} FOR {target}{with}");
+            run_publication_ddl(client, &statement, target == "ALL TABLES").await?;
+            tracing::info!(publication, target, "created publication");
+            Ok(())
+        }
+        (PublicationAutocreateMode::Disabled, Some(_)) => Ok(()),
+        (PublicationAutocreateMode::Disabled, None) => {
+            let target = if selection.filters_tables() {
+                let tables = selected_tables(client, selection, via_root).await?;
+                if tables.is_empty() {
+                    "TABLE schema.table, ...".to_owned()
+                } else {
+                    format!("TABLE {}", tables.join(", "))
+                }
+            } else {
+                "ALL TABLES".to_owned()
+            };
+            Err(SetupError::PublicationMissing {
+                publication: publication.to_owned(),
+                statement: format!("CREATE PUBLICATION {pub_sql} FOR {target}{with};"),
+            })
+        }
+        (PublicationAutocreateMode::Filtered, Some((true, _))) => {
+            Err(SetupError::PublicationForAllTables {
+                publication: publication.to_owned(),
+                publication_sql: pub_sql,
+            })
+        }
+        (PublicationAutocreateMode::Filtered, existing) => {
+            let tables = selected_tables(client, selection, via_root).await?;
+            if tables.is_empty() {
+                return Err(SetupError::NothingSelected);
+            }
+            let list = tables.join(", ");
+            match existing {
+                None => {
+                    let statement = format!("CREATE PUBLICATION {pub_sql} FOR TABLE {list}{with}");
+                    run_publication_ddl(client, &statement, false).await?;
+                    tracing::info!(
+                        publication,
+                        tables = tables.len(),
+                        "created publication for the selected tables"
+                    );
+                }
+                Some((_, current_via_root)) => {
+                    let current = published_tables(client, publication).await?;
+                    let mut wanted = tables.clone();
+                    wanted.sort();
+                    if current != wanted {
+                        let statement = format!("ALTER PUBLICATION {pub_sql} SET TABLE {list}");
+                        run_publication_ddl(client, &statement, false).await?;
+                        tracing::info!(
+                            publication,
+                            tables = tables.len(),
+                            "publication set to the selected tables"
+                        );
+                    }
+                    if current_via_root != via_root {
+                        let statement = format!(
+                            "ALTER PUBLICATION {pub_sql} SET (publish_via_partition_root = {via_root})"
+                        );
+                        run_publication_ddl(client, &statement, false).await?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Runs a CREATE/ALTER PUBLICATION, explaining a missing privilege.
+async fn run_publication_ddl(
+    client: &Client,
+    statement: &str,
+    all_tables: bool,
+) -> Result<(), SetupError> {
+    client.batch_execute(statement).await.map_err(|error| {
+        if error.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+            SetupError::PublicationPrivilege {
+                statement: format!("{statement};"),
+                needs: if all_tables {
+                    "a publication FOR ALL TABLES needs a superuser"
+                } else {
+                    "creating a publication needs CREATE on the database (GRANT CREATE ON DATABASE \
+                     ... TO role), and publishing a table needs ownership of it (ALTER TABLE ... \
+                     OWNER TO role) and of the publication, or a superuser"
+                },
+                error,
+            }
+        } else {
+            SetupError::Query {
+                action: statement.to_owned(),
+                error,
+            }
+        }
+    })
+}
+
+/// The tables the include/exclude lists select, as quoted `schema.table`,
+/// in name order. With `via_root` partitions are represented by their
+/// partitioned root; without it, by themselves.
+pub async fn selected_tables(
+    client: &Client,
+    selection: &Selection,
+    via_root: bool,
+) -> Result<Vec<String>, SetupError> {
+    let rows = client
+        .query(
+            "SELECT n.nspname::text, c.relname::text, c.relkind::text, c.relispartition \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p' \
+               AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+               AND n.nspname NOT LIKE 'pg\\_%' ORDER BY 1, 2",
+            &[],
+        )
+        .await
+        .map_err(query_error("listing tables for the publication"))?;
+    Ok(rows
+        .iter()
+        .filter(|r| {
+            let partitioned = r.get::<_, String>(2) == "p";
+            let partition: bool = r.get(3);
+            if via_root {
+                !partition
+            } else {
+                !partitioned
+            }
+        })
+        .filter(|r| selection.includes_table(r.get(0), r.get(1)))
+        .map(|r| qualified(r.get(0), r.get(1)))
+        .collect())
+}
+
+/// The tables named in a publication (not FOR ALL TABLES), quoted and sorted.
+async fn published_tables(client: &Client, publication: &str) -> Result<Vec<String>, SetupError> {
+    const TABLES: &str = "SELECT n.nspname::text, c.relname::text FROM pg_publication p \
+         JOIN pg_publication_rel pr ON pr.prpubid = p.oid \
+         JOIN pg_class c ON c.oid = pr.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE p.pubname = $1";
+    // PostgreSQL 15 added FOR TABLES IN SCHEMA; a schema entry never equals
+    // the wanted table list, so it is replaced by SET TABLE.
+    const SCHEMAS: &str = " UNION ALL SELECT n.nspname::text, '*' FROM pg_publication p \
+         JOIN pg_publication_namespace pn ON pn.pnpubid = p.oid \
+         JOIN pg_namespace n ON n.oid = pn.pnnspid WHERE p.pubname = $1";
+    let version: i32 = client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .map_err(query_error("reading server_version_num"))?
+        .get(0);
+    let sql = if version >= 150_000 {
+        format!("{TABLES}{SCHEMAS}")
+    } else {
+        TABLES.to_owned()
+    };
+    let rows = client
+        .query(sql.as_str(), &[&publication])
         .await
         .map_err(query_error(format!(
-            "creating publication {publication:?} (needs superuser for FOR ALL TABLES, \
-             or ownership of the tables; or create it yourself and pass --publication)"
+            "listing the tables of publication {publication:?}"
         )))?;
-    tracing::info!(publication, target, "created publication");
-    Ok(())
+    let mut tables: Vec<String> = rows.iter().map(|r| qualified(r.get(0), r.get(1))).collect();
+    tables.sort();
+    Ok(tables)
+}
+
+/// Drops the slot once its walsender has let go of it (after a graceful
+/// stop), waiting up to `timeout`.
+pub async fn drop_slot_when_inactive(
+    client: &Client,
+    slot: &str,
+    timeout: std::time::Duration,
+) -> Result<(), SetupError> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let active: Option<bool> = client
+            .query_opt(
+                "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+                &[&slot],
+            )
+            .await
+            .map_err(query_error(format!("looking up replication slot {slot:?}")))?
+            .map(|r| r.get(0));
+        match active {
+            None => return Ok(()),
+            Some(false) => return drop_slot(client, slot).await,
+            Some(true) if std::time::Instant::now() >= deadline => {
+                return drop_slot(client, slot).await
+            }
+            Some(true) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
 }
 
 /// What the catalog says about the columns of a relation: NOT NULL and
