@@ -15,8 +15,11 @@ use base64::Engine;
 use serde_json::{Map, Value as Json};
 
 use crate::event::envelope::{self, ConnectorInfo};
+use crate::event::metadata::TransactionBlock;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
+
+use super::{MetadataKind, MetadataRecord};
 
 /// A Connect schema as the JsonConverter writes it; `field` names a struct field.
 pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
@@ -106,10 +109,21 @@ pub fn value_json(value: &Value) -> Json {
     }
 }
 
-/// Serialized schemas of `<prefix>.message` records, built once.
+/// Serialized key and value schemas of records that do not depend on a
+/// table (`<prefix>.message`, transaction boundaries, heartbeats), built once.
 struct MessageSchemas {
     key: String,
     value: String,
+}
+
+impl MessageSchemas {
+    fn of(kind: MetadataKind) -> Self {
+        let (key, value) = kind.schemas();
+        MessageSchemas {
+            key: schema_json(&key, None).to_string(),
+            value: schema_json(&value, None).to_string(),
+        }
+    }
 }
 
 struct CachedSchemas {
@@ -124,6 +138,8 @@ pub struct JsonEncoder {
     info: ConnectorInfo,
     cache: HashMap<u32, CachedSchemas>,
     message_schemas: MessageSchemas,
+    transaction_schemas: MessageSchemas,
+    heartbeat_schemas: MessageSchemas,
 }
 
 impl JsonEncoder {
@@ -136,7 +152,22 @@ impl JsonEncoder {
                 key: schema_json(&envelope::message_key_schema(), None).to_string(),
                 value: schema_json(&envelope::message_value_schema(), None).to_string(),
             },
+            transaction_schemas: MessageSchemas::of(MetadataKind::Transaction),
+            heartbeat_schemas: MessageSchemas::of(MetadataKind::Heartbeat),
         }
+    }
+
+    /// The key and value bytes of a transaction boundary or heartbeat record.
+    pub fn metadata(&self, record: MetadataRecord<'_>) -> (Vec<u8>, Vec<u8>) {
+        let schemas = match record.kind() {
+            MetadataKind::Transaction => &self.transaction_schemas,
+            MetadataKind::Heartbeat => &self.heartbeat_schemas,
+        };
+        let (key, value) = record.values();
+        (
+            self.wrap(Some(&schemas.key), &value_json(&key)),
+            self.wrap(Some(&schemas.value), &value_json(&value)),
+        )
     }
 
     /// The key bytes of a logical decoding message record.
@@ -146,8 +177,18 @@ impl JsonEncoder {
     }
 
     /// The value bytes of a logical decoding message record.
-    pub fn message_value(&self, message: &MessageEvent, now_micros: i64) -> Vec<u8> {
-        let value = value_json(&envelope::message_value(message, &self.info, now_micros));
+    pub fn message_value(
+        &self,
+        message: &MessageEvent,
+        transaction: Option<&TransactionBlock>,
+        now_micros: i64,
+    ) -> Vec<u8> {
+        let value = value_json(&envelope::message_value(
+            message,
+            &self.info,
+            transaction,
+            now_micros,
+        ));
         self.wrap(Some(&self.message_schemas.value), &value)
     }
 
@@ -194,8 +235,18 @@ impl JsonEncoder {
     }
 
     /// The value bytes of the event's envelope.
-    pub fn value(&mut self, event: &ChangeEvent, now_micros: i64) -> Vec<u8> {
-        let payload = value_json(&envelope::envelope_value(event, &self.info, now_micros));
+    pub fn value(
+        &mut self,
+        event: &ChangeEvent,
+        transaction: Option<&TransactionBlock>,
+        now_micros: i64,
+    ) -> Vec<u8> {
+        let payload = value_json(&envelope::envelope_value(
+            event,
+            &self.info,
+            transaction,
+            now_micros,
+        ));
         let schema = self.schemas(&event.table).envelope.clone();
         self.wrap(Some(&schema), &payload)
     }

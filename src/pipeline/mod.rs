@@ -33,7 +33,7 @@ mod stream;
 
 pub use snapshot::SnapshotError;
 
-pub use stream::run_once;
+pub use stream::{run_once, HeartbeatError};
 
 /// Session settings pinned on the replication connection so that pgoutput's
 /// text values render in the one format the value decoder parses.
@@ -70,6 +70,8 @@ pub enum PipelineError {
     Delivery(#[source] Arc<SinkError>),
     #[error("the replication stream ended unexpectedly")]
     StreamEnded,
+    #[error(transparent)]
+    Heartbeat(#[from] HeartbeatError),
 }
 
 impl PipelineError {
@@ -87,6 +89,7 @@ impl PipelineError {
             PipelineError::Snapshot(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded => true,
+            PipelineError::Heartbeat(e) => e.is_retryable(),
             PipelineError::Decode(_) | PipelineError::Row(_) => false,
         }
     }

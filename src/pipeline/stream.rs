@@ -26,6 +26,10 @@ use crate::source::pgoutput::{self, Datum, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
 use crate::source::setup::{self, SetupError, SlotStatus};
 
+mod metadata;
+
+pub use metadata::HeartbeatError;
+
 /// The transaction being read (between Begin and Commit).
 struct OpenTxn {
     id: TxnId,
@@ -62,6 +66,8 @@ pub(super) struct Stream<'a> {
     /// where a caught-up, drained stop may confirm to.
     idle_wal_end: Lsn,
     last_activity: Instant,
+    /// Transaction metadata and heartbeats.
+    metadata: metadata::Metadata,
 }
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
@@ -153,6 +159,7 @@ pub async fn run_once(
         received: start,
         idle_wal_end: start,
         last_activity: Instant::now(),
+        metadata: metadata::Metadata::new(config),
         sql,
         config,
     };
@@ -239,6 +246,7 @@ impl Stream<'_> {
             }
             let idle_deadline =
                 tokio::time::Instant::from_std(self.last_activity + self.config.idle_timeout);
+            let heartbeat = self.metadata.heartbeat_deadline();
             tokio::select! {
                 biased;
                 reason = &mut stop, if stopping.is_none() => {
@@ -250,6 +258,9 @@ impl Stream<'_> {
                 () = tokio::time::sleep_until(idle_deadline), if idle_mode && self.txn.is_none() => {
                     tracing::info!(idle_for = ?self.config.idle_timeout, "stream idle; draining in-flight messages");
                     return Ok(StopReason::CaughtUp);
+                }
+                () = metadata::sleep_until(heartbeat), if heartbeat.is_some() && self.txn.is_none() && stopping.is_none() => {
+                    self.send_heartbeat().await?;
                 }
                 changed = progress.changed() => {
                     if changed.is_err() {
@@ -289,21 +300,25 @@ impl Stream<'_> {
         }
         match event {
             ReplicationEvent::Begin {
+                final_lsn,
                 xid,
                 commit_time_micros,
-                ..
             } => {
                 debug_assert!(self.txn.is_none(), "Begin inside a transaction");
+                let commit_time_micros = commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS);
+                let id = self.sink.begin();
                 self.txn = Some(OpenTxn {
-                    id: self.sink.begin(),
+                    id,
                     xid,
-                    commit_time_micros: commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS),
+                    commit_time_micros,
                 });
-                self.metrics
-                    .transaction_begun(commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS));
+                self.metrics.transaction_begun(commit_time_micros);
+                self.transaction_began(id, xid, final_lsn.into(), commit_time_micros)
+                    .await?;
             }
             ReplicationEvent::Commit { lsn, end_lsn, .. } => {
                 if let Some(txn) = self.txn.take() {
+                    self.transaction_ending(txn.id).await?;
                     self.sink.commit(txn.id, end_lsn.into());
                     self.summary.transactions += 1;
                     self.metrics
@@ -503,7 +518,11 @@ impl Stream<'_> {
     ) -> Result<(), PipelineError> {
         let topic = Arc::clone(&event.table.topic);
         let key = self.encoder.key(event).await?;
-        let value = self.encoder.value(event, now_micros()).await?;
+        let transaction = self.metadata.event(&event.table);
+        let value = self
+            .encoder
+            .value(event, transaction.as_ref(), now_micros())
+            .await?;
         let key_bytes = key.as_ref().map_or(0, Vec::len);
         let mut bytes = key_bytes + value.len();
         self.sink
@@ -548,6 +567,11 @@ impl Stream<'_> {
             Some(open) => (open.id, false),
             None => (self.sink.begin(), true),
         };
+        let transaction = if own {
+            None
+        } else {
+            self.metadata.message_event()
+        };
         let source = SourceInfo {
             commit_time_micros: self
                 .txn
@@ -567,7 +591,11 @@ impl Stream<'_> {
         let record = EncodedRecord {
             topic: Arc::clone(&self.message_topic),
             key: Some(self.encoder.message_key(&message).await?),
-            value: Some(self.encoder.message_value(&message, now_micros()).await?),
+            value: Some(
+                self.encoder
+                    .message_value(&message, transaction.as_ref(), now_micros())
+                    .await?,
+            ),
             headers: Vec::new(),
             txn,
         };
