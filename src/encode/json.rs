@@ -138,8 +138,9 @@ pub struct JsonEncoder {
     info: ConnectorInfo,
     cache: HashMap<u32, CachedSchemas>,
     message_schemas: MessageSchemas,
-    transaction_schemas: MessageSchemas,
-    heartbeat_schemas: MessageSchemas,
+    /// Transaction boundaries and heartbeats (boxed: rarely used, and the
+    /// encoder lives in an enum beside a boxed Avro encoder).
+    metadata_schemas: Box<[MessageSchemas; 2]>,
 }
 
 impl JsonEncoder {
@@ -152,16 +153,18 @@ impl JsonEncoder {
                 key: schema_json(&envelope::message_key_schema(), None).to_string(),
                 value: schema_json(&envelope::message_value_schema(), None).to_string(),
             },
-            transaction_schemas: MessageSchemas::of(MetadataKind::Transaction),
-            heartbeat_schemas: MessageSchemas::of(MetadataKind::Heartbeat),
+            metadata_schemas: Box::new([
+                MessageSchemas::of(MetadataKind::Transaction),
+                MessageSchemas::of(MetadataKind::Heartbeat),
+            ]),
         }
     }
 
     /// The key and value bytes of a transaction boundary or heartbeat record.
     pub fn metadata(&self, record: MetadataRecord<'_>) -> (Vec<u8>, Vec<u8>) {
         let schemas = match record.kind() {
-            MetadataKind::Transaction => &self.transaction_schemas,
-            MetadataKind::Heartbeat => &self.heartbeat_schemas,
+            MetadataKind::Transaction => &self.metadata_schemas[0],
+            MetadataKind::Heartbeat => &self.metadata_schemas[1],
         };
         let (key, value) = record.values();
         (
