@@ -273,6 +273,53 @@ mod tests {
     }
 
     #[test]
+    fn metadata_records_as_the_json_converter_writes_them() {
+        use crate::event::metadata::{Heartbeat, OpenTransaction};
+        use crate::lsn::Lsn;
+        let encoder = JsonEncoder::new(
+            ConnectorInfo {
+                name: "app".into(),
+                db: "shop".into(),
+            },
+            true,
+        );
+        let mut open = OpenTransaction::new(7, Lsn::new(100), 5_000_000);
+        open.event("public.t");
+        let end = open.end();
+        let (key, value) = encoder.metadata(MetadataRecord::Transaction(&end));
+        assert_eq!(
+            String::from_utf8(key).unwrap(),
+            r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"}],"optional":false,"name":"io.debezium.connector.common.TransactionMetadataKey","version":1},"payload":{"id":"7:100"}}"#
+        );
+        assert_eq!(
+            String::from_utf8(value).unwrap(),
+            concat!(
+                r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"status"},"#,
+                r#"{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":true,"field":"event_count"},"#,
+                r#"{"type":"array","items":{"type":"struct","fields":[{"type":"string","optional":false,"field":"data_collection"},"#,
+                r#"{"type":"int64","optional":false,"field":"event_count"}],"optional":true,"name":"event.collection","version":1},"#,
+                r#""optional":true,"field":"data_collections"},{"type":"int64","optional":false,"field":"ts_ms"}],"#,
+                r#""optional":false,"name":"io.debezium.connector.common.TransactionMetadataValue","version":1},"#,
+                r#""payload":{"status":"END","id":"7:100","event_count":1,"#,
+                r#""data_collections":[{"data_collection":"public.t","event_count":1}],"ts_ms":5000}}"#
+            )
+        );
+        let heartbeat = Heartbeat {
+            server_name: "app".into(),
+            ts_ms: 42,
+        };
+        let (key, value) = encoder.metadata(MetadataRecord::Heartbeat(&heartbeat));
+        assert_eq!(
+            String::from_utf8(key).unwrap(),
+            r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"serverName"}],"optional":false,"name":"io.debezium.connector.common.ServerNameKey","version":1},"payload":{"serverName":"app"}}"#
+        );
+        assert_eq!(
+            String::from_utf8(value).unwrap(),
+            r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":42}}"#
+        );
+    }
+
+    #[test]
     fn special_values() {
         assert_eq!(value_json(&Value::Float64(f64::NAN)), Json::from("NaN"));
         assert_eq!(
