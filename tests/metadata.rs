@@ -812,6 +812,13 @@ async fn kill_9_loses_no_end() {
             );
         }
     }
+    let ends: usize = by_xid.values().map(|(_, e)| e.len()).sum();
+    eprintln!(
+        "[kill -9] {} transactions committed, {} END records ({} repeated after restarts)",
+        committed.len(),
+        ends,
+        ends - committed.len()
+    );
     // Every data event's transaction has its END.
     let a = consume_all(&bootstrap, &s.topic("a"), TIMEOUT).await;
     for record in &a {
