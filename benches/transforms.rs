@@ -15,6 +15,12 @@ use pgcdc_kafka::event::envelope::{self, ConnectorInfo};
 use pgcdc_kafka::event::value::{ConnectSchema, ConnectType, Value};
 use pgcdc_kafka::event::{ChangeEvent, ColumnSchema, Op, SourceInfo, TableSchema};
 use pgcdc_kafka::lsn::Lsn;
+use pgcdc_kafka::transform::Stamp;
+
+const STAMP: Stamp<'static> = Stamp {
+    now_micros: 1,
+    transaction: None,
+};
 use pgcdc_kafka::transform::Transforms;
 
 const EVENTS: usize = 100_000;
@@ -145,7 +151,7 @@ fn main() {
         let mut bytes = 0;
         for e in &events {
             bytes += encoder.key(e).await.expect("key").map_or(0, |k| k.len());
-            bytes += encoder.value(e, 1).await.expect("value").len();
+            bytes += encoder.value(e, None, 1).await.expect("value").len();
         }
         report("debezium envelope (json, schemas)", started, bytes);
 
@@ -166,7 +172,7 @@ fn main() {
             let mut bytes = 0;
             for e in &events {
                 for r in transforms
-                    .records(e, Vec::new(), false, txn, &mut encoder, 1)
+                    .records(e, Vec::new(), false, txn, &mut encoder, STAMP)
                     .await
                     .expect("records")
                 {
@@ -185,7 +191,7 @@ fn main() {
         let mut bytes = 0;
         for e in &events {
             for r in transforms
-                .records(e, Vec::new(), false, txn, &mut encoder, 1)
+                .records(e, Vec::new(), false, txn, &mut encoder, STAMP)
                 .await
                 .expect("records")
             {
@@ -196,7 +202,7 @@ fn main() {
         let started = Instant::now();
         let mut bytes = 0;
         for e in &events {
-            bytes += encoder.value(e, 1).await.expect("value").len();
+            bytes += encoder.value(e, None, 1).await.expect("value").len();
         }
         report("same outbox rows as envelopes", started, bytes);
     });

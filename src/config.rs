@@ -383,6 +383,35 @@ pub struct RunConfig {
     /// after it are never captured.
     #[arg(long, env = "PGCDC_SLOT_DROP_ON_STOP", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub slot_drop_on_stop: bool,
+    // --- transaction metadata and heartbeats ---
+    /// Write a BEGIN and an END record per transaction to --transaction-topic
+    /// and fill each event's `transaction` block (Debezium's
+    /// provide.transaction.metadata).
+    #[arg(long, env = "PGCDC_PROVIDE_TRANSACTION_METADATA", default_value_t = false, action = clap::ArgAction::Set)]
+    pub provide_transaction_metadata: bool,
+
+    /// Topic of the transaction BEGIN/END records (default <prefix>.transaction).
+    #[arg(long, env = "PGCDC_TRANSACTION_TOPIC")]
+    pub transaction_topic: Option<String>,
+
+    /// Send a heartbeat record this often while between transactions, and
+    /// confirm the slot up to the server's reported WAL position once Kafka
+    /// acknowledged it (Debezium's heartbeat.interval.ms); 0 turns heartbeats off.
+    #[arg(long, env = "PGCDC_HEARTBEAT_INTERVAL", default_value = "0", value_parser = humantime::parse_duration)]
+    pub heartbeat_interval: Duration,
+
+    /// Heartbeats go to <heartbeat-topics-prefix>.<topic-prefix> (topic.heartbeat.prefix).
+    #[arg(
+        long,
+        env = "PGCDC_HEARTBEAT_TOPICS_PREFIX",
+        default_value = "__debezium-heartbeat"
+    )]
+    pub heartbeat_topics_prefix: String,
+
+    /// SQL run on the connector's SQL connection before each heartbeat, e.g.
+    /// an INSERT into a heartbeat table (heartbeat.action.query).
+    #[arg(long, env = "PGCDC_HEARTBEAT_ACTION_QUERY")]
+    pub heartbeat_action_query: Option<String>,
 
     /// Extra librdkafka producer properties, key=value (repeatable).
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
@@ -632,6 +661,15 @@ fn is_topic_prefix(s: &str) -> bool {
         && s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
 }
 
+fn is_topic_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 249
+        && s != "."
+        && s != ".."
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 /// Parses `run`'s flags alone (for embedding and tests).
 #[derive(Debug, clap::Parser)]
 #[command(name = "pgcdc-kafka run")]
@@ -734,6 +772,36 @@ impl RunConfig {
                 "must be schema.table",
             );
         }
+        // --- transaction metadata and heartbeats ---
+        if let Some(topic) = &self.transaction_topic {
+            check(
+                is_topic_name(topic),
+                "transaction-topic",
+                topic,
+                "must be 1-249 letters, digits, '.', '_' or '-' (a Kafka topic name)",
+            );
+        }
+        check(
+            is_topic_name(&self.heartbeat_topics_prefix) && self.heartbeat_topic().len() <= 249,
+            "heartbeat-topics-prefix",
+            &self.heartbeat_topics_prefix,
+            "must be letters, digits, '.', '_' or '-', and with '.<topic-prefix>' at most 249 \
+             characters (a Kafka topic name)",
+        );
+        check(
+            self.heartbeat_action_query.is_none() || !self.heartbeat_interval.is_zero(),
+            "heartbeat-action-query",
+            "",
+            "runs at each heartbeat, so it needs --heartbeat-interval (e.g. 10s)",
+        );
+        check(
+            self.heartbeat_action_query
+                .as_deref()
+                .is_none_or(|q| !q.trim().is_empty()),
+            "heartbeat-action-query",
+            "",
+            "must not be empty",
+        );
         for (key, value) in &self.kafka_properties {
             if let Some((_, pinned)) = PINNED_PRODUCER_SETTINGS.iter().find(|(k, _)| k == key) {
                 check(
@@ -811,6 +879,18 @@ impl RunConfig {
         } else {
             Err(ConfigError(problems))
         }
+    }
+
+    /// The topic of transaction BEGIN/END records.
+    pub fn transaction_topic(&self) -> String {
+        self.transaction_topic
+            .clone()
+            .unwrap_or_else(|| format!("{}.transaction", self.topic_prefix))
+    }
+
+    /// The topic of heartbeat records: `<heartbeat-topics-prefix>.<topic-prefix>`.
+    pub fn heartbeat_topic(&self) -> String {
+        format!("{}.{}", self.heartbeat_topics_prefix, self.topic_prefix)
     }
 
     /// Parallel snapshot connections.
@@ -961,6 +1041,54 @@ mod tests {
             .expect_err("unknown mode rejected");
             assert!(err.to_string().contains("possible values"), "{err}");
         }
+    }
+
+    #[test]
+    fn transaction_metadata_and_heartbeat_flags() {
+        let c = parse(&["--topic-prefix", "app"]);
+        assert!(!c.provide_transaction_metadata);
+        assert_eq!(c.transaction_topic(), "app.transaction");
+        assert!(c.heartbeat_interval.is_zero());
+        assert_eq!(c.heartbeat_topic(), "__debezium-heartbeat.app");
+        c.validate().expect("valid");
+        let c = parse(&[
+            "--topic-prefix",
+            "app",
+            "--provide-transaction-metadata",
+            "true",
+            "--transaction-topic",
+            "txns",
+            "--heartbeat-interval",
+            "10s",
+            "--heartbeat-topics-prefix",
+            "hb",
+        ]);
+        assert!(c.provide_transaction_metadata);
+        assert_eq!(c.transaction_topic(), "txns");
+        assert_eq!(c.heartbeat_interval, Duration::from_secs(10));
+        assert_eq!(c.heartbeat_topic(), "hb.app");
+        c.validate().expect("valid");
+        let bad = parse(&[
+            "--topic-prefix",
+            "app",
+            "--transaction-topic",
+            "a b",
+            "--heartbeat-topics-prefix",
+            "x/y",
+            "--heartbeat-action-query",
+            "INSERT INTO hb DEFAULT VALUES",
+        ]);
+        let err = bad.validate().expect_err("invalid");
+        let fields: Vec<_> = err.0.iter().map(|i| i.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "transaction-topic",
+                "heartbeat-topics-prefix",
+                "heartbeat-action-query"
+            ]
+        );
+        assert!(err.to_string().contains("--heartbeat-interval"));
     }
 
     #[test]

@@ -31,12 +31,13 @@ use std::sync::Arc;
 
 use crate::config::{AvroLogicalTypes, RunConfig, SubjectNameStrategy};
 use crate::event::envelope::{self, ConnectorInfo};
+use crate::event::metadata::TransactionBlock;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 use crate::metrics::Metrics;
 
 use super::registry::{RegistryError, SchemaId, SchemaRegistry};
-use super::{EncodeError, RecordPart};
+use super::{EncodeError, MetadataKind, MetadataRecord, RecordPart};
 
 /// The Confluent wire format's first byte.
 pub const MAGIC_BYTE: u8 = 0;
@@ -53,6 +54,16 @@ pub mod static_schemas {
     pub const MESSAGE_KEY: &str = include_str!("../../schemas/message-key.avsc");
     /// Value of `<prefix>.message` records.
     pub const MESSAGE_VALUE: &str = include_str!("../../schemas/message-value.avsc");
+    /// Key of transaction metadata records (`<prefix>.transaction`).
+    pub const TRANSACTION_METADATA_KEY: &str =
+        include_str!("../../schemas/transaction-metadata-key.avsc");
+    /// Value of transaction metadata records (`<prefix>.transaction`).
+    pub const TRANSACTION_METADATA_VALUE: &str =
+        include_str!("../../schemas/transaction-metadata-value.avsc");
+    /// Key of heartbeat records.
+    pub const HEARTBEAT_KEY: &str = include_str!("../../schemas/heartbeat-key.avsc");
+    /// Value of heartbeat records.
+    pub const HEARTBEAT_VALUE: &str = include_str!("../../schemas/heartbeat-value.avsc");
 }
 
 /// One registered schema: what to write values with, and its id.
@@ -71,7 +82,8 @@ struct TableSchemas {
     value: Registered,
 }
 
-/// The registered schemas of `<prefix>.message` records.
+/// The registered schemas of records that do not depend on a table
+/// (`<prefix>.message`, transaction boundaries, heartbeats).
 #[derive(Debug)]
 struct MessageSchemas {
     key: Registered,
@@ -92,6 +104,7 @@ pub struct AvroEncoder {
     metrics: Option<Arc<Metrics>>,
     /// Registered schemas of transformed records, by topic and part.
     derived: HashMap<(Arc<str>, RecordPart), (Arc<ConnectSchema>, Registered)>,
+    metadata: HashMap<MetadataKind, MessageSchemas>,
 }
 
 /// What a registration is for, to name it in errors.
@@ -146,6 +159,7 @@ impl AvroEncoder {
             tables: HashMap::new(),
             messages: None,
             derived: HashMap::new(),
+            metadata: HashMap::new(),
         }
     }
 
@@ -213,9 +227,10 @@ impl AvroEncoder {
     pub async fn value(
         &mut self,
         event: &ChangeEvent,
+        transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Result<Vec<u8>, EncodeError> {
-        let value = envelope::envelope_value(event, &self.info, now_micros);
+        let value = envelope::envelope_value(event, &self.info, transaction, now_micros);
         let logical = self.logical;
         let schemas = self.table_schemas(&event.table).await?;
         write(
@@ -245,12 +260,51 @@ impl AvroEncoder {
     pub async fn message_value(
         &mut self,
         message: &MessageEvent,
+        transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Result<Vec<u8>, EncodeError> {
-        let value = envelope::message_value(message, &self.info, now_micros);
+        let value = envelope::message_value(message, &self.info, transaction, now_micros);
         let (logical, topic) = (self.logical, self.message_topic.clone());
         let schemas = self.message_schemas().await?;
         write(&schemas.value, value, logical, RecordPart::Value, &topic)
+    }
+
+    /// The key and value bytes of a transaction boundary or heartbeat
+    /// record bound for `topic`, registering the kind's schemas the first time.
+    ///
+    /// # Errors
+    /// See [`EncodeError`].
+    pub async fn metadata(
+        &mut self,
+        record: MetadataRecord<'_>,
+        topic: &str,
+    ) -> Result<(Vec<u8>, Vec<u8>), EncodeError> {
+        let kind = record.kind();
+        if !self.metadata.contains_key(&kind) {
+            let target = Target {
+                what: kind.describe(),
+                topic,
+                change: "the record schema, which never changes",
+            };
+            let (key_schema, value_schema) = kind.schemas();
+            let value = self
+                .register(&target, RecordPart::Value, &value_schema)
+                .await?;
+            let key = self.register(&target, RecordPart::Key, &key_schema).await?;
+            self.metadata.insert(kind, MessageSchemas { key, value });
+        }
+        let schemas = &self.metadata[&kind];
+        let (key, value) = record.values();
+        Ok((
+            write(&schemas.key, key, self.logical, RecordPart::Key, topic)?,
+            write(
+                &schemas.value,
+                value,
+                self.logical,
+                RecordPart::Value,
+                topic,
+            )?,
+        ))
     }
 
     /// The registered schemas of `table`, registering them first when this
@@ -594,11 +648,31 @@ mod tests {
             derive(&envelope::message_value_schema()),
             compact(static_schemas::MESSAGE_VALUE)
         );
+        for (kind, key, value) in [
+            (
+                MetadataKind::Transaction,
+                static_schemas::TRANSACTION_METADATA_KEY,
+                static_schemas::TRANSACTION_METADATA_VALUE,
+            ),
+            (
+                MetadataKind::Heartbeat,
+                static_schemas::HEARTBEAT_KEY,
+                static_schemas::HEARTBEAT_VALUE,
+            ),
+        ] {
+            let (key_schema, value_schema) = kind.schemas();
+            assert_eq!(derive(&key_schema), compact(key), "{kind:?} key");
+            assert_eq!(derive(&value_schema), compact(value), "{kind:?} value");
+        }
         for avsc in [
             static_schemas::SOURCE,
             static_schemas::TRANSACTION,
             static_schemas::MESSAGE_KEY,
             static_schemas::MESSAGE_VALUE,
+            static_schemas::TRANSACTION_METADATA_KEY,
+            static_schemas::TRANSACTION_METADATA_VALUE,
+            static_schemas::HEARTBEAT_KEY,
+            static_schemas::HEARTBEAT_VALUE,
         ] {
             apache_avro::Schema::parse_str(avsc).expect("valid Avro");
         }
@@ -641,7 +715,7 @@ mod tests {
             name: "app".into(),
             db: "shop".into(),
         };
-        let value = envelope::envelope_value(&event, &info, 5);
+        let value = envelope::envelope_value(&event, &info, None, 5);
         let bytes = write(
             &registered,
             value,

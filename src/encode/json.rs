@@ -15,10 +15,11 @@ use base64::Engine;
 use serde_json::{Map, Value as Json};
 
 use crate::event::envelope::{self, ConnectorInfo};
+use crate::event::metadata::TransactionBlock;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 
-use super::RecordPart;
+use super::{MetadataKind, MetadataRecord, RecordPart};
 
 /// A Connect schema as the JsonConverter writes it; `field` names a struct field.
 pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
@@ -115,10 +116,21 @@ pub fn value_json(value: &Value) -> Json {
     }
 }
 
-/// Serialized schemas of `<prefix>.message` records, built once.
+/// Serialized key and value schemas of records that do not depend on a
+/// table (`<prefix>.message`, transaction boundaries, heartbeats), built once.
 struct MessageSchemas {
     key: String,
     value: String,
+}
+
+impl MessageSchemas {
+    fn of(kind: MetadataKind) -> Self {
+        let (key, value) = kind.schemas();
+        MessageSchemas {
+            key: schema_json(&key, None).to_string(),
+            value: schema_json(&value, None).to_string(),
+        }
+    }
 }
 
 struct CachedSchemas {
@@ -135,6 +147,9 @@ pub struct JsonEncoder {
     message_schemas: MessageSchemas,
     /// Serialized schemas of transformed records, by topic and part.
     derived: HashMap<(Arc<str>, RecordPart), (Arc<ConnectSchema>, String)>,
+    /// Transaction boundaries and heartbeats (boxed: rarely used, and the
+    /// encoder lives in an enum beside a boxed Avro encoder).
+    metadata_schemas: Box<[MessageSchemas; 2]>,
 }
 
 impl JsonEncoder {
@@ -148,6 +163,10 @@ impl JsonEncoder {
                 value: schema_json(&envelope::message_value_schema(), None).to_string(),
             },
             derived: HashMap::new(),
+            metadata_schemas: Box::new([
+                MessageSchemas::of(MetadataKind::Transaction),
+                MessageSchemas::of(MetadataKind::Heartbeat),
+            ]),
         }
     }
 
@@ -179,6 +198,19 @@ impl JsonEncoder {
         self.wrap(Some(text), &payload)
     }
 
+    /// The key and value bytes of a transaction boundary or heartbeat record.
+    pub fn metadata(&self, record: MetadataRecord<'_>) -> (Vec<u8>, Vec<u8>) {
+        let schemas = match record.kind() {
+            MetadataKind::Transaction => &self.metadata_schemas[0],
+            MetadataKind::Heartbeat => &self.metadata_schemas[1],
+        };
+        let (key, value) = record.values();
+        (
+            self.wrap(Some(&schemas.key), &value_json(&key)),
+            self.wrap(Some(&schemas.value), &value_json(&value)),
+        )
+    }
+
     /// The key bytes of a logical decoding message record.
     pub fn message_key(&self, message: &MessageEvent) -> Vec<u8> {
         let key = value_json(&envelope::message_key(message));
@@ -186,8 +218,18 @@ impl JsonEncoder {
     }
 
     /// The value bytes of a logical decoding message record.
-    pub fn message_value(&self, message: &MessageEvent, now_micros: i64) -> Vec<u8> {
-        let value = value_json(&envelope::message_value(message, &self.info, now_micros));
+    pub fn message_value(
+        &self,
+        message: &MessageEvent,
+        transaction: Option<&TransactionBlock>,
+        now_micros: i64,
+    ) -> Vec<u8> {
+        let value = value_json(&envelope::message_value(
+            message,
+            &self.info,
+            transaction,
+            now_micros,
+        ));
         self.wrap(Some(&self.message_schemas.value), &value)
     }
 
@@ -234,8 +276,18 @@ impl JsonEncoder {
     }
 
     /// The value bytes of the event's envelope.
-    pub fn value(&mut self, event: &ChangeEvent, now_micros: i64) -> Vec<u8> {
-        let payload = value_json(&envelope::envelope_value(event, &self.info, now_micros));
+    pub fn value(
+        &mut self,
+        event: &ChangeEvent,
+        transaction: Option<&TransactionBlock>,
+        now_micros: i64,
+    ) -> Vec<u8> {
+        let payload = value_json(&envelope::envelope_value(
+            event,
+            &self.info,
+            transaction,
+            now_micros,
+        ));
         let schema = self.schemas(&event.table).envelope.clone();
         self.wrap(Some(&schema), &payload)
     }
@@ -273,6 +325,53 @@ mod tests {
             ("a".into(), Value::Null),
         ]);
         assert_eq!(value_json(&value).to_string(), r#"{"z":"1","a":null}"#);
+    }
+
+    #[test]
+    fn metadata_records_as_the_json_converter_writes_them() {
+        use crate::event::metadata::{Heartbeat, OpenTransaction};
+        use crate::lsn::Lsn;
+        let encoder = JsonEncoder::new(
+            ConnectorInfo {
+                name: "app".into(),
+                db: "shop".into(),
+            },
+            true,
+        );
+        let mut open = OpenTransaction::new(7, Lsn::new(100), 5_000_000);
+        open.event("public.t");
+        let end = open.end();
+        let (key, value) = encoder.metadata(MetadataRecord::Transaction(&end));
+        assert_eq!(
+            String::from_utf8(key).unwrap(),
+            r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"}],"optional":false,"name":"io.debezium.connector.common.TransactionMetadataKey","version":1},"payload":{"id":"7:100"}}"#
+        );
+        assert_eq!(
+            String::from_utf8(value).unwrap(),
+            concat!(
+                r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"status"},"#,
+                r#"{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":true,"field":"event_count"},"#,
+                r#"{"type":"array","items":{"type":"struct","fields":[{"type":"string","optional":false,"field":"data_collection"},"#,
+                r#"{"type":"int64","optional":false,"field":"event_count"}],"optional":true,"name":"event.collection","version":1},"#,
+                r#""optional":true,"field":"data_collections"},{"type":"int64","optional":false,"field":"ts_ms"}],"#,
+                r#""optional":false,"name":"io.debezium.connector.common.TransactionMetadataValue","version":1},"#,
+                r#""payload":{"status":"END","id":"7:100","event_count":1,"#,
+                r#""data_collections":[{"data_collection":"public.t","event_count":1}],"ts_ms":5000}}"#
+            )
+        );
+        let heartbeat = Heartbeat {
+            server_name: "app".into(),
+            ts_ms: 42,
+        };
+        let (key, value) = encoder.metadata(MetadataRecord::Heartbeat(&heartbeat));
+        assert_eq!(
+            String::from_utf8(key).unwrap(),
+            r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"serverName"}],"optional":false,"name":"io.debezium.connector.common.ServerNameKey","version":1},"payload":{"serverName":"app"}}"#
+        );
+        assert_eq!(
+            String::from_utf8(value).unwrap(),
+            r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":42}}"#
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::config::{Format, RunConfig};
 use crate::event::envelope::ConnectorInfo;
+use crate::event::metadata::{self, Heartbeat, TransactionBlock, TransactionBoundary};
 use crate::event::value::{ConnectSchema, Value};
 use crate::event::{ChangeEvent, MessageEvent};
 use crate::metrics::Metrics;
@@ -37,6 +38,62 @@ impl fmt::Display for RecordPart {
             RecordPart::Key => "key",
             RecordPart::Value => "value",
         })
+    }
+}
+
+/// A record whose schemas do not depend on any table: a transaction
+/// boundary on the transaction topic, or a heartbeat.
+#[derive(Debug, Clone, Copy)]
+pub enum MetadataRecord<'a> {
+    Transaction(&'a TransactionBoundary),
+    Heartbeat(&'a Heartbeat),
+}
+
+/// The kinds of [`MetadataRecord`], each with its own pair of schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetadataKind {
+    Transaction,
+    Heartbeat,
+}
+
+impl MetadataKind {
+    /// What the records carry, in an operator's words.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            MetadataKind::Transaction => "transaction metadata",
+            MetadataKind::Heartbeat => "heartbeats",
+        }
+    }
+
+    /// The key and value schemas of this kind.
+    pub fn schemas(self) -> (ConnectSchema, ConnectSchema) {
+        match self {
+            MetadataKind::Transaction => (
+                metadata::transaction_key_schema(),
+                metadata::transaction_value_schema(),
+            ),
+            MetadataKind::Heartbeat => (
+                metadata::heartbeat_key_schema(),
+                metadata::heartbeat_value_schema(),
+            ),
+        }
+    }
+}
+
+impl MetadataRecord<'_> {
+    pub const fn kind(&self) -> MetadataKind {
+        match self {
+            MetadataRecord::Transaction(_) => MetadataKind::Transaction,
+            MetadataRecord::Heartbeat(_) => MetadataKind::Heartbeat,
+        }
+    }
+
+    /// The key and value as Connect values.
+    pub fn values(&self) -> (Value, Value) {
+        match self {
+            MetadataRecord::Transaction(t) => (t.key(), t.value()),
+            MetadataRecord::Heartbeat(h) => (h.key(), h.value()),
+        }
     }
 }
 
@@ -150,15 +207,17 @@ impl Encoder {
         }
     }
 
-    /// The value bytes of the event's envelope, processed at `now_micros`.
+    /// The value bytes of the event's envelope, processed at `now_micros`,
+    /// with its `transaction` block when transaction metadata is on.
     pub async fn value(
         &mut self,
         event: &ChangeEvent,
+        transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Result<Vec<u8>, EncodeError> {
         match self {
-            Encoder::Json(json) => Ok(json.value(event, now_micros)),
-            Encoder::Avro(avro) => avro.value(event, now_micros).await,
+            Encoder::Json(json) => Ok(json.value(event, transaction, now_micros)),
+            Encoder::Avro(avro) => avro.value(event, transaction, now_micros).await,
         }
     }
 
@@ -196,11 +255,25 @@ impl Encoder {
     pub async fn message_value(
         &mut self,
         message: &MessageEvent,
+        transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Result<Vec<u8>, EncodeError> {
         match self {
-            Encoder::Json(json) => Ok(json.message_value(message, now_micros)),
-            Encoder::Avro(avro) => avro.message_value(message, now_micros).await,
+            Encoder::Json(json) => Ok(json.message_value(message, transaction, now_micros)),
+            Encoder::Avro(avro) => avro.message_value(message, transaction, now_micros).await,
+        }
+    }
+
+    /// The key and value bytes of a transaction boundary or heartbeat
+    /// record bound for `topic`.
+    pub async fn metadata(
+        &mut self,
+        record: MetadataRecord<'_>,
+        topic: &str,
+    ) -> Result<(Vec<u8>, Vec<u8>), EncodeError> {
+        match self {
+            Encoder::Json(json) => Ok(json.metadata(record)),
+            Encoder::Avro(avro) => avro.metadata(record, topic).await,
         }
     }
 }

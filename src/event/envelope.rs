@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use super::metadata::{self, TransactionBlock};
 use super::value::{ConnectSchema, ConnectType, Field, Value};
 use super::{ChangeEvent, ColumnSchema, MessageEvent, SourceInfo};
 
@@ -190,13 +191,23 @@ fn source_block(
     ])
 }
 
-/// The envelope value of an event, processed at `now_micros` (Unix epoch).
-pub fn envelope_value(event: &ChangeEvent, info: &ConnectorInfo, now_micros: i64) -> Value {
+/// The envelope value of an event, processed at `now_micros` (Unix epoch);
+/// `transaction` is its place in its transaction when transaction metadata
+/// is on.
+pub fn envelope_value(
+    event: &ChangeEvent,
+    info: &ConnectorInfo,
+    transaction: Option<&TransactionBlock>,
+    now_micros: i64,
+) -> Value {
     Value::Struct(vec![
         ("before".into(), row_value(event, &event.before)),
         ("after".into(), row_value(event, &event.after)),
         ("source".into(), source_value(event, info)),
-        ("transaction".into(), Value::Null),
+        (
+            "transaction".into(),
+            metadata::transaction_value(transaction),
+        ),
         ("op".into(), Value::String(event.op.code().into())),
         ("ts_ms".into(), Value::Int64(now_micros.div_euclid(1000))),
         ("ts_us".into(), Value::Int64(now_micros)),
@@ -243,6 +254,7 @@ pub fn message_value_schema() -> ConnectSchema {
             field("op", string()),
             field("ts_ms", int64().optional()),
             field("source", source_schema()),
+            field("transaction", transaction_schema()),
             field("message", block),
         ],
     )
@@ -257,8 +269,14 @@ pub fn message_key(message: &MessageEvent) -> Value {
     )])
 }
 
-/// The value of a message record, processed at `now_micros`.
-pub fn message_value(message: &MessageEvent, info: &ConnectorInfo, now_micros: i64) -> Value {
+/// The value of a message record, processed at `now_micros`;
+/// `transaction` as in [`envelope_value`].
+pub fn message_value(
+    message: &MessageEvent,
+    info: &ConnectorInfo,
+    transaction: Option<&TransactionBlock>,
+    now_micros: i64,
+) -> Value {
     let xid = message.transactional.then_some(message.source.xid);
     Value::Struct(vec![
         ("op".into(), Value::String("m".into())),
@@ -266,6 +284,10 @@ pub fn message_value(message: &MessageEvent, info: &ConnectorInfo, now_micros: i
         (
             "source".into(),
             source_block(&message.source, info, "", "", xid),
+        ),
+        (
+            "transaction".into(),
+            metadata::transaction_value(transaction),
         ),
         (
             "message".into(),

@@ -8,6 +8,7 @@
 //! encoders then write as JSON or Avro.
 
 pub mod envelope;
+pub mod metadata;
 pub mod value;
 
 use std::sync::Arc;

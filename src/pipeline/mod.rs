@@ -35,7 +35,7 @@ mod stream;
 
 pub use snapshot::SnapshotError;
 
-pub use stream::run_once;
+pub use stream::{run_once, HeartbeatError};
 
 /// Session settings pinned on the replication connection so that pgoutput's
 /// text values render in the one format the value decoder parses.
@@ -84,6 +84,8 @@ pub enum PipelineError {
     Selection(#[from] crate::select::SelectionError),
     #[error(transparent)]
     Topic(#[from] crate::sink::topics::TopicError),
+    #[error(transparent)]
+    Heartbeat(#[from] HeartbeatError),
 }
 
 impl PipelineError {
@@ -103,6 +105,7 @@ impl PipelineError {
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded | PipelineError::PreviousRun(_) => true,
             PipelineError::Topic(e) => e.is_retryable(),
+            PipelineError::Heartbeat(e) => e.is_retryable(),
             PipelineError::SlotLost(_)
             | PipelineError::Decode(_)
             | PipelineError::Row(_)

@@ -17,6 +17,7 @@ use crate::checkpoint::TxnId;
 use crate::config::{CaughtUp, RunConfig, SnapshotMode};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
+use crate::event::metadata::TransactionBlock;
 use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo, TableSchema};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
@@ -26,7 +27,11 @@ use crate::sink::{EncodedRecord, KafkaSink, Progress};
 use crate::source::pgoutput::{self, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
 use crate::source::setup::{self, SetupError, SlotStatus};
-use crate::transform::Transforms;
+use crate::transform::{Stamp, Transforms};
+
+mod metadata;
+
+pub use metadata::HeartbeatError;
 
 /// The transaction being read (between Begin and Commit).
 struct OpenTxn {
@@ -67,6 +72,8 @@ pub(super) struct Stream<'a> {
     /// where a caught-up, drained stop may confirm to.
     idle_wal_end: Lsn,
     last_activity: Instant,
+    /// Transaction metadata and heartbeats.
+    metadata: metadata::Metadata,
 }
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
@@ -180,6 +187,7 @@ pub async fn run_once(
         received: start,
         idle_wal_end: start,
         last_activity: Instant::now(),
+        metadata: metadata::Metadata::new(config),
         sql,
         config,
     };
@@ -266,6 +274,7 @@ impl Stream<'_> {
             }
             let idle_deadline =
                 tokio::time::Instant::from_std(self.last_activity + self.config.idle_timeout);
+            let heartbeat = self.metadata.heartbeat_deadline();
             tokio::select! {
                 biased;
                 reason = &mut stop, if stopping.is_none() => {
@@ -277,6 +286,9 @@ impl Stream<'_> {
                 () = tokio::time::sleep_until(idle_deadline), if idle_mode && self.txn.is_none() => {
                     tracing::info!(idle_for = ?self.config.idle_timeout, "stream idle; draining in-flight messages");
                     return Ok(StopReason::CaughtUp);
+                }
+                () = metadata::sleep_until(heartbeat), if heartbeat.is_some() && self.txn.is_none() && stopping.is_none() => {
+                    self.send_heartbeat().await?;
                 }
                 changed = progress.changed() => {
                     if changed.is_err() {
@@ -316,21 +328,25 @@ impl Stream<'_> {
         }
         match event {
             ReplicationEvent::Begin {
+                final_lsn,
                 xid,
                 commit_time_micros,
-                ..
             } => {
                 debug_assert!(self.txn.is_none(), "Begin inside a transaction");
+                let commit_time_micros = commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS);
+                let id = self.sink.begin();
                 self.txn = Some(OpenTxn {
-                    id: self.sink.begin(),
+                    id,
                     xid,
-                    commit_time_micros: commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS),
+                    commit_time_micros,
                 });
-                self.metrics
-                    .transaction_begun(commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS));
+                self.metrics.transaction_begun(commit_time_micros);
+                self.transaction_began(id, xid, final_lsn.into(), commit_time_micros)
+                    .await?;
             }
             ReplicationEvent::Commit { lsn, end_lsn, .. } => {
                 if let Some(txn) = self.txn.take() {
+                    self.transaction_ending(txn.id).await?;
                     self.sink.commit(txn.id, end_lsn.into());
                     self.summary.transactions += 1;
                     self.metrics
@@ -537,12 +553,20 @@ impl Stream<'_> {
         tombstone: bool,
         txn: TxnId,
     ) -> Result<(), PipelineError> {
+        // Counted for the transaction block whether or not a transform then
+        // rewrites the event, as Debezium counts before its transforms.
+        let transaction = self.metadata.event(&event.table);
         if self.transforms.applies_to(&event.table) {
-            return self.send_transformed(event, headers, tombstone, txn).await;
+            return self
+                .send_transformed(event, headers, tombstone, txn, transaction.as_ref())
+                .await;
         }
         let topic = Arc::clone(&event.table.topic);
         let key = self.encoder.key(event).await?;
-        let value = self.encoder.value(event, now_micros()).await?;
+        let value = self
+            .encoder
+            .value(event, transaction.as_ref(), now_micros())
+            .await?;
         let key_bytes = key.as_ref().map_or(0, Vec::len);
         let mut bytes = key_bytes + value.len();
         self.sink
@@ -580,17 +604,15 @@ impl Stream<'_> {
         headers: Vec<(&'static str, Vec<u8>)>,
         tombstone: bool,
         txn: TxnId,
+        transaction: Option<&TransactionBlock>,
     ) -> Result<(), PipelineError> {
+        let stamp = Stamp {
+            now_micros: now_micros(),
+            transaction,
+        };
         let records = self
             .transforms
-            .records(
-                event,
-                headers,
-                tombstone,
-                txn,
-                &mut self.encoder,
-                now_micros(),
-            )
+            .records(event, headers, tombstone, txn, &mut self.encoder, stamp)
             .await?;
         if records.is_empty() {
             return Ok(());
@@ -622,6 +644,11 @@ impl Stream<'_> {
             Some(open) => (open.id, false),
             None => (self.sink.begin(), true),
         };
+        let transaction = if own {
+            None
+        } else {
+            self.metadata.message_event()
+        };
         let source = SourceInfo {
             commit_time_micros: self
                 .txn
@@ -643,7 +670,11 @@ impl Stream<'_> {
         let record = EncodedRecord {
             topic,
             key: Some(self.encoder.message_key(&message).await?),
-            value: Some(self.encoder.message_value(&message, now_micros()).await?),
+            value: Some(
+                self.encoder
+                    .message_value(&message, transaction.as_ref(), now_micros())
+                    .await?,
+            ),
             headers: Vec::new(),
             txn,
         };

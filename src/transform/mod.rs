@@ -32,6 +32,7 @@ use crate::checkpoint::TxnId;
 use crate::config::RunConfig;
 use crate::encode::{EncodeError, Encoder};
 use crate::event::envelope::ConnectorInfo;
+use crate::event::metadata::TransactionBlock;
 use crate::event::value::Value;
 use crate::event::{ChangeEvent, TableSchema};
 use crate::lsn::Lsn;
@@ -309,7 +310,7 @@ impl Transforms {
     }
 
     /// The records of `event` in transaction `txn`, processed at
-    /// `now_micros`. `headers` are the event's own (key-change and TOAST
+    /// `stamp`. `headers` are the event's own (key-change and TOAST
     /// headers); `tombstone` says whether Debezium would follow it with a
     /// tombstone.
     pub async fn records(
@@ -319,7 +320,7 @@ impl Transforms {
         tombstone: bool,
         txn: TxnId,
         encoder: &mut Encoder,
-        now_micros: i64,
+        stamp: Stamp<'_>,
     ) -> Result<Vec<EncodedRecord>, TransformError> {
         if let Some(outbox) = self.outbox.as_mut().filter(|o| o.routes(&event.table)) {
             return outbox.records(event, headers, txn, encoder).await;
@@ -327,12 +328,20 @@ impl Transforms {
         match self.unwrap.as_mut() {
             Some(unwrap) => {
                 unwrap
-                    .records(event, headers, tombstone, txn, encoder, now_micros)
+                    .records(event, headers, tombstone, txn, encoder, stamp)
                     .await
             }
             None => Ok(Vec::new()),
         }
     }
+}
+
+/// When and in which transaction an event is processed: what the envelope's
+/// `ts_ms` and `transaction` block say (for added fields and headers).
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp<'a> {
+    pub now_micros: i64,
+    pub transaction: Option<&'a TransactionBlock>,
 }
 
 /// A header value as Kafka Connect's default `SimpleHeaderConverter` writes

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{
-    header_value, intern, struct_field, Block, DeleteHandling, MetadataField, TransformError,
+    header_value, intern, struct_field, Block, DeleteHandling, MetadataField, Stamp, TransformError,
 };
 use crate::checkpoint::TxnId;
 use crate::config::RunConfig;
@@ -86,7 +86,7 @@ impl Unwrap {
         tombstone: bool,
         txn: TxnId,
         encoder: &mut Encoder,
-        now_micros: i64,
+        stamp: Stamp<'_>,
     ) -> Result<Vec<EncodedRecord>, TransformError> {
         let row = match event.op {
             Op::Truncate => return Ok(Vec::new()),
@@ -99,8 +99,9 @@ impl Unwrap {
             },
             Op::Create | Op::Update | Op::Read => event.after.as_ref(),
         };
-        let envelope = (!self.fields.is_empty() || !self.headers.is_empty())
-            .then(|| envelope::envelope_value(event, &self.info, now_micros));
+        let envelope = (!self.fields.is_empty() || !self.headers.is_empty()).then(|| {
+            envelope::envelope_value(event, &self.info, stamp.transaction, stamp.now_micros)
+        });
         if let Some(envelope) = &envelope {
             for (field, name) in &self.headers {
                 if let Some(bytes) = header_value(&metadata_value(envelope, field)) {
