@@ -28,6 +28,7 @@ use crate::source::pgoutput::DecodeError;
 use crate::source::relation::RowError;
 use crate::source::setup::SetupError;
 
+mod exactly_once;
 mod snapshot;
 mod stream;
 

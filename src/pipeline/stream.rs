@@ -8,19 +8,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent};
 use tokio::sync::watch;
 
-use super::snapshot;
+use super::{exactly_once, snapshot};
 use super::{
     PipelineError, RunSummary, StopReason, NEW_KEY_HEADER, OLD_KEY_HEADER, SESSION_OPTIONS,
     UNCHANGED_COLUMNS_HEADER,
 };
 use crate::checkpoint::TxnId;
-use crate::config::{CaughtUp, RunConfig, SnapshotMode};
+use crate::config::{CaughtUp, Delivery, RunConfig, SnapshotMode};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
 use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo, TableSchema};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
+use crate::sink::transactional::{self, EosSettings};
 use crate::sink::{EncodedRecord, KafkaSink, Progress};
 use crate::source::pgoutput::{self, Datum, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
@@ -62,6 +63,11 @@ pub(super) struct Stream<'a> {
     /// where a caught-up, drained stop may confirm to.
     idle_wal_end: Lsn,
     last_activity: Instant,
+    /// Exactly-once: transactions whose commit starts before this position
+    /// are already in Kafka (the progress record), so they are dropped.
+    pub(super) already_in_kafka: Option<Lsn>,
+    /// Whether the open transaction is one of those.
+    skipping: bool,
 }
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
@@ -112,8 +118,17 @@ pub async fn run_once(
                 tracing::warn!(slot = %config.slot_name, "slot was invalidated; dropping it and taking a new snapshot (--snapshot-mode when_needed)");
                 setup::drop_slot(&sql, &config.slot_name).await?;
             }
-            let exported = snapshot::export_slot(config, &sql).await?;
-            (exported.consistent_point, Some(exported))
+            match exactly_once::recover_committed_snapshot(config, &sql, metrics).await? {
+                Some(_) if config.snapshot_mode == SnapshotMode::InitialOnly => {
+                    summary.stopped = StopReason::SnapshotCompleted;
+                    return Ok(());
+                }
+                Some(point) => (point, None),
+                None => {
+                    let exported = snapshot::export_slot(config, &sql).await?;
+                    (exported.consistent_point, Some(exported))
+                }
+            }
         }
         SlotStatus::Invalidated | SlotStatus::Missing => {
             (setup::create_slot(&sql, &config.slot_name).await?, None)
@@ -127,15 +142,25 @@ pub async fn run_once(
         *target = Some(setup::current_wal_lsn(&sql).await?);
     }
 
-    let (sink, progress) = KafkaSink::with_metrics(
-        &config.producer_config(),
-        InFlightLimits {
-            messages: config.max_in_flight_messages,
-            bytes: config.max_in_flight_bytes,
-        },
-        start,
-        Arc::clone(metrics),
-    )?;
+    let limits = InFlightLimits {
+        messages: config.max_in_flight_messages,
+        bytes: config.max_in_flight_bytes,
+    };
+    let (sink, progress) = match config.delivery {
+        Delivery::AtLeastOnce => KafkaSink::with_metrics(
+            &config.producer_config(),
+            limits,
+            start,
+            Arc::clone(metrics),
+        )?,
+        Delivery::ExactlyOnce => KafkaSink::transactional(
+            &transactional::producer_config(config),
+            limits,
+            start,
+            Arc::clone(metrics),
+            EosSettings::from_config(config),
+        )?,
+    };
     let info = ConnectorInfo {
         name: config.topic_prefix.as_str().into(),
         db: config.pg_url.dbname().into(),
@@ -153,6 +178,8 @@ pub async fn run_once(
         received: start,
         idle_wal_end: start,
         last_activity: Instant::now(),
+        already_in_kafka: None,
+        skipping: false,
         sql,
         config,
     };
@@ -163,13 +190,25 @@ pub async fn run_once(
 
     let mut stop = std::pin::pin!(stop);
     if let Some(exported) = exported {
+        // Exactly-once: the whole snapshot is one Kafka transaction.
+        stream.sink.init_transactions().await?;
         metrics.snapshot_started();
         let emitted = snapshot::emit_snapshot(&mut stream, exported, stop.as_mut()).await;
         metrics.snapshot_finished();
-        let Some(_rows) = emitted? else {
+        let emitted = match emitted {
+            Ok(emitted) => emitted,
+            Err(error) => {
+                stream.sink.abort_batch().await;
+                return Err(error);
+            }
+        };
+        let Some(_rows) = emitted else {
+            stream.sink.abort_batch().await;
             stream.summary.stopped = StopReason::Requested;
             return Ok(());
         };
+        stream.sink.commit_batch(true).await?;
+        stream.already_in_kafka = Some(start);
         stream.sink.flush(config.shutdown_timeout).await?;
         if let Some(failure) = progress.borrow().failure.clone() {
             return Err(PipelineError::Delivery(failure));
@@ -201,6 +240,7 @@ pub async fn run_once(
         .await
         .map_err(PipelineError::Stream)?;
     client.wait_started().await.map_err(PipelineError::Stream)?;
+    exactly_once::start_streaming(&mut stream, start).await?;
     metrics.streaming_started(&client.metrics());
     metrics.set_phase(Phase::Streaming);
 
@@ -239,6 +279,11 @@ impl Stream<'_> {
             }
             let idle_deadline =
                 tokio::time::Instant::from_std(self.last_activity + self.config.idle_timeout);
+            let batch_deadline = self
+                .sink
+                .batch_deadline()
+                .filter(|_| self.txn.is_none())
+                .map(tokio::time::Instant::from_std);
             tokio::select! {
                 biased;
                 reason = &mut stop, if stopping.is_none() => {
@@ -246,6 +291,9 @@ impl Stream<'_> {
                         tracing::info!(?reason, "stop requested; finishing the current transaction first");
                     }
                     stopping = Some((reason, Instant::now() + self.config.shutdown_timeout));
+                }
+                () = sleep_until_some(batch_deadline), if batch_deadline.is_some() => {
+                    self.sink.commit_batch(false).await?;
                 }
                 () = tokio::time::sleep_until(idle_deadline), if idle_mode && self.txn.is_none() => {
                     tracing::info!(idle_for = ?self.config.idle_timeout, "stream idle; draining in-flight messages");
@@ -289,11 +337,14 @@ impl Stream<'_> {
         }
         match event {
             ReplicationEvent::Begin {
+                final_lsn,
                 xid,
                 commit_time_micros,
-                ..
             } => {
                 debug_assert!(self.txn.is_none(), "Begin inside a transaction");
+                self.skipping = self
+                    .already_in_kafka
+                    .is_some_and(|recorded| Lsn::from(final_lsn) < recorded);
                 self.txn = Some(OpenTxn {
                     id: self.sink.begin(),
                     xid,
@@ -305,9 +356,14 @@ impl Stream<'_> {
             ReplicationEvent::Commit { lsn, end_lsn, .. } => {
                 if let Some(txn) = self.txn.take() {
                     self.sink.commit(txn.id, end_lsn.into());
-                    self.summary.transactions += 1;
+                    if !std::mem::take(&mut self.skipping) {
+                        self.summary.transactions += 1;
+                    }
                     self.metrics
                         .transaction_committed(end_lsn.into(), txn.commit_time_micros);
+                    if self.sink.batch_due() {
+                        self.sink.commit_batch(false).await?;
+                    }
                 }
                 self.received = self.received.max(end_lsn.into());
                 self.metrics.received(self.received);
@@ -405,6 +461,9 @@ impl Stream<'_> {
             tracing::warn!(%lsn, "row change outside a transaction ignored");
             return Ok(());
         };
+        if self.skipping {
+            return Ok(());
+        }
         let txn_id = txn.id;
         let source = SourceInfo {
             commit_time_micros: txn.commit_time_micros,
@@ -544,6 +603,13 @@ impl Stream<'_> {
         content: Vec<u8>,
         lsn: Lsn,
     ) -> Result<(), PipelineError> {
+        let in_kafka = match &self.txn {
+            Some(_) => self.skipping,
+            None => self.already_in_kafka.is_some_and(|recorded| lsn < recorded),
+        };
+        if in_kafka {
+            return Ok(());
+        }
         let (txn, own) = match &self.txn {
             Some(open) => (open.id, false),
             None => (self.sink.begin(), true),
@@ -585,6 +651,12 @@ impl Stream<'_> {
     /// Drains what is in flight and confirms it; records the outcome in the
     /// summary. `reason` is `None` when the attempt failed.
     async fn finish(&mut self, client: &mut ReplicationClient, reason: Option<StopReason>) {
+        if reason.is_some() && self.txn.is_none() {
+            if let Err(error) = self.sink.commit_batch(false).await {
+                tracing::warn!(error = %crate::error_chain(&error), "the last kafka transaction did not commit; it is sent again on restart");
+            }
+        }
+        self.sink.abort_batch().await;
         if let Err(error) = self.sink.flush(self.config.shutdown_timeout).await {
             tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
         }
@@ -618,5 +690,13 @@ impl Stream<'_> {
 
     fn acked(&self) -> Lsn {
         self.sink.acked()
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one (a disabled select branch).
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }

@@ -1,5 +1,6 @@
 //! The Kafka side: producing encoded records and tracking their delivery.
 
 pub mod kafka;
+pub mod transactional;
 
 pub use kafka::{EncodedRecord, KafkaSink, Progress, SinkError};
