@@ -759,7 +759,7 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
         first.assert_running("before streaming");
         first
             .log_text()
-            .contains("transactional producer initialized")
+            .contains("starting replication")
     })
     .await;
     let stop_writer = Arc::new(AtomicBool::new(false));

@@ -49,6 +49,27 @@ pub(super) async fn start_streaming(
     Ok(())
 }
 
+/// Commits the snapshot's Kafka transaction, unless another instance
+/// finished a snapshot for the slot meanwhile (then it is aborted, so
+/// read_committed consumers do not see the rows twice).
+pub(super) async fn commit_snapshot(stream: &mut Stream<'_>) -> Result<(), PipelineError> {
+    if !stream.sink.is_transactional() {
+        return Ok(());
+    }
+    if setup::confirmed_flush_lsn(&stream.sql, &stream.config.slot_name)
+        .await?
+        .is_some()
+    {
+        stream.sink.abort_batch().await;
+        return Err(SinkError::SnapshotRace {
+            slot: stream.config.slot_name.clone(),
+        }
+        .into());
+    }
+    stream.sink.commit_batch(true).await?;
+    Ok(())
+}
+
 /// A crash after the snapshot's Kafka transaction committed but before the
 /// working slot was promoted leaves the working slot and a progress record
 /// for its consistent point. Then the working slot is promoted instead of

@@ -207,7 +207,7 @@ pub async fn run_once(
             stream.summary.stopped = StopReason::Requested;
             return Ok(());
         };
-        stream.sink.commit_batch(true).await?;
+        exactly_once::commit_snapshot(&mut stream).await?;
         stream.already_in_kafka = Some(start);
         stream.sink.flush(config.shutdown_timeout).await?;
         if let Some(failure) = progress.borrow().failure.clone() {
@@ -305,6 +305,9 @@ impl Stream<'_> {
                     }
                     let p = progress.borrow_and_update().clone();
                     if let Some(failure) = p.failure {
+                        if let Some(fatal) = self.sink.fatal_error() {
+                            return Err(fatal.into());
+                        }
                         return Err(PipelineError::Delivery(failure));
                     }
                     client.update_applied_lsn(p.acked.into());

@@ -118,6 +118,10 @@ pub enum SinkError {
         recorded: Lsn,
         server: Lsn,
     },
+    #[error("slot {slot:?} appeared while this instance took the initial snapshot: another \
+             instance with the same --slot finished one; this snapshot was aborted in Kafka. \
+             Run one instance per slot")]
+    SnapshotRace { slot: String },
     #[error("progress topic {topic:?}: could not {action}")]
     Progress {
         topic: String,
@@ -138,7 +142,8 @@ impl SinkError {
             SinkError::FlushTimeout(_) | SinkError::Progress { .. } => true,
             SinkError::Fenced { .. }
             | SinkError::TransactionTooLong { .. }
-            | SinkError::ProgressAhead { .. } => false,
+            | SinkError::ProgressAhead { .. }
+            | SinkError::SnapshotRace { .. } => false,
             SinkError::Transaction { retryable, .. } => *retryable,
         }
     }
@@ -258,7 +263,16 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
                     None => self.shared.tracker().failed(TxnId::from_u64(u64::MAX)),
                 }
                 let topic = rdkafka::Message::topic(message).to_owned();
-                tracing::error!(topic, %error, "kafka delivery failed; the slot will not be confirmed past this transaction");
+                let purged = matches!(
+                    error.rdkafka_error_code(),
+                    Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+                );
+                if purged {
+                    // An aborted Kafka transaction purges what it had queued.
+                    tracing::debug!(topic, %error, "message purged");
+                } else {
+                    tracing::error!(topic, %error, "kafka delivery failed; the slot will not be confirmed past this transaction");
+                }
                 match &self.shared.transactional_id {
                     Some(id) if transactional::is_fenced(error) => Some(Err(SinkError::Fenced {
                         transactional_id: id.clone(),
@@ -436,7 +450,9 @@ impl KafkaSink {
             if batch.opened.is_none() {
                 // A local state change in librdkafka: it does not block.
                 self.producer.begin_transaction().map_err(|e| {
-                    transactional::transaction_error(&eos.settings.transactional_id, "begin", e)
+                    self.fatal_error().unwrap_or_else(|| {
+                        transactional::transaction_error(&eos.settings.transactional_id, "begin", e)
+                    })
                 })?;
                 batch.opened = Some(Instant::now());
             }
@@ -515,6 +531,26 @@ impl KafkaSink {
     /// Whether every registered transaction is committed and acknowledged.
     pub fn is_drained(&self) -> bool {
         self.shared.tracker().is_drained()
+    }
+
+    /// Exactly-once: the producer's fatal error, as the error the pipeline
+    /// should stop with. A fenced producer purges what it had queued, so its
+    /// delivery reports only say "purged"; this names the cause.
+    pub fn fatal_error(&self) -> Option<SinkError> {
+        let eos = self.eos.as_ref()?;
+        let (code, reason) = self.producer.client().fatal_error()?;
+        Some(match code {
+            RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced => SinkError::Fenced {
+                transactional_id: eos.settings.transactional_id.clone(),
+            },
+            _ => SinkError::Transaction {
+                action: "continue after a fatal error",
+                transactional_id: eos.settings.transactional_id.clone(),
+                error: Box::new(KafkaError::Global(code)),
+                retryable: true,
+            },
+        })
+        .inspect(|_| tracing::debug!(%reason, "fatal producer error"))
     }
 
     /// Whether this sink writes Kafka transactions (`--delivery exactly-once`).
@@ -639,11 +675,13 @@ impl KafkaSink {
             Err(error) => {
                 let requires_abort =
                     matches!(&error, KafkaError::Transaction(e) if e.txn_requires_abort());
-                let failure = transactional::transaction_error(
-                    &eos.settings.transactional_id,
-                    "commit",
-                    error,
-                );
+                let failure = self.fatal_error().unwrap_or_else(|| {
+                    transactional::transaction_error(
+                        &eos.settings.transactional_id,
+                        "commit",
+                        error,
+                    )
+                });
                 self.shared.tracker().failed(TxnId::from_u64(u64::MAX));
                 if requires_abort {
                     self.abort_blocking().await;

@@ -231,12 +231,12 @@ pub fn read_progress(
     topic: &str,
     connector: &str,
 ) -> Result<Option<ProgressRecord>, SinkError> {
-    let consumer: BaseConsumer = client_config(producer)
+    let consumer: BaseConsumer<ProgressReader> = client_config(producer)
         .set("group.id", format!("pgcdc-kafka-{connector}-progress"))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
         .set("isolation.level", "read_committed")
-        .create()
+        .create_with_context(ProgressReader)
         .map_err(|e| progress_error(topic, "create a consumer for", e))?;
     let metadata = consumer
         .fetch_metadata(Some(topic), Duration::from_secs(30))
@@ -305,6 +305,24 @@ pub fn read_progress(
     }
     Ok(latest)
 }
+
+/// The progress consumer's context: reaching the end of a partition is
+/// what it waits for, not an error worth logging.
+struct ProgressReader;
+
+impl rdkafka::ClientContext for ProgressReader {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::PartitionEOF)
+        ) && !matches!(error, KafkaError::PartitionEOF(_))
+        {
+            tracing::warn!(%error, reason, "progress topic consumer");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for ProgressReader {}
 
 /// Classifies a failed transaction call.
 pub(super) fn transaction_error(
