@@ -762,9 +762,7 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
     let first = ConnectorProcess::spawn(&args, logs.path(0));
     wait_until(TIMEOUT, "streaming", || async {
         first.assert_running("before streaming");
-        first
-            .log_text()
-            .contains("starting replication")
+        first.log_text().contains("starting replication")
     })
     .await;
     let stop_writer = Arc::new(AtomicBool::new(false));
@@ -946,4 +944,72 @@ async fn snapshot_is_transactional() {
     let consumed = read_committed(&bootstrap, &all_topics(&s)).await;
     let verified = verify_exactly_once(&s, &consumed, true);
     assert_eq!(verified.changes, 3 * ROWS as u64 + changes);
+}
+
+/// A Postgres transaction that takes longer to write than
+/// transaction.timeout.ms: the coordinator aborts the Kafka transaction, the
+/// connector stops with a definite error saying what to raise, none of the
+/// transaction is visible, the slot stays before it, and a run with the
+/// default timeout then delivers it exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_longer_than_the_kafka_timeout_stops_clearly_and_loses_nothing() {
+    let (s, bootstrap) = setup("eos_timeout");
+    let logs = LogDir::new("exactly_once_timeout");
+    let mut workload = Workload::new(3);
+    let first = ConnectorProcess::spawn(
+        &eos_args(
+            &s,
+            &bootstrap,
+            &[
+                "--kafka-property",
+                "transaction.timeout.ms=2000",
+                // One message in flight at a time: the transaction takes
+                // far longer than 2 s to write.
+                "--max-in-flight-messages",
+                "1",
+            ],
+        ),
+        logs.path(0),
+    );
+    wait_until(TIMEOUT, "streaming", || async {
+        first.assert_running("before streaming");
+        first
+            .log_text()
+            .contains("transactional producer initialized")
+    })
+    .await;
+    let small = write_blocking(&s, &mut workload, 5);
+    s.sql(&format!(
+        "BEGIN; INSERT INTO accounts SELECT g, 1, 'big ' || g FROM generate_series(1000001, 1004000) g; \
+         INSERT INTO {TXN_LOG} VALUES (txid_current() % 4294967296, 4000); COMMIT;"
+    ));
+    let before_big = s.current_lsn();
+    let status = first.wait_exit(RECOVERY_TIMEOUT).await;
+    let log = first.log_text();
+    assert!(!status.success(), "the connector stops; log:\n{log}");
+    assert!(
+        log.contains("too large to write within transaction.timeout.ms"),
+        "the error names the timeout to raise; log:\n{log}"
+    );
+    if let Some(line) = log.lines().find(|l| l.contains("stopped on error")) {
+        println!("[eos timeout] {line}");
+    }
+    let confirmed = s.confirmed_flush_lsn().expect("slot");
+    assert!(
+        confirmed < before_big,
+        "the slot stays before the big transaction"
+    );
+    let seen = read_committed(&bootstrap, &[s.topic(TXN_LOG)]).await;
+    assert!(
+        seen[&s.topic(TXN_LOG)].len() <= 5,
+        "none of the aborted transaction is visible"
+    );
+
+    let second = ConnectorProcess::spawn(&eos_args(&s, &bootstrap, &[]), logs.path(1));
+    await_caught_up(&s, &second).await;
+    second.terminate().await;
+    // The big rows are inserts of version 1 into accounts.
+    let consumed = read_committed(&bootstrap, &all_topics(&s)).await;
+    let verified = verify_exactly_once(&s, &consumed, true);
+    assert_eq!(verified.changes, small + 4000);
 }

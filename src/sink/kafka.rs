@@ -118,9 +118,11 @@ pub enum SinkError {
         recorded: Lsn,
         server: Lsn,
     },
-    #[error("slot {slot:?} appeared while this instance took the initial snapshot: another \
+    #[error(
+        "slot {slot:?} appeared while this instance took the initial snapshot: another \
              instance with the same --slot finished one; this snapshot was aborted in Kafka. \
-             Run one instance per slot")]
+             Run one instance per slot"
+    )]
     SnapshotRace { slot: String },
     #[error("progress topic {topic:?}: could not {action}")]
     Progress {
@@ -510,7 +512,9 @@ impl KafkaSink {
                     self.shared.metrics.record_failed(u64::from(byte_permits));
                     self.shared.messages.add_permits(1);
                     self.shared.bytes.add_permits(byte_permits as usize);
-                    let error = delivery_error(&record.topic, error);
+                    let error = self
+                        .fatal_error()
+                        .unwrap_or_else(|| delivery_error(&record.topic, error));
                     tracing::error!(topic = %record.topic, %error, "kafka rejected a message");
                     return Err(error);
                 }
@@ -539,7 +543,9 @@ impl KafkaSink {
     pub fn fatal_error(&self) -> Option<SinkError> {
         let eos = self.eos.as_ref()?;
         let (code, reason) = self.producer.client().fatal_error()?;
-        Some(match code {
+        let open_for = eos.batch().opened.map(|opened| opened.elapsed());
+        let timeout = eos.settings.transaction_timeout;
+        let error = match code {
             RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced => SinkError::Fenced {
                 transactional_id: eos.settings.transactional_id.clone(),
             },
@@ -549,8 +555,18 @@ impl KafkaSink {
                 error: Box::new(KafkaError::Global(code)),
                 retryable: true,
             },
+        };
+        tracing::debug!(%reason, "fatal producer error");
+        // The coordinator aborts a transaction open past its timeout by
+        // bumping the epoch, which looks like fencing from here.
+        Some(match open_for {
+            Some(open_for) if open_for >= timeout => SinkError::TransactionTooLong {
+                open_for,
+                timeout,
+                error: Box::new(error),
+            },
+            _ => error,
         })
-        .inspect(|_| tracing::debug!(%reason, "fatal producer error"))
     }
 
     /// Whether this sink writes Kafka transactions (`--delivery exactly-once`).
