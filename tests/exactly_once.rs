@@ -301,6 +301,9 @@ fn payload_i64(record: &Record, path: &[&str], at: &str) -> i64 {
         .unwrap_or_else(|| panic!("{at}: payload.{} is not an integer: {v}", path.join(".")))
 }
 
+/// One data record read back: partition, offset, version, op.
+type Seen = (i32, i64, i64, String);
+
 /// What [`verify_exactly_once`] counted.
 #[derive(Debug)]
 struct Verified {
@@ -345,7 +348,7 @@ fn verify_exactly_once(
         logged.insert(n(0), n(1));
     }
 
-    let mut per_key: BTreeMap<(String, i64), Vec<(i32, i64, i64, String)>> = BTreeMap::new();
+    let mut per_key: BTreeMap<(String, i64), Vec<Seen>> = BTreeMap::new();
     let mut per_xid: BTreeMap<i64, i64> = BTreeMap::new();
     for topic in data_topics(s) {
         let mut records = consumed.get(&topic).cloned().unwrap_or_default();
@@ -1012,4 +1015,134 @@ async fn transaction_longer_than_the_kafka_timeout_stops_clearly_and_loses_nothi
     let consumed = read_committed(&bootstrap, &all_topics(&s)).await;
     let verified = verify_exactly_once(&s, &consumed, true);
     assert_eq!(verified.changes, small + 4000);
+}
+
+// ---------------------------------------------------------------------------
+// The cost of exactly-once (not a test; numbers in docs/EXACTLY_ONCE.md)
+// ---------------------------------------------------------------------------
+
+/// Throughput of a bounded run over `EOS_BENCH_ROWS` (200k) inserts in
+/// transactions of 10 rows, and commit-to-visible latency of single-row
+/// transactions for a read_committed consumer, at-least-once vs exactly-once.
+/// `cargo test --release --test exactly_once -- --ignored --nocapture bench`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark; run it explicitly"]
+async fn bench_exactly_once_vs_at_least_once() {
+    let rows: i64 = std::env::var("EOS_BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let logs = LogDir::new("exactly_once_bench");
+    let modes: [(&str, &[&str]); 2] = [
+        ("at-least-once", &[]),
+        ("exactly-once", &["--delivery", "exactly-once"]),
+    ];
+    for (i, (mode, flags)) in modes.iter().enumerate() {
+        let s = Scenario::new(Postgres::shared(), "eos_bench");
+        s.sql("CREATE TABLE bench (id bigint PRIMARY KEY, note text NOT NULL)");
+        kafka.create_topic(&s.topic("bench"), 3).expect("topic");
+        let mut args: Vec<&str> = vec!["--snapshot-mode", "never", "--stop-when-caught-up"];
+        args.extend_from_slice(flags);
+        let args = s.args(&bootstrap, &args);
+        let setup = ConnectorProcess::spawn(&args, logs.path(10 * i));
+        assert!(
+            setup.wait_exit(TIMEOUT).await.success(),
+            "{}",
+            setup.log_text()
+        );
+        s.sql(
+            "CREATE PROCEDURE fill(n bigint, per bigint) LANGUAGE plpgsql AS $$ \
+             BEGIN FOR i IN 0..(n / per - 1) LOOP \
+             INSERT INTO bench SELECT g, 'row ' || g FROM generate_series(i * per + 1, (i + 1) * per) g; \
+             COMMIT; END LOOP; END $$",
+        );
+        s.sql(&format!("CALL fill({rows}, 10)"));
+        let started = Instant::now();
+        let run = ConnectorProcess::spawn(&args, logs.path(10 * i + 1));
+        let status = run.wait_exit(Duration::from_secs(600)).await;
+        let elapsed = started.elapsed();
+        assert!(status.success(), "{}", run.log_text());
+        println!(
+            "[bench] {mode}: {rows} inserts ({} transactions) in {elapsed:.2?}: {:.0} rows/s",
+            rows / 10,
+            rows as f64 / elapsed.as_secs_f64()
+        );
+
+        // Latency: one row at a time, until a read_committed consumer has it.
+        let mut streaming: Vec<&str> = vec!["--snapshot-mode", "never"];
+        streaming.extend_from_slice(flags);
+        let connector =
+            ConnectorProcess::spawn(&s.args(&bootstrap, &streaming), logs.path(10 * i + 2));
+        wait_until(TIMEOUT, "streaming", || async {
+            connector.assert_running("before streaming");
+            connector.log_text().contains("starting replication")
+        })
+        .await;
+        let topic = s.topic("bench");
+        let db_url = s.pg.url(&s.db);
+        let bootstrap2 = bootstrap.clone();
+        let mut latencies = tokio::task::spawn_blocking(move || {
+            let consumer: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap2)
+                .set("group.id", unique_name("bench"))
+                .set("enable.auto.commit", "false")
+                .set("isolation.level", "read_committed")
+                .set("fetch.wait.max.ms", "10")
+                .create()
+                .expect("consumer");
+            let mut tpl = TopicPartitionList::new();
+            for p in 0..3 {
+                tpl.add_partition_offset(&topic, p, Offset::End)
+                    .expect("partition");
+            }
+            consumer.assign(&tpl).expect("assign");
+            // Let the assignment settle on the end offsets.
+            while consumer.poll(Duration::from_millis(500)).is_some() {}
+            let mut pg = postgres_blocking(&db_url);
+            let mut latencies = Vec::new();
+            for n in 0..50 {
+                let id = 10_000_000 + n;
+                let t0 = Instant::now();
+                pg(&format!("INSERT INTO bench VALUES ({id}, 'latency')"));
+                loop {
+                    match consumer.poll(Duration::from_millis(100)) {
+                        Some(Ok(_)) => break,
+                        Some(Err(e)) => panic!("consume: {e}"),
+                        None => assert!(t0.elapsed() < TIMEOUT, "row {id} never arrived"),
+                    }
+                }
+                latencies.push(t0.elapsed());
+            }
+            latencies
+        })
+        .await
+        .expect("latency thread");
+        connector.terminate().await;
+        latencies.sort();
+        println!(
+            "[bench] {mode}: commit-to-visible latency over 50 single-row transactions: \
+             median {:.1?}, p90 {:.1?}, max {:.1?}",
+            latencies[25], latencies[45], latencies[49]
+        );
+    }
+}
+
+/// A blocking "run this SQL" for the latency loop (psql would add its own
+/// start-up time to every sample).
+fn postgres_blocking(url: &str) -> impl FnMut(&str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (client, connection) = runtime
+        .block_on(tokio_postgres::connect(url, tokio_postgres::NoTls))
+        .expect("connect");
+    runtime.spawn(connection);
+    move |sql: &str| {
+        runtime
+            .block_on(client.batch_execute(sql))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
 }

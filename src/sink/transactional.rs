@@ -368,6 +368,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn exactly_once_flags_are_validated() {
+        let config = RunConfig::from_args([
+            "--pg-url",
+            "postgres://u@h/db",
+            "--topic-prefix",
+            "app",
+            "--delivery",
+            "exactly-once",
+            "--connector-name",
+            "has space",
+            "--progress-topic",
+            "bad/topic",
+            "--eos-max-batch-transactions",
+            "0",
+            "--kafka-property",
+            "transactional.id=mine",
+        ])
+        .expect("parses");
+        let error = config.validate().expect_err("invalid");
+        let fields: Vec<_> = error.0.iter().map(|i| i.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "connector-name",
+                "progress-topic",
+                "eos-max-batch-transactions",
+                "kafka-property"
+            ]
+        );
+        let at_least_once = RunConfig::from_args([
+            "--pg-url",
+            "postgres://u@h/db",
+            "--topic-prefix",
+            "app",
+            "--connector-name",
+            "has space",
+        ])
+        .expect("parses");
+        at_least_once
+            .validate()
+            .expect("the exactly-once flags are not checked without --delivery exactly-once");
+    }
+
+    #[test]
     fn progress_record_round_trips_as_json() {
         let record = ProgressRecord {
             lsn: "16/B374D848".parse().expect("lsn"),
