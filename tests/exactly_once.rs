@@ -1035,9 +1035,13 @@ async fn bench_exactly_once_vs_at_least_once() {
     let kafka = Kafka::shared();
     let bootstrap = kafka.bootstrap_servers();
     let logs = LogDir::new("exactly_once_bench");
-    let modes: [(&str, &[&str]); 2] = [
+    let modes: [(&str, &[&str]); 3] = [
         ("at-least-once", &[]),
         ("exactly-once", &["--delivery", "exactly-once"]),
+        (
+            "exactly-once, --eos-max-batch-time 10ms",
+            &["--delivery", "exactly-once", "--eos-max-batch-time", "10ms"],
+        ),
     ];
     for (i, (mode, flags)) in modes.iter().enumerate() {
         let s = Scenario::new(Postgres::shared(), "eos_bench");

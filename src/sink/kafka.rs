@@ -672,8 +672,17 @@ impl KafkaSink {
             false,
         )
         .await?;
-        let sink = Arc::clone(self);
         let timeout = eos.settings.transaction_timeout;
+        // rust-rdkafka's commit_transaction first flushes by polling the
+        // producer's queue in 100 ms steps, which the polling thread of the
+        // ThreadedProducer drains first: every commit would take 100 ms more.
+        // Waiting here until everything is delivered makes that flush return
+        // at once.
+        let deadline = Instant::now() + timeout;
+        while self.producer.in_flight_count() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let sink = Arc::clone(self);
         let committed =
             tokio::task::spawn_blocking(move || sink.producer.commit_transaction(timeout))
                 .await
