@@ -451,11 +451,13 @@ impl KafkaSink {
             let mut batch = eos.batch();
             if batch.opened.is_none() {
                 // A local state change in librdkafka: it does not block.
-                self.producer.begin_transaction().map_err(|e| {
-                    self.fatal_error().unwrap_or_else(|| {
+                if let Err(e) = self.producer.begin_transaction() {
+                    // fatal_error() looks at the batch too.
+                    drop(batch);
+                    return Err(self.fatal_error().unwrap_or_else(|| {
                         transactional::transaction_error(&eos.settings.transactional_id, "begin", e)
-                    })
-                })?;
+                    }));
+                }
                 batch.opened = Some(Instant::now());
             }
             batch.bytes += record.size();
