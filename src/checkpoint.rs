@@ -33,6 +33,18 @@
 //! [`AckTracker::is_drained`]), so a slot on an idle database, or one whose
 //! traffic is all on unpublished tables, does not retain WAL forever.
 //!
+//! # Exactly-once (`--delivery exactly-once`)
+//!
+//! With a transactional producer a delivered message is not yet visible to
+//! `read_committed` consumers: it becomes so when its Kafka transaction
+//! commits, and vanishes if that transaction aborts. So a transactional
+//! tracker ([`AckTracker::transactional`]) also caps the acknowledged
+//! position at the end of the last *committed* Kafka transaction
+//! ([`AckTracker::kafka_committed`]); the slot never moves past data a
+//! Kafka abort could still take back. Between Kafka transactions (none is
+//! open) the cap may follow the delivered position, since nothing delivered
+//! is uncommitted then.
+//!
 //! The tracker is sans-IO: it does arithmetic on counters, and the pipeline
 //! and the Kafka delivery callback drive it under a mutex.
 
@@ -73,6 +85,9 @@ pub struct AckTracker {
     next_id: u64,
     acked: Lsn,
     failed: bool,
+    /// Exactly-once: the end of the last committed Kafka transaction; the
+    /// reported position never passes it.
+    committed: Option<Lsn>,
 }
 
 impl AckTracker {
@@ -84,7 +99,30 @@ impl AckTracker {
             next_id: 0,
             acked,
             failed: false,
+            committed: None,
         }
+    }
+
+    /// A tracker for a transactional producer: its position also waits for
+    /// [`AckTracker::kafka_committed`]. `committed` is where Kafka already
+    /// holds everything (at least `acked`; higher when the progress topic
+    /// records transactions the slot has not confirmed yet).
+    pub fn transactional(acked: Lsn, committed: Lsn) -> Self {
+        AckTracker {
+            committed: Some(committed.max(acked)),
+            ..AckTracker::new(acked)
+        }
+    }
+
+    /// Exactly-once: every transaction ending at or before `through` is in a
+    /// committed Kafka transaction. Returns the new acknowledged position if
+    /// it advanced.
+    pub fn kafka_committed(&mut self, through: Lsn) -> Option<Lsn> {
+        let before = self.acked();
+        if let Some(committed) = &mut self.committed {
+            *committed = (*committed).max(through);
+        }
+        (self.acked() > before).then(|| self.acked())
     }
 
     /// Registers a transaction whose Begin was just read. Transactions must be
@@ -144,8 +182,18 @@ impl AckTracker {
         self.failed
     }
 
-    /// The highest LSN below which every transaction is fully acknowledged.
+    /// The highest LSN below which every transaction is fully acknowledged
+    /// (and, for a transactional tracker, in a committed Kafka transaction).
     pub fn acked(&self) -> Lsn {
+        match self.committed {
+            Some(committed) => self.acked.min(committed),
+            None => self.acked,
+        }
+    }
+
+    /// The highest LSN below which every transaction is delivered, whether
+    /// or not its Kafka transaction committed yet.
+    pub fn delivered_through(&self) -> Lsn {
         self.acked
     }
 
@@ -157,9 +205,16 @@ impl AckTracker {
 
     /// Raises the acknowledged position to `lsn` (the server's WAL end) when
     /// the tracker is drained. Returns the new position if it advanced.
+    ///
+    /// A transactional tracker advances only when nothing delivered waits
+    /// for a Kafka commit (the cap is at the delivered position).
     pub fn advance_idle(&mut self, lsn: Lsn) -> Option<Lsn> {
-        if self.is_drained() && lsn > self.acked {
+        let uncommitted = self.committed.is_some_and(|c| c < self.acked);
+        if self.is_drained() && !uncommitted && lsn > self.acked {
             self.acked = lsn;
+            if let Some(committed) = &mut self.committed {
+                *committed = lsn;
+            }
             Some(lsn)
         } else {
             None
@@ -182,7 +237,7 @@ impl AckTracker {
         if self.failed {
             return None;
         }
-        let before = self.acked;
+        let before = self.acked();
         while let Some(front) = self.pending.front() {
             match front.end_lsn {
                 Some(end) if front.outstanding == 0 => {
@@ -197,7 +252,7 @@ impl AckTracker {
                 _ => break,
             }
         }
-        (self.acked > before).then_some(self.acked)
+        (self.acked() > before).then(|| self.acked())
     }
 }
 
@@ -264,6 +319,54 @@ mod tests {
         t.commit(a, lsn(10));
         assert_eq!(t.advance_idle(lsn(30)), Some(lsn(30)));
         assert_eq!(t.advance_idle(lsn(20)), None, "never moves backwards");
+    }
+
+    #[test]
+    fn transactional_waits_for_the_kafka_commit() {
+        let mut t = AckTracker::transactional(lsn(10), lsn(10));
+        let a = t.begin();
+        t.sent(a);
+        t.commit(a, lsn(20));
+        assert_eq!(t.delivered(a), None, "delivered but not committed in Kafka");
+        assert_eq!(t.acked(), lsn(10));
+        assert_eq!(t.delivered_through(), lsn(20));
+        assert_eq!(
+            t.advance_idle(lsn(30)),
+            None,
+            "uncommitted data holds the slot"
+        );
+        assert_eq!(t.kafka_committed(lsn(20)), Some(lsn(20)));
+        assert_eq!(t.advance_idle(lsn(30)), Some(lsn(30)));
+        assert_eq!(t.acked(), lsn(30));
+    }
+
+    #[test]
+    fn transactional_commit_before_delivery_report_waits_for_it() {
+        let mut t = AckTracker::transactional(lsn(0), lsn(0));
+        let a = t.begin();
+        t.sent(a);
+        t.commit(a, lsn(20));
+        assert_eq!(
+            t.kafka_committed(lsn(20)),
+            None,
+            "delivery report not seen yet"
+        );
+        assert_eq!(t.delivered(a), Some(lsn(20)));
+    }
+
+    #[test]
+    fn transactional_starts_at_the_recorded_progress() {
+        // The progress topic holds transactions up to 50 the slot has not confirmed.
+        let mut t = AckTracker::transactional(lsn(10), lsn(50));
+        assert_eq!(t.acked(), lsn(10));
+        // The stream skips them: registered without messages.
+        let a = t.begin();
+        assert_eq!(t.commit(a, lsn(50)), Some(lsn(50)));
+        let b = t.begin();
+        t.sent(b);
+        t.commit(b, lsn(60));
+        assert_eq!(t.delivered(b), None);
+        assert_eq!(t.acked(), lsn(50));
     }
 
     /// Random interleavings of sends, commits and acks: the acknowledged

@@ -412,6 +412,42 @@ pub struct RunConfig {
     /// an INSERT into a heartbeat table (heartbeat.action.query).
     #[arg(long, env = "PGCDC_HEARTBEAT_ACTION_QUERY")]
     pub heartbeat_action_query: Option<String>,
+    // --- exactly-once ---
+    /// Delivery guarantee: at-least-once (the default) or exactly-once (a
+    /// transactional producer; consumers with isolation.level=read_committed
+    /// see every committed Postgres transaction exactly once). See docs/EXACTLY_ONCE.md.
+    #[arg(
+        long,
+        env = "PGCDC_DELIVERY",
+        value_enum,
+        default_value = "at-least-once"
+    )]
+    pub delivery: Delivery,
+
+    /// Name of this connector (default: the topic prefix). With
+    /// --delivery exactly-once it keys the progress record and makes the
+    /// transactional.id `pgcdc-kafka-<name>`, which fences other instances.
+    #[arg(long, env = "PGCDC_CONNECTOR_NAME")]
+    pub connector_name: Option<String>,
+
+    /// Compacted topic recording the last Postgres position committed to
+    /// Kafka (default: <prefix>.progress); created if missing.
+    #[arg(long, env = "PGCDC_PROGRESS_TOPIC")]
+    pub progress_topic: Option<String>,
+
+    /// Most Postgres transactions grouped into one Kafka transaction.
+    #[arg(long, env = "PGCDC_EOS_MAX_BATCH_TRANSACTIONS", default_value_t = 1000)]
+    pub eos_max_batch_transactions: usize,
+
+    /// Most record bytes (keys + values) grouped into one Kafka transaction
+    /// (a single bigger Postgres transaction still goes in one).
+    #[arg(long, env = "PGCDC_EOS_MAX_BATCH_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub eos_max_batch_bytes: usize,
+
+    /// Longest a Kafka transaction stays open waiting for more Postgres
+    /// transactions: the commit cadence (latency vs throughput).
+    #[arg(long, env = "PGCDC_EOS_MAX_BATCH_TIME", default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub eos_max_batch_time: Duration,
 
     /// Extra librdkafka producer properties, key=value (repeatable).
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
@@ -528,6 +564,16 @@ pub enum CaughtUp {
     StartLsn,
     /// No change arrived for --idle-timeout.
     Idle,
+}
+
+/// The delivery guarantee (`--delivery`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Delivery {
+    /// Idempotent producer; a crash re-sends the tail since the last confirmed transaction.
+    #[default]
+    AtLeastOnce,
+    /// Transactional producer; read_committed consumers see each change once.
+    ExactlyOnce,
 }
 
 /// Encoding of keys and values.
@@ -855,6 +901,38 @@ impl RunConfig {
             "",
             "and --unwrap-add-headers need --envelope unwrap",
         );
+        // --- exactly-once ---
+        if self.delivery == Delivery::ExactlyOnce {
+            let name = self.connector_name();
+            check(
+                !name.is_empty()
+                    && name.len() <= 200
+                    && !name.chars().any(|c| c.is_control() || c.is_whitespace()),
+                "connector-name",
+                &name,
+                "must be 1-200 characters without spaces (it names the transactional.id)",
+            );
+            check(
+                is_topic_prefix(&self.progress_topic()),
+                "progress-topic",
+                &self.progress_topic(),
+                "must contain only letters, digits, '.', '_' or '-'",
+            );
+            check(
+                self.eos_max_batch_transactions > 0 && self.eos_max_batch_bytes > 0,
+                "eos-max-batch-transactions",
+                &self.eos_max_batch_transactions.to_string(),
+                "and --eos-max-batch-bytes must be at least 1",
+            );
+            for (key, _) in &self.kafka_properties {
+                check(
+                    key != "transactional.id",
+                    "kafka-property",
+                    key,
+                    "is set from --connector-name with --delivery exactly-once",
+                );
+            }
+        }
         // --- selection and routing ---
         if let Err(invalid) = crate::select::Selection::from_config(self) {
             problems.extend(invalid);
@@ -891,6 +969,26 @@ impl RunConfig {
     /// The topic of heartbeat records: `<heartbeat-topics-prefix>.<topic-prefix>`.
     pub fn heartbeat_topic(&self) -> String {
         format!("{}.{}", self.heartbeat_topics_prefix, self.topic_prefix)
+    }
+
+    // --- exactly-once ---
+    /// `--connector-name`, or the topic prefix.
+    pub fn connector_name(&self) -> String {
+        self.connector_name
+            .clone()
+            .unwrap_or_else(|| self.topic_prefix.clone())
+    }
+
+    /// The transactional.id of `--delivery exactly-once`.
+    pub fn transactional_id(&self) -> String {
+        format!("pgcdc-kafka-{}", self.connector_name())
+    }
+
+    /// `--progress-topic`, or `<prefix>.progress`.
+    pub fn progress_topic(&self) -> String {
+        self.progress_topic
+            .clone()
+            .unwrap_or_else(|| format!("{}.progress", self.topic_prefix))
     }
 
     /// Parallel snapshot connections.

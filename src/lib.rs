@@ -12,6 +12,12 @@
 //! (`acks=all`, idempotent producer) every message of it and of every earlier
 //! transaction. After any crash, streaming resumes from the slot and repeats
 //! at most the transactions that were not yet confirmed.
+//!
+//! With `--delivery exactly-once`, consumers reading with
+//! `isolation.level=read_committed` see each committed transaction exactly
+//! once and whole: Kafka transactions carry a progress record, the slot is
+//! confirmed after the Kafka commit, and a restart skips what Kafka already
+//! holds ([`sink::transactional`]).
 
 pub mod check;
 pub mod checkpoint;

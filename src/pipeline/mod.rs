@@ -30,6 +30,7 @@ use crate::source::setup::SetupError;
 
 mod previous_run;
 pub use previous_run::SlotLost;
+mod exactly_once;
 mod snapshot;
 mod stream;
 

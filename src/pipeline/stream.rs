@@ -8,13 +8,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent};
 use tokio::sync::watch;
 
-use super::{previous_run, snapshot};
+use super::{exactly_once, previous_run, snapshot};
 use super::{
     PipelineError, RunSummary, StopReason, NEW_KEY_HEADER, OLD_KEY_HEADER, SESSION_OPTIONS,
     UNCHANGED_COLUMNS_HEADER,
 };
 use crate::checkpoint::TxnId;
-use crate::config::{CaughtUp, RunConfig, SnapshotMode};
+use crate::config::{CaughtUp, Delivery, RunConfig, SnapshotMode};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
 use crate::event::metadata::TransactionBlock;
@@ -23,6 +23,7 @@ use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::topics::TopicCreator;
+use crate::sink::transactional::{self, EosSettings};
 use crate::sink::{EncodedRecord, KafkaSink, Progress};
 use crate::source::pgoutput::{self, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
@@ -74,6 +75,11 @@ pub(super) struct Stream<'a> {
     last_activity: Instant,
     /// Transaction metadata and heartbeats.
     metadata: metadata::Metadata,
+    /// Exactly-once: transactions whose commit starts before this position
+    /// are already in Kafka (the progress record), so they are dropped.
+    pub(super) already_in_kafka: Option<Lsn>,
+    /// Whether the open transaction is one of those.
+    skipping: bool,
 }
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
@@ -137,8 +143,17 @@ pub async fn run_once(
                 tracing::warn!(slot = %config.slot_name, "slot was invalidated; dropping it and taking a new snapshot (--snapshot-mode when_needed)");
                 setup::drop_slot(&sql, &config.slot_name).await?;
             }
-            let exported = snapshot::export_slot(config, &sql).await?;
-            (exported.consistent_point, Some(exported))
+            match exactly_once::recover_committed_snapshot(config, &sql, metrics).await? {
+                Some(_) if config.snapshot_mode == SnapshotMode::InitialOnly => {
+                    summary.stopped = StopReason::SnapshotCompleted;
+                    return Ok(());
+                }
+                Some(point) => (point, None),
+                None => {
+                    let exported = snapshot::export_slot(config, &sql).await?;
+                    (exported.consistent_point, Some(exported))
+                }
+            }
         }
         SlotStatus::Invalidated | SlotStatus::Missing => {
             (setup::create_slot(&sql, &config.slot_name).await?, None)
@@ -156,15 +171,25 @@ pub async fn run_once(
         *target = Some(setup::current_wal_lsn(&sql).await?);
     }
 
-    let (sink, progress) = KafkaSink::with_metrics(
-        &config.producer_config(),
-        InFlightLimits {
-            messages: config.max_in_flight_messages,
-            bytes: config.max_in_flight_bytes,
-        },
-        start,
-        Arc::clone(metrics),
-    )?;
+    let limits = InFlightLimits {
+        messages: config.max_in_flight_messages,
+        bytes: config.max_in_flight_bytes,
+    };
+    let (sink, progress) = match config.delivery {
+        Delivery::AtLeastOnce => KafkaSink::with_metrics(
+            &config.producer_config(),
+            limits,
+            start,
+            Arc::clone(metrics),
+        )?,
+        Delivery::ExactlyOnce => KafkaSink::transactional(
+            &transactional::producer_config(config),
+            limits,
+            start,
+            Arc::clone(metrics),
+            EosSettings::from_config(config),
+        )?,
+    };
     let info = ConnectorInfo {
         name: config.topic_prefix.as_str().into(),
         db: config.pg_url.dbname().into(),
@@ -188,6 +213,8 @@ pub async fn run_once(
         idle_wal_end: start,
         last_activity: Instant::now(),
         metadata: metadata::Metadata::new(config),
+        already_in_kafka: None,
+        skipping: false,
         sql,
         config,
     };
@@ -198,13 +225,25 @@ pub async fn run_once(
 
     let mut stop = std::pin::pin!(stop);
     if let Some(exported) = exported {
+        // Exactly-once: the whole snapshot is one Kafka transaction.
+        stream.sink.init_transactions().await?;
         metrics.snapshot_started();
         let emitted = snapshot::emit_snapshot(&mut stream, exported, stop.as_mut()).await;
         metrics.snapshot_finished();
-        let Some(_rows) = emitted? else {
+        let emitted = match emitted {
+            Ok(emitted) => emitted,
+            Err(error) => {
+                stream.sink.abort_batch().await;
+                return Err(error);
+            }
+        };
+        let Some(_rows) = emitted else {
+            stream.sink.abort_batch().await;
             stream.summary.stopped = StopReason::Requested;
             return Ok(());
         };
+        exactly_once::commit_snapshot(&mut stream).await?;
+        stream.already_in_kafka = Some(start);
         stream.sink.flush(config.shutdown_timeout).await?;
         if let Some(failure) = progress.borrow().failure.clone() {
             return Err(PipelineError::Delivery(failure));
@@ -236,6 +275,7 @@ pub async fn run_once(
         .await
         .map_err(PipelineError::Stream)?;
     client.wait_started().await.map_err(PipelineError::Stream)?;
+    exactly_once::start_streaming(&mut stream, start).await?;
     metrics.streaming_started(&client.metrics());
     metrics.set_phase(Phase::Streaming);
 
@@ -275,6 +315,11 @@ impl Stream<'_> {
             let idle_deadline =
                 tokio::time::Instant::from_std(self.last_activity + self.config.idle_timeout);
             let heartbeat = self.metadata.heartbeat_deadline();
+            let batch_deadline = self
+                .sink
+                .batch_deadline()
+                .filter(|_| self.txn.is_none())
+                .map(tokio::time::Instant::from_std);
             tokio::select! {
                 biased;
                 reason = &mut stop, if stopping.is_none() => {
@@ -282,6 +327,9 @@ impl Stream<'_> {
                         tracing::info!(?reason, "stop requested; finishing the current transaction first");
                     }
                     stopping = Some((reason, Instant::now() + self.config.shutdown_timeout));
+                }
+                () = sleep_until_some(batch_deadline), if batch_deadline.is_some() => {
+                    self.sink.commit_batch(false).await?;
                 }
                 () = tokio::time::sleep_until(idle_deadline), if idle_mode && self.txn.is_none() => {
                     tracing::info!(idle_for = ?self.config.idle_timeout, "stream idle; draining in-flight messages");
@@ -296,6 +344,9 @@ impl Stream<'_> {
                     }
                     let p = progress.borrow_and_update().clone();
                     if let Some(failure) = p.failure {
+                        if let Some(fatal) = self.sink.fatal_error() {
+                            return Err(fatal.into());
+                        }
                         return Err(PipelineError::Delivery(failure));
                     }
                     client.update_applied_lsn(p.acked.into());
@@ -333,6 +384,9 @@ impl Stream<'_> {
                 commit_time_micros,
             } => {
                 debug_assert!(self.txn.is_none(), "Begin inside a transaction");
+                self.skipping = self
+                    .already_in_kafka
+                    .is_some_and(|recorded| Lsn::from(final_lsn) < recorded);
                 let commit_time_micros = commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS);
                 let id = self.sink.begin();
                 self.txn = Some(OpenTxn {
@@ -341,16 +395,25 @@ impl Stream<'_> {
                     commit_time_micros,
                 });
                 self.metrics.transaction_begun(commit_time_micros);
-                self.transaction_began(id, xid, final_lsn.into(), commit_time_micros)
-                    .await?;
+                if !self.skipping {
+                    self.transaction_began(id, xid, final_lsn.into(), commit_time_micros)
+                        .await?;
+                }
             }
             ReplicationEvent::Commit { lsn, end_lsn, .. } => {
                 if let Some(txn) = self.txn.take() {
-                    self.transaction_ending(txn.id).await?;
+                    if !self.skipping {
+                        self.transaction_ending(txn.id).await?;
+                    }
                     self.sink.commit(txn.id, end_lsn.into());
-                    self.summary.transactions += 1;
+                    if !std::mem::take(&mut self.skipping) {
+                        self.summary.transactions += 1;
+                    }
                     self.metrics
                         .transaction_committed(end_lsn.into(), txn.commit_time_micros);
+                    if self.sink.batch_due() {
+                        self.sink.commit_batch(false).await?;
+                    }
                 }
                 self.received = self.received.max(end_lsn.into());
                 self.metrics.received(self.received);
@@ -456,7 +519,7 @@ impl Stream<'_> {
             tracing::warn!(%lsn, "row change outside a transaction ignored");
             return Ok(());
         };
-        if self.relations.is_excluded(relation_id) {
+        if self.skipping || self.relations.is_excluded(relation_id) {
             return Ok(());
         }
         let txn_id = txn.id;
@@ -640,6 +703,13 @@ impl Stream<'_> {
         content: Vec<u8>,
         lsn: Lsn,
     ) -> Result<(), PipelineError> {
+        let in_kafka = match &self.txn {
+            Some(_) => self.skipping,
+            None => self.already_in_kafka.is_some_and(|recorded| lsn < recorded),
+        };
+        if in_kafka {
+            return Ok(());
+        }
         let (txn, own) = match &self.txn {
             Some(open) => (open.id, false),
             None => (self.sink.begin(), true),
@@ -692,6 +762,12 @@ impl Stream<'_> {
     /// Drains what is in flight and confirms it; records the outcome in the
     /// summary. `reason` is `None` when the attempt failed.
     async fn finish(&mut self, client: &mut ReplicationClient, reason: Option<StopReason>) {
+        if reason.is_some() && self.txn.is_none() {
+            if let Err(error) = self.sink.commit_batch(false).await {
+                tracing::warn!(error = %crate::error_chain(&error), "the last kafka transaction did not commit; it is sent again on restart");
+            }
+        }
+        self.sink.abort_batch().await;
         if let Err(error) = self.sink.flush(self.config.shutdown_timeout).await {
             tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
         }
@@ -734,5 +810,13 @@ impl Stream<'_> {
             Some(topics) => Ok(topics.ensure(topic).await?),
             None => Ok(()),
         }
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one (a disabled select branch).
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }

@@ -9,6 +9,11 @@
 //! [`AckTracker`]; the pipeline reads the resulting position from a watch
 //! channel and is the only place that confirms it to Postgres.
 //!
+//! With `--delivery exactly-once` the producer is transactional (see
+//! [`super::transactional`]): records are written inside Kafka transactions
+//! that group whole Postgres transactions, each committed together with a
+//! progress record, and the tracker's position waits for the Kafka commit.
+//!
 //! In-flight work is bounded by a semaphore of message permits and one of
 //! byte permits, released by the callback. A single record larger than the
 //! byte bound takes the whole bound, so it still flows.
@@ -27,6 +32,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 use tokio::sync::{watch, Semaphore};
 
+use super::transactional::{self, EosSettings, ProgressRecord};
 use crate::checkpoint::{AckTracker, TxnId};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -79,6 +85,54 @@ pub enum SinkError {
     },
     #[error("timed out after {0:?} waiting for Kafka to acknowledge in-flight messages")]
     FlushTimeout(Duration),
+    #[error(
+        "another instance with transactional.id {transactional_id:?} started and fenced this one; \
+             only one connector with this --connector-name may run at a time, so this one stops \
+             (what it had not committed is aborted and the other instance delivers it)"
+    )]
+    Fenced { transactional_id: String },
+    #[error("kafka transaction of transactional.id {transactional_id:?} failed to {action}")]
+    Transaction {
+        action: &'static str,
+        transactional_id: String,
+        #[source]
+        error: Box<KafkaError>,
+        retryable: bool,
+    },
+    #[error("a kafka transaction open for {open_for:?} was aborted; it holds a Postgres transaction \
+             too large to write within transaction.timeout.ms ({timeout:?}); raise \
+             --kafka-property transaction.timeout.ms (and the broker's transaction.max.timeout.ms), \
+             or use --delivery at-least-once; nothing was confirmed, so nothing is lost")]
+    TransactionTooLong {
+        open_for: Duration,
+        timeout: Duration,
+        #[source]
+        error: Box<SinkError>,
+    },
+    #[error(
+        "progress topic {topic:?} records connector {connector:?} at {recorded}, ahead of the \
+             server's WAL ({server}): it belongs to another Postgres cluster; use a new \
+             --connector-name (or --progress-topic), or delete the record"
+    )]
+    ProgressAhead {
+        topic: String,
+        connector: String,
+        recorded: Lsn,
+        server: Lsn,
+    },
+    #[error(
+        "slot {slot:?} appeared while this instance took the initial snapshot: another \
+             instance with the same --slot finished one; this snapshot was aborted in Kafka. \
+             Run one instance per slot"
+    )]
+    SnapshotRace { slot: String },
+    #[error("progress topic {topic:?}: could not {action}")]
+    Progress {
+        topic: String,
+        action: String,
+        #[source]
+        error: Option<Box<KafkaError>>,
+    },
 }
 
 impl SinkError {
@@ -89,7 +143,12 @@ impl SinkError {
         match self {
             SinkError::Config(_) => false,
             SinkError::Delivery { retryable, .. } => *retryable,
-            SinkError::FlushTimeout(_) => true,
+            SinkError::FlushTimeout(_) | SinkError::Progress { .. } => true,
+            SinkError::Fenced { .. }
+            | SinkError::TransactionTooLong { .. }
+            | SinkError::ProgressAhead { .. }
+            | SinkError::SnapshotRace { .. } => false,
+            SinkError::Transaction { retryable, .. } => *retryable,
         }
     }
 }
@@ -110,6 +169,12 @@ fn delivery_error(topic: &str, error: KafkaError) -> SinkError {
             false,
             "the producer is not authorized to write this topic; grant WRITE (and CREATE, for \
              auto-created topics) on it"
+                .to_owned(),
+        ),
+        Some(RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced) => (
+            false,
+            "another instance with the same transactional.id (--connector-name) fenced this \
+             producer; only one may run at a time"
                 .to_owned(),
         ),
         Some(RDKafkaErrorCode::InvalidTopic | RDKafkaErrorCode::UnknownTopic) => (
@@ -140,6 +205,8 @@ struct Shared {
     metrics: Arc<Metrics>,
     /// The producer's retried requests at its last statistics report.
     retries_seen: AtomicU64,
+    /// Exactly-once: the producer's transactional.id, named when it is fenced.
+    transactional_id: Option<String>,
 }
 
 impl Shared {
@@ -183,7 +250,8 @@ impl ClientContext for DeliveryContext {
 /// What the delivery callback needs back for each message.
 #[derive(Debug)]
 pub struct Delivery {
-    txn: TxnId,
+    /// `None` for the progress record, which belongs to no Postgres transaction.
+    txn: Option<TxnId>,
     byte_permits: u32,
     enqueued: Instant,
 }
@@ -202,21 +270,36 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
                 self.shared
                     .metrics
                     .record_delivered(u64::from(byte_permits), enqueued.elapsed());
-                self.shared.tracker().delivered(txn).map(Ok)
+                txn.and_then(|txn| self.shared.tracker().delivered(txn))
+                    .map(Ok)
             }
             Err((error, message)) => {
                 self.shared.metrics.record_failed(u64::from(byte_permits));
-                self.shared.tracker().failed(txn);
+                match txn {
+                    Some(txn) => self.shared.tracker().failed(txn),
+                    // A lost progress record fails the commit; no Postgres
+                    // transaction of this Kafka transaction may be confirmed.
+                    None => self.shared.tracker().failed(TxnId::from_u64(u64::MAX)),
+                }
                 let topic = rdkafka::Message::topic(message).to_owned();
+                let purged = matches!(
+                    error.rdkafka_error_code(),
+                    Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+                );
                 // One failure stops the attempt; the rest of what was in flight
                 // usually fails the same way (a timeout, a purge), so only the
                 // first is worth an error line.
-                if self.shared.progress.borrow().failure.is_none() {
-                    tracing::error!(topic, %error, "kafka delivery failed; the slot will not be confirmed past this transaction");
+                if purged || self.shared.progress.borrow().failure.is_some() {
+                    tracing::debug!(topic, %error, "kafka delivery failed (purged, or after the first failure)");
                 } else {
-                    tracing::debug!(topic, %error, "kafka delivery failed");
+                    tracing::error!(topic, %error, "kafka delivery failed; the slot will not be confirmed past this transaction");
                 }
-                Some(Err(delivery_error(&topic, error.clone())))
+                match &self.shared.transactional_id {
+                    Some(id) if transactional::is_fenced(error) => Some(Err(SinkError::Fenced {
+                        transactional_id: id.clone(),
+                    })),
+                    _ => Some(Err(delivery_error(&topic, error.clone()))),
+                }
             }
         };
         match outcome {
@@ -226,6 +309,12 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
         }
         self.shared.messages.add_permits(1);
         self.shared.bytes.add_permits(byte_permits as usize);
+    }
+}
+
+impl Eos {
+    fn batch(&self) -> MutexGuard<'_, Batch> {
+        self.batch.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -241,6 +330,29 @@ pub struct KafkaSink {
     producer: ThreadedProducer<DeliveryContext>,
     shared: Arc<Shared>,
     max_bytes: u32,
+    /// Set with `--delivery exactly-once`.
+    eos: Option<Eos>,
+}
+
+/// The transactional side of the sink.
+struct Eos {
+    settings: EosSettings,
+    /// Connection settings, for the progress topic's admin client and consumer.
+    client: ClientConfig,
+    /// The Kafka transaction being written. Only the pipeline task touches
+    /// it, never across an await.
+    batch: Mutex<Batch>,
+}
+
+/// The open Kafka transaction.
+#[derive(Debug, Default)]
+struct Batch {
+    opened: Option<Instant>,
+    /// Postgres transactions whose Commit was read since it opened.
+    transactions: u64,
+    bytes: usize,
+    /// The end LSN of the last of them.
+    last_end: Option<Lsn>,
 }
 
 impl KafkaSink {
@@ -251,6 +363,26 @@ impl KafkaSink {
         acked: Lsn,
     ) -> Result<(Self, watch::Receiver<Progress>), SinkError> {
         Self::with_metrics(config, limits, acked, Arc::default())
+    }
+
+    /// A transactional sink (`--delivery exactly-once`): `config` carries
+    /// the transactional.id ([`transactional::producer_config`]). Call
+    /// [`KafkaSink::init_transactions`] before sending.
+    pub fn transactional(
+        config: &ClientConfig,
+        limits: InFlightLimits,
+        acked: Lsn,
+        metrics: Arc<Metrics>,
+        settings: EosSettings,
+    ) -> Result<(Self, watch::Receiver<Progress>), SinkError> {
+        let (mut sink, progress) = Self::with_metrics(config, limits, acked, metrics)?;
+        *sink.shared.tracker() = AckTracker::transactional(acked, acked);
+        sink.eos = Some(Eos {
+            settings,
+            client: config.clone(),
+            batch: Mutex::new(Batch::default()),
+        });
+        Ok((sink, progress))
     }
 
     /// [`KafkaSink::new`], recording sends and deliveries into `metrics`.
@@ -273,6 +405,7 @@ impl KafkaSink {
             bytes: Semaphore::new(max_bytes as usize),
             metrics,
             retries_seen: AtomicU64::new(0),
+            transactional_id: config.get("transactional.id").map(str::to_owned),
         });
         shared.metrics.acknowledged(acked);
         let mut config = config.clone();
@@ -289,6 +422,7 @@ impl KafkaSink {
                 producer,
                 shared,
                 max_bytes,
+                eos: None,
             },
             progress_rx,
         ))
@@ -301,7 +435,20 @@ impl KafkaSink {
 
     /// Registers the Commit of `txn`: its messages are all handed over.
     pub fn commit(&self, txn: TxnId, end_lsn: Lsn) {
-        let advanced = self.shared.tracker().commit(txn, end_lsn);
+        let mut tracker = self.shared.tracker();
+        let mut advanced = tracker.commit(txn, end_lsn);
+        if let Some(eos) = &self.eos {
+            let mut batch = eos.batch();
+            if batch.opened.is_some() {
+                batch.transactions += 1;
+                batch.last_end = Some(end_lsn);
+            } else {
+                // Nothing of it went to Kafka (skipped, or no published
+                // change): no Kafka commit to wait for.
+                advanced = tracker.kafka_committed(end_lsn).or(advanced);
+            }
+        }
+        drop(tracker);
         if let Some(acked) = advanced {
             self.shared.publish_acked(acked);
         }
@@ -320,6 +467,25 @@ impl KafkaSink {
     /// reached. Returns once librdkafka has queued it; delivery is reported
     /// through the progress channel.
     pub async fn send(&self, record: EncodedRecord) -> Result<(), SinkError> {
+        self.produce(record, true).await
+    }
+
+    async fn produce(&self, record: EncodedRecord, tracked: bool) -> Result<(), SinkError> {
+        if let Some(eos) = &self.eos {
+            let mut batch = eos.batch();
+            if batch.opened.is_none() {
+                // A local state change in librdkafka: it does not block.
+                if let Err(e) = self.producer.begin_transaction() {
+                    // fatal_error() looks at the batch too.
+                    drop(batch);
+                    return Err(self.fatal_error().unwrap_or_else(|| {
+                        transactional::transaction_error(&eos.settings.transactional_id, "begin", e)
+                    }));
+                }
+                batch.opened = Some(Instant::now());
+            }
+            batch.bytes += record.size();
+        }
         let byte_permits = u32::try_from(record.size())
             .unwrap_or(u32::MAX)
             .clamp(1, self.max_bytes);
@@ -330,7 +496,10 @@ impl KafkaSink {
         if let Ok(p) = self.shared.bytes.acquire_many(byte_permits).await {
             p.forget();
         }
-        self.shared.tracker().sent(record.txn);
+        let txn = tracked.then_some(record.txn);
+        if let Some(txn) = txn {
+            self.shared.tracker().sent(txn);
+        }
         self.shared.metrics.record_enqueued(u64::from(byte_permits));
 
         let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
@@ -341,7 +510,7 @@ impl KafkaSink {
             });
         }
         let opaque = Box::new(Delivery {
-            txn: record.txn,
+            txn,
             byte_permits,
             enqueued: Instant::now(),
         });
@@ -363,11 +532,15 @@ impl KafkaSink {
                 }
                 Err((error, _)) => {
                     // Rejected before it was queued, so no callback will come for it.
-                    self.shared.tracker().failed(record.txn);
+                    self.shared
+                        .tracker()
+                        .failed(txn.unwrap_or(TxnId::from_u64(u64::MAX)));
                     self.shared.metrics.record_failed(u64::from(byte_permits));
                     self.shared.messages.add_permits(1);
                     self.shared.bytes.add_permits(byte_permits as usize);
-                    let error = delivery_error(&record.topic, error);
+                    let error = self
+                        .fatal_error()
+                        .unwrap_or_else(|| delivery_error(&record.topic, error));
                     tracing::error!(topic = %record.topic, %error, "kafka rejected a message");
                     return Err(error);
                 }
@@ -388,6 +561,228 @@ impl KafkaSink {
     /// Whether every registered transaction is committed and acknowledged.
     pub fn is_drained(&self) -> bool {
         self.shared.tracker().is_drained()
+    }
+
+    /// Exactly-once: the producer's fatal error, as the error the pipeline
+    /// should stop with. A fenced producer purges what it had queued, so its
+    /// delivery reports only say "purged"; this names the cause.
+    pub fn fatal_error(&self) -> Option<SinkError> {
+        let eos = self.eos.as_ref()?;
+        let (code, reason) = self.producer.client().fatal_error()?;
+        let open_for = eos.batch().opened.map(|opened| opened.elapsed());
+        let timeout = eos.settings.transaction_timeout;
+        let error = match code {
+            RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced => SinkError::Fenced {
+                transactional_id: eos.settings.transactional_id.clone(),
+            },
+            _ => SinkError::Transaction {
+                action: "continue after a fatal error",
+                transactional_id: eos.settings.transactional_id.clone(),
+                error: Box::new(KafkaError::Global(code)),
+                retryable: true,
+            },
+        };
+        tracing::debug!(%reason, "fatal producer error");
+        // The coordinator aborts a transaction open past its timeout by
+        // bumping the epoch, which looks like fencing from here.
+        Some(match open_for {
+            Some(open_for) if open_for >= timeout => SinkError::TransactionTooLong {
+                open_for,
+                timeout,
+                error: Box::new(error),
+            },
+            _ => error,
+        })
+    }
+
+    /// Whether this sink writes Kafka transactions (`--delivery exactly-once`).
+    pub fn is_transactional(&self) -> bool {
+        self.eos.is_some()
+    }
+
+    /// Registers the transactional.id with the coordinator: aborts what an
+    /// earlier instance left open and fences it. Then creates the progress
+    /// topic if missing and reads this connector's latest progress record;
+    /// the tracker treats everything before it as committed. Returns the record.
+    pub async fn init_transactions(self: &Arc<Self>) -> Result<Option<ProgressRecord>, SinkError> {
+        let Some(eos) = &self.eos else {
+            return Ok(None);
+        };
+        let sink = Arc::clone(self);
+        let timeout = Duration::from_secs(60);
+        tokio::task::spawn_blocking(move || sink.producer.init_transactions(timeout))
+            .await
+            .map_err(|_| SinkError::FlushTimeout(timeout))?
+            .map_err(|e| {
+                transactional::transaction_error(&eos.settings.transactional_id, "initialize", e)
+            })?;
+        tracing::info!(transactional_id = %eos.settings.transactional_id, "transactional producer initialized");
+        transactional::ensure_progress_topic(&eos.client, &eos.settings.progress_topic).await?;
+        let client = eos.client.clone();
+        let topic = eos.settings.progress_topic.clone();
+        let connector = eos.settings.connector_name.clone();
+        let recorded = tokio::task::spawn_blocking(move || {
+            transactional::read_progress(&client, &topic, &connector)
+        })
+        .await
+        .map_err(|_| SinkError::FlushTimeout(timeout))??;
+        if let Some(record) = &recorded {
+            tracing::info!(topic = %eos.settings.progress_topic, lsn = %record.lsn, "progress recorded in kafka");
+            let advanced = self.shared.tracker().kafka_committed(record.lsn);
+            if let Some(acked) = advanced {
+                self.shared.publish_acked(acked);
+            }
+        }
+        Ok(recorded)
+    }
+
+    /// Whether the open Kafka transaction reached its transaction or byte
+    /// bound. Only meaningful between Postgres transactions.
+    pub fn batch_due(&self) -> bool {
+        self.eos.as_ref().is_some_and(|eos| {
+            let batch = eos.batch();
+            let limits = eos.settings.limits;
+            batch.transactions > 0
+                && (batch.transactions >= limits.transactions as u64 || batch.bytes >= limits.bytes)
+        })
+    }
+
+    /// When the open Kafka transaction, holding at least one whole Postgres
+    /// transaction, is due by `--eos-max-batch-time`.
+    pub fn batch_deadline(&self) -> Option<Instant> {
+        let eos = self.eos.as_ref()?;
+        let batch = eos.batch();
+        let opened = batch.opened.filter(|_| batch.transactions > 0)?;
+        Some(opened + eos.settings.limits.time)
+    }
+
+    /// Commits the open Kafka transaction with a progress record at the end
+    /// of its last Postgres transaction (`snapshot`: it holds the initial
+    /// snapshot), then lets the tracker confirm up to there. Call it only
+    /// between Postgres transactions. Blocks on a worker thread until the
+    /// broker committed (every record is delivered first).
+    ///
+    /// On an abortable error the transaction is aborted and a retryable
+    /// error returned: the pipeline restarts from the slot and the progress
+    /// record, so nothing is lost or duplicated.
+    pub async fn commit_batch(self: &Arc<Self>, snapshot: bool) -> Result<(), SinkError> {
+        let Some(eos) = &self.eos else {
+            return Ok(());
+        };
+        let (opened, transactions, last_end) = {
+            let batch = eos.batch();
+            match (batch.opened, batch.last_end) {
+                (Some(opened), Some(end)) if batch.transactions > 0 => {
+                    (opened, batch.transactions, end)
+                }
+                _ => return Ok(()),
+            }
+        };
+        let record = ProgressRecord {
+            lsn: last_end,
+            snapshot,
+            transactions,
+            written_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        };
+        let value = serde_json::to_vec(&record).unwrap_or_default();
+        self.produce(
+            EncodedRecord {
+                topic: eos.settings.progress_topic.as_str().into(),
+                key: Some(eos.settings.connector_name.as_bytes().to_vec()),
+                value: Some(value),
+                headers: Vec::new(),
+                txn: TxnId::from_u64(u64::MAX),
+            },
+            false,
+        )
+        .await?;
+        let timeout = eos.settings.transaction_timeout;
+        // rust-rdkafka's commit_transaction first flushes by polling the
+        // producer's queue in 100 ms steps, which the polling thread of the
+        // ThreadedProducer drains first: every commit would take 100 ms more.
+        // Waiting here until everything is delivered makes that flush return
+        // at once.
+        let deadline = Instant::now() + timeout;
+        while self.producer.in_flight_count() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let sink = Arc::clone(self);
+        let committed =
+            tokio::task::spawn_blocking(move || sink.producer.commit_transaction(timeout))
+                .await
+                .map_err(|_| SinkError::FlushTimeout(timeout))?;
+        *eos.batch() = Batch::default();
+        match committed {
+            Ok(()) => {
+                let advanced = self.shared.tracker().kafka_committed(last_end);
+                if let Some(acked) = advanced {
+                    self.shared.publish_acked(acked);
+                }
+                tracing::trace!(lsn = %last_end, transactions, "kafka transaction committed");
+                Ok(())
+            }
+            Err(error) => {
+                let requires_abort =
+                    matches!(&error, KafkaError::Transaction(e) if e.txn_requires_abort());
+                let failure = self.fatal_error().unwrap_or_else(|| {
+                    transactional::transaction_error(
+                        &eos.settings.transactional_id,
+                        "commit",
+                        error,
+                    )
+                });
+                self.shared.tracker().failed(TxnId::from_u64(u64::MAX));
+                if requires_abort {
+                    self.abort_blocking().await;
+                }
+                let open_for = opened.elapsed();
+                // The coordinator aborts a transaction open past its timeout
+                // and bumps the producer epoch, which librdkafka reports as
+                // fenced: the duration tells the two apart.
+                let failure = if open_for >= timeout {
+                    SinkError::TransactionTooLong {
+                        open_for,
+                        timeout,
+                        error: Box::new(failure),
+                    }
+                } else {
+                    failure
+                };
+                tracing::error!(error = %failure, "kafka transaction not committed; the slot stays at the last committed one");
+                Err(failure)
+            }
+        }
+    }
+
+    /// Aborts the open Kafka transaction, if any (a stop in the middle of a
+    /// Postgres transaction, or after a failure). Best effort: a new
+    /// instance's `init_transactions` aborts it as well.
+    pub async fn abort_batch(self: &Arc<Self>) {
+        let Some(eos) = &self.eos else { return };
+        let open = eos.batch().opened.is_some();
+        if open {
+            self.abort_blocking().await;
+            *eos.batch() = Batch::default();
+        }
+    }
+
+    async fn abort_blocking(self: &Arc<Self>) {
+        let sink = Arc::clone(self);
+        let aborted = tokio::task::spawn_blocking(move || {
+            sink.producer.abort_transaction(Duration::from_secs(30))
+        })
+        .await;
+        match aborted {
+            Ok(Ok(())) => {
+                tracing::warn!("kafka transaction aborted; read_committed consumers never see it")
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "aborting the kafka transaction failed; the next instance's start aborts it")
+            }
+            Err(_) => {}
+        }
     }
 
     /// Waits, off the async runtime, for every queued message to be delivered

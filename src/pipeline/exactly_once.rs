@@ -1,0 +1,106 @@
+//! The pipeline's side of `--delivery exactly-once` (see
+//! [`crate::sink::transactional`] for the scheme): where the stream starts
+//! from the progress topic, and the recovery of a snapshot that Kafka
+//! committed before the slot was promoted.
+
+use std::sync::Arc;
+
+use super::stream::Stream;
+use super::{snapshot, PipelineError};
+use crate::config::{Delivery, RunConfig};
+use crate::lsn::Lsn;
+use crate::metrics::Metrics;
+use crate::sink::kafka::InFlightLimits;
+use crate::sink::transactional::{self, EosSettings};
+use crate::sink::{KafkaSink, SinkError};
+use crate::source::setup;
+
+/// Once the stream holds the slot: initializes the transactional producer
+/// (fencing any other instance with the same transactional.id and aborting
+/// what a crashed one left open) and reads the progress record, so that the
+/// stream drops every transaction Kafka already has.
+///
+/// Done after the replication connection is up so that a second instance
+/// with the same slot stops at the busy slot instead of fencing the first.
+pub(super) async fn start_streaming(
+    stream: &mut Stream<'_>,
+    start: Lsn,
+) -> Result<(), PipelineError> {
+    if !stream.sink.is_transactional() || stream.already_in_kafka.is_some() {
+        return Ok(());
+    }
+    let recorded = stream.sink.init_transactions().await?;
+    if let Some(record) = &recorded {
+        let server = setup::current_wal_lsn(&stream.sql).await?;
+        if record.lsn > server {
+            return Err(SinkError::ProgressAhead {
+                topic: stream.config.progress_topic(),
+                connector: stream.config.connector_name(),
+                recorded: record.lsn,
+                server,
+            }
+            .into());
+        }
+        if record.lsn > start {
+            tracing::info!(slot_confirmed = %start, recorded = %record.lsn, "kafka already holds transactions the slot did not confirm; they are skipped");
+        }
+    }
+    stream.already_in_kafka = Some(recorded.map_or(start, |r| r.lsn).max(start));
+    Ok(())
+}
+
+/// Commits the snapshot's Kafka transaction, unless another instance
+/// finished a snapshot for the slot meanwhile (then it is aborted, so
+/// read_committed consumers do not see the rows twice).
+pub(super) async fn commit_snapshot(stream: &mut Stream<'_>) -> Result<(), PipelineError> {
+    if !stream.sink.is_transactional() {
+        return Ok(());
+    }
+    if setup::confirmed_flush_lsn(&stream.sql, &stream.config.slot_name)
+        .await?
+        .is_some()
+    {
+        stream.sink.abort_batch().await;
+        return Err(SinkError::SnapshotRace {
+            slot: stream.config.slot_name.clone(),
+        }
+        .into());
+    }
+    stream.sink.commit_batch(true).await?;
+    Ok(())
+}
+
+/// A crash after the snapshot's Kafka transaction committed but before the
+/// working slot was promoted leaves the working slot and a progress record
+/// for its consistent point. Then the working slot is promoted instead of
+/// taking (and so duplicating) the snapshot again. Returns the consistent
+/// point when that happened.
+pub(super) async fn recover_committed_snapshot(
+    config: &RunConfig,
+    sql: &tokio_postgres::Client,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Lsn>, PipelineError> {
+    if config.delivery != Delivery::ExactlyOnce {
+        return Ok(None);
+    }
+    let Some(point) = setup::confirmed_flush_lsn(sql, &config.snapshot_slot_name()).await? else {
+        return Ok(None);
+    };
+    let (sink, _progress) = KafkaSink::transactional(
+        &transactional::producer_config(config),
+        InFlightLimits {
+            messages: 1,
+            bytes: 1024,
+        },
+        point,
+        Arc::clone(metrics),
+        EosSettings::from_config(config),
+    )?;
+    let recorded = Arc::new(sink).init_transactions().await?;
+    if !recorded.is_some_and(|r| r.snapshot && r.lsn == point) {
+        return Ok(None);
+    }
+    tracing::info!(lsn = %point, "kafka committed the snapshot before the slot was promoted; promoting it now");
+    snapshot::promote_slot(config, sql).await?;
+    Ok(Some(point))
+}

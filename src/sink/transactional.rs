@@ -1,0 +1,467 @@
+//! Exactly-once delivery (`--delivery exactly-once`): the producer settings,
+//! the progress topic and the classification of transaction errors.
+//!
+//! # How it holds
+//!
+//! Every Postgres transaction (or a group of consecutive ones, see
+//! [`BatchLimits`]) is written as one Kafka transaction, which also writes a
+//! [`ProgressRecord`] to a compacted progress topic: "every Postgres
+//! transaction whose commit record starts before `lsn` is in Kafka". A
+//! `read_committed` consumer therefore sees a Postgres transaction's changes
+//! and the matching progress record together, or none of them.
+//!
+//! The slot is confirmed only after the Kafka commit (the ack tracker's
+//! transactional cap, see [`crate::checkpoint`]). After a crash between the
+//! Kafka commit and the slot confirm, the slot replays transactions that are
+//! already in Kafka; on start the connector reads the progress topic to its
+//! end (`read_committed`) and the stream drops every transaction whose commit
+//! LSN is below the recorded position: the same rule the walsender applies
+//! to the slot's `confirmed_flush_lsn`.
+//!
+//! The transactional.id is stable (`pgcdc-kafka-<connector name>`), so
+//! `init_transactions` of a new instance aborts whatever a crashed one left
+//! open and fences a still-running one: its next transaction operation fails
+//! with a fatal "fenced" error and it stops ([`SinkError::Fenced`]).
+//!
+//! A Postgres transaction is never split across Kafka transactions, so its
+//! changes appear atomically across all its tables. It must therefore be
+//! written within `transaction.timeout.ms`, which is raised to
+//! [`DEFAULT_TRANSACTION_TIMEOUT`] (the broker's default
+//! `transaction.max.timeout.ms`); a Kafka transaction the coordinator aborted
+//! after being open that long stops the connector with a definite error
+//! ([`SinkError::TransactionTooLong`]) instead of retrying forever.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::kafka::SinkError;
+use crate::config::RunConfig;
+use crate::lsn::Lsn;
+
+/// `transaction.timeout.ms` unless `--kafka-property` sets it: 15 minutes,
+/// the broker's default `transaction.max.timeout.ms`.
+pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// How long reading the progress topic to its end may take.
+const PROGRESS_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Bounds of one Kafka transaction grouping several Postgres transactions.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchLimits {
+    pub transactions: usize,
+    pub bytes: usize,
+    pub time: Duration,
+}
+
+/// What exactly-once delivery needs beyond the producer settings.
+#[derive(Debug, Clone)]
+pub struct EosSettings {
+    pub transactional_id: String,
+    pub connector_name: String,
+    pub progress_topic: String,
+    pub limits: BatchLimits,
+    /// `transaction.timeout.ms` in force.
+    pub transaction_timeout: Duration,
+}
+
+impl EosSettings {
+    pub fn from_config(config: &RunConfig) -> Self {
+        EosSettings {
+            transactional_id: config.transactional_id(),
+            connector_name: config.connector_name(),
+            progress_topic: config.progress_topic(),
+            limits: BatchLimits {
+                transactions: config.eos_max_batch_transactions,
+                bytes: config.eos_max_batch_bytes,
+                time: config.eos_max_batch_time,
+            },
+            transaction_timeout: transaction_timeout(config),
+        }
+    }
+}
+
+fn transaction_timeout(config: &RunConfig) -> Duration {
+    config
+        .kafka_properties
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "transaction.timeout.ms")
+        .and_then(|(_, v)| v.parse().ok())
+        .map_or(DEFAULT_TRANSACTION_TIMEOUT, Duration::from_millis)
+}
+
+/// The producer settings of `--delivery exactly-once`: the idempotent
+/// producer's, plus the transactional.id and the transaction timeout.
+pub fn producer_config(config: &RunConfig) -> ClientConfig {
+    let mut client = config.producer_config();
+    client.set("transactional.id", config.transactional_id());
+    if client.get("transaction.timeout.ms").is_none() {
+        client.set(
+            "transaction.timeout.ms",
+            DEFAULT_TRANSACTION_TIMEOUT.as_millis().to_string(),
+        );
+    }
+    client
+}
+
+/// The value of a progress record (its key is the connector name).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProgressRecord {
+    /// Every Postgres transaction whose commit record starts before this
+    /// position is in Kafka (the end of the last included commit record).
+    #[serde(with = "lsn_text")]
+    pub lsn: Lsn,
+    /// Whether this Kafka transaction was the initial snapshot (then `lsn`
+    /// is the snapshot's consistent point).
+    #[serde(default)]
+    pub snapshot: bool,
+    /// Postgres transactions in the Kafka transaction that wrote it.
+    #[serde(default)]
+    pub transactions: u64,
+    /// Unix milliseconds when it was written.
+    #[serde(default)]
+    pub written_at_ms: i64,
+}
+
+mod lsn_text {
+    use crate::lsn::Lsn;
+
+    pub fn serialize<S: serde::Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(lsn)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Lsn, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A consumer / admin client configuration with the connection and security
+/// settings of the producer's, and none of its producer-only ones.
+fn client_config(producer: &ClientConfig) -> ClientConfig {
+    const PRODUCER_ONLY: &[&str] = &[
+        "enable.idempotence",
+        "acks",
+        "partitioner",
+        "compression.type",
+        "linger.ms",
+        "transactional.id",
+        "transaction.timeout.ms",
+        "message.timeout.ms",
+        "delivery.timeout.ms",
+        "batch.size",
+        "batch.num.messages",
+        "queue.buffering.max.messages",
+        "queue.buffering.max.kbytes",
+        "queue.buffering.max.ms",
+        "retries",
+        "message.send.max.retries",
+        "retry.backoff.ms",
+        "max.in.flight",
+        "max.in.flight.requests.per.connection",
+        "request.required.acks",
+        "compression.codec",
+        "sticky.partitioning.linger.ms",
+    ];
+    let mut client = ClientConfig::new();
+    for (key, value) in producer.config_map() {
+        if !PRODUCER_ONLY.contains(&key) {
+            client.set(key, value);
+        }
+    }
+    client
+}
+
+fn progress_error(topic: &str, action: &str, error: KafkaError) -> SinkError {
+    SinkError::Progress {
+        topic: topic.to_owned(),
+        action: action.to_owned(),
+        error: Some(Box::new(error)),
+    }
+}
+
+/// Creates the progress topic (one partition, compacted) if it is missing.
+pub async fn ensure_progress_topic(producer: &ClientConfig, topic: &str) -> Result<(), SinkError> {
+    let admin: AdminClient<DefaultClientContext> = client_config(producer)
+        .create()
+        .map_err(|e| progress_error(topic, "create an admin client for", e))?;
+    let metadata = admin
+        .inner()
+        .fetch_metadata(Some(topic), Duration::from_secs(30))
+        .map_err(|e| progress_error(topic, "read the metadata of", e))?;
+    let exists = metadata
+        .topics()
+        .iter()
+        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty());
+    if exists {
+        return Ok(());
+    }
+    let new_topic =
+        NewTopic::new(topic, 1, TopicReplication::Fixed(-1)).set("cleanup.policy", "compact");
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = admin
+        .create_topics([&new_topic], &options)
+        .await
+        .map_err(|e| progress_error(topic, "create", e))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => {
+                return Err(progress_error(topic, "create", KafkaError::AdminOp(code)))
+            }
+        }
+    }
+    tracing::info!(topic, "created the compacted progress topic");
+    Ok(())
+}
+
+/// Reads the progress topic to its end with `read_committed` (blocking; run
+/// it off the async runtime) and returns this connector's latest record.
+/// Call it after `init_transactions`, which aborts what a crashed instance
+/// left open: an open transaction holds the last stable offset back.
+pub fn read_progress(
+    producer: &ClientConfig,
+    topic: &str,
+    connector: &str,
+) -> Result<Option<ProgressRecord>, SinkError> {
+    let consumer: BaseConsumer<ProgressReader> = client_config(producer)
+        .set("group.id", format!("pgcdc-kafka-{connector}-progress"))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .set("isolation.level", "read_committed")
+        .create_with_context(ProgressReader)
+        .map_err(|e| progress_error(topic, "create a consumer for", e))?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(30))
+        .map_err(|e| progress_error(topic, "read the metadata of", e))?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic && t.error().is_none())
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    if partitions.is_empty() {
+        return Ok(None);
+    }
+    let mut assignment = TopicPartitionList::new();
+    for &p in &partitions {
+        assignment
+            .add_partition_offset(topic, p, Offset::Beginning)
+            .map_err(|e| progress_error(topic, "assign", e))?;
+    }
+    consumer
+        .assign(&assignment)
+        .map_err(|e| progress_error(topic, "assign", e))?;
+    let mut open: BTreeMap<i32, ()> = partitions.iter().map(|&p| (p, ())).collect();
+    let mut latest: Option<ProgressRecord> = None;
+    let deadline = Instant::now() + PROGRESS_READ_TIMEOUT;
+    while !open.is_empty() {
+        if Instant::now() >= deadline {
+            return Err(SinkError::Progress {
+                topic: topic.to_owned(),
+                action: format!(
+                    "read to its end within {PROGRESS_READ_TIMEOUT:?} (an open transaction of \
+                     another producer holds it back?)"
+                ),
+                error: None,
+            });
+        }
+        match consumer.poll(Duration::from_millis(200)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                open.remove(&p);
+            }
+            Some(Err(e)) => return Err(progress_error(topic, "read", e)),
+            Some(Ok(message)) => {
+                if message.key() != Some(connector.as_bytes()) {
+                    continue;
+                }
+                // A tombstone resets the record (an operator starting over).
+                latest =
+                    match message.payload() {
+                        None => None,
+                        Some(bytes) => Some(serde_json::from_slice(bytes).map_err(|_| {
+                            SinkError::Progress {
+                                topic: topic.to_owned(),
+                                action: format!(
+                                    "parse the record at partition {} offset {} (not a progress \
+                                 record written by pgcdc-kafka; is --progress-topic shared?)",
+                                    message.partition(),
+                                    message.offset()
+                                ),
+                                error: None,
+                            }
+                        })?),
+                    };
+            }
+        }
+    }
+    Ok(latest)
+}
+
+/// The progress consumer's context: reaching the end of a partition is
+/// what it waits for, not an error worth logging.
+struct ProgressReader;
+
+impl rdkafka::ClientContext for ProgressReader {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::PartitionEOF)
+        ) && !matches!(error, KafkaError::PartitionEOF(_))
+        {
+            tracing::warn!(%error, reason, "progress topic consumer");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for ProgressReader {}
+
+/// Classifies a failed transaction call.
+pub(super) fn transaction_error(
+    transactional_id: &str,
+    action: &'static str,
+    error: KafkaError,
+) -> SinkError {
+    if is_fenced(&error) {
+        return SinkError::Fenced {
+            transactional_id: transactional_id.to_owned(),
+        };
+    }
+    let retryable = match &error {
+        KafkaError::Transaction(e) => {
+            !matches!(e.code(), RDKafkaErrorCode::InvalidTransactionTimeout)
+                && !matches!(
+                    e.code(),
+                    RDKafkaErrorCode::TransactionalIdAuthorizationFailed
+                        | RDKafkaErrorCode::ClusterAuthorizationFailed
+                )
+        }
+        _ => true,
+    };
+    SinkError::Transaction {
+        action,
+        transactional_id: transactional_id.to_owned(),
+        error: Box::new(error),
+        retryable,
+    }
+}
+
+/// Whether `error` says another producer with the same transactional.id
+/// took over.
+pub(super) fn is_fenced(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exactly_once_flags_are_validated() {
+        let config = RunConfig::from_args([
+            "--pg-url",
+            "postgres://u@h/db",
+            "--topic-prefix",
+            "app",
+            "--delivery",
+            "exactly-once",
+            "--connector-name",
+            "has space",
+            "--progress-topic",
+            "bad/topic",
+            "--eos-max-batch-transactions",
+            "0",
+            "--kafka-property",
+            "transactional.id=mine",
+        ])
+        .expect("parses");
+        let error = config.validate().expect_err("invalid");
+        let fields: Vec<_> = error.0.iter().map(|i| i.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "connector-name",
+                "progress-topic",
+                "eos-max-batch-transactions",
+                "kafka-property"
+            ]
+        );
+        let at_least_once = RunConfig::from_args([
+            "--pg-url",
+            "postgres://u@h/db",
+            "--topic-prefix",
+            "app",
+            "--connector-name",
+            "has space",
+        ])
+        .expect("parses");
+        at_least_once
+            .validate()
+            .expect("the exactly-once flags are not checked without --delivery exactly-once");
+    }
+
+    #[test]
+    fn progress_record_round_trips_as_json() {
+        let record = ProgressRecord {
+            lsn: "16/B374D848".parse().expect("lsn"),
+            snapshot: false,
+            transactions: 3,
+            written_at_ms: 1,
+        };
+        let json = serde_json::to_string(&record).expect("serializes");
+        assert!(json.contains(r#""lsn":"16/B374D848""#), "{json}");
+        let back: ProgressRecord = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, record);
+        let minimal: ProgressRecord = serde_json::from_str(r#"{"lsn":"0/10"}"#).expect("parses");
+        assert_eq!(minimal.lsn, Lsn::new(16));
+    }
+
+    #[test]
+    fn producer_config_sets_the_transactional_id_and_timeout() {
+        let config = RunConfig::from_args([
+            "--pg-url",
+            "postgres://u@h/db",
+            "--topic-prefix",
+            "app",
+            "--delivery",
+            "exactly-once",
+        ])
+        .expect("parses");
+        let client = producer_config(&config);
+        assert_eq!(client.get("transactional.id"), Some("pgcdc-kafka-app"));
+        assert_eq!(client.get("transaction.timeout.ms"), Some("900000"));
+        assert_eq!(client.get("enable.idempotence"), Some("true"));
+        let consumer = client_config(&client);
+        assert_eq!(consumer.get("transactional.id"), None);
+        assert_eq!(consumer.get("bootstrap.servers"), Some("127.0.0.1:9092"));
+        assert_eq!(config.progress_topic(), "app.progress");
+
+        let named = RunConfig::from_args([
+            "--pg-url",
+            "postgres://u@h/db",
+            "--topic-prefix",
+            "app",
+            "--connector-name",
+            "orders",
+            "--kafka-property",
+            "transaction.timeout.ms=60000",
+        ])
+        .expect("parses");
+        assert_eq!(named.transactional_id(), "pgcdc-kafka-orders");
+        assert_eq!(
+            EosSettings::from_config(&named).transaction_timeout,
+            Duration::from_secs(60)
+        );
+    }
+}
