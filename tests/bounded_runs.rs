@@ -222,3 +222,104 @@ async fn stop_when_caught_up_stops_at_the_start_target_despite_new_writes() {
         "everything committed before the start is delivered"
     );
 }
+
+/// Reads every record of `topic` (read_committed) and counts them per id of
+/// `after` (`op` r, c).
+async fn delivered_ids(kafka: &Kafka, topic: &str) -> BTreeMap<i64, usize> {
+    let records = common::consume_until_idle(
+        &kafka.bootstrap_servers(),
+        topic,
+        Duration::from_secs(3),
+        Duration::from_secs(60),
+    )
+    .await;
+    let mut ids = BTreeMap::new();
+    for r in records {
+        let id = r.value.as_ref().expect("no tombstones")["payload"]["after"]["id"]
+            .as_i64()
+            .expect("id");
+        *ids.entry(id).or_insert(0) += 1;
+    }
+    ids
+}
+
+/// A scheduled job with an initial snapshot, under exactly-once: a time
+/// limit that strikes during the snapshot stops it as a time limit (the
+/// snapshot starts over next run, and read_committed consumers see none of
+/// the interrupted one), a caught-up run finishes the snapshot and the
+/// stream, and repeated time-limited runs over a backlog then deliver every
+/// row exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_runs_with_a_snapshot_and_exactly_once() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "bounded_eos");
+    s.sql("CREATE TABLE jobs (id int PRIMARY KEY, payload text)");
+    s.sql("INSERT INTO jobs SELECT g, repeat('s', 80) FROM generate_series(1, 2000) g");
+    let topic = s.topic("jobs");
+    let eos = ["--delivery", "exactly-once", "--status-interval", "200ms"];
+
+    // A time limit far shorter than the throttled snapshot.
+    let mut interrupted = eos.to_vec();
+    interrupted.extend([
+        "--max-run",
+        "300ms",
+        "--max-in-flight-messages",
+        "10",
+        "--kafka-property",
+        "linger.ms=200",
+    ]);
+    let summary = run_bounded(&s, kafka, &interrupted).await;
+    assert_eq!(summary["stopped"], "time_limit", "{summary}");
+    assert!(
+        delivered_ids(kafka, &topic).await.is_empty(),
+        "an interrupted snapshot's records stay invisible to read_committed consumers"
+    );
+
+    let mut caught_up = eos.to_vec();
+    caught_up.push("--stop-when-caught-up");
+    let summary = run_bounded(&s, kafka, &caught_up).await;
+    assert_eq!(summary["stopped"], "caught_up", "{summary}");
+    let ids = delivered_ids(kafka, &topic).await;
+    assert_eq!(ids.len(), 2000, "the whole snapshot");
+    assert!(ids.values().all(|&n| n == 1), "each snapshot row once");
+
+    for batch in 0..30 {
+        s.sql(&format!(
+            "INSERT INTO jobs SELECT g, repeat('p', 80) FROM generate_series({}, {}) g",
+            2001 + batch * 100,
+            2000 + batch * 100 + 100
+        ));
+    }
+    let mut throttled = eos.to_vec();
+    throttled.extend([
+        "--max-run",
+        "1500ms",
+        "--max-in-flight-messages",
+        "100",
+        "--kafka-property",
+        "linger.ms=100",
+    ]);
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        let summary = run_bounded(&s, kafka, &throttled).await;
+        let ids = delivered_ids(kafka, &topic).await;
+        assert!(
+            ids.values().all(|&n| n == 1),
+            "run {runs}: nothing delivered twice: {summary}"
+        );
+        if ids.len() == 5000 || runs >= 30 {
+            break;
+        }
+        assert_eq!(summary["stopped"], "time_limit", "{summary}");
+    }
+    let summary = run_bounded(&s, kafka, &caught_up).await;
+    assert_eq!(summary["stopped"], "caught_up", "{summary}");
+    let ids = delivered_ids(kafka, &topic).await;
+    assert_eq!(
+        ids.keys().copied().collect::<Vec<_>>(),
+        (1..=5000).collect::<Vec<_>>(),
+        "every row, after {runs} time-limited runs"
+    );
+    assert!(ids.values().all(|&n| n == 1), "each exactly once");
+}

@@ -294,6 +294,7 @@ pub(super) async fn emit_snapshot(
             reason = &mut stop => {
                 tracing::info!(?reason, rows = total_rows, "snapshot interrupted; it starts over on the next run");
                 for h in &handles { h.abort(); }
+                stream.summary.stopped = reason;
                 return Ok(None);
             }
             work = rx.recv() => work,

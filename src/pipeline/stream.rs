@@ -238,8 +238,8 @@ pub async fn run_once(
             }
         };
         let Some(_rows) = emitted else {
+            // `emit_snapshot` recorded why it stopped (a request, --max-run).
             stream.sink.abort_batch().await;
-            stream.summary.stopped = StopReason::Requested;
             return Ok(());
         };
         exactly_once::commit_snapshot(&mut stream).await?;

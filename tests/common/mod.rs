@@ -355,3 +355,24 @@ impl Scenario {
         Running { stop, task }
     }
 }
+
+/// Reads `topic` from the beginning until no record arrived for `idle` (or
+/// `timeout` passed). For transactional topics, whose watermarks count
+/// commit markers too, so [`consume_all`]'s count does not apply.
+pub async fn consume_until_idle(
+    bootstrap_servers: &str,
+    topic: &str,
+    idle: Duration,
+    timeout: Duration,
+) -> Vec<Record> {
+    let bootstrap = bootstrap_servers.to_owned();
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        consume_blocking(&bootstrap, &topic, usize::MAX, timeout, Some(idle))
+            .into_iter()
+            .map(RawRecord::into_json)
+            .collect()
+    })
+    .await
+    .expect("consumer thread")
+}
