@@ -257,6 +257,19 @@ impl ArgIndex {
     }
 }
 
+impl ArgInfo {
+    /// The setting named the way it was given: `--flag`, `PGCDC_...`, the
+    /// file's key, the Debezium properties.
+    pub fn name_from(&self, origin: &Origin) -> String {
+        match origin {
+            Origin::Flag | Origin::Default => format!("--{}", self.long),
+            Origin::Env(name) => name.clone(),
+            Origin::File(_) => self.key.clone(),
+            Origin::Debezium(properties) => properties.clone(),
+        }
+    }
+}
+
 /// Whether a setting or `key=value` name holds a secret.
 pub(super) fn is_secret_name(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
@@ -465,7 +478,7 @@ fn check_values(
             .find(|v| !matches!(v.as_str(), "true" | "false"))
         {
             return Some(Problem {
-                field: info.key.clone(),
+                field: info.name_from(origin),
                 value: Some(bad.clone()),
                 message: "expects true or false".to_owned(),
                 origin: Some(origin.clone()),
@@ -488,7 +501,7 @@ fn check_values(
         value = None;
     }
     Some(Problem {
-        field: info.key.clone(),
+        field: info.name_from(origin),
         value,
         message,
         origin: Some(origin.clone()),
@@ -573,11 +586,12 @@ pub fn finish(
                 .get_arguments()
                 .find(|a| a.get_long() == Some(i.field))
                 .and_then(|a| index.by_id(a.get_id().as_str()));
+            let origin = origins.of_long(cmd, i.field);
             problems.push(Problem {
-                field: info.map_or_else(|| i.field.to_owned(), |a| a.key.clone()),
+                field: info.map_or_else(|| i.field.to_owned(), |a| a.name_from(&origin)),
                 value: (!info.is_some_and(|a| a.secret)).then_some(i.value),
                 message: i.constraint,
-                origin: Some(origins.of_long(cmd, i.field)),
+                origin: Some(origin),
             });
         }
     }
