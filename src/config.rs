@@ -3,19 +3,19 @@
 //! `--debezium-config` (in that order of precedence, see [`layers`]),
 //! validated before anything connects.
 
-use std::collections::BTreeMap;
-use std::fmt;
-use std::time::Duration;
-
-use clap::{Args, ValueEnum};
-use rdkafka::config::ClientConfig;
-
 pub mod debezium;
 mod file;
 pub mod layers;
 pub mod show;
 
 pub use layers::{ConfigSources, LoadError, Origin, Origins, Problem};
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use rdkafka::config::ClientConfig;
 
 use crate::source::types::{
     DecimalHandling, IntervalHandling, ValueOptions, DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
