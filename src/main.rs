@@ -79,6 +79,8 @@ struct Layered {
     origins: Origins,
     /// Problems of the layers that still let the command line parse.
     problems: Vec<Problem>,
+    /// Debezium properties accepted without effect, with the reason.
+    ignored: Vec<(String, String)>,
 }
 
 /// Applies `f` to the subcommand at `path`.
@@ -159,6 +161,7 @@ fn parse() -> Result<(Cli, Option<Layered>), ExitCode> {
             matches: leaf,
             origins: resolved.origins,
             problems: resolved.problems,
+            ignored: resolved.ignored,
         }),
     ))
 }
@@ -234,6 +237,12 @@ async fn main() -> ExitCode {
         Command::Config(ConfigCommand::Show(args)) => {
             if let Some(l) = &layered {
                 print!("{}", show::render(&l.cmd, &l.matches, &l.origins));
+                if !l.ignored.is_empty() {
+                    println!("\n# Debezium properties accepted without effect:");
+                    for (property, reason) in &l.ignored {
+                        println!("#   {property}: {reason}");
+                    }
+                }
             }
             if configuration_is_valid(layered.as_ref(), &args.config) {
                 ExitCode::SUCCESS
@@ -266,6 +275,9 @@ async fn main() -> ExitCode {
             let RunArgs { config, health, .. } = *args;
             if !configuration_is_valid(layered.as_ref(), &config) {
                 return ExitCode::from(2);
+            }
+            for (property, reason) in layered.iter().flat_map(|l| &l.ignored) {
+                tracing::info!(%property, %reason, "debezium property accepted without effect");
             }
             let (stop, shutdown) = Shutdown::new();
             let metrics = Arc::new(Metrics::new());

@@ -71,11 +71,12 @@ impl Mapping {
     }
 }
 
-/// Reads a connector configuration file into settings, and every problem.
-pub(super) fn read(path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>) {
+/// Reads a connector configuration file into settings, every problem, and
+/// the properties accepted without effect (with the reason).
+pub(super) fn read(path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>, Ignored) {
     let text = match layers::read_file(path, "--debezium-config") {
         Ok(text) => text,
-        Err(problem) => return (Vec::new(), vec![problem]),
+        Err(problem) => return (Vec::new(), vec![problem], Vec::new()),
     };
     let is_json = path.extension().is_some_and(|e| e == "json")
         || (path.extension().is_none_or(|e| e != "properties")
@@ -92,6 +93,7 @@ pub(super) fn read(path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>
                         message,
                         origin: None,
                     }],
+                    Vec::new(),
                 )
             }
         }
@@ -103,8 +105,12 @@ pub(super) fn read(path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>
     } else {
         map_server(&properties)
     };
-    to_settings(&mapping, index)
+    let (settings, problems) = to_settings(&mapping, index);
+    (settings, problems, mapping.ignored)
 }
+
+/// Properties accepted without effect: name and reason.
+pub type Ignored = Vec<(String, String)>;
 
 /// Turns a mapping into settings of `index`'s arguments.
 pub(super) fn to_settings(mapping: &Mapping, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>) {

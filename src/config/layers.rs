@@ -323,6 +323,8 @@ pub struct Resolved {
     /// A required argument has no value (or an invalid one): the command
     /// line cannot be parsed, report [`Resolved::problems`] only.
     pub incomplete: bool,
+    /// Debezium properties accepted without effect, each with the reason.
+    pub ignored: Vec<(String, String)>,
 }
 
 /// Layers the `--config` file and `--debezium-config` under what `matches`
@@ -340,9 +342,10 @@ pub fn resolve(cmd: &Command, matches: &ArgMatches) -> Resolved {
     };
     let mut layers: Vec<Vec<Setting>> = Vec::new();
     if let Some(path) = path(DEBEZIUM_CONFIG_ID) {
-        let (settings, problems) = debezium::read(&path, &index);
+        let (settings, problems, ignored) = debezium::read(&path, &index);
         layers.push(settings);
         resolved.problems.extend(problems);
+        resolved.ignored = ignored;
     }
     if let Some(path) = path(CONFIG_ID) {
         let (settings, problems) = file::read(&path, &index);
@@ -533,6 +536,8 @@ pub struct Loaded<T> {
     pub problems: Vec<Problem>,
     /// The final matches, defaults included: for `config show`.
     pub matches: ArgMatches,
+    /// Debezium properties accepted without effect, each with the reason.
+    pub ignored: Vec<(String, String)>,
 }
 
 /// Resolves and parses `args` (without the program name) for a command
@@ -559,6 +564,7 @@ pub fn load<T: clap::FromArgMatches>(
         origins: resolved.origins,
         problems: resolved.problems,
         matches,
+        ignored: resolved.ignored,
     })
 }
 
@@ -621,6 +627,50 @@ mod tests {
         assert_eq!(edit_distance("topc_prefix", "topic_prefix"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("slot", "slot"), 0);
+    }
+
+    #[test]
+    fn run_config_load_layers_the_file_under_flags() {
+        let dir = std::env::temp_dir().join(format!("pgcdc_layers_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "topic_prefix = \"from_file\"\nslot = \"file_slot\"\nskipped_operations = \"none\"\n[kafka]\n\"linger.ms\" = 9\n",
+        )
+        .expect("write");
+        let (config, origins) = super::super::RunConfig::load([
+            "--config",
+            file.to_str().expect("utf-8"),
+            "--pg-url",
+            "postgres://u@h/d",
+            "--slot",
+            "flag_slot",
+        ])
+        .expect("valid");
+        assert_eq!(config.topic_prefix, "from_file");
+        assert_eq!(config.slot_name, "flag_slot");
+        assert_eq!(config.skipped_operations, Default::default());
+        assert_eq!(
+            config.kafka_properties,
+            [("linger.ms".to_owned(), "9".to_owned())]
+        );
+        assert_eq!(origins.of("topic_prefix"), Origin::File(file.clone()));
+        assert_eq!(origins.of("slot_name"), Origin::Flag);
+        assert_eq!(origins.of("publication_name"), Origin::Default);
+
+        std::fs::write(&file, "slot = \"Bad-Slot\"\nno_such_key = 1\n").expect("write");
+        let error = super::super::RunConfig::load([
+            "--config",
+            file.to_str().expect("utf-8"),
+            "--pg-url",
+            "postgres://u@h/d",
+            "--topic-prefix",
+            "app",
+        ])
+        .expect_err("invalid");
+        let fields: Vec<&str> = error.0.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(fields, ["no_such_key", "slot"]);
     }
 
     #[test]
