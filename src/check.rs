@@ -30,6 +30,10 @@ use crate::source::setup;
 /// `pgcdc-kafka check`: the flags of `run`, and how long each probe may take.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CheckArgs {
+    /// `--config` and `--debezium-config`, layered under the flags.
+    #[command(flatten)]
+    pub sources: crate::config::ConfigSources,
+
     #[command(flatten)]
     pub run: RunConfig,
 

@@ -1,5 +1,14 @@
-//! The connector's configuration: one tree, from flags and `PGCDC_*`
-//! environment variables, validated before anything connects.
+//! The connector's configuration: one tree, from flags, `PGCDC_*`
+//! environment variables, a `--config` TOML file and an imported
+//! `--debezium-config` (in that order of precedence, see [`layers`]),
+//! validated before anything connects.
+
+pub mod debezium;
+mod file;
+pub mod layers;
+pub mod show;
+
+pub use layers::{ConfigSources, LoadError, Origin, Origins, Problem};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -724,6 +733,16 @@ struct RunArgs {
     run: RunConfig,
 }
 
+/// `run`'s flags and the files layered under them.
+#[derive(Debug, clap::Parser)]
+#[command(name = "pgcdc-kafka run")]
+struct LoadArgs {
+    #[command(flatten)]
+    sources: ConfigSources,
+    #[command(flatten)]
+    run: RunConfig,
+}
+
 impl RunConfig {
     /// Parses `run`'s command-line flags (without the program name), with
     /// the same defaults and `PGCDC_*` environment variables as the binary.
@@ -736,6 +755,22 @@ impl RunConfig {
         let argv = std::iter::once(std::ffi::OsString::from("run"))
             .chain(args.into_iter().map(Into::into));
         RunArgs::try_parse_from(argv).map(|a| a.run)
+    }
+
+    /// Parses `run`'s flags (without the program name) with `--config` and
+    /// `--debezium-config` layered under flags and environment, and
+    /// validates the result: every problem of every layer at once.
+    pub fn load<I, S>(args: I) -> Result<(Self, Origins), LoadError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<std::ffi::OsString>,
+    {
+        use clap::CommandFactory;
+        let cmd = LoadArgs::command();
+        let loaded = layers::load::<LoadArgs>(cmd.clone(), args)?;
+        let config = loaded.value.run;
+        layers::finish(&cmd, &loaded.origins, loaded.problems, config.validate())?;
+        Ok((config, loaded.origins))
     }
 
     /// Checks every field, reporting all problems together.

@@ -1,0 +1,475 @@
+//! Properties that map together: the connection URL, the converters, the
+//! topic settings and the transforms.
+
+use std::collections::BTreeMap;
+
+use super::rules::TLS;
+use super::Mapping;
+
+/// `${provider:path:key}`: Kafka Connect resolves these, we cannot.
+pub(super) fn is_config_provider(value: &str) -> bool {
+    let v = value.trim();
+    v.starts_with("${") && v.ends_with('}') && v.contains(':')
+}
+
+/// database.* into pg_url.
+pub(super) fn map_connection(properties: &BTreeMap<String, String>, mapping: &mut Mapping) {
+    let get = |k: &str| properties.get(k).filter(|v| !is_config_provider(v));
+    let parts = [
+        "database.hostname",
+        "database.port",
+        "database.user",
+        "database.password",
+        "database.dbname",
+    ];
+    if !parts.iter().any(|p| properties.contains_key(*p)) {
+        return;
+    }
+    let Some(host) = get("database.hostname") else {
+        mapping.reject(
+            "database.hostname",
+            "",
+            "is required with the other database.* properties",
+        );
+        return;
+    };
+    let port = match get("database.port").map(|p| p.trim().parse::<u16>()) {
+        None => 5432,
+        Some(Ok(port)) => port,
+        Some(Err(_)) => {
+            mapping.reject(
+                "database.port",
+                properties["database.port"].as_str(),
+                "expects a port number",
+            );
+            return;
+        }
+    };
+    let mut url = match url::Url::parse("postgres://localhost") {
+        Ok(url) => url,
+        Err(_) => return,
+    };
+    let host = host.trim();
+    let host_ok = if host.contains(':') && !host.starts_with('[') {
+        url.set_host(Some(&format!("[{host}]"))).is_ok()
+    } else {
+        url.set_host(Some(host)).is_ok()
+    };
+    if !host_ok {
+        mapping.reject("database.hostname", host, "is not a host name or address");
+        return;
+    }
+    let _ = url.set_port(Some(port));
+    if let Some(user) = get("database.user") {
+        let _ = url.set_username(user);
+    }
+    if let Some(password) = get("database.password") {
+        let _ = url.set_password(Some(password));
+    }
+    if let Some(dbname) = get("database.dbname") {
+        url.set_path(&format!("/{}", percent_encode_path(dbname)));
+    }
+    match properties.get("database.sslmode").map(|m| m.trim()) {
+        None | Some("disable" | "allow" | "prefer") => {}
+        Some(mode @ ("require" | "verify-ca" | "verify-full")) => {
+            mapping.reject("database.sslmode", mode, TLS);
+        }
+        Some(other) => mapping.reject(
+            "database.sslmode",
+            other,
+            "expects disable, allow, prefer, require, verify-ca or verify-full",
+        ),
+    }
+    let from: Vec<&str> = parts
+        .iter()
+        .copied()
+        .filter(|p| properties.contains_key(*p))
+        .collect();
+    mapping.set("pg_url", url.to_string(), &from.join(", "));
+}
+
+fn percent_encode_path(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// key.converter / value.converter and their properties into format,
+/// json_schemas and the registry settings.
+pub(super) fn map_converters(properties: &BTreeMap<String, String>, mapping: &mut Mapping) {
+    const JSON: &str = "org.apache.kafka.connect.json.JsonConverter";
+    const AVRO: &str = "io.confluent.connect.avro.AvroConverter";
+    let mut formats: Vec<(&str, &str)> = Vec::new();
+    for side in ["key", "value"] {
+        let property = format!("{side}.converter");
+        let Some(class) = properties.get(&property) else {
+            continue;
+        };
+        let format = match class.trim() {
+            JSON => "json",
+            AVRO => "avro",
+            "io.apicurio.registry.utils.converter.AvroConverter" => {
+                mapping.reject(&property, class, "use io.confluent.connect.avro.AvroConverter with the registry's Confluent-compatible API (Apicurio: /apis/ccompat/v7)");
+                continue;
+            }
+            other => {
+                mapping.reject(
+                    &property,
+                    other,
+                    format!("only {JSON} and {AVRO} are supported"),
+                );
+                continue;
+            }
+        };
+        formats.push((side, format));
+        let prefix = format!("{side}.converter.");
+        for (p, value) in properties
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+        {
+            let option = &p[prefix.len()..];
+            match (format, option) {
+                ("json", "schemas.enable") => {
+                    mapping.set("json_schemas", value.trim().to_owned(), p)
+                }
+                ("json", "schemas.cache.size" | "decimal.format" | "replace.null.with.default") => {
+                    mapping
+                        .ignored
+                        .push((p.clone(), "not configurable for the JSON format".to_owned()));
+                }
+                ("avro", "schema.registry.url") => {
+                    let first = value
+                        .split(',')
+                        .next()
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned();
+                    mapping.set("schema_registry_url", first, p);
+                }
+                ("avro", "basic.auth.user.info") => {
+                    mapping.set("schema_registry_basic_auth", value.clone(), p)
+                }
+                ("avro", "basic.auth.credentials.source") if value.trim() == "USER_INFO" => {
+                    mapping.ignored.push((
+                        p.clone(),
+                        "USER_INFO is how --schema-registry-basic-auth works".to_owned(),
+                    ));
+                }
+                ("avro", "key.subject.name.strategy" | "value.subject.name.strategy") => {
+                    match value.trim() {
+                        "io.confluent.kafka.serializers.subject.TopicNameStrategy" => {
+                            mapping.set("subject_name_strategy", "topic", p)
+                        }
+                        "io.confluent.kafka.serializers.subject.RecordNameStrategy" => {
+                            mapping.set("subject_name_strategy", "record", p)
+                        }
+                        other => mapping.reject(
+                            p,
+                            other,
+                            "only TopicNameStrategy and RecordNameStrategy are supported",
+                        ),
+                    }
+                }
+                ("avro", "auto.register.schemas") if value.trim() == "true" => {
+                    mapping
+                        .ignored
+                        .push((p.clone(), "schemas are always registered".to_owned()));
+                }
+                (
+                    "avro",
+                    "schemas.enable"
+                    | "schemas.cache.size"
+                    | "schema.cache.size"
+                    | "connect.meta.data"
+                    | "enhanced.avro.schema.support",
+                ) => {
+                    mapping.ignored.push((p.clone(), "not configurable: schemas are written as the AvroConverter's defaults write them".to_owned()));
+                }
+                _ => mapping.reject(
+                    p,
+                    value,
+                    format!("converter property not supported with {class}"),
+                ),
+            }
+        }
+    }
+    if let [(_, key), (_, value)] = formats.as_slice() {
+        if key != value {
+            mapping.reject(
+                "key.converter",
+                key,
+                format!(
+                    "keys and values use one format in pgcdc-kafka; value.converter is {value}"
+                ),
+            );
+        }
+    }
+    if let Some((_, format)) = formats.first() {
+        let from: Vec<String> = formats
+            .iter()
+            .map(|(side, _)| format!("{side}.converter"))
+            .collect();
+        mapping.set("format", *format, &from.join(", "));
+    }
+    // Properties of a side whose converter is not set belong to the
+    // worker's converter: say so rather than drop them silently.
+    for side in ["key", "value"] {
+        let prefix = format!("{side}.converter.");
+        if !properties.contains_key(&format!("{side}.converter")) {
+            for (p, value) in properties
+                .range(prefix.clone()..)
+                .take_while(|(p, _)| p.starts_with(&prefix))
+            {
+                mapping.reject(
+                    p,
+                    value,
+                    format!(
+                        "set {side}.converter too, so it is clear which converter it configures"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// topic.prefix-dependent and prefixed topic settings, heartbeats, the
+/// table list and producer overrides.
+pub(super) fn map_topics(properties: &BTreeMap<String, String>, mapping: &mut Mapping) {
+    let prefix = properties
+        .get("topic.prefix")
+        .or_else(|| properties.get("database.server.name"));
+    if !properties.contains_key("topic.prefix") {
+        if let Some(name) = properties.get("database.server.name") {
+            mapping.set("topic_prefix", name.clone(), "database.server.name");
+        }
+    } else if properties.contains_key("database.server.name") {
+        mapping.ignored.push((
+            "database.server.name".to_owned(),
+            "topic.prefix is set".to_owned(),
+        ));
+    }
+    if let Some(suffix) = properties.get("topic.transaction") {
+        match prefix {
+            Some(prefix) => mapping.set("transaction_topic", format!("{prefix}.{suffix}"), "topic.prefix, topic.transaction"),
+            None => mapping.reject("topic.transaction", suffix, "needs topic.prefix in the same file (the topic is <topic.prefix>.<topic.transaction>)"),
+        }
+    }
+    if let Some(ms) = properties.get("heartbeat.interval.ms") {
+        match ms.trim().parse::<u64>() {
+            Ok(0) => mapping.ignored.push((
+                "heartbeat.interval.ms".to_owned(),
+                "0 leaves heartbeats off".to_owned(),
+            )),
+            Ok(ms) => mapping.set(
+                "heartbeat_interval",
+                format!("{ms}ms"),
+                "heartbeat.interval.ms",
+            ),
+            Err(_) => mapping.reject(
+                "heartbeat.interval.ms",
+                ms,
+                "expects a number of milliseconds",
+            ),
+        }
+    }
+    if let Some(tables) = properties.get("table.include.list") {
+        mapping.set("table_include_list", tables.clone(), "table.include.list");
+    }
+    for (p, value) in properties {
+        if let Some(name) = p.strip_prefix("topic.creation.default.") {
+            if !matches!(name, "partitions" | "replication.factor") {
+                mapping.set("topic_config", format!("{name}={value}"), p);
+            }
+        }
+        if let Some(name) = p.strip_prefix("producer.override.") {
+            match name {
+                "bootstrap.servers" => mapping.set("bootstrap_servers", value.clone(), p),
+                "key.serializer" | "value.serializer" => {
+                    mapping.ignored.push((
+                        p.clone(),
+                        "pgcdc-kafka serializes keys and values itself".to_owned(),
+                    ));
+                }
+                _ => mapping.set("kafka_property", format!("{name}={value}"), p),
+            }
+        }
+    }
+}
+
+/// The transforms, by type.
+pub(super) fn map_transforms(properties: &BTreeMap<String, String>, mapping: &mut Mapping) {
+    let listed: Vec<&str> = properties
+        .get("transforms")
+        .map(|t| {
+            t.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    for (p, _) in properties
+        .iter()
+        .filter(|(p, _)| p.starts_with("transforms."))
+    {
+        let name = p["transforms.".len()..]
+            .split('.')
+            .next()
+            .unwrap_or_default();
+        if !listed.contains(&name) {
+            mapping.ignored.push((p.clone(), format!("transform {name:?} is not in transforms, so Kafka Connect does not apply it either")));
+        }
+    }
+    for name in listed {
+        let prefix = format!("transforms.{name}.");
+        let options: BTreeMap<&str, &str> = properties
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .map(|(p, v)| (&p[prefix.len()..], v.as_str()))
+            .collect();
+        let property = |option: &str| format!("{prefix}{option}");
+        let Some(kind) = options.get("type").map(|t| t.trim()) else {
+            mapping.reject(
+                &property("type"),
+                "",
+                format!("transform {name:?} is listed in transforms but has no type"),
+            );
+            continue;
+        };
+        let targets: &[(&str, &str)] = match kind {
+            "io.debezium.transforms.ByLogicalTableRouter" => &[
+                ("key.enforce.uniqueness", "topic_route_key_uniqueness"),
+                ("key.field.name", "topic_route_key_field"),
+            ],
+            "io.debezium.transforms.outbox.EventRouter" => &[
+                ("table.field.event.id", "outbox_field_event_id"),
+                ("table.field.event.key", "outbox_field_event_key"),
+                ("table.field.event.payload", "outbox_field_payload"),
+                ("table.field.event.type", "outbox_field_event_type"),
+                ("route.by.field", "outbox_route_by_field"),
+                ("route.topic.replacement", "outbox_route_topic_replacement"),
+                (
+                    "table.fields.additional.placement",
+                    "outbox_additional_placement",
+                ),
+            ],
+            "io.debezium.transforms.ExtractNewRecordState" => &[
+                ("delete.tombstone.handling.mode", "unwrap_delete_handling"),
+                ("add.fields", "unwrap_add_fields"),
+                ("add.headers", "unwrap_add_headers"),
+            ],
+            other => {
+                mapping.reject(&property("type"), other, format!("transform type {other} is not supported (supported: ByLogicalTableRouter, outbox EventRouter, ExtractNewRecordState)"));
+                continue;
+            }
+        };
+        for (option, value) in &options {
+            let p = property(option);
+            if let Some((_, key)) = targets.iter().find(|(o, _)| o == option) {
+                mapping.set(key, (*value).to_owned(), &p);
+                continue;
+            }
+            match (kind, *option) {
+                (_, "type") => {}
+                (_, "predicate" | "negate") => {
+                    mapping.reject(&p, value, "transform predicates are not supported")
+                }
+                (
+                    "io.debezium.transforms.ByLogicalTableRouter",
+                    "topic.regex" | "topic.replacement",
+                ) => {}
+                (
+                    "io.debezium.transforms.ExtractNewRecordState",
+                    "drop.tombstones" | "delete.handling.mode",
+                ) => {}
+                (
+                    "io.debezium.transforms.ExtractNewRecordState",
+                    "add.fields.prefix" | "add.headers.prefix",
+                ) if *value == "__" => {
+                    mapping
+                        .ignored
+                        .push((p, "__ is the prefix pgcdc-kafka uses".to_owned()));
+                }
+                _ => mapping.reject(&p, value, format!("option not supported for {kind}")),
+            }
+        }
+        match kind {
+            "io.debezium.transforms.ByLogicalTableRouter" => {
+                match (options.get("topic.regex"), options.get("topic.replacement")) {
+                    (Some(regex), Some(replacement)) => mapping.set(
+                        "topic_route",
+                        format!("{regex}={replacement}"),
+                        &format!("{prefix}topic.regex, {prefix}topic.replacement"),
+                    ),
+                    _ => mapping.reject(
+                        &property("topic.regex"),
+                        "",
+                        "ByLogicalTableRouter needs topic.regex and topic.replacement",
+                    ),
+                }
+            }
+            "io.debezium.transforms.outbox.EventRouter" => {
+                match properties.get("table.include.list").map(|t| t.trim()) {
+                    Some(table) if !table.is_empty() && !table.contains(',') => {
+                        mapping.set("outbox_table", table.to_owned(), "table.include.list");
+                    }
+                    _ => mapping.reject(&property("type"), kind, "the outbox EventRouter needs table.include.list to name exactly one table, the outbox table"),
+                }
+            }
+            _ => {
+                mapping.set("envelope", "unwrap", &property("type"));
+                let legacy_mode = options.get("delete.handling.mode").map(|m| m.trim());
+                let legacy_drop = options.get("drop.tombstones").map(|m| m.trim());
+                if legacy_mode.is_some() || legacy_drop.is_some() {
+                    if options.contains_key("delete.tombstone.handling.mode") {
+                        mapping.reject(&property("delete.handling.mode"), legacy_mode.unwrap_or_default(), "set either delete.tombstone.handling.mode or the deprecated delete.handling.mode/drop.tombstones");
+                        continue;
+                    }
+                    let keep_tombstones = match legacy_drop {
+                        None | Some("true") => false,
+                        Some("false") => true,
+                        Some(other) => {
+                            mapping.reject(
+                                &property("drop.tombstones"),
+                                other,
+                                "expects true or false",
+                            );
+                            continue;
+                        }
+                    };
+                    let mode = match (legacy_mode.unwrap_or("none"), keep_tombstones) {
+                        ("none", false) => "tombstone",
+                        ("none", true) => "delete-to-tombstone",
+                        ("drop", _) => {
+                            if keep_tombstones {
+                                "tombstone"
+                            } else {
+                                "drop"
+                            }
+                        }
+                        ("rewrite", false) => "rewrite",
+                        ("rewrite", true) => "rewrite-with-tombstone",
+                        (other, _) => {
+                            mapping.reject(
+                                &property("delete.handling.mode"),
+                                other,
+                                "expects none, drop or rewrite",
+                            );
+                            continue;
+                        }
+                    };
+                    let from: Vec<String> = ["delete.handling.mode", "drop.tombstones"]
+                        .iter()
+                        .filter(|o| options.contains_key(**o))
+                        .map(|o| property(o))
+                        .collect();
+                    mapping.set("unwrap_delete_handling", mode, &from.join(", "));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The `--config` TOML file: one key per flag (its long name with '-' ->
+//! '_'), arrays for list flags, tables for `key=value` flags (`[kafka]`).
+//! Unknown keys are errors, with the closest known key as a hint.
+
+use std::path::Path;
+
+use toml::Value;
+
+use super::layers::{self, ArgIndex, Origin, Problem, Setting, Shape};
+
+/// Reads the file into settings, and every problem with it.
+pub(super) fn read(path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>) {
+    let text = match layers::read_file(path, "--config") {
+        Ok(text) => text,
+        Err(problem) => return (Vec::new(), vec![problem]),
+    };
+    parse(&text, path, index)
+}
+
+/// Parses the file's text (`path` names it in origins and errors).
+pub(super) fn parse(text: &str, path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>) {
+    let origin = Origin::File(path.to_owned());
+    let table: toml::Table = match text.parse() {
+        Ok(table) => table,
+        Err(e) => {
+            return (
+                Vec::new(),
+                vec![Problem {
+                    field: "--config".to_owned(),
+                    value: Some(path.display().to_string()),
+                    message: format!("not valid TOML: {}", e.to_string().trim()),
+                    origin: None,
+                }],
+            )
+        }
+    };
+    let mut settings = Vec::new();
+    let mut problems = Vec::new();
+    for (key, value) in &table {
+        let problem = |message: String| Problem {
+            field: key.clone(),
+            value: None,
+            message,
+            origin: Some(origin.clone()),
+        };
+        let Some(info) = index.by_key(key) else {
+            let hint = index
+                .suggest(key)
+                .map(|k| format!("; did you mean {k:?}?"))
+                .unwrap_or_else(|| "; `pgcdc-kafka config show` lists every key".to_owned());
+            problems.push(problem(format!("unknown key{hint}")));
+            continue;
+        };
+        let values = match (info.shape, value) {
+            (Shape::KeyValue, Value::Table(entries)) => entries
+                .iter()
+                .map(|(k, v)| scalar(v).map(|v| format!("{k}={v}")))
+                .collect::<Result<Vec<_>, _>>(),
+            (Shape::KeyValue, Value::Array(items)) | (Shape::List, Value::Array(items)) => {
+                items.iter().map(scalar).collect()
+            }
+            (Shape::KeyValue, _) => Err(format!(
+                "expects a table of properties, e.g. [{key}] with \"name\" = \"value\" lines"
+            )),
+            (Shape::Switch, Value::Boolean(b)) => Ok(vec![b.to_string()]),
+            (Shape::Switch, _) => Err("expects true or false".to_owned()),
+            (_, Value::Array(_)) => Err("takes one value, not an array".to_owned()),
+            (_, value) => scalar(value).map(|v| vec![v]),
+        };
+        match values {
+            Ok(values) => settings.push(Setting {
+                id: info.id.clone(),
+                values,
+                origin: origin.clone(),
+            }),
+            Err(message) => problems.push(problem(message)),
+        }
+    }
+    (settings, problems)
+}
+
+/// A TOML scalar as the flag's text.
+fn scalar(value: &Value) -> Result<String, String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Integer(i) => Ok(i.to_string()),
+        Value::Float(f) => Ok(f.to_string()),
+        Value::Boolean(b) => Ok(b.to_string()),
+        Value::Datetime(d) => Ok(d.to_string()),
+        Value::Array(_) | Value::Table(_) => {
+            Err("expects a string, number or boolean here, not an array or table".to_owned())
+        }
+    }
+}
