@@ -468,3 +468,130 @@ async fn debeziums_documentation_example_imports_and_runs_end_to_end() {
         "the slot named by slot.name"
     );
 }
+
+/// A connector that runs both transforms Debezium users pair most: the
+/// outbox EventRouter on the outbox table (picked by a TopicNameMatches
+/// predicate) and ExtractNewRecordState, negated, on everything else.
+fn outbox_and_unwrap_connector(s: &Scenario) -> serde_json::Value {
+    json!({
+        "name": "orders-connector",
+        "config": {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "plugin.name": "pgoutput",
+            "database.hostname": s.pg.host(),
+            "database.port": s.pg.port().to_string(),
+            "database.user": s.pg.user(),
+            "database.password": s.pg.password(),
+            "database.dbname": s.db,
+            "topic.prefix": s.prefix,
+            "slot.name": s.slot,
+            "publication.name": s.publication,
+            "table.include.list": "public.orders,public.outbox",
+            "transforms": "outbox,unwrap",
+            "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            "transforms.outbox.predicate": "isOutbox",
+            "transforms.outbox.route.topic.replacement": format!("{}.events.${{routedByValue}}", s.prefix),
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.unwrap.predicate": "isOutbox",
+            "transforms.unwrap.negate": "true",
+            "transforms.unwrap.delete.tombstone.handling.mode": "rewrite",
+            "transforms.unwrap.add.fields": "op,table",
+            "predicates": "isOutbox",
+            "predicates.isOutbox.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+            "predicates.isOutbox.pattern": format!("{}\\.public\\.outbox", s.prefix),
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debezium_connector_with_outbox_and_unwrap_imports_and_runs() {
+    let pg = Postgres::shared();
+    let kafka = Kafka::shared();
+    let s = Scenario::new(pg, "dbzsmt");
+    s.sql("CREATE TABLE orders (id int PRIMARY KEY, status text)");
+    s.sql(
+        "CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, \
+         aggregateid text NOT NULL, type text NOT NULL, payload jsonb)",
+    );
+    let connector = write(
+        "orders-connector.json",
+        &outbox_and_unwrap_connector(&s).to_string(),
+    );
+    let bootstrap = kafka.bootstrap_servers();
+    let run = || {
+        let connector = connector.clone();
+        let bootstrap = bootstrap.clone();
+        tokio::task::spawn_blocking(move || {
+            pgcdc(
+                &[
+                    "run",
+                    "--debezium-config",
+                    path(&connector),
+                    "--bootstrap-servers",
+                    &bootstrap,
+                    "--stop-when-caught-up",
+                ],
+                &[],
+            )
+        })
+    };
+    // The slot first (snapshot of the empty tables), then business transactions.
+    let first = run().await.expect("join");
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&first.stderr)
+    );
+    s.sql(
+        "BEGIN; INSERT INTO orders VALUES (1, 'new'); \
+         INSERT INTO outbox VALUES ('6f1b0f8e-0000-4000-8000-000000000001', 'order', '1', \
+         'OrderCreated', '{\"id\": 1}'); COMMIT",
+    );
+    s.sql("BEGIN; DELETE FROM orders WHERE id = 1; DELETE FROM outbox; COMMIT");
+    let second = run().await.expect("join");
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&second.stderr)
+    );
+
+    // Unwrap on orders: the row, then the rewritten delete with __deleted.
+    let orders = consume(&bootstrap, &s.topic("orders"), 2, Duration::from_secs(60)).await;
+    let values: Vec<&serde_json::Value> = orders
+        .iter()
+        .map(|r| &r.value.as_ref().expect("a value")["payload"])
+        .collect();
+    assert_eq!(values.len(), 2, "{values:?}");
+    assert_eq!(values[0]["id"], 1);
+    assert_eq!(values[0]["status"], "new");
+    assert_eq!(values[0]["__op"], "c");
+    assert_eq!(values[0]["__table"], "orders");
+    assert_eq!(values[1]["__op"], "d");
+    assert_eq!(values[1]["__deleted"], "true");
+
+    // The outbox row: one event on the routed topic, keyed by the aggregate
+    // id, its payload as-is; the delete of the outbox row produces nothing.
+    let events_topic = format!("{}.events.order", s.prefix);
+    let events = common::consume_raw(&bootstrap, &events_topic, 2, Duration::from_secs(20)).await;
+    assert_eq!(events.len(), 1, "one event, nothing for the delete");
+    assert_eq!(events[0].key.as_deref(), Some(&b"1"[..]));
+    let payload: serde_json::Value =
+        serde_json::from_slice(events[0].value.as_deref().expect("payload")).expect("JSON payload");
+    assert_eq!(payload, json!({"id": 1}));
+    assert!(
+        events[0]
+            .headers
+            .iter()
+            .any(|(k, v)| k == "id" && v.as_slice() == b"6f1b0f8e-0000-4000-8000-000000000001"),
+        "{:?}",
+        events[0].headers
+    );
+    assert!(
+        consume(&bootstrap, &s.topic("outbox"), 1, Duration::from_secs(2))
+            .await
+            .is_empty(),
+        "the outbox table's own topic stays empty"
+    );
+}

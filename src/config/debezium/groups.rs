@@ -324,7 +324,7 @@ pub(super) fn map_transforms(properties: &BTreeMap<String, String>, mapping: &mu
             mapping.ignored.push((p.clone(), format!("transform {name:?} is not in transforms, so Kafka Connect does not apply it either")));
         }
     }
-    for name in listed {
+    for &name in &listed {
         let prefix = format!("transforms.{name}.");
         let options: BTreeMap<&str, &str> = properties
             .range(prefix.clone()..)
@@ -375,9 +375,17 @@ pub(super) fn map_transforms(properties: &BTreeMap<String, String>, mapping: &mu
             }
             match (kind, *option) {
                 (_, "type") => {}
-                (_, "predicate" | "negate") => {
-                    mapping.reject(&p, value, "transform predicates are not supported")
-                }
+                // Checked below, with the predicate they name.
+                (
+                    "io.debezium.transforms.outbox.EventRouter"
+                    | "io.debezium.transforms.ExtractNewRecordState",
+                    "predicate" | "negate",
+                ) => {}
+                (_, "predicate" | "negate") => mapping.reject(
+                    &p,
+                    value,
+                    format!("predicates are supported on the outbox EventRouter and ExtractNewRecordState only, not on {kind}"),
+                ),
                 (
                     "io.debezium.transforms.ByLogicalTableRouter",
                     "topic.regex" | "topic.replacement",
@@ -413,14 +421,49 @@ pub(super) fn map_transforms(properties: &BTreeMap<String, String>, mapping: &mu
                 }
             }
             "io.debezium.transforms.outbox.EventRouter" => {
-                match properties.get("table.include.list").map(|t| t.trim()) {
-                    Some(table) if !table.is_empty() && !table.contains(',') => {
-                        mapping.set("outbox_table", table.to_owned(), "table.include.list");
+                match options.get("predicate") {
+                    Some(predicate) => {
+                        if options.get("negate").is_some_and(|n| n.trim() == "true") {
+                            mapping.reject(&property("negate"), "true", "a negated predicate on the outbox EventRouter is not supported; name the outbox topic in the predicate instead");
+                            continue;
+                        }
+                        match outbox_tables_of(properties, predicate.trim()) {
+                            Ok(tables) => mapping.set(
+                                "outbox_table",
+                                tables.join(","),
+                                &format!("table.include.list, {}", property("predicate")),
+                            ),
+                            Err(reason) => {
+                                mapping.reject(&property("predicate"), predicate, reason)
+                            }
+                        }
                     }
-                    _ => mapping.reject(&property("type"), kind, "the outbox EventRouter needs table.include.list to name exactly one table, the outbox table"),
+                    None => match properties.get("table.include.list").map(|t| t.trim()) {
+                        Some(table) if !table.is_empty() && !table.contains(',') => {
+                            mapping.set("outbox_table", table.to_owned(), "table.include.list");
+                        }
+                        _ => mapping.reject(&property("type"), kind, "the outbox EventRouter needs table.include.list to name exactly one table, the outbox table, or a TopicNameMatches predicate naming the outbox topic"),
+                    },
                 }
             }
             _ => {
+                if let Some(predicate) = options.get("predicate").map(|p| p.trim()) {
+                    // Our unwrap applies to every table the outbox router does
+                    // not take: the same split as "not the outbox topic".
+                    let negated = options.get("negate").is_some_and(|n| n.trim() == "true");
+                    let outbox_predicate = listed.iter().any(|other| {
+                        properties
+                            .get(&format!("transforms.{other}.type"))
+                            .is_some_and(|t| t.trim() == "io.debezium.transforms.outbox.EventRouter")
+                            && properties
+                                .get(&format!("transforms.{other}.predicate"))
+                                .is_some_and(|p| p.trim() == predicate)
+                    });
+                    if !(negated && outbox_predicate) {
+                        mapping.reject(&property("predicate"), predicate, "ExtractNewRecordState takes only the negation of the outbox EventRouter's predicate (negate=true): it then applies to every table but the outbox");
+                        continue;
+                    }
+                }
                 mapping.set("envelope", "unwrap", &property("type"));
                 let legacy_mode = options.get("delete.handling.mode").map(|m| m.trim());
                 let legacy_drop = options.get("drop.tombstones").map(|m| m.trim());
@@ -471,5 +514,52 @@ pub(super) fn map_transforms(properties: &BTreeMap<String, String>, mapping: &mu
                 }
             }
         }
+    }
+}
+
+/// The tables of `table.include.list` whose default topic
+/// (`<topic.prefix>.<schema>.<table>`) the TopicNameMatches predicate
+/// `name` matches: the outbox tables its EventRouter applies to.
+fn outbox_tables_of(
+    properties: &BTreeMap<String, String>,
+    name: &str,
+) -> Result<Vec<String>, String> {
+    let kind = properties
+        .get(&format!("predicates.{name}.type"))
+        .map(|t| t.trim());
+    if kind != Some("org.apache.kafka.connect.transforms.predicates.TopicNameMatches") {
+        return Err(format!(
+            "predicate {name:?} must be of type org.apache.kafka.connect.transforms.predicates.TopicNameMatches (found {})",
+            kind.unwrap_or("none")
+        ));
+    }
+    let pattern = properties
+        .get(&format!("predicates.{name}.pattern"))
+        .ok_or_else(|| format!("predicate {name:?} has no pattern"))?;
+    let regex = regex::Regex::new(&format!("^(?:{pattern})$"))
+        .map_err(|e| format!("predicate {name:?}: pattern {pattern:?} is not a regex: {e}"))?;
+    let prefix = properties
+        .get("topic.prefix")
+        .or_else(|| properties.get("database.server.name"))
+        .map(|p| p.trim())
+        .ok_or("the predicate's topics need topic.prefix")?;
+    let tables: Vec<String> = properties
+        .get("table.include.list")
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|table| regex.is_match(&format!("{prefix}.{table}")))
+        .collect();
+    match tables.is_empty() {
+        true => Err(format!(
+            "predicate {name:?} (pattern {pattern:?}) matches the topic of no table in table.include.list"
+        )),
+        false => Ok(tables),
     }
 }
