@@ -392,6 +392,14 @@ pub struct RunConfig {
     /// after it are never captured.
     #[arg(long, env = "PGCDC_SLOT_DROP_ON_STOP", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub slot_drop_on_stop: bool,
+
+    /// Stream from a temporary slot that the replication connection creates
+    /// and that dies with it: nothing is left on the server when the
+    /// connector goes, but nothing survives a lost connection either, so the
+    /// connector stops (never retries) when it loses it. For ad-hoc taps and
+    /// tests; needs --snapshot-mode never or no_data.
+    #[arg(long, env = "PGCDC_SLOT_TEMPORARY", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub slot_temporary: bool,
     // --- transaction metadata and heartbeats ---
     /// Write a BEGIN and an END record per transaction to --transaction-topic
     /// and fill each event's `transaction` block (Debezium's
@@ -935,6 +943,13 @@ impl RunConfig {
             "unwrap-add-fields",
             "",
             "and --unwrap-add-headers need --envelope unwrap",
+        );
+        check(
+            !self.slot_temporary
+                || matches!(self.snapshot_mode, SnapshotMode::Never | SnapshotMode::NoData),
+            "slot-temporary",
+            "true",
+            "needs --snapshot-mode never or no_data: a temporary slot cannot carry a snapshot's position to a later run",
         );
         // --- exactly-once ---
         if self.delivery == Delivery::ExactlyOnce {

@@ -766,3 +766,70 @@ fn check_follows_the_publication_mode_and_the_lists() {
     );
     assert_eq!(s.confirmed_flush_lsn(), None, "check creates nothing");
 }
+
+/// `--slot-temporary`: the slot is created on the replication connection,
+/// streams like any other, is gone as soon as the connector is; losing the
+/// connection stops the connector (a retry would silently start from a new
+/// slot), and a snapshot mode is refused at validation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_temporary_slot_lives_and_dies_with_its_connection() {
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(Postgres::shared(), "seltemp");
+    s.sql("CREATE TABLE a (id int PRIMARY KEY)");
+
+    let refused = RunConfig::from_args(s.args(&bootstrap, &["--slot-temporary"]))
+        .expect("flags parse")
+        .validate()
+        .expect_err("a temporary slot with the default snapshot mode is refused");
+    assert!(refused.to_string().contains("slot-temporary"), "{refused}");
+
+    let flags = ["--slot-temporary", "--snapshot-mode", "never"];
+    let running = s.start(&bootstrap, &flags);
+    wait_for_slot(&s).await;
+    assert_eq!(
+        s.query_one(&format!(
+            "SELECT temporary::text FROM pg_replication_slots WHERE slot_name = '{}'",
+            s.slot
+        ))
+        .as_deref(),
+        Some("true")
+    );
+    s.sql("INSERT INTO a VALUES (1)");
+    assert_eq!(
+        consume(&bootstrap, &s.topic("a"), 1, TIMEOUT).await.len(),
+        1
+    );
+    running.stop().await;
+    assert_eq!(
+        s.confirmed_flush_lsn(),
+        None,
+        "the slot ended with the connector"
+    );
+
+    // A cut connection ends the slot: the connector stops instead of retrying.
+    let running = s.start(&bootstrap, &flags);
+    wait_for_slot(&s).await;
+    wait_until(TIMEOUT, "the walsender", || async {
+        s.query_one(&format!(
+            "SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = '{}'",
+            s.slot
+        ))
+        .is_some()
+    })
+    .await;
+    s.sql(&format!(
+        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '{}'",
+        s.slot
+    ));
+    let error = running
+        .wait_for_exit(TIMEOUT)
+        .await
+        .expect_err("a lost temporary slot stops the connector");
+    assert!(
+        matches!(error, PipelineError::TemporarySlotEnded(_)),
+        "{}",
+        pgcdc_kafka::error_chain(&error)
+    );
+    assert_eq!(s.confirmed_flush_lsn(), None, "no new slot was made");
+}

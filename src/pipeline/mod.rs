@@ -75,6 +75,8 @@ pub enum PipelineError {
     Delivery(#[source] Arc<SinkError>),
     #[error("the replication stream ended unexpectedly")]
     StreamEnded,
+    #[error("the temporary replication slot ended with its connection, so changes made from now until a new start are not captured; not retrying (--slot-temporary)")]
+    TemporarySlotEnded(#[source] Box<PipelineError>),
     #[error(transparent)]
     SlotLost(#[from] SlotLost),
     #[error("the slot is missing, and Kafka could not be asked whether topics of an earlier run exist (so whether a snapshot may be taken): {0}; retrying")]
@@ -108,6 +110,7 @@ impl PipelineError {
             PipelineError::Topic(e) => e.is_retryable(),
             PipelineError::Heartbeat(e) => e.is_retryable(),
             PipelineError::SlotLost(_)
+            | PipelineError::TemporarySlotEnded(_)
             | PipelineError::Decode(_)
             | PipelineError::Row(_)
             | PipelineError::Config(_)
@@ -267,7 +270,15 @@ pub async fn run_with_metrics(
         };
         metrics.start_attempt();
         metrics.set_phase(Phase::Connecting);
-        let attempt = run_once(&config, stop, &mut summary, &mut target, first, &metrics).await;
+        let mut attempt = run_once(&config, stop, &mut summary, &mut target, first, &metrics).await;
+        if config.slot_temporary {
+            // Whatever failed, the slot is gone with its session (or was never
+            // made): a retry would silently start from a new slot.
+            attempt = attempt.map_err(|e| match e.is_retryable() {
+                true => PipelineError::TemporarySlotEnded(Box::new(e)),
+                false => e,
+            });
+        }
         metrics.end_attempt();
         first = false;
         match attempt {

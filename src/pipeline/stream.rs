@@ -103,7 +103,19 @@ pub async fn run_once(
         config.snapshot_mode,
         SnapshotMode::Never | SnapshotMode::NoData
     );
+    let mut temporary: Option<ReplicationClient> = None;
     let (start, exported) = match status {
+        SlotStatus::Ready { .. } | SlotStatus::Invalidated if config.slot_temporary => {
+            return Err(SetupError::TemporarySlotExists {
+                slot: config.slot_name.clone(),
+            }
+            .into());
+        }
+        SlotStatus::Missing if config.slot_temporary => {
+            let (session, lsn) = create_temporary_slot(config).await?;
+            temporary = Some(session);
+            (lsn, None)
+        }
         SlotStatus::Ready { confirmed_flush } => {
             // A working slot left by a crash between promoting and dropping it.
             setup::drop_slot(&sql, &config.snapshot_slot_name()).await?;
@@ -271,9 +283,16 @@ pub async fn run_once(
     .with_status_interval(stream.config.status_interval)
     .with_options(SESSION_OPTIONS)
     .with_application_name(format!("pgcdc-kafka-{}", stream.config.topic_prefix));
-    let mut client = ReplicationClient::connect(repl_config)
-        .await
-        .map_err(PipelineError::Stream)?;
+    let mut client = match temporary {
+        // The session that created the slot is the one that can stream it.
+        Some(mut session) => {
+            session.start().await.map_err(PipelineError::Stream)?;
+            session
+        }
+        None => ReplicationClient::connect(repl_config)
+            .await
+            .map_err(PipelineError::Stream)?,
+    };
     client.wait_started().await.map_err(PipelineError::Stream)?;
     exactly_once::start_streaming(&mut stream, start).await?;
     metrics.streaming_started(&client.metrics());
@@ -285,6 +304,52 @@ pub async fn run_once(
     result.map(|reason| {
         stream.summary.stopped = reason;
     })
+}
+
+/// `--slot-temporary`: opens the replication session and creates the slot
+/// on it (`CREATE_REPLICATION_SLOT ... TEMPORARY`), so it lives exactly as
+/// long as that session. Returns the session, not yet streaming, and the
+/// slot's consistent point.
+async fn create_temporary_slot(
+    config: &RunConfig,
+) -> Result<(ReplicationClient, Lsn), PipelineError> {
+    let repl = ReplicationConfig::new(
+        config.pg_url.host(),
+        config.pg_url.user(),
+        config.pg_url.password(),
+        config.pg_url.dbname(),
+        config.slot_name.clone(),
+        config.publication_name.clone(),
+    )
+    .with_port(config.pg_url.port())
+    .with_status_interval(config.status_interval)
+    .with_options(SESSION_OPTIONS)
+    .with_application_name(format!("pgcdc-kafka-{}", config.topic_prefix));
+    let failed = |error| SetupError::TemporarySlot {
+        slot: config.slot_name.clone(),
+        error,
+    };
+    let mut session = ReplicationClient::connect_gated(repl)
+        .await
+        .map_err(failed)?;
+    let rows = session
+        .simple_query(&format!(
+            "CREATE_REPLICATION_SLOT {} TEMPORARY LOGICAL pgoutput (SNAPSHOT 'nothing')",
+            setup::quote_ident(&config.slot_name)
+        ))
+        .await
+        .map_err(failed)?;
+    let point = rows
+        .first()
+        .and_then(|r| r.get(1))
+        .and_then(Option::as_ref)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|t| t.parse::<Lsn>().ok())
+        .ok_or_else(|| SetupError::TemporarySlotReply {
+            slot: config.slot_name.clone(),
+        })?;
+    tracing::warn!(slot = %config.slot_name, lsn = %point, "created a temporary slot: it ends with this connection, and changes made while no connector runs are not captured");
+    Ok((session, point))
 }
 
 impl Stream<'_> {

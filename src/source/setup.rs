@@ -59,6 +59,16 @@ pub enum SetupError {
     },
     #[error("replication slot {slot:?} was invalidated (wal_status = lost): the WAL it needed is gone, so changes since its last confirmed position cannot be streamed; raise max_slot_wal_keep_size, and restart with --snapshot-mode when_needed to drop it and take a new snapshot")]
     Invalidated { slot: String },
+    #[error("replication slot {slot:?} already exists; --slot-temporary creates its own slot, so pass a --slot name that is not taken (or drop the old slot)")]
+    TemporarySlotExists { slot: String },
+    #[error("creating the temporary replication slot {slot:?} failed")]
+    TemporarySlot {
+        slot: String,
+        #[source]
+        error: pgwire_replication::PgWireError,
+    },
+    #[error("CREATE_REPLICATION_SLOT for the temporary slot {slot:?} returned an unexpected reply; expected slot_name, consistent_point, snapshot_name, output_plugin")]
+    TemporarySlotReply { slot: String },
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("publication {0:?} has no tables; add tables with ALTER PUBLICATION ... ADD TABLE, or pass --table")]
