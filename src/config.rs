@@ -724,6 +724,15 @@ fn is_topic_prefix(s: &str) -> bool {
         && s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
 }
 
+/// Whether `s` is an Avro namespace: dot-separated names matching
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_avro_namespace(s: &str) -> bool {
+    s.split('.').all(|part| {
+        part.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
 fn is_topic_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 249
@@ -799,6 +808,13 @@ impl RunConfig {
             &self.topic_prefix,
             "must start with a letter or '_' and contain only letters, digits, '.', '_' or '-' \
              (it also names Avro schemas)",
+        );
+        check(
+            self.format != Format::Avro || is_avro_namespace(&self.topic_prefix),
+            "topic-prefix",
+            &self.topic_prefix,
+            "with --format avro must be dot-separated Avro names (letters, digits and '_', \
+             each part starting with a letter or '_'): it is the namespace of every schema",
         );
         check(
             is_identifier(&self.slot_name),
@@ -1013,12 +1029,16 @@ impl RunConfig {
     pub fn transaction_topic(&self) -> String {
         self.transaction_topic
             .clone()
-            .unwrap_or_else(|| format!("{}.transaction", self.topic_prefix))
+            .unwrap_or_else(|| format!("{}{}transaction", self.topic_prefix, self.topic_delimiter))
     }
 
-    /// The topic of heartbeat records: `<heartbeat-topics-prefix>.<topic-prefix>`.
+    /// The topic of heartbeat records: `<heartbeat-topics-prefix>.<topic-prefix>`
+    /// (with `--topic-delimiter` in place of the dot, as Debezium names them).
     pub fn heartbeat_topic(&self) -> String {
-        format!("{}.{}", self.heartbeat_topics_prefix, self.topic_prefix)
+        format!(
+            "{}{}{}",
+            self.heartbeat_topics_prefix, self.topic_delimiter, self.topic_prefix
+        )
     }
 
     // --- exactly-once ---
@@ -1098,6 +1118,31 @@ mod tests {
         let mut argv = vec!["--pg-url", "postgres://u:secret@db:5433/shop"];
         argv.extend_from_slice(args);
         RunConfig::from_args(argv).expect("arguments parse")
+    }
+
+    #[test]
+    fn avro_needs_a_prefix_that_is_an_avro_namespace() {
+        let json = parse(&["--topic-prefix", "my-app"]);
+        assert!(json.validate().is_ok(), "'-' is fine for JSON topics");
+        let avro = parse(&[
+            "--topic-prefix",
+            "my-app",
+            "--format",
+            "avro",
+            "--schema-registry-url",
+            "http://127.0.0.1:8081",
+        ]);
+        let error = avro.validate().expect_err("'-' is not valid in Avro names");
+        assert!(error.to_string().contains("namespace"), "{error}");
+        let fine = parse(&[
+            "--topic-prefix",
+            "my_app.eu1",
+            "--format",
+            "avro",
+            "--schema-registry-url",
+            "http://127.0.0.1:8081",
+        ]);
+        assert!(fine.validate().is_ok());
     }
 
     #[test]

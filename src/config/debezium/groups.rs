@@ -255,7 +255,10 @@ pub(super) fn map_topics(properties: &BTreeMap<String, String>, mapping: &mut Ma
     }
     if let Some(suffix) = properties.get("topic.transaction") {
         match prefix {
-            Some(prefix) => mapping.set("transaction_topic", format!("{prefix}.{suffix}"), "topic.prefix, topic.transaction"),
+            Some(prefix) => {
+                let delimiter = properties.get("topic.delimiter").map_or(".", |d| d.as_str());
+                mapping.set("transaction_topic", format!("{prefix}{delimiter}{suffix}"), "topic.prefix, topic.delimiter, topic.transaction")
+            }
             None => mapping.reject("topic.transaction", suffix, "needs topic.prefix in the same file (the topic is <topic.prefix>.<topic.transaction>)"),
         }
     }

@@ -210,6 +210,9 @@ impl Stream<'_> {
         topic: Arc<str>,
         txn: TxnId,
     ) -> Result<(), PipelineError> {
+        // Created like the data topics when topic creation is configured
+        // (cached: a lookup after the first time).
+        self.ensure_topic(&topic).await?;
         let (key, value) = self.encoder.metadata(record, &topic).await?;
         self.sink
             .send(EncodedRecord {
