@@ -3,7 +3,8 @@
 //! (the physical limit: the walsender decoding pgoutput, nothing else).
 //!
 //! ```text
-//! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--workloads a,b,c] [--avro] [--out FILE]
+//! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--workloads a,b,c] [--avro]
+//!                  [--connector-arg ARG]... [--out FILE]
 //! cargo bench --bench e2e -- <same flags>
 //! ```
 //!
@@ -42,6 +43,7 @@ struct Options {
     mixed: u64,
     workloads: Vec<char>,
     avro: bool,
+    connector_args: Vec<String>,
     out: PathBuf,
 }
 
@@ -52,6 +54,7 @@ fn options() -> Result<Options> {
         mixed: 150_000,
         workloads: vec!['a', 'b', 'c'],
         avro: false,
+        connector_args: Vec::new(),
         out: PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/target/bench/results.json"
@@ -71,11 +74,12 @@ fn options() -> Result<Options> {
                     .collect()
             }
             "--avro" => o.avro = true,
+            "--connector-arg" => o.connector_args.push(value()?),
             "--out" => o.out = PathBuf::from(value()?),
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --workloads a,b,c --avro (a again in Avro) --out FILE");
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --workloads a,b,c --avro (a again in Avro) --connector-arg ARG (repeatable, appended to `run`) --out FILE");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other} (try --help)").into()),
@@ -113,8 +117,14 @@ fn main() -> Result<()> {
             other => return Err(format!("unknown workload {other}").into()),
         };
         eprintln!("workload {name}: {rows} changes ...");
-        let avro = registry.as_ref().filter(|_| *w == 'a');
-        results.extend(workload(&pg, &kafka, avro, &recvlogical, *w, name, rows)?);
+        let services = Services {
+            pg: &pg,
+            kafka: &kafka,
+            registry: registry.as_ref().filter(|_| *w == 'a'),
+            recvlogical: &recvlogical,
+            connector_args: &o.connector_args,
+        };
+        results.extend(workload(services, *w, name, rows)?);
     }
 
     print_table(&results);
@@ -137,17 +147,26 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// What a workload runs against; `registry` only when it also runs in Avro.
+#[derive(Clone, Copy)]
+struct Services<'a> {
+    pg: &'a Postgres,
+    kafka: &'a Kafka,
+    registry: Option<&'a SchemaRegistry>,
+    recvlogical: &'a Path,
+    connector_args: &'a [String],
+}
+
 /// One workload: setup, backlog, then pg_recvlogical and the connector (JSON,
 /// and Avro when a registry is given) over the same WAL range.
-fn workload(
-    pg: &Postgres,
-    kafka: &Kafka,
-    registry: Option<&SchemaRegistry>,
-    recvlogical: &Path,
-    kind: char,
-    name: &str,
-    rows: u64,
-) -> Result<Vec<Json>> {
+fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result<Vec<Json>> {
+    let Services {
+        pg,
+        kafka,
+        registry,
+        recvlogical,
+        connector_args,
+    } = services;
     let db = pg.create_database(&format!("bench_{kind}"))?;
     pg.execute(&db, TABLE)?;
     if kind == 'c' {
@@ -235,6 +254,7 @@ fn workload(
         if let Some(r) = registry.filter(|_| format == "avro") {
             args.extend(["--schema-registry-url".to_owned(), r.url()]);
         }
+        args.extend(connector_args.iter().cloned());
         let run = run_connector(&args)?;
         let events = run.summary["events"].as_u64().unwrap_or(0);
         let complete = events == changes && run.summary["caught_up"] == json!(true);
@@ -278,6 +298,7 @@ fn workload(
             "connector_cpu_s": round(run.cpu_s),
             "connector_peak_rss_mb": round(run.peak_rss_kb as f64 / 1024.0),
             "resource_source": run.source,
+            "connector_extra_args": connector_args,
             "summary": run.summary,
         }));
     }
