@@ -1,0 +1,548 @@
+//! End-to-end backlog benchmark: how fast the release binary drains a WAL
+//! backlog into Kafka, next to `pg_recvlogical` draining the same backlog
+//! (the physical limit: the walsender decoding pgoutput, nothing else).
+//!
+//! ```text
+//! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--workloads a,b,c] [--avro]
+//!                  [--connector-arg ARG]... [--out FILE]
+//! cargo bench --bench e2e -- <same flags>
+//! ```
+//!
+//! Per workload: a fresh database, a publication for the one table, then two
+//! pgoutput slots created at the same point (one per reader), then the
+//! backlog is written and the WAL position noted. `pg_recvlogical` drains
+//! slot 2 up to that position; the connector (`run --stop-when-caught-up
+//! --snapshot-mode never`, production defaults otherwise) drains slot 1 into
+//! Kafka and exits after every acknowledgement and the confirm. Both are
+//! timed from spawn to exit; the connector's CPU seconds and peak RSS come
+//! from `/usr/bin/time -v` (or, without it, from polling `/proc/<pid>`).
+//!
+//! Workloads: (a) inserts of ~100-byte rows in 1,000-row transactions,
+//! (b) single-row insert transactions, (c) inserts, updates and deletes
+//! (1,000 of each per transaction) on a `REPLICA IDENTITY FULL` table.
+//! Results: a table on stdout and JSON (default `target/bench/results.json`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry, KAFKA_VERSION, REGISTRY_VERSION};
+use serde_json::{json, Value as Json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
+const TXN_ROWS: u64 = 1_000;
+/// A ~100-byte row: bigint, 64 characters of text, an int, a timestamptz.
+const TABLE: &str = "CREATE TABLE bench (id bigint PRIMARY KEY, payload text NOT NULL, n int NOT NULL, ts timestamptz NOT NULL)";
+const ROW: &str = "i, md5(i::text) || md5((i + 1)::text), (i % 1000)::int, now()";
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+struct Options {
+    rows: u64,
+    single: u64,
+    mixed: u64,
+    workloads: Vec<char>,
+    avro: bool,
+    connector_args: Vec<String>,
+    out: PathBuf,
+}
+
+fn options() -> Result<Options> {
+    let mut o = Options {
+        rows: 200_000,
+        single: 20_000,
+        mixed: 150_000,
+        workloads: vec!['a', 'b', 'c'],
+        avro: false,
+        connector_args: Vec::new(),
+        out: PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/target/bench/results.json"
+        )),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--rows" => o.rows = value()?.parse()?,
+            "--single" => o.single = value()?.parse()?,
+            "--mixed" => o.mixed = value()?.parse()?,
+            "--workloads" => {
+                o.workloads = value()?
+                    .split(',')
+                    .filter_map(|w| w.chars().next())
+                    .collect()
+            }
+            "--avro" => o.avro = true,
+            "--connector-arg" => o.connector_args.push(value()?),
+            "--out" => o.out = PathBuf::from(value()?),
+            // `cargo bench` passes `--bench` to every bench binary.
+            "--bench" => {}
+            "-h" | "--help" => {
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --workloads a,b,c --avro (a again in Avro) --connector-arg ARG (repeatable, appended to `run`) --out FILE");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown flag {other} (try --help)").into()),
+        }
+    }
+    Ok(o)
+}
+
+fn main() -> Result<()> {
+    let o = options()?;
+    eprintln!(
+        "starting PostgreSQL and Kafka{} ...",
+        if o.avro {
+            " and the schema registry"
+        } else {
+            ""
+        }
+    );
+    let pg = Postgres::launch()?;
+    let kafka = Kafka::launch()?;
+    let registry = if o.avro {
+        Some(SchemaRegistry::launch()?)
+    } else {
+        None
+    };
+    let recvlogical = pg_bindir().join("pg_recvlogical");
+    let pg_version = scalar(&pg, "postgres", "SHOW server_version")?;
+
+    let mut results = Vec::new();
+    for w in &o.workloads {
+        let (name, rows) = match w {
+            'a' => ("a: inserts, 1,000-row txns", o.rows),
+            'b' => ("b: single-row txns", o.single),
+            'c' => ("c: insert/update/delete, replica identity full", o.mixed),
+            other => return Err(format!("unknown workload {other}").into()),
+        };
+        eprintln!("workload {name}: {rows} changes ...");
+        let services = Services {
+            pg: &pg,
+            kafka: &kafka,
+            registry: registry.as_ref().filter(|_| *w == 'a'),
+            recvlogical: &recvlogical,
+            connector_args: &o.connector_args,
+        };
+        results.extend(workload(services, *w, name, rows)?);
+    }
+
+    print_table(&results);
+    let report = json!({
+        "machine": machine(),
+        "versions": {
+            "postgres": pg_version,
+            "kafka": KAFKA_VERSION,
+            "registry": if o.avro { Json::from(REGISTRY_VERSION) } else { Json::Null },
+            "pgcdc_kafka": env!("CARGO_PKG_VERSION"),
+            "commit": git_commit(),
+        },
+        "results": results,
+    });
+    if let Some(dir) = o.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&o.out, serde_json::to_string_pretty(&report)? + "\n")?;
+    eprintln!("wrote {}", o.out.display());
+    Ok(())
+}
+
+/// What a workload runs against; `registry` only when it also runs in Avro.
+#[derive(Clone, Copy)]
+struct Services<'a> {
+    pg: &'a Postgres,
+    kafka: &'a Kafka,
+    registry: Option<&'a SchemaRegistry>,
+    recvlogical: &'a Path,
+    connector_args: &'a [String],
+}
+
+/// One workload: setup, backlog, then pg_recvlogical and the connector (JSON,
+/// and Avro when a registry is given) over the same WAL range.
+fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result<Vec<Json>> {
+    let Services {
+        pg,
+        kafka,
+        registry,
+        recvlogical,
+        connector_args,
+    } = services;
+    let db = pg.create_database(&format!("bench_{kind}"))?;
+    pg.execute(&db, TABLE)?;
+    if kind == 'c' {
+        pg.execute(&db, "ALTER TABLE bench REPLICA IDENTITY FULL")?;
+        // The rows the backlog updates and deletes exist before the slots do.
+        let third = rows / 3;
+        pg.execute(
+            &db,
+            &format!(
+                "INSERT INTO bench SELECT {ROW} FROM generate_series(1, {}) AS i",
+                2 * third
+            ),
+        )?;
+    }
+    pg.execute(&db, "CREATE PUBLICATION bench FOR TABLE bench")?;
+    let mut slots = vec!["bench_json", "bench_recvlogical"];
+    if registry.is_some() {
+        slots.push("bench_avro");
+    }
+    for slot in &slots {
+        pg.execute(
+            &db,
+            &format!("SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"),
+        )?;
+    }
+    let start_lsn = scalar(pg, &db, "SELECT pg_current_wal_lsn()")?;
+
+    let write = Instant::now();
+    let changes = write_backlog(pg, &db, kind, rows)?;
+    // The backlog commits asynchronously; a checkpoint flushes the WAL, so
+    // the range ends at a flushed position (what a walsender can send).
+    pg.execute(&db, "CHECKPOINT")?;
+    let write_s = write.elapsed().as_secs_f64();
+    let end_lsn = scalar(pg, &db, "SELECT pg_current_wal_lsn()")?;
+    let wal_bytes: u64 = scalar(
+        pg,
+        &db,
+        &format!("SELECT pg_wal_lsn_diff('{end_lsn}', '{start_lsn}')"),
+    )?
+    .parse()?;
+    eprintln!("  backlog written in {write_s:.1} s: {changes} changes, {wal_bytes} WAL bytes ({start_lsn}..{end_lsn})");
+
+    // The physical limit: the walsender decoding the same range, output discarded.
+    let started = Instant::now();
+    let status = Command::new(recvlogical)
+        .args(["--start", "-S", "bench_recvlogical", "-d", &pg.url(&db)])
+        .args(["-o", "proto_version=1", "-o", "publication_names=bench"])
+        .args(["--endpos", &end_lsn, "-f", "/dev/null", "--no-loop"])
+        .status()?;
+    let recv_s = started.elapsed().as_secs_f64();
+    if !status.success() {
+        return Err(format!("pg_recvlogical failed: {status}").into());
+    }
+    eprintln!("  pg_recvlogical: {recv_s:.2} s");
+
+    let mut out = Vec::new();
+    let mut formats = vec![("json", "bench_json")];
+    if registry.is_some() {
+        formats.push(("avro", "bench_avro"));
+    }
+    for (format, slot) in formats {
+        let mut args: Vec<String> = [
+            "--log-format",
+            "json",
+            "run",
+            "--pg-url",
+            &pg.url(&db),
+            "--bootstrap-servers",
+            &kafka.bootstrap_servers(),
+            "--topic-prefix",
+            &format!("{db}_{format}"),
+            "--slot",
+            slot,
+            "--publication",
+            "bench",
+            "--snapshot-mode",
+            "never",
+            "--stop-when-caught-up",
+            "--format",
+            format,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(r) = registry.filter(|_| format == "avro") {
+            args.extend(["--schema-registry-url".to_owned(), r.url()]);
+        }
+        args.extend(connector_args.iter().cloned());
+        let run = run_connector(&args)?;
+        let events = run.summary["events"].as_u64().unwrap_or(0);
+        let complete = events == changes && run.summary["caught_up"] == json!(true);
+        if !complete {
+            eprintln!(
+                "  WARNING: expected {changes} events, caught up; summary: {}",
+                run.summary
+            );
+        }
+        eprintln!(
+            "  connector ({format}): {:.2} s, {:.2} CPU s, peak RSS {} MB",
+            run.wall_s,
+            run.cpu_s,
+            run.peak_rss_kb / 1024
+        );
+        // The same run again with nothing left to read: the fixed cost of
+        // starting, connecting, catching up and stopping.
+        let idle = run_connector(&args)?;
+        eprintln!(
+            "  connector ({format}), nothing to read: {:.2} s",
+            idle.wall_s
+        );
+        out.push(json!({
+            "workload": name,
+            "format": format,
+            "changes": changes,
+            "transactions": run.summary["transactions"],
+            "all_events_delivered": complete,
+            "wal_bytes": wal_bytes,
+            "start_lsn": start_lsn,
+            "end_lsn": end_lsn,
+            "backlog_write_s": round(write_s),
+            "recvlogical_s": round(recv_s),
+            "recvlogical_rows_per_s": round(changes as f64 / recv_s),
+            "recvlogical_wal_mb_per_s": round(wal_bytes as f64 / 1e6 / recv_s),
+            "connector_s": round(run.wall_s),
+            "connector_rows_per_s": round(changes as f64 / run.wall_s),
+            "connector_wal_mb_per_s": round(wal_bytes as f64 / 1e6 / run.wall_s),
+            "ratio_to_recvlogical": round(recv_s / run.wall_s),
+            "connector_idle_run_s": round(idle.wall_s),
+            "connector_cpu_s": round(run.cpu_s),
+            "connector_peak_rss_mb": round(run.peak_rss_kb as f64 / 1024.0),
+            "resource_source": run.source,
+            "connector_extra_args": connector_args,
+            "summary": run.summary,
+        }));
+    }
+    for slot in &slots {
+        pg.execute(&db, &format!("SELECT pg_drop_replication_slot('{slot}')"))?;
+    }
+    pg.execute(&db, "CHECKPOINT")?;
+    Ok(out)
+}
+
+/// Writes the backlog with server-side loops (one statement, COMMIT inside a
+/// DO block); returns the number of change events it makes.
+fn write_backlog(pg: &Postgres, db: &str, kind: char, rows: u64) -> Result<u64> {
+    let sync_off = "PERFORM set_config('synchronous_commit', 'off', false);";
+    match kind {
+        'a' => {
+            let batches = rows.div_ceil(TXN_ROWS);
+            pg.execute(db, &format!(
+                "DO $$ BEGIN {sync_off} FOR b IN 0..{} LOOP \
+                   INSERT INTO bench SELECT {ROW} FROM generate_series(b * {TXN_ROWS} + 1, least((b + 1) * {TXN_ROWS}, {rows})) AS i; \
+                   COMMIT; END LOOP; END $$",
+                batches - 1
+            ))?;
+            Ok(rows)
+        }
+        'b' => {
+            pg.execute(
+                db,
+                &format!(
+                    "DO $$ BEGIN {sync_off} FOR i IN 1..{rows} LOOP \
+                   INSERT INTO bench VALUES ({ROW}); COMMIT; END LOOP; END $$"
+                ),
+            )?;
+            Ok(rows)
+        }
+        'c' => {
+            // ids 1..t are updated, t+1..2t deleted, 2t+1..3t inserted;
+            // every transaction does 1,000 of each.
+            let t = rows / 3;
+            let batches = t.div_ceil(TXN_ROWS);
+            pg.execute(db, &format!(
+                "DO $$ DECLARE lo bigint; hi bigint; BEGIN {sync_off} FOR b IN 0..{} LOOP \
+                   lo := b * {TXN_ROWS} + 1; hi := least((b + 1) * {TXN_ROWS}, {t}); \
+                   UPDATE bench SET n = n + 1, payload = md5(payload) || md5(id::text) WHERE id BETWEEN lo AND hi; \
+                   DELETE FROM bench WHERE id BETWEEN {t} + lo AND {t} + hi; \
+                   INSERT INTO bench SELECT {ROW} FROM generate_series(2 * {t} + lo, 2 * {t} + hi) AS i; \
+                   COMMIT; END LOOP; END $$",
+                batches - 1
+            ))?;
+            Ok(3 * t)
+        }
+        _ => unreachable!("workload kinds are checked in main"),
+    }
+}
+
+struct Run {
+    wall_s: f64,
+    cpu_s: f64,
+    peak_rss_kb: u64,
+    source: &'static str,
+    summary: Json,
+}
+
+/// Runs the release binary to its exit: under `/usr/bin/time -v` when it
+/// exists (getrusage of the child), else polling `/proc/<pid>` every 50 ms.
+fn run_connector(args: &[String]) -> Result<Run> {
+    let time = Path::new("/usr/bin/time");
+    let log = std::env::temp_dir().join(format!("pgcdc-bench-{}.log", std::process::id()));
+    let stderr = std::fs::File::create(&log)?;
+    let started = Instant::now();
+    let (status, stdout, cpu_s, peak_rss_kb, source);
+    if time.exists() {
+        let rusage = std::env::temp_dir().join(format!("pgcdc-bench-{}.time", std::process::id()));
+        let output = Command::new(time)
+            .arg("-v")
+            .arg("-o")
+            .arg(&rusage)
+            .arg(BIN)
+            .args(args)
+            .stderr(stderr)
+            .output()?;
+        let report = std::fs::read_to_string(&rusage)?;
+        let field = |name: &str| -> f64 {
+            report
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        status = output.status;
+        stdout = output.stdout;
+        cpu_s = field("User time (seconds):") + field("System time (seconds):");
+        peak_rss_kb = field("Maximum resident set size (kbytes):") as u64;
+        source = "/usr/bin/time -v";
+    } else {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()?;
+        let pid = child.id();
+        let mut last = (0.0, 0);
+        let reader = {
+            let mut out = child.stdout.take().expect("piped");
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                std::io::Read::read_to_end(&mut out, &mut buf).map(|_| buf)
+            })
+        };
+        status = loop {
+            if let Some(s) = proc_usage(pid) {
+                last = (s.0, last.1.max(s.1));
+            }
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        stdout = reader.join().expect("reader thread")?;
+        (cpu_s, peak_rss_kb) = last;
+        source = "/proc/<pid> polled every 50 ms (CPU up to the last poll)";
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    if !status.success() {
+        return Err(format!("connector failed ({status}); its log: {}", log.display()).into());
+    }
+    let stdout = String::from_utf8_lossy(&stdout);
+    let summary = serde_json::from_str(stdout.lines().last().unwrap_or("null"))?;
+    Ok(Run {
+        wall_s,
+        cpu_s,
+        peak_rss_kb,
+        source,
+        summary,
+    })
+}
+
+/// CPU seconds (utime + stime) and VmHWM in kB of a running process.
+fn proc_usage(pid: u32) -> Option<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = rest.get(11)?.parse::<f64>().ok()? + rest.get(12)?.parse::<f64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    // USER_HZ is 100 on Linux.
+    Some((ticks / 100.0, hwm))
+}
+
+fn print_table(results: &[Json]) {
+    println!("\n| workload | format | changes | WAL MB | pg_recvlogical s | rows/s | WAL MB/s | connector s | rows/s | ratio | CPU s | peak RSS MB |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in results {
+        println!(
+            "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} |",
+            r["workload"].as_str().unwrap_or(""),
+            r["format"].as_str().unwrap_or(""),
+            r["changes"],
+            r["wal_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            r["recvlogical_s"].as_f64().unwrap_or(0.0),
+            r["recvlogical_rows_per_s"].as_f64().unwrap_or(0.0),
+            r["recvlogical_wal_mb_per_s"].as_f64().unwrap_or(0.0),
+            r["connector_s"].as_f64().unwrap_or(0.0),
+            r["connector_rows_per_s"].as_f64().unwrap_or(0.0),
+            r["ratio_to_recvlogical"].as_f64().unwrap_or(0.0),
+            r["connector_cpu_s"].as_f64().unwrap_or(0.0),
+            r["connector_peak_rss_mb"].as_f64().unwrap_or(0.0),
+        );
+    }
+}
+
+fn scalar(pg: &Postgres, db: &str, sql: &str) -> Result<String> {
+    pg.query(db, sql)?
+        .into_iter()
+        .next()
+        .and_then(|row| row.into_iter().next().flatten())
+        .ok_or_else(|| format!("no value from {sql}").into())
+}
+
+/// The bin dir pgcdc-testcontainers uses (`PGCDC_PG_BINDIR`, else the newest
+/// `/usr/lib/postgresql/*/bin`).
+fn pg_bindir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PGCDC_PG_BINDIR") {
+        return dir.into();
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|p| p.join("pg_recvlogical").exists())
+        .collect();
+    dirs.sort_by_key(|p| {
+        p.parent()
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<u32>().ok())
+    });
+    dirs.pop()
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"))
+}
+
+fn machine() -> Json {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
+        c.lines().find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+    });
+    let os = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|c| {
+            c.lines().find_map(|l| {
+                l.strip_prefix("PRETTY_NAME=")
+                    .map(|v| v.trim_matches('"').to_owned())
+            })
+        });
+    json!({ "cpus": cpus, "cpu_model": model, "os": os })
+}
+
+fn git_commit() -> Option<String> {
+    let out = Command::new("git")
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "rev-parse",
+            "--short",
+            "HEAD",
+        ])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}

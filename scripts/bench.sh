@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The end-to-end backlog benchmark (benches/e2e.rs): pg_recvlogical and the
+# release connector drain the same WAL backlog; prints a table and writes
+# target/bench/results.json.
+#
+#   scripts/bench.sh                          defaults: a 200k rows, b 20k, c 150k
+#   scripts/bench.sh --rows 1000000 --single 100000 --mixed 300000   the issue's sizes
+#   scripts/bench.sh --workloads a --avro     only (a), in JSON and in Avro
+#
+# Needs what the tests need (README, "Tests"), plus pg_recvlogical (postgresql-15).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec cargo bench --locked --bench e2e -- "$@"
