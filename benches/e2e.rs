@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--workloads a,b,c] [--avro]
-//!                  [--connector-arg ARG]... [--out FILE]
+//!                  [--connector-arg ARG]... [--wrap 'perf record -g --'] [--out FILE]
 //! cargo bench --bench e2e -- <same flags>
 //! ```
 //!
@@ -44,6 +44,9 @@ struct Options {
     workloads: Vec<char>,
     avro: bool,
     connector_args: Vec<String>,
+    /// A command the connector runs under (e.g. `perf record -g --`), split
+    /// on whitespace: for profiling a run, not for its figures.
+    wrap: Vec<String>,
     out: PathBuf,
 }
 
@@ -55,6 +58,7 @@ fn options() -> Result<Options> {
         workloads: vec!['a', 'b', 'c'],
         avro: false,
         connector_args: Vec::new(),
+        wrap: Vec::new(),
         out: PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/target/bench/results.json"
@@ -75,11 +79,12 @@ fn options() -> Result<Options> {
             }
             "--avro" => o.avro = true,
             "--connector-arg" => o.connector_args.push(value()?),
+            "--wrap" => o.wrap = value()?.split_whitespace().map(String::from).collect(),
             "--out" => o.out = PathBuf::from(value()?),
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --workloads a,b,c --avro (a again in Avro) --connector-arg ARG (repeatable, appended to `run`) --out FILE");
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --workloads a,b,c --avro (a again in Avro) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --out FILE");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other} (try --help)").into()),
@@ -123,6 +128,7 @@ fn main() -> Result<()> {
             registry: registry.as_ref().filter(|_| *w == 'a'),
             recvlogical: &recvlogical,
             connector_args: &o.connector_args,
+            wrap: &o.wrap,
         };
         results.extend(workload(services, *w, name, rows)?);
     }
@@ -155,6 +161,7 @@ struct Services<'a> {
     registry: Option<&'a SchemaRegistry>,
     recvlogical: &'a Path,
     connector_args: &'a [String],
+    wrap: &'a [String],
 }
 
 /// One workload: setup, backlog, then pg_recvlogical and the connector (JSON,
@@ -166,6 +173,7 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         registry,
         recvlogical,
         connector_args,
+        wrap,
     } = services;
     let db = pg.create_database(&format!("bench_{kind}"))?;
     pg.execute(&db, TABLE)?;
@@ -255,7 +263,7 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             args.extend(["--schema-registry-url".to_owned(), r.url()]);
         }
         args.extend(connector_args.iter().cloned());
-        let run = run_connector(&args)?;
+        let run = run_connector(&args, wrap)?;
         let events = run.summary["events"].as_u64().unwrap_or(0);
         let complete = events == changes && run.summary["caught_up"] == json!(true);
         if !complete {
@@ -272,7 +280,7 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         );
         // The same run again with nothing left to read: the fixed cost of
         // starting, connecting, catching up and stopping.
-        let idle = run_connector(&args)?;
+        let idle = run_connector(&args, wrap)?;
         eprintln!(
             "  connector ({format}), nothing to read: {:.2} s",
             idle.wall_s
@@ -363,8 +371,21 @@ struct Run {
 }
 
 /// Runs the release binary to its exit: under `/usr/bin/time -v` when it
-/// exists (getrusage of the child), else polling `/proc/<pid>` every 50 ms.
-fn run_connector(args: &[String]) -> Result<Run> {
+/// exists (getrusage of the child), else polling `/proc/<pid>` every 50 ms;
+/// under `wrap` (a profiler) when one is given.
+fn run_connector(args: &[String], wrap: &[String]) -> Result<Run> {
+    let command = || {
+        let mut c = match wrap.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        c.args(args);
+        c
+    };
     let time = Path::new("/usr/bin/time");
     let log = std::env::temp_dir().join(format!("pgcdc-bench-{}.log", std::process::id()));
     let stderr = std::fs::File::create(&log)?;
@@ -376,8 +397,8 @@ fn run_connector(args: &[String]) -> Result<Run> {
             .arg("-v")
             .arg("-o")
             .arg(&rusage)
-            .arg(BIN)
-            .args(args)
+            .arg(command().get_program())
+            .args(command().get_args())
             .stderr(stderr)
             .output()?;
         let report = std::fs::read_to_string(&rusage)?;
@@ -394,11 +415,7 @@ fn run_connector(args: &[String]) -> Result<Run> {
         peak_rss_kb = field("Maximum resident set size (kbytes):") as u64;
         source = "/usr/bin/time -v";
     } else {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()?;
+        let mut child = command().stdout(Stdio::piped()).stderr(stderr).spawn()?;
         let pid = child.id();
         let mut last = (0.0, 0);
         let reader = {
