@@ -25,7 +25,7 @@
 
 pub mod schema;
 pub mod value;
-mod write;
+pub mod write;
 
 use std::collections::HashMap;
 use std::sync::Arc;
