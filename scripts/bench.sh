@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The end-to-end backlog benchmark (benches/e2e.rs): pg_recvlogical and the
+# The end-to-end backlog benchmark (benches/e2e/): pg_recvlogical and the
 # release connector drain the same WAL backlog; prints a table and writes
 # target/bench/results.json.
 #

@@ -23,7 +23,8 @@
 //! (1,000 of each per transaction) on a `REPLICA IDENTITY FULL` table,
 //! (d) one transaction of many inserts (memory must not grow with it),
 //! (e) a wide table (50 columns: numerics, timestamps, text) in 1,000-row
-//! transactions. `--avro` runs each backlog workload in Avro too.
+//! transactions, (u) (a) through `--envelope unwrap`, (o) outbox rows
+//! through `--outbox-table`. `--avro` runs each backlog workload in Avro too.
 //!
 //! (l) is not a backlog: the connector streams while rows are inserted at a
 //! steady rate (`--rate` rows/s in 100 transactions a second, for
@@ -45,6 +46,9 @@ const TXN_ROWS: u64 = 1_000;
 /// A ~100-byte row: bigint, 64 characters of text, an int, a timestamptz.
 const TABLE: &str = "CREATE TABLE bench (id bigint PRIMARY KEY, payload text NOT NULL, n int NOT NULL, ts timestamptz NOT NULL)";
 const ROW: &str = "i, md5(i::text) || md5((i + 1)::text), (i % 1000)::int, now()";
+/// Workload (o): a transactional outbox, ten aggregate types, JSON payloads.
+const OUTBOX_TABLE: &str = "CREATE TABLE bench (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb)";
+const OUTBOX_ROW: &str = "gen_random_uuid(), 'Order' || (i % 10), (i % 1000)::text, 'OrderCreated', jsonb_build_object('id', i, 'total', i * 1.5, 'note', md5(i::text))";
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -110,7 +114,7 @@ fn options() -> Result<Options> {
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --workloads a,b,c,d,e,l (default a,b,c) --avro (each backlog workload again in Avro) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --out FILE");
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --workloads a,b,c,d,e,u,o,l (default a,b,c) --avro (each backlog workload again in Avro) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --out FILE");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other} (try --help)").into()),
@@ -147,6 +151,11 @@ fn main() -> Result<()> {
             'c' => ("c: insert/update/delete, replica identity full", o.mixed),
             'd' => ("d: one large transaction", o.large),
             'e' => ("e: wide rows (50 columns), 1,000-row txns", o.wide),
+            'u' => ("u: (a) with --envelope unwrap", o.rows),
+            'o' => (
+                "o: outbox rows routed by --outbox-table, 1,000-row txns",
+                o.rows,
+            ),
             'l' => {
                 results.push(latency::run(
                     &pg,
@@ -214,7 +223,14 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         wrap,
     } = services;
     let db = pg.create_database(&format!("bench_{kind}"))?;
-    pg.execute(&db, if kind == 'e' { &wide::TABLE } else { TABLE })?;
+    pg.execute(
+        &db,
+        match kind {
+            'e' => &wide::TABLE,
+            'o' => OUTBOX_TABLE,
+            _ => TABLE,
+        },
+    )?;
     if kind == 'c' {
         pg.execute(&db, "ALTER TABLE bench REPLICA IDENTITY FULL")?;
         // The rows the backlog updates and deletes exist before the slots do.
@@ -300,6 +316,11 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         if let Some(r) = registry.filter(|_| format == "avro") {
             args.extend(["--schema-registry-url".to_owned(), r.url()]);
         }
+        match kind {
+            'u' => args.extend(["--envelope".to_owned(), "unwrap".to_owned()]),
+            'o' => args.extend(["--outbox-table".to_owned(), "public.bench".to_owned()]),
+            _ => {}
+        }
         args.extend(connector_args.iter().cloned());
         let run = run_connector(&args, wrap)?;
         let events = run.summary["events"].as_u64().unwrap_or(0);
@@ -360,11 +381,12 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
 fn write_backlog(pg: &Postgres, db: &str, kind: char, rows: u64) -> Result<u64> {
     let sync_off = "PERFORM set_config('synchronous_commit', 'off', false);";
     match kind {
-        'a' => {
+        'a' | 'u' | 'o' => {
+            let row = if kind == 'o' { OUTBOX_ROW } else { ROW };
             let batches = rows.div_ceil(TXN_ROWS);
             pg.execute(db, &format!(
                 "DO $$ BEGIN {sync_off} FOR b IN 0..{} LOOP \
-                   INSERT INTO bench SELECT {ROW} FROM generate_series(b * {TXN_ROWS} + 1, least((b + 1) * {TXN_ROWS}, {rows})) AS i; \
+                   INSERT INTO bench SELECT {row} FROM generate_series(b * {TXN_ROWS} + 1, least((b + 1) * {TXN_ROWS}, {rows})) AS i; \
                    COMMIT; END LOOP; END $$",
                 batches - 1
             ))?;
