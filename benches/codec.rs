@@ -13,9 +13,9 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use pgcdc_kafka::config::AvroLogicalTypes;
-use pgcdc_kafka::encode::avro::write::write_value;
+use pgcdc_kafka::encode::avro::write::{write_envelope, write_value};
 use pgcdc_kafka::encode::json::JsonEncoder;
-use pgcdc_kafka::event::envelope::{envelope_value, key_value, ConnectorInfo};
+use pgcdc_kafka::event::envelope::{key_value, ConnectorInfo};
 use pgcdc_kafka::event::{ChangeEvent, Op, SourceInfo, TableSchema};
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_kafka::source::pgoutput::{self, Column, LogicalMessage, Relation, ReplicaIdentity};
@@ -156,11 +156,13 @@ fn encode(c: &mut Criterion) {
             let tree = key_value(black_box(&event)).expect("a key");
             write_value(&mut key, &key_schema, &tree, AvroLogicalTypes::Debezium).expect("fits");
             let mut value = Vec::with_capacity(256);
-            let tree = envelope_value(black_box(&event), &info, None, 1_764_847_191_200_000);
-            write_value(
+            write_envelope(
                 &mut value,
                 &table.envelope_schema,
-                &tree,
+                black_box(&event),
+                &info,
+                None,
+                1_764_847_191_200_000,
                 AvroLogicalTypes::Debezium,
             )
             .expect("fits");

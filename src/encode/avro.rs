@@ -231,11 +231,28 @@ impl AvroEncoder {
         transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Result<Vec<u8>, EncodeError> {
-        let value = envelope::envelope_value(event, &self.info, transaction, now_micros);
         let logical = self.logical;
+        let info = self.info.clone();
         let schemas = self.table_schemas(&event.table).await?;
+        let registered = &schemas.value;
+        let mut out = Vec::with_capacity(256);
+        out.push(MAGIC_BYTE);
+        out.extend_from_slice(&registered.id.0.to_be_bytes());
+        let direct = write::write_envelope(
+            &mut out,
+            &registered.connect,
+            event,
+            &info,
+            transaction,
+            now_micros,
+            logical,
+        );
+        if direct.is_ok() {
+            return Ok(out);
+        }
+        let value = envelope::envelope_value(event, &info, transaction, now_micros);
         write(
-            &schemas.value,
+            registered,
             value,
             logical,
             RecordPart::Value,

@@ -19,7 +19,10 @@
 use super::schema::{is_avro_decimal, null_first, NativeType};
 use super::value::zoned_timestamp_micros;
 use crate::config::AvroLogicalTypes;
+use crate::event::envelope::{source_value, ConnectorInfo};
+use crate::event::metadata::{transaction_value, TransactionBlock};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
+use crate::event::ChangeEvent;
 
 /// The value does not fit the schema; the tree path says how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +143,91 @@ fn write_native(out: &mut Vec<u8>, native: NativeType, value: &Value) -> Result<
             write_bytes(out, uuid.as_bytes());
         }
         _ => return Err(Unfit),
+    }
+    Ok(())
+}
+
+/// Appends the envelope of `event` under `schema` (its table's envelope
+/// schema): the bytes of `write_value(schema, &envelope_value(..))`,
+/// without building the rows as values first (they are most of the
+/// envelope, and every column name would be cloned into them).
+///
+/// # Errors
+/// [`Unfit`] as [`write_value`], and when `schema` is not an envelope of
+/// the event's table; the caller falls back to the tree path.
+pub fn write_envelope(
+    out: &mut Vec<u8>,
+    schema: &ConnectSchema,
+    event: &ChangeEvent,
+    info: &ConnectorInfo,
+    transaction: Option<&TransactionBlock>,
+    now_micros: i64,
+    logical: AvroLogicalTypes,
+) -> Result<(), Unfit> {
+    if schema.optional || schema.kind != ConnectType::Struct {
+        return Err(Unfit);
+    }
+    for field in &schema.fields {
+        match field.name.as_str() {
+            "before" => write_row(out, &field.schema, event.before.as_deref(), logical)?,
+            "after" => write_row(out, &field.schema, event.after.as_deref(), logical)?,
+            "source" => write_value(out, &field.schema, &source_value(event, info), logical)?,
+            "transaction" => {
+                write_value(out, &field.schema, &transaction_value(transaction), logical)?;
+            }
+            "op" => write_value(
+                out,
+                &field.schema,
+                &Value::String(event.op.code().to_owned()),
+                logical,
+            )?,
+            "ts_ms" => write_long_field(out, &field.schema, now_micros.div_euclid(1000), logical)?,
+            "ts_us" => write_long_field(out, &field.schema, now_micros, logical)?,
+            "ts_ns" => {
+                write_long_field(out, &field.schema, now_micros.saturating_mul(1000), logical)?;
+            }
+            _ => return Err(Unfit),
+        }
+    }
+    Ok(())
+}
+
+fn write_long_field(
+    out: &mut Vec<u8>,
+    schema: &ConnectSchema,
+    n: i64,
+    logical: AvroLogicalTypes,
+) -> Result<(), Unfit> {
+    write_value(out, schema, &Value::Int64(n), logical)
+}
+
+/// A row as the optional row struct of the envelope: the union branch, then
+/// each column's value under its field's schema.
+fn write_row(
+    out: &mut Vec<u8>,
+    schema: &ConnectSchema,
+    row: Option<&[Value]>,
+    logical: AvroLogicalTypes,
+) -> Result<(), Unfit> {
+    if schema.kind != ConnectType::Struct {
+        return Err(Unfit);
+    }
+    let null_index = i64::from(!null_first(schema));
+    let Some(values) = row else {
+        if !schema.optional {
+            return Err(Unfit);
+        }
+        write_long(out, null_index);
+        return Ok(());
+    };
+    if schema.optional {
+        write_long(out, 1 - null_index);
+    }
+    if values.len() != schema.fields.len() {
+        return Err(Unfit);
+    }
+    for (field, value) in schema.fields.iter().zip(values) {
+        write_value(out, &field.schema, value, logical)?;
     }
     Ok(())
 }
@@ -386,5 +474,94 @@ mod tests {
             Err(Unfit)
         );
         assert!(avro_value(&zoned, Value::String("yesterday".into()), logical).is_err());
+    }
+
+    #[test]
+    fn envelopes_are_the_bytes_of_the_tree_path() {
+        use std::sync::Arc;
+
+        use crate::event::envelope::{self, envelope_value};
+        use crate::event::{ColumnSchema, Op, SourceInfo, TableSchema};
+        use crate::lsn::Lsn;
+
+        let row_schema = row_schema();
+        let columns: Vec<ColumnSchema> = row_schema
+            .fields
+            .iter()
+            .map(|f| ColumnSchema {
+                name: f.name.clone(),
+                type_oid: 0,
+                type_modifier: -1,
+                schema: f.schema.clone(),
+            })
+            .collect();
+        let topic = "app.public.t";
+        let table_row = envelope::row_schema(topic, &columns);
+        let table = Arc::new(TableSchema {
+            relation_id: 1,
+            schema: "public".into(),
+            table: "t".into(),
+            topic: topic.into(),
+            key_schema: None,
+            envelope_schema: envelope::envelope_schema(topic, &table_row),
+            row_schema: table_row,
+            key_columns: vec![],
+            routed_key_field: None,
+            columns,
+        });
+        let values = |seed, nulls| match row(seed, nulls) {
+            Value::Struct(fields) => fields.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+            _ => unreachable!("a struct"),
+        };
+        let info = ConnectorInfo {
+            name: "app".into(),
+            db: "shop".into(),
+        };
+        let block = TransactionBlock {
+            id: "7:100".into(),
+            total_order: 3,
+            data_collection_order: 2,
+        };
+        for logical in [AvroLogicalTypes::Debezium, AvroLogicalTypes::Native] {
+            for (op, before, after, transaction) in [
+                (Op::Create, None, Some(values(1, false)), None),
+                (
+                    Op::Update,
+                    Some(values(2, true)),
+                    Some(values(3, false)),
+                    Some(&block),
+                ),
+                (Op::Delete, Some(values(4, false)), None, None),
+                (Op::Truncate, None, None, None),
+            ] {
+                let event = ChangeEvent {
+                    table: Arc::clone(&table),
+                    op,
+                    before,
+                    after,
+                    source: SourceInfo {
+                        commit_time_micros: 1_700_000_000_000_000,
+                        xid: 9,
+                        lsn: Lsn::new(4242),
+                        last_commit_lsn: Some(Lsn::new(4000)),
+                        snapshot: "false",
+                    },
+                };
+                let schema = &table.envelope_schema;
+                let mut out = Vec::new();
+                write_envelope(
+                    &mut out,
+                    schema,
+                    &event,
+                    &info,
+                    transaction,
+                    1_700_000_000_500_000,
+                    logical,
+                )
+                .expect("fits");
+                let tree = envelope_value(&event, &info, transaction, 1_700_000_000_500_000);
+                assert_eq!(out, reference(schema, &tree, logical), "{logical:?} {op:?}");
+            }
+        }
     }
 }
