@@ -334,7 +334,7 @@ mod tests {
             Value::Float64(-(seed as f64) / 7.0),
             Value::String(format!("naïve {seed} 😀")),
             Value::Bytes(vec![seed as u8, 0, 255]),
-            Value::Bytes(vec![0xff, 0x38 + seed as u8]),
+            Value::Bytes(vec![0xff, 0x38u8.wrapping_add(seed as u8)]),
             Value::Int32(-719_528 + seed as i32),
             Value::Int32(86_399_999),
             Value::Int64(86_399_999_999),
