@@ -384,3 +384,75 @@ async fn cli_starts_and_stops_incremental_snapshots() {
     assert_eq!(before, after, "no chunk of big after the stop");
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_carries_chunks_in_kafka_transactions() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "increos");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)");
+    s.sql(SIGNALS);
+    s.sql("INSERT INTO t SELECT g, 0 FROM generate_series(1, 3000) g");
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE t, signals",
+        s.publication
+    ));
+    let running = s.start(
+        &kafka.bootstrap_servers(),
+        &[
+            "--snapshot-mode",
+            "never",
+            "--delivery",
+            "exactly-once",
+            "--signal-data-collection",
+            "public.signals",
+            "--incremental-snapshot-chunk-size",
+            "200",
+        ],
+    );
+    wait_until(TIMEOUT, "the slot to exist", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    signal(&s, &["public.t"]);
+    let mut round = 0;
+    while progress_row(&s).is_some() || round == 0 {
+        round += 1;
+        let id = (round * 7919) % 3000 + 1;
+        s.sql(&format!(
+            "BEGIN; UPDATE t SET v = {round} WHERE id = {id}; DELETE FROM t WHERE id = {}; COMMIT",
+            (id * 31) % 3000 + 1
+        ));
+        assert!(round < 100_000, "the incremental snapshot completes");
+    }
+    let expected = table_state(&s, "t");
+    let topic = s.topic("t");
+    let read = |topic: String| {
+        let bootstrap = kafka.bootstrap_servers();
+        async move {
+            common::consume_until_idle(&bootstrap, &topic, Duration::from_secs(2), TIMEOUT).await
+        }
+    };
+    wait_until(TIMEOUT, "the committed topic to equal the table", || {
+        let records = read(topic.clone());
+        let expected = &expected;
+        async move { latest_by_key(&records.await) == *expected }
+    })
+    .await;
+    let records = read(topic.clone()).await;
+    let reads = incremental_reads(&records);
+    let keys: std::collections::BTreeSet<i64> = reads
+        .iter()
+        .map(|r| {
+            r.key.as_ref().expect("key")["payload"]["id"]
+                .as_i64()
+                .expect("id")
+        })
+        .collect();
+    assert!(
+        reads.len() > 2000,
+        "the rows came from the snapshot ({})",
+        reads.len()
+    );
+    assert_eq!(keys.len(), reads.len(), "no chunk row was written twice");
+    running.stop().await;
+}
