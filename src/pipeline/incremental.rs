@@ -309,14 +309,23 @@ impl Incremental {
         }
         for tuple in tuples {
             match key_of(tuple, &chunk.key_positions) {
-                Some(key) => {
+                Some(key) if key.iter().all(Option::is_some) => {
                     if let Some(&i) = chunk.index.get(&key) {
                         chunk.rows[i] = None;
                     }
                 }
-                // A key we cannot read: drop the whole chunk rather than risk
-                // emitting a row older than a streamed change.
-                None => chunk.rows.iter_mut().for_each(|r| *r = None),
+                // A key we cannot read (a key column outside the replica
+                // identity is null in a delete): any row of the chunk may be
+                // the one changed, so the chunk is read again later rather
+                // than risk emitting a row older than this change.
+                _ => {
+                    tracing::debug!(
+                        relation_id,
+                        "a change without a readable key during a chunk window; reading the chunk again"
+                    );
+                    self.window = Window::Idle;
+                    return;
+                }
             }
         }
     }
