@@ -437,8 +437,9 @@ impl Incremental {
 }
 
 impl Stream<'_> {
-    /// A change of the signal table: acts on it; the row itself is not
-    /// emitted. At a high watermark, emits the chunk in transaction `txn`.
+    /// A change of the signal table: acts on it (the row itself is emitted
+    /// afterwards like any other). At a high watermark, emits the chunk in
+    /// transaction `txn`.
     pub(super) async fn handle_signal(
         &mut self,
         tuple: &Tuple,

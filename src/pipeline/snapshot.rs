@@ -217,11 +217,7 @@ pub(super) async fn emit_snapshot(
     let mut estimated_rows = 0u64;
     for oid in reader::publication_tables(catalog_client, &config.publication_name).await? {
         let mut relation = reader::relation_from_catalog(catalog_client, oid).await?;
-        let is_signal_table = stream
-            .incremental
-            .as_mut()
-            .is_some_and(|i| i.is_signal_relation(&relation));
-        if is_signal_table || !stream.relations.admits(&relation) {
+        if !stream.relations.admits(&relation) {
             continue;
         }
         let catalog = setup::catalog_columns(catalog_client, oid).await?;

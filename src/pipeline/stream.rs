@@ -536,22 +536,20 @@ impl Stream<'_> {
         lsn: Lsn,
     ) -> Result<(), PipelineError> {
         let skipped = self.config.skipped_operations;
+        // Incremental snapshots see every change first: signals, watermarks,
+        // and the keys that leave a chunk's buffer. Signal-table rows are
+        // then emitted like any captured table's, as Debezium does.
+        let mut signal = None;
         if let Some(incremental) = &mut self.incremental {
             match &message {
-                LogicalMessage::Relation(relation) => {
-                    if incremental.is_signal_relation(relation) {
-                        return Ok(());
-                    }
+                LogicalMessage::Relation(relation) if !incremental.is_signal_relation(relation) => {
                     incremental.relation_changed(relation.id);
                 }
                 LogicalMessage::Insert(i) if incremental.is_signal(i.relation_id) => {
-                    return self.signal_change(&i.new, lsn).await;
+                    signal = Some(i.new.clone());
                 }
                 LogicalMessage::Update(u) if incremental.is_signal(u.relation_id) => {
-                    return self.signal_change(&u.new, lsn).await;
-                }
-                LogicalMessage::Delete(d) if incremental.is_signal(d.relation_id) => {
-                    return Ok(());
+                    signal = Some(u.new.clone());
                 }
                 LogicalMessage::Insert(i) => incremental.observe(i.relation_id, &[&i.new]),
                 LogicalMessage::Update(u) => match &u.old {
@@ -566,6 +564,9 @@ impl Stream<'_> {
                 }
                 _ => {}
             }
+        }
+        if let Some(tuple) = signal {
+            self.signal_change(&tuple, lsn).await?;
         }
         let (op, relation_id, before, after) = match message {
             LogicalMessage::Relation(relation) => {
