@@ -339,6 +339,34 @@ async fn cli_starts_and_stops_incremental_snapshots() {
         stdout
     };
 
+    // The preflight checks the signal table.
+    let check = Command::new(BIN)
+        .arg("check")
+        .args(s.args(
+            &kafka.bootstrap_servers(),
+            &["--signal-data-collection", "public.signals"],
+        ))
+        .output()
+        .expect("check runs");
+    let report = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert!(
+        report.contains("PASS signal table: public.signals is published and writable"),
+        "{report}"
+    );
+    let check = Command::new(BIN)
+        .arg("check")
+        .args(s.args(
+            &kafka.bootstrap_servers(),
+            &["--signal-data-collection", "public.nosuch"],
+        ))
+        .output()
+        .expect("check runs");
+    let report = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert!(
+        report.contains("FAIL signal table: signal table public.nosuch does not exist"),
+        "{report}"
+    );
+
     // A table without a key is skipped with a warning; the other one is read.
     let said = snapshot(&["public.nokey", "public.small"]);
     assert!(

@@ -251,6 +251,80 @@ pub async fn is_published(
         )))
 }
 
+/// What is wrong with a signal table for incremental snapshots, each with
+/// the fix; empty when it is usable.
+pub async fn problems(
+    client: &Client,
+    table: &SignalTable,
+    publication: &str,
+) -> Result<Vec<(String, String)>, SetupError> {
+    let name = table.to_string();
+    let row = client
+        .query_opt(
+            "SELECT c.oid, \
+                    has_table_privilege(c.oid, 'SELECT') AND has_table_privilege(c.oid, 'INSERT') \
+                    AND has_table_privilege(c.oid, 'UPDATE') AND has_table_privilege(c.oid, 'DELETE'), \
+                    EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a \
+                              ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] \
+                            WHERE i.indrelid = c.oid AND i.indisunique AND i.indnkeyatts = 1 \
+                              AND a.attname = 'id'), \
+                    (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid \
+                       AND a.attname IN ('id', 'type', 'data') AND NOT a.attisdropped) \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2",
+            &[&table.schema, &table.table],
+        )
+        .await
+        .map_err(query_error(format!("inspecting signal table {name}")))?;
+    let Some(row) = row else {
+        return Ok(vec![(
+            format!("signal table {name} does not exist"),
+            format!(
+                "CREATE TABLE {} (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))",
+                table.sql()
+            ),
+        )]);
+    };
+    let mut problems = Vec::new();
+    if row.get::<_, i64>(3) < 3 {
+        problems.push((
+            format!("signal table {name} lacks an id, type or data column"),
+            "give it Debezium's columns (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))".to_owned(),
+        ));
+    }
+    if !row.get::<_, bool>(2) {
+        problems.push((
+            format!("signal table {name} has no primary key or unique index on id alone"),
+            format!("ALTER TABLE {} ADD PRIMARY KEY (id)", table.sql()),
+        ));
+    }
+    if !row.get::<_, bool>(1) {
+        problems.push((
+            format!("this role may not SELECT, INSERT, UPDATE and DELETE in signal table {name}, where watermarks and progress are written"),
+            format!("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO <the connector's role>", table.sql()),
+        ));
+    }
+    let publication_exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_publication WHERE pubname = $1",
+            &[&publication],
+        )
+        .await
+        .map_err(query_error(format!(
+            "looking up publication {publication:?}"
+        )))?
+        .is_some();
+    // A missing publication is created at the first start (and checked as such).
+    if publication_exists && !is_published(client, publication, &table.schema, &table.table).await?
+    {
+        problems.push((
+            format!("signal table {name} is not in publication {publication:?}, so signals are never read"),
+            format!("ALTER PUBLICATION {} ADD TABLE {}", quote_ident(publication), table.sql()),
+        ));
+    }
+    Ok(problems)
+}
+
 /// `pgcdc-kafka snapshot`: asks a running connector, through its signal
 /// table, for an incremental snapshot of some tables (or to stop one).
 #[derive(Debug, Clone, clap::Args)]
