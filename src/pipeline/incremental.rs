@@ -343,6 +343,7 @@ impl Incremental {
             Signal::Ignored { kind, reason } => {
                 tracing::warn!(table = %self.signal, %kind, %reason, "signal ignored");
             }
+            Signal::Foreign => {}
         }
         Ok(None)
     }

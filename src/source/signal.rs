@@ -109,6 +109,9 @@ pub enum Signal {
     Window { kind: String, progress: Progress },
     /// A signal this connector does not act on, and why.
     Ignored { kind: String, reason: String },
+    /// Another connector's watermark or progress row (a second slot, or a
+    /// Debezium connector sharing the table): not for us, and not a mistake.
+    Foreign,
 }
 
 /// Interprets a signal-table row. `progress_id` is this connector's own row.
@@ -124,6 +127,9 @@ pub fn parse(id: &str, kind: &str, data: Option<&str>, progress_id: &str) -> Sig
                 reason: "the progress row's data is not valid progress JSON".into(),
             },
         };
+    }
+    if [WINDOW_OPEN, WINDOW_CLOSE, PROGRESS].contains(&kind) {
+        return Signal::Foreign;
     }
     let ignored = |reason: &str| Signal::Ignored {
         kind: kind.to_owned(),
@@ -447,6 +453,11 @@ mod tests {
             parse("x", "log", Some("{}"), "p"),
             Signal::Ignored { .. }
         ));
+        assert_eq!(
+            parse("pgcdc-other", WINDOW_OPEN, Some("{}"), "pgcdc-s"),
+            Signal::Foreign,
+            "another slot's progress row is silently skipped"
+        );
         assert!(matches!(
             parse("x", EXECUTE_SNAPSHOT, Some("not json"), "p"),
             Signal::Ignored { .. }
