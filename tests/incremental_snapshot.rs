@@ -270,6 +270,18 @@ async fn killed_mid_snapshot_resumes_from_the_recorded_chunk() {
         progress_row(&s).is_some(),
         "the progress row survives the crash"
     );
+    let status = Command::new(BIN)
+        .args(["status", "--pg-url", &s.pg.url(&s.db), "--slot", &s.slot])
+        .args(["--signal-data-collection", "public.signals"])
+        .output()
+        .expect("status runs");
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.contains(
+            "incremental snapshot: 1 table(s) left (public.t), the current one after key"
+        ),
+        "status shows the recorded progress: {status}"
+    );
 
     s.sql("UPDATE t SET v = -1 WHERE id <= 10 OR id > 19990");
     s.sql("DELETE FROM t WHERE id BETWEEN 11 AND 20 OR id BETWEEN 19981 AND 19990");
