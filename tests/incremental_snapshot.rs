@@ -506,3 +506,74 @@ async fn exactly_once_carries_chunks_in_kafka_transactions() {
     assert_eq!(keys.len(), reads.len(), "no chunk row was written twice");
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_text_keys_are_chunked_in_key_order() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "incrkeys");
+    s.sql("CREATE TABLE t (region text, id int, at timestamptz NOT NULL DEFAULT '2024-01-01', PRIMARY KEY (region, id))");
+    s.sql(SIGNALS);
+    s.sql(
+        "INSERT INTO t (region, id) SELECT r, g FROM generate_series(1, 7) g, \
+         unnest(ARRAY['north', 'o''hara', 'zürich', 'back\\slash', '']) r",
+    );
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE t, signals",
+        s.publication
+    ));
+    let running = s.start(
+        &kafka.bootstrap_servers(),
+        &[
+            "--snapshot-mode",
+            "never",
+            "--signal-data-collection",
+            "public.signals",
+            "--incremental-snapshot-chunk-size",
+            "3",
+        ],
+    );
+    wait_until(TIMEOUT, "the slot to exist", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    signal(&s, &["public.t"]);
+    wait_until(TIMEOUT, "the incremental snapshot to complete", || async {
+        progress_row(&s).is_none()
+    })
+    .await;
+    let mut expected: Vec<(String, i64)> =
+        s.pg.query(&s.db, "SELECT region, id::text FROM t")
+            .expect("query")
+            .into_iter()
+            .map(|r| {
+                (
+                    r[0].clone().unwrap(),
+                    r[1].as_deref().unwrap().parse().unwrap(),
+                )
+            })
+            .collect();
+    expected.sort();
+    let topic = s.topic("t");
+    wait_until(TIMEOUT, "every row as an incremental read", || {
+        let bootstrap = kafka.bootstrap_servers();
+        let topic = topic.clone();
+        let expected = &expected;
+        async move {
+            let records = consume_all(&bootstrap, &topic, TIMEOUT).await;
+            let mut read: Vec<(String, i64)> = incremental_reads(&records)
+                .iter()
+                .map(|r| {
+                    let after = &r.value.as_ref().expect("value")["payload"]["after"];
+                    (
+                        after["region"].as_str().expect("region").to_owned(),
+                        after["id"].as_i64().expect("id"),
+                    )
+                })
+                .collect();
+            read.sort();
+            read == *expected
+        }
+    })
+    .await;
+    running.stop().await;
+}
