@@ -10,7 +10,7 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 /// How often the structured progress log is written.
 const LOG_EVERY: Duration = Duration::from_secs(5);
@@ -35,15 +35,21 @@ impl SnapshotProgress {
                 (estimated_rows > 0).then_some(estimated_rows),
                 ProgressDrawTarget::stderr(),
             );
+            // `wide_bar` takes what the terminal width leaves, so the line
+            // never wraps (a wrapped line is redrawn as garbage).
             let template = if estimated_rows > 0 {
-                "snapshot {bar:30} {human_pos}/~{human_len} rows, {msg}, {per_sec}, ETA {eta}"
+                "snapshot {wide_bar} {human_pos}/~{human_len} rows, {msg}, {rate}, ETA {eta}"
             } else {
-                "snapshot {spinner} {human_pos} rows, {msg}, {per_sec}"
+                "snapshot {spinner} {human_pos} rows, {msg}, {rate}"
             };
             if let Ok(style) = ProgressStyle::with_template(template) {
-                bar.set_style(style);
+                bar.set_style(style.with_key(
+                    "rate",
+                    |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0} rows/s", state.per_sec());
+                    },
+                ));
             }
-            bar.enable_steady_tick(Duration::from_millis(200));
             bar
         });
         let progress = SnapshotProgress {
@@ -56,6 +62,10 @@ impl SnapshotProgress {
             tables_done: 0,
         };
         progress.set_message();
+        if let Some(bar) = &progress.bar {
+            // Only now: the first frame is drawn with its message.
+            bar.enable_steady_tick(Duration::from_millis(200));
+        }
         progress
     }
 
