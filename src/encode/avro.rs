@@ -25,6 +25,7 @@
 
 pub mod schema;
 pub mod value;
+pub mod write;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -462,6 +463,9 @@ impl AvroEncoder {
 }
 
 /// `value` in the Confluent wire format under `registered`.
+///
+/// Written by [`write::write_value`]; a value that does not fit goes through
+/// apache-avro instead, whose error says where it does not fit.
 fn write(
     registered: &Registered,
     value: Value,
@@ -469,6 +473,12 @@ fn write(
     part: RecordPart,
     topic: &str,
 ) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Vec::with_capacity(256);
+    out.push(MAGIC_BYTE);
+    out.extend_from_slice(&registered.id.0.to_be_bytes());
+    if write::write_value(&mut out, &registered.connect, &value, logical).is_ok() {
+        return Ok(out);
+    }
     let avro = value::avro_value(&registered.connect, value, logical).map_err(|source| {
         EncodeError::Value {
             part,
@@ -484,9 +494,7 @@ fn write(
     let writer = apache_avro::writer::datum::GenericDatumWriter::builder(&registered.avro)
         .build()
         .map_err(encode_error)?;
-    let mut out = Vec::with_capacity(128);
-    out.push(MAGIC_BYTE);
-    out.extend_from_slice(&registered.id.0.to_be_bytes());
+    out.truncate(5);
     writer
         .write_value_ref(&mut out, &avro)
         .map_err(encode_error)?;

@@ -21,6 +21,8 @@ use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 
 use super::{MetadataKind, MetadataRecord, RecordPart};
 
+mod write;
+
 /// A Connect schema as the JsonConverter writes it; `field` names a struct field.
 pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
     let mut m = Map::new();
@@ -270,26 +272,45 @@ impl JsonEncoder {
 
     /// The key bytes, `None` for a null key.
     pub fn key(&mut self, event: &ChangeEvent) -> Option<Vec<u8>> {
-        let key = envelope::key_value(event)?;
-        let schema = self.schemas(&event.table).key.clone();
-        Some(self.wrap(schema.as_deref(), &value_json(&key)))
+        let schemas_enabled = self.schemas_enabled;
+        let schema = self.schemas(&event.table).key.as_deref();
+        let mut out = Vec::with_capacity(schema.map_or(0, str::len) + 64);
+        let wrapped = schemas_enabled && schema.is_some();
+        if let Some(schema) = schema.filter(|_| wrapped) {
+            out.extend_from_slice(b"{\"schema\":");
+            out.extend_from_slice(schema.as_bytes());
+            out.extend_from_slice(b",\"payload\":");
+        }
+        if !write::write_key(&mut out, event) {
+            return None;
+        }
+        if wrapped {
+            out.push(b'}');
+        }
+        Some(out)
     }
 
-    /// The value bytes of the event's envelope.
+    /// The value bytes of the event's envelope, written without building
+    /// the envelope as a value first ([`write`]).
     pub fn value(
         &mut self,
         event: &ChangeEvent,
         transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Vec<u8> {
-        let payload = value_json(&envelope::envelope_value(
-            event,
-            &self.info,
-            transaction,
-            now_micros,
-        ));
-        let schema = self.schemas(&event.table).envelope.clone();
-        self.wrap(Some(&schema), &payload)
+        let schemas_enabled = self.schemas_enabled;
+        let schema = &self.schemas(&event.table).envelope;
+        let mut out = Vec::with_capacity(schema.len() + 512);
+        if schemas_enabled {
+            out.extend_from_slice(b"{\"schema\":");
+            out.extend_from_slice(schema.as_bytes());
+            out.extend_from_slice(b",\"payload\":");
+        }
+        write::write_envelope(&mut out, event, &self.info, transaction, now_micros);
+        if schemas_enabled {
+            out.push(b'}');
+        }
+        out
     }
 }
 

@@ -3,7 +3,8 @@
 //! (the physical limit: the walsender decoding pgoutput, nothing else).
 //!
 //! ```text
-//! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--workloads a,b,c] [--avro]
+//! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--large N] [--wide N]
+//!                  [--workloads a,b,c,d,e,l] [--avro] [--rate R] [--duration S]
 //!                  [--connector-arg ARG]... [--wrap 'perf record -g --'] [--out FILE]
 //! cargo bench --bench e2e -- <same flags>
 //! ```
@@ -19,7 +20,17 @@
 //!
 //! Workloads: (a) inserts of ~100-byte rows in 1,000-row transactions,
 //! (b) single-row insert transactions, (c) inserts, updates and deletes
-//! (1,000 of each per transaction) on a `REPLICA IDENTITY FULL` table.
+//! (1,000 of each per transaction) on a `REPLICA IDENTITY FULL` table,
+//! (d) one transaction of many inserts (memory must not grow with it),
+//! (e) a wide table (50 columns: numerics, timestamps, text) in 1,000-row
+//! transactions. `--avro` runs each backlog workload in Avro too.
+//!
+//! (l) is not a backlog: the connector streams while rows are inserted at a
+//! steady rate (`--rate` rows/s in 100 transactions a second, for
+//! `--duration` seconds), and each record's latency is the time from its
+//! transaction's commit (`source.ts_ms`) to the broker appending it (the
+//! topic is created with `message.timestamp.type=LogAppendTime`): p50, p99
+//! and max.
 //! Results: a table on stdout and JSON (default `target/bench/results.json`).
 
 use std::path::{Path, PathBuf};
@@ -37,10 +48,17 @@ const ROW: &str = "i, md5(i::text) || md5((i + 1)::text), (i % 1000)::int, now()
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
+mod latency;
+mod wide;
+
 struct Options {
     rows: u64,
     single: u64,
     mixed: u64,
+    large: u64,
+    wide: u64,
+    rate: u64,
+    duration_s: u64,
     workloads: Vec<char>,
     avro: bool,
     connector_args: Vec<String>,
@@ -55,6 +73,10 @@ fn options() -> Result<Options> {
         rows: 200_000,
         single: 20_000,
         mixed: 150_000,
+        large: 200_000,
+        wide: 50_000,
+        rate: 5_000,
+        duration_s: 60,
         workloads: vec!['a', 'b', 'c'],
         avro: false,
         connector_args: Vec::new(),
@@ -71,6 +93,10 @@ fn options() -> Result<Options> {
             "--rows" => o.rows = value()?.parse()?,
             "--single" => o.single = value()?.parse()?,
             "--mixed" => o.mixed = value()?.parse()?,
+            "--large" => o.large = value()?.parse()?,
+            "--wide" => o.wide = value()?.parse()?,
+            "--rate" => o.rate = value()?.parse()?,
+            "--duration" => o.duration_s = value()?.parse()?,
             "--workloads" => {
                 o.workloads = value()?
                     .split(',')
@@ -84,7 +110,7 @@ fn options() -> Result<Options> {
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --workloads a,b,c --avro (a again in Avro) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --out FILE");
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --workloads a,b,c,d,e,l (default a,b,c) --avro (each backlog workload again in Avro) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --out FILE");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other} (try --help)").into()),
@@ -119,13 +145,25 @@ fn main() -> Result<()> {
             'a' => ("a: inserts, 1,000-row txns", o.rows),
             'b' => ("b: single-row txns", o.single),
             'c' => ("c: insert/update/delete, replica identity full", o.mixed),
+            'd' => ("d: one large transaction", o.large),
+            'e' => ("e: wide rows (50 columns), 1,000-row txns", o.wide),
+            'l' => {
+                results.push(latency::run(
+                    &pg,
+                    &kafka,
+                    o.rate,
+                    o.duration_s,
+                    &o.connector_args,
+                )?);
+                continue;
+            }
             other => return Err(format!("unknown workload {other}").into()),
         };
         eprintln!("workload {name}: {rows} changes ...");
         let services = Services {
             pg: &pg,
             kafka: &kafka,
-            registry: registry.as_ref().filter(|_| *w == 'a'),
+            registry: registry.as_ref(),
             recvlogical: &recvlogical,
             connector_args: &o.connector_args,
             wrap: &o.wrap,
@@ -176,7 +214,7 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         wrap,
     } = services;
     let db = pg.create_database(&format!("bench_{kind}"))?;
-    pg.execute(&db, TABLE)?;
+    pg.execute(&db, if kind == 'e' { &wide::TABLE } else { TABLE })?;
     if kind == 'c' {
         pg.execute(&db, "ALTER TABLE bench REPLICA IDENTITY FULL")?;
         // The rows the backlog updates and deletes exist before the slots do.
@@ -342,6 +380,27 @@ fn write_backlog(pg: &Postgres, db: &str, kind: char, rows: u64) -> Result<u64> 
             )?;
             Ok(rows)
         }
+        'd' => {
+            pg.execute(
+                db,
+                &format!(
+                    "DO $$ BEGIN {sync_off} \
+                     INSERT INTO bench SELECT {ROW} FROM generate_series(1, {rows}) AS i; END $$"
+                ),
+            )?;
+            Ok(rows)
+        }
+        'e' => {
+            let batches = rows.div_ceil(TXN_ROWS);
+            pg.execute(db, &format!(
+                "DO $$ BEGIN {sync_off} FOR b IN 0..{} LOOP \
+                   INSERT INTO bench SELECT {} FROM generate_series(b * {TXN_ROWS} + 1, least((b + 1) * {TXN_ROWS}, {rows})) AS i; \
+                   COMMIT; END LOOP; END $$",
+                batches - 1,
+                *wide::ROW,
+            ))?;
+            Ok(rows)
+        }
         'c' => {
             // ids 1..t are updated, t+1..2t deleted, 2t+1..3t inserted;
             // every transaction does 1,000 of each.
@@ -475,7 +534,10 @@ fn proc_usage(pid: u32) -> Option<(f64, u64)> {
 fn print_table(results: &[Json]) {
     println!("\n| workload | format | changes | WAL MB | pg_recvlogical s | rows/s | WAL MB/s | connector s | rows/s | ratio | CPU s | peak RSS MB |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for r in results {
+    let (steady, backlog): (Vec<&Json>, Vec<&Json>) = results
+        .iter()
+        .partition(|r| r.get("latency_p50_ms").is_some());
+    for r in backlog {
         println!(
             "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} |",
             r["workload"].as_str().unwrap_or(""),
@@ -488,6 +550,23 @@ fn print_table(results: &[Json]) {
             r["connector_s"].as_f64().unwrap_or(0.0),
             r["connector_rows_per_s"].as_f64().unwrap_or(0.0),
             r["ratio_to_recvlogical"].as_f64().unwrap_or(0.0),
+            r["connector_cpu_s"].as_f64().unwrap_or(0.0),
+            r["connector_peak_rss_mb"].as_f64().unwrap_or(0.0),
+        );
+    }
+    if steady.is_empty() {
+        return;
+    }
+    println!("\n| workload | records | commit-to-append p50 ms | p99 ms | max ms | CPU s | peak RSS MB |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for r in steady {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.2} | {:.0} |",
+            r["workload"].as_str().unwrap_or(""),
+            r["records_read"],
+            r["latency_p50_ms"],
+            r["latency_p99_ms"],
+            r["latency_max_ms"],
             r["connector_cpu_s"].as_f64().unwrap_or(0.0),
             r["connector_peak_rss_mb"].as_f64().unwrap_or(0.0),
         );

@@ -1,0 +1,174 @@
+//! Micro-benchmarks of the per-change work, events per second on one core:
+//! decoding a pgoutput Insert, turning its text values into Connect values,
+//! and encoding the Debezium envelope and key as JSON (with and without
+//! embedded schemas) and as Avro (the binary body; the registry is not on
+//! the hot path). The row is workload (a)'s of the end-to-end benchmark:
+//! bigint, 64 characters of text, int, timestamptz.
+//!
+//! `cargo bench --bench codec`
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use pgcdc_kafka::config::AvroLogicalTypes;
+use pgcdc_kafka::encode::avro::write::write_value;
+use pgcdc_kafka::encode::json::JsonEncoder;
+use pgcdc_kafka::event::envelope::{envelope_value, key_value, ConnectorInfo};
+use pgcdc_kafka::event::{ChangeEvent, Op, SourceInfo, TableSchema};
+use pgcdc_kafka::lsn::Lsn;
+use pgcdc_kafka::source::pgoutput::{self, Column, LogicalMessage, Relation, ReplicaIdentity};
+use pgcdc_kafka::source::relation::{CatalogColumn, RelationCache};
+use pgcdc_kafka::source::types::{TypeRegistry, ValueOptions};
+
+const RELATION_ID: u32 = 16_384;
+const LSN: Lsn = Lsn::new(0x1_6B37_4D48);
+
+fn relation() -> Relation {
+    let column = |name: &str, type_oid, is_key| Column {
+        is_key,
+        name: name.to_owned(),
+        type_oid,
+        type_modifier: -1,
+    };
+    Relation {
+        id: RELATION_ID,
+        namespace: "public".into(),
+        name: "bench".into(),
+        replica_identity: ReplicaIdentity::Default,
+        columns: vec![
+            column("id", 20, true),
+            column("payload", 25, false),
+            column("n", 23, false),
+            column("ts", 1184, false),
+        ],
+    }
+}
+
+/// An Insert message as the walsender sends it (text format values).
+fn insert_message() -> Bytes {
+    let values: [&[u8]; 4] = [
+        b"123456",
+        b"e10adc3949ba59abbe56e057f20f883ef7c6b7a19bbd1a2c5ba0c9d8c1e4f7a2",
+        b"456",
+        b"2026-12-04 11:19:51.123456+00",
+    ];
+    let mut m = BytesMut::new();
+    m.put_u8(b'I');
+    m.put_u32(RELATION_ID);
+    m.put_u8(b'N');
+    m.put_u16(values.len() as u16);
+    for v in values {
+        m.put_u8(b't');
+        m.put_u32(v.len() as u32);
+        m.put_slice(v);
+    }
+    m.freeze()
+}
+
+fn setup() -> (RelationCache, Arc<TableSchema>) {
+    let mut relations =
+        RelationCache::new("bench", ValueOptions::default(), TypeRegistry::default());
+    let catalog: Vec<CatalogColumn> = relation()
+        .columns
+        .iter()
+        .map(|c| CatalogColumn {
+            name: c.name.clone(),
+            not_null: true,
+            primary_key_position: c.is_key.then_some(1),
+        })
+        .collect();
+    let table = relations
+        .update(&relation(), &catalog)
+        .expect("the relation is valid");
+    (relations, table)
+}
+
+fn event(relations: &RelationCache, table: &Arc<TableSchema>) -> ChangeEvent {
+    let LogicalMessage::Insert(insert) = pgoutput::decode(&insert_message(), LSN).expect("decodes")
+    else {
+        unreachable!("an insert")
+    };
+    ChangeEvent {
+        table: Arc::clone(table),
+        op: Op::Create,
+        before: None,
+        after: Some(relations.decode_row(table, &insert.new, LSN).expect("row")),
+        source: SourceInfo {
+            commit_time_micros: 1_764_847_191_123_456,
+            xid: 771,
+            lsn: LSN,
+            last_commit_lsn: Some(Lsn::new(0x1_6B37_4C00)),
+            snapshot: "false",
+        },
+    }
+}
+
+fn info() -> ConnectorInfo {
+    ConnectorInfo {
+        name: "bench".into(),
+        db: "shop".into(),
+    }
+}
+
+fn decode(c: &mut Criterion) {
+    let (relations, table) = setup();
+    let message = insert_message();
+    let mut group = c.benchmark_group("decode");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("pgoutput insert", |b| {
+        b.iter(|| pgoutput::decode(black_box(&message), LSN).expect("decodes"))
+    });
+    let LogicalMessage::Insert(insert) = pgoutput::decode(&message, LSN).expect("decodes") else {
+        unreachable!("an insert")
+    };
+    group.bench_function("row values (text to Connect)", |b| {
+        b.iter(|| {
+            relations
+                .decode_row(&table, black_box(&insert.new), LSN)
+                .expect("row")
+        })
+    });
+    group.finish();
+}
+
+fn encode(c: &mut Criterion) {
+    let (relations, table) = setup();
+    let event = event(&relations, &table);
+    let mut group = c.benchmark_group("encode");
+    group.throughput(Throughput::Elements(1));
+    for (name, schemas) in [("json with schemas", true), ("json without schemas", false)] {
+        let mut encoder = JsonEncoder::new(info(), schemas);
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let key = encoder.key(black_box(&event));
+                let value = encoder.value(black_box(&event), None, 1_764_847_191_200_000);
+                (key, value)
+            })
+        });
+    }
+    let key_schema = table.key_schema.clone().expect("a key");
+    let info = info();
+    group.bench_function("avro body", |b| {
+        b.iter(|| {
+            let mut key = Vec::with_capacity(64);
+            let tree = key_value(black_box(&event)).expect("a key");
+            write_value(&mut key, &key_schema, &tree, AvroLogicalTypes::Debezium).expect("fits");
+            let mut value = Vec::with_capacity(256);
+            let tree = envelope_value(black_box(&event), &info, None, 1_764_847_191_200_000);
+            write_value(
+                &mut value,
+                &table.envelope_schema,
+                &tree,
+                AvroLogicalTypes::Debezium,
+            )
+            .expect("fits");
+            (key, value)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decode, encode);
+criterion_main!(benches);

@@ -1,0 +1,414 @@
+//! Connect JSON written straight into a byte buffer: the hot path of the
+//! JSON encoder.
+//!
+//! [`super::value_json`] builds a `serde_json::Value` tree, and the envelope
+//! builders in [`crate::event::envelope`] build a Connect [`Value`] tree
+//! before that, cloning every column name and string on the way. For a
+//! table's change events both trees are skipped: the envelope, its rows and
+//! its source block are written field by field from the event. The bytes are
+//! exactly those of the tree path (`value_json(&envelope_value(..))`), which
+//! stays the reference and is what the tests compare against.
+
+use base64::Engine;
+
+use crate::event::envelope::ConnectorInfo;
+use crate::event::metadata::TransactionBlock;
+use crate::event::value::Value;
+use crate::event::ChangeEvent;
+
+/// Appends `s` as a JSON string (quoted and escaped).
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    // Writing a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn write_i64(out: &mut Vec<u8>, i: i64) {
+    let mut buffer = itoa::Buffer::new();
+    out.extend_from_slice(buffer.format(i).as_bytes());
+}
+
+/// As [`super::float_json`]: non-finite floats are the strings Jackson writes.
+fn write_f64(out: &mut Vec<u8>, f: f64) {
+    if f.is_nan() {
+        out.extend_from_slice(b"\"NaN\"");
+    } else if f.is_infinite() {
+        out.extend_from_slice(if f > 0.0 {
+            b"\"Infinity\""
+        } else {
+            b"\"-Infinity\""
+        });
+    } else {
+        // serde_json's own float formatting, so the bytes match the tree path.
+        let _ = serde_json::to_writer(&mut *out, &f);
+    }
+}
+
+/// Appends a Connect value as the JsonConverter writes it: the bytes of
+/// `value_json(value).to_string()`.
+pub fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Boolean(true) => out.extend_from_slice(b"true"),
+        Value::Boolean(false) => out.extend_from_slice(b"false"),
+        Value::Int8(i) => write_i64(out, i64::from(*i)),
+        Value::Int16(i) => write_i64(out, i64::from(*i)),
+        Value::Int32(i) => write_i64(out, i64::from(*i)),
+        Value::Int64(i) => write_i64(out, *i),
+        // Through f64's shortest representation of the f32, as Jackson prints floats.
+        Value::Float32(f) if f.is_finite() => match f.to_string().parse::<f64>() {
+            Ok(wide) => write_f64(out, wide),
+            Err(_) => out.extend_from_slice(b"null"),
+        },
+        Value::Float32(f) => write_f64(out, f64::from(*f)),
+        Value::Float64(f) => write_f64(out, *f),
+        Value::String(s) => write_str(out, s),
+        Value::Bytes(b) => {
+            // Base64 needs no escaping.
+            out.push(b'"');
+            let start = out.len();
+            let len = base64::encoded_len(b.len(), true).unwrap_or(0);
+            out.resize(start + len, 0);
+            let written = base64::engine::general_purpose::STANDARD
+                .encode_slice(b, &mut out[start..])
+                .unwrap_or(0);
+            out.truncate(start + written);
+            out.push(b'"');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Map(entries) | Value::Struct(entries) => {
+            write_object(out, entries.iter().map(|(k, v)| (k.as_str(), v)));
+        }
+    }
+}
+
+/// Appends an object of `entries`, in order.
+///
+/// The tree path would keep the first position and the last value of a
+/// repeated name (an insertion-ordered map); Connect structs and hstore
+/// maps never repeat one.
+fn write_object<'a>(out: &mut Vec<u8>, entries: impl Iterator<Item = (&'a str, &'a Value)>) {
+    out.push(b'{');
+    for (i, (name, value)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, name);
+        out.push(b':');
+        write_value(out, value);
+    }
+    out.push(b'}');
+}
+
+/// A row as the `before` / `after` struct: column names in table order.
+fn write_row(out: &mut Vec<u8>, event: &ChangeEvent, row: Option<&Vec<Value>>) {
+    match row {
+        None => out.extend_from_slice(b"null"),
+        Some(values) => write_object(
+            out,
+            event
+                .table
+                .columns
+                .iter()
+                .zip(values)
+                .map(|(c, v)| (c.name.as_str(), v)),
+        ),
+    }
+}
+
+/// The source block, as [`crate::event::envelope::source_value`] builds it.
+fn write_source(out: &mut Vec<u8>, event: &ChangeEvent, info: &ConnectorInfo) {
+    let s = &event.source;
+    let ts_us = s.commit_time_micros;
+    out.extend_from_slice(b"{\"version\":");
+    write_str(out, env!("CARGO_PKG_VERSION"));
+    out.extend_from_slice(b",\"connector\":\"postgresql\",\"name\":");
+    write_str(out, &info.name);
+    out.extend_from_slice(b",\"ts_ms\":");
+    write_i64(out, ts_us.div_euclid(1000));
+    out.extend_from_slice(b",\"snapshot\":");
+    write_str(out, s.snapshot);
+    out.extend_from_slice(b",\"db\":");
+    write_str(out, &info.db);
+    // The sequence is a string holding a JSON array of two LSN strings.
+    out.extend_from_slice(b",\"sequence\":\"[");
+    match s.last_commit_lsn {
+        Some(l) => {
+            out.extend_from_slice(b"\\\"");
+            write_i64(out, l.as_u64() as i64);
+            out.extend_from_slice(b"\\\"");
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\\\"");
+    let mut buffer = itoa::Buffer::new();
+    out.extend_from_slice(buffer.format(s.lsn.as_u64()).as_bytes());
+    out.extend_from_slice(b"\\\"]\",\"ts_us\":");
+    write_i64(out, ts_us);
+    out.extend_from_slice(b",\"ts_ns\":");
+    write_i64(out, ts_us.saturating_mul(1000));
+    out.extend_from_slice(b",\"schema\":");
+    write_str(out, &event.table.schema);
+    out.extend_from_slice(b",\"table\":");
+    write_str(out, &event.table.table);
+    out.extend_from_slice(b",\"txId\":");
+    write_i64(out, i64::from(s.xid));
+    out.extend_from_slice(b",\"lsn\":");
+    write_i64(out, s.lsn.as_u64() as i64);
+    out.extend_from_slice(b",\"xmin\":null}");
+}
+
+/// Appends the envelope payload of `event`: the bytes of
+/// `value_json(&envelope_value(event, info, transaction, now_micros))`.
+pub fn write_envelope(
+    out: &mut Vec<u8>,
+    event: &ChangeEvent,
+    info: &ConnectorInfo,
+    transaction: Option<&TransactionBlock>,
+    now_micros: i64,
+) {
+    out.extend_from_slice(b"{\"before\":");
+    write_row(out, event, event.before.as_ref());
+    out.extend_from_slice(b",\"after\":");
+    write_row(out, event, event.after.as_ref());
+    out.extend_from_slice(b",\"source\":");
+    write_source(out, event, info);
+    out.extend_from_slice(b",\"transaction\":");
+    match transaction {
+        Some(block) => write_value(out, &block.value()),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"op\":");
+    write_str(out, event.op.code());
+    out.extend_from_slice(b",\"ts_ms\":");
+    write_i64(out, now_micros.div_euclid(1000));
+    out.extend_from_slice(b",\"ts_us\":");
+    write_i64(out, now_micros);
+    out.extend_from_slice(b",\"ts_ns\":");
+    write_i64(out, now_micros.saturating_mul(1000));
+    out.push(b'}');
+}
+
+/// Appends the key payload of `event` (the bytes of
+/// `value_json(&key_value(event)?)`); returns `false`, writing nothing,
+/// for a null key.
+pub fn write_key(out: &mut Vec<u8>, event: &ChangeEvent) -> bool {
+    let Some(row) = event.after.as_ref().or(event.before.as_ref()) else {
+        return false;
+    };
+    let table = &event.table;
+    if table.key_columns.is_empty() {
+        return false;
+    }
+    let routed = table
+        .routed_key_field
+        .as_ref()
+        .map(|(field, value)| (field.as_str(), value));
+    out.push(b'{');
+    for (n, &i) in table.key_columns.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        write_str(out, &table.columns[i].name);
+        out.push(b':');
+        write_value(out, row.get(i).unwrap_or(&Value::Null));
+    }
+    if let Some((field, value)) = routed {
+        out.push(b',');
+        write_str(out, field);
+        out.push(b':');
+        write_str(out, value);
+    }
+    out.push(b'}');
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::encode::json::value_json;
+    use crate::event::envelope::{self, envelope_value, key_value};
+    use crate::event::value::{ConnectSchema, ConnectType};
+    use crate::event::{ColumnSchema, Op, SourceInfo, TableSchema};
+    use crate::lsn::Lsn;
+
+    fn written(value: &Value) -> String {
+        let mut out = Vec::new();
+        write_value(&mut out, value);
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    fn any_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Boolean),
+            any::<i8>().prop_map(Value::Int8),
+            any::<i16>().prop_map(Value::Int16),
+            any::<i32>().prop_map(Value::Int32),
+            any::<i64>().prop_map(Value::Int64),
+            any::<f32>().prop_map(Value::Float32),
+            any::<f64>().prop_map(Value::Float64),
+            Just(Value::Float64(f64::NAN)),
+            Just(Value::Float32(f32::NEG_INFINITY)),
+            any::<String>().prop_map(Value::String),
+            "[\\x00-\\x1f\"\\\\/a-zé€😀]{0,12}".prop_map(Value::String),
+            proptest::collection::vec(any::<u8>(), 0..40).prop_map(Value::Bytes),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            let unique = |entries: Vec<(String, Value)>| {
+                // Connect structs and hstore maps never repeat a name.
+                let mut seen = std::collections::HashSet::new();
+                entries
+                    .into_iter()
+                    .filter(|(k, _)| seen.insert(k.clone()))
+                    .collect::<Vec<_>>()
+            };
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::vec(("[a-z\"é]{0,4}", inner.clone()), 0..6)
+                    .prop_map(move |e| Value::Map(unique(e))),
+                proptest::collection::vec(("[a-z_]{1,6}", inner), 0..6)
+                    .prop_map(move |e| Value::Struct(unique(e))),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn values_are_written_as_the_tree_path_prints_them(value in any_value()) {
+            prop_assert_eq!(written(&value), value_json(&value).to_string());
+        }
+    }
+
+    fn table(routed: bool) -> Arc<TableSchema> {
+        let column = |name: &str, kind| ColumnSchema {
+            name: name.to_owned(),
+            type_oid: 0,
+            type_modifier: -1,
+            schema: ConnectSchema::primitive(kind).optional(),
+        };
+        let columns = vec![
+            column("id", ConnectType::Int64),
+            column("naïve \"quoted\"", ConnectType::String),
+            column("amount", ConnectType::Bytes),
+            column("ratio", ConnectType::Float64),
+        ];
+        let topic = "app.public.t";
+        let row = envelope::row_schema(topic, &columns);
+        Arc::new(TableSchema {
+            relation_id: 1,
+            schema: "public".into(),
+            table: "t\"ü".into(),
+            topic: topic.into(),
+            key_schema: Some(envelope::key_schema(topic, &[&columns[0], &columns[1]])),
+            envelope_schema: envelope::envelope_schema(topic, &row),
+            row_schema: row,
+            key_columns: vec![0, 1],
+            routed_key_field: routed.then(|| {
+                (
+                    "__dbz__physicalTableIdentifier".into(),
+                    "app.public.t_1".into(),
+                )
+            }),
+            columns,
+        })
+    }
+
+    fn row(id: i64) -> Vec<Value> {
+        vec![
+            Value::Int64(id),
+            Value::String("line\nbreak \u{1}".into()),
+            Value::Bytes(vec![1, 2, 255]),
+            Value::Float64(f64::INFINITY),
+        ]
+    }
+
+    #[test]
+    fn envelopes_and_keys_are_written_as_the_tree_path_prints_them() {
+        let info = ConnectorInfo {
+            name: "app\"x".into(),
+            db: "shop".into(),
+        };
+        let block = TransactionBlock {
+            id: "7:100".into(),
+            total_order: 3,
+            data_collection_order: 2,
+        };
+        for (op, before, after, last_commit, transaction, routed) in [
+            (
+                Op::Create,
+                None,
+                Some(row(1)),
+                Some(Lsn::new(99)),
+                None,
+                false,
+            ),
+            (
+                Op::Update,
+                Some(row(1)),
+                Some(row(2)),
+                None,
+                Some(&block),
+                true,
+            ),
+            (
+                Op::Delete,
+                Some(row(3)),
+                None,
+                Some(Lsn::new(5)),
+                None,
+                false,
+            ),
+            (Op::Truncate, None, None, None, None, false),
+            (Op::Read, None, Some(row(-4)), None, None, true),
+        ] {
+            let event = ChangeEvent {
+                table: table(routed),
+                op,
+                before,
+                after,
+                source: SourceInfo {
+                    commit_time_micros: -1_234_567,
+                    xid: u32::MAX,
+                    lsn: Lsn::new(u64::MAX - 3),
+                    last_commit_lsn: last_commit,
+                    snapshot: if op == Op::Read { "last" } else { "false" },
+                },
+            };
+            let mut out = Vec::new();
+            write_envelope(&mut out, &event, &info, transaction, 1_700_000_000_123_456);
+            let tree = value_json(&envelope_value(
+                &event,
+                &info,
+                transaction,
+                1_700_000_000_123_456,
+            ));
+            assert_eq!(String::from_utf8(out).unwrap(), tree.to_string(), "{op:?}");
+
+            let mut key = Vec::new();
+            let wrote = write_key(&mut key, &event);
+            match key_value(&event) {
+                Some(tree) => {
+                    assert!(wrote, "{op:?}");
+                    assert_eq!(
+                        String::from_utf8(key).unwrap(),
+                        value_json(&tree).to_string()
+                    );
+                }
+                None => assert!(!wrote && key.is_empty(), "{op:?}"),
+            }
+        }
+    }
+}
