@@ -202,6 +202,33 @@ const SERVER_FACTS: &str = "\
            (SELECT setting::int8 FROM pg_settings WHERE name = 'wal_sender_timeout') \
     FROM pg_roles r WHERE r.rolname = current_user";
 
+/// `--signal-data-collection`: the table incremental snapshots need.
+async fn check_signal_table(client: &Client, config: &RunConfig, report: &mut Report) {
+    let Some(table) = config
+        .signal_data_collection
+        .as_deref()
+        .and_then(crate::source::signal::SignalTable::parse)
+    else {
+        return;
+    };
+    match crate::source::signal::problems(client, &table, &config.publication_name).await {
+        Ok(problems) if problems.is_empty() => report.pass(
+            "signal table",
+            format!("{table} is published and writable; incremental snapshots can run"),
+        ),
+        Ok(problems) => {
+            for (problem, fix) in problems {
+                report.fail("signal table", problem, fix);
+            }
+        }
+        Err(error) => report.fail(
+            "signal table",
+            crate::error_chain(&error),
+            "connect as a role that may read the catalog",
+        ),
+    }
+}
+
 /// Checks the database side; returns the tables that would be streamed
 /// (`None` when they cannot be known).
 async fn check_postgres(
@@ -298,6 +325,7 @@ async fn check_postgres(
     check_retention(&facts, report);
     check_sender_timeout(&facts, health, report);
     let tables = check_publication(&client, config, &facts, report).await;
+    check_signal_table(&client, config, report).await;
     if let Some(tables) = &tables {
         check_tables(config, tables, report);
     }

@@ -122,6 +122,22 @@ pub struct RunConfig {
     #[arg(long, env = "PGCDC_SNAPSHOT_CHUNK_PAGES", default_value_t = 4096)]
     pub snapshot_chunk_pages: u32,
 
+    /// The signal table, schema.table (Debezium's signal.data.collection),
+    /// with columns (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL,
+    /// data varchar(2048)); it must be in the publication. A row of type
+    /// `execute-snapshot` starts an incremental snapshot of the tables it
+    /// names, `stop-snapshot` stops it (see docs/SNAPSHOTS.md).
+    #[arg(long, env = "PGCDC_SIGNAL_DATA_COLLECTION")]
+    pub signal_data_collection: Option<String>,
+
+    /// Rows per incremental snapshot chunk (Debezium's incremental.snapshot.chunk.size).
+    #[arg(
+        long,
+        env = "PGCDC_INCREMENTAL_SNAPSHOT_CHUNK_SIZE",
+        default_value_t = 1024
+    )]
+    pub incremental_snapshot_chunk_size: u32,
+
     /// Write a tombstone (same key, null value) after each delete, so log
     /// compaction can drop the key (Debezium's tombstones.on.delete).
     #[arg(long, env = "PGCDC_TOMBSTONES_ON_DELETE", default_value_t = true, action = clap::ArgAction::Set)]
@@ -851,6 +867,21 @@ impl RunConfig {
             "snapshot-workers",
             &format!("{:?}", self.snapshot_workers),
             "and --snapshot-chunk-pages must be at least 1",
+        );
+        check(
+            self.signal_data_collection.as_deref().is_none_or(|t| {
+                t.split_once('.')
+                    .is_some_and(|(s, t)| !s.is_empty() && !t.is_empty())
+            }),
+            "signal-data-collection",
+            self.signal_data_collection.as_deref().unwrap_or(""),
+            "must name a table as schema.table",
+        );
+        check(
+            self.incremental_snapshot_chunk_size > 0,
+            "incremental-snapshot-chunk-size",
+            &self.incremental_snapshot_chunk_size.to_string(),
+            "must be at least 1",
         );
         check(
             self.max_in_flight_messages > 0,

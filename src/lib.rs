@@ -28,6 +28,7 @@ pub mod http;
 pub mod lsn;
 pub mod metrics;
 pub mod pipeline;
+pub mod progress;
 pub mod select;
 pub mod sink;
 pub mod source;

@@ -11,6 +11,7 @@ use pgcdc_kafka::config::{layers, show, ConfigSources, LogFormat, Origins, Probl
 use pgcdc_kafka::http::{HealthPolicy, HttpServer};
 use pgcdc_kafka::metrics::Metrics;
 use pgcdc_kafka::pipeline::Shutdown;
+use pgcdc_kafka::source::signal::SnapshotArgs;
 use pgcdc_kafka::status::StatusArgs;
 use tracing_subscriber::EnvFilter;
 
@@ -41,6 +42,10 @@ enum Command {
     Check(Box<CheckArgs>),
     /// Show the replication slot's state and a running connector's progress.
     Status(Box<StatusArgs>),
+    /// Ask a running connector for an incremental snapshot of tables (or,
+    /// with --stop, to stop one) by inserting a signal into its
+    /// --signal-data-collection table.
+    Snapshot(Box<SnapshotArgs>),
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -271,6 +276,16 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        Command::Snapshot(args) => match pgcdc_kafka::source::signal::send(&args).await {
+            Ok(sent) => {
+                print_report(cli.log_format, &sent);
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {}", pgcdc_kafka::error_chain(&error));
+                ExitCode::FAILURE
+            }
+        },
         Command::Run(args) => {
             let RunArgs { config, health, .. } = *args;
             if !configuration_is_valid(layered.as_ref(), &config) {

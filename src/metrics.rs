@@ -102,6 +102,16 @@ pub mod names {
     pub const SNAPSHOT_TABLES: &str = "pgcdc_snapshot_tables";
     /// Tables the running (or last) snapshot has finished.
     pub const SNAPSHOT_TABLES_DONE: &str = "pgcdc_snapshot_tables_done";
+    /// Rows emitted by incremental snapshots (`source.snapshot` = `incremental`).
+    pub const INCREMENTAL_SNAPSHOT_ROWS: &str = "pgcdc_incremental_snapshot_rows_total";
+    /// Incremental snapshot chunks emitted (one per watermark window).
+    pub const INCREMENTAL_SNAPSHOT_CHUNKS: &str = "pgcdc_incremental_snapshot_chunks_total";
+    /// Tables incremental snapshots have finished.
+    pub const INCREMENTAL_SNAPSHOT_TABLES_DONE: &str =
+        "pgcdc_incremental_snapshot_tables_done_total";
+    /// Tables the running incremental snapshot still has to read (the current one included).
+    pub const INCREMENTAL_SNAPSHOT_TABLES_REMAINING: &str =
+        "pgcdc_incremental_snapshot_tables_remaining";
 }
 
 /// Microseconds since the Unix epoch.
@@ -327,6 +337,10 @@ pub struct Metrics {
     snapshot_running: AtomicU64,
     snapshot_tables: AtomicU64,
     snapshot_tables_done: AtomicU64,
+    incremental_rows: AtomicU64,
+    incremental_chunks: AtomicU64,
+    incremental_tables_done: AtomicU64,
+    incremental_tables_remaining: AtomicU64,
 
     probes: Mutex<Probes>,
 }
@@ -375,6 +389,10 @@ impl Metrics {
             snapshot_running: AtomicU64::new(0),
             snapshot_tables: AtomicU64::new(0),
             snapshot_tables_done: AtomicU64::new(0),
+            incremental_rows: AtomicU64::new(0),
+            incremental_chunks: AtomicU64::new(0),
+            incremental_tables_done: AtomicU64::new(0),
+            incremental_tables_remaining: AtomicU64::new(0),
             probes: Mutex::new(Probes::default()),
         }
     }
@@ -594,6 +612,23 @@ impl Metrics {
     /// The snapshot ended (complete or interrupted).
     pub fn snapshot_finished(&self) {
         self.snapshot_running.store(0, Ordering::Relaxed);
+    }
+
+    /// An incremental snapshot chunk of `rows` rows was emitted.
+    pub fn incremental_chunk(&self, rows: u64) {
+        self.incremental_chunks.fetch_add(1, Ordering::Relaxed);
+        self.incremental_rows.fetch_add(rows, Ordering::Relaxed);
+    }
+
+    /// An incremental snapshot finished one more table.
+    pub fn incremental_table_done(&self) {
+        self.incremental_tables_done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Tables the incremental snapshot still has to read.
+    pub fn incremental_tables_remaining(&self, tables: u64) {
+        self.incremental_tables_remaining
+            .store(tables, Ordering::Relaxed);
     }
 
     // ----- reading ---------------------------------------------------------
@@ -882,6 +917,30 @@ impl Metrics {
             names::SNAPSHOT_TABLES_DONE,
             "Tables the running or last snapshot has finished.",
             load(&self.snapshot_tables_done) as f64,
+        );
+        counter(
+            &mut out,
+            names::INCREMENTAL_SNAPSHOT_ROWS,
+            "Rows emitted by incremental snapshots.",
+            load(&self.incremental_rows),
+        );
+        counter(
+            &mut out,
+            names::INCREMENTAL_SNAPSHOT_CHUNKS,
+            "Incremental snapshot chunks emitted.",
+            load(&self.incremental_chunks),
+        );
+        counter(
+            &mut out,
+            names::INCREMENTAL_SNAPSHOT_TABLES_DONE,
+            "Tables incremental snapshots have finished.",
+            load(&self.incremental_tables_done),
+        );
+        gauge(
+            &mut out,
+            names::INCREMENTAL_SNAPSHOT_TABLES_REMAINING,
+            "Tables the running incremental snapshot still has to read.",
+            load(&self.incremental_tables_remaining) as f64,
         );
         out
     }

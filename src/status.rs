@@ -39,6 +39,11 @@ pub struct StatusArgs {
     #[arg(long, env = "PGCDC_METRICS_URL")]
     pub metrics_url: Option<String>,
 
+    /// The connector's --signal-data-collection: also show the progress of
+    /// its incremental snapshot, as recorded in that table.
+    #[arg(long, env = "PGCDC_SIGNAL_DATA_COLLECTION")]
+    pub signal_data_collection: Option<String>,
+
     /// How long connecting and each request may take.
     #[arg(long = "status-timeout", env = "PGCDC_STATUS_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -112,6 +117,9 @@ pub struct StatusReport {
     /// The working slot of a snapshot in progress (or one interrupted by a crash).
     pub snapshot_slot: Option<SlotState>,
     pub connector: Option<ConnectorProgress>,
+    /// With --signal-data-collection: the recorded incremental snapshot
+    /// progress (`None`: none is running).
+    pub incremental_snapshot: Option<crate::source::signal::Progress>,
     /// What could not be read, or is wrong, each with what to do.
     pub problems: Vec<String>,
 }
@@ -144,6 +152,25 @@ pub async fn run(args: &StatusArgs) -> StatusReport {
             args.pg_url,
             humantime::format_duration(args.timeout)
         )),
+    }
+    if let Some(table) = args
+        .signal_data_collection
+        .as_deref()
+        .and_then(crate::source::signal::SignalTable::parse)
+    {
+        let read = async {
+            let client = setup::connect(&args.pg_url).await?;
+            let id = crate::source::signal::progress_row_id(&args.slot_name);
+            crate::source::signal::read_progress(&client, &table, &id).await
+        };
+        match tokio::time::timeout(args.timeout, read).await {
+            Ok(Ok(progress)) => report.incremental_snapshot = progress,
+            Ok(Err(error)) => report.problems.push(crate::error_chain(&error)),
+            Err(_) => report.problems.push(format!(
+                "reading signal table {table} took longer than {}",
+                humantime::format_duration(args.timeout)
+            )),
+        }
     }
     if let Some(url) = &args.metrics_url {
         match read_connector(url, args.timeout).await {
@@ -379,6 +406,18 @@ impl fmt::Display for StatusReport {
                 "snapshot: working slot {:?} exists: a snapshot is running, or was interrupted \
                  and starts over on the next run",
                 snapshot.slot
+            )?;
+        }
+        if let Some(p) = &self.incremental_snapshot {
+            let after = p.last_key.as_ref().map_or_else(
+                || "from its first key".to_owned(),
+                |key| format!("after key {key:?}"),
+            );
+            writeln!(
+                f,
+                "incremental snapshot: {} table(s) left ({}), the current one {after}",
+                p.tables.len(),
+                p.tables.join(", ")
             )?;
         }
         if let Some(c) = &self.connector {

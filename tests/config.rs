@@ -303,7 +303,7 @@ fn unsupported_debezium_properties_are_each_listed_with_a_reason() {
                 "topic.prefix": "app",
                 "snapshot.mode": "custom",
                 "column.mask.with.10.chars": "public.customers.email",
-                "signal.data.collection": "public.signals",
+                "notification.enabled.channels": "sink",
                 "database.sslmode": "verify-full",
                 "transforms": "ins",
                 "transforms.ins.type": "org.apache.kafka.connect.transforms.InsertField$Value",
@@ -318,7 +318,7 @@ fn unsupported_debezium_properties_are_each_listed_with_a_reason() {
     for (property, reason) in [
         ("snapshot.mode", "Java classes"),
         ("column.mask.with.10.chars", "masking"),
-        ("signal.data.collection", "signals"),
+        ("notification.enabled.channels", "notifications"),
         ("database.sslmode", "TLS"),
         ("transforms.ins.type", "InsertField$Value"),
     ] {

@@ -31,9 +31,11 @@ use crate::source::setup::SetupError;
 mod previous_run;
 pub use previous_run::SlotLost;
 mod exactly_once;
+mod incremental;
 mod snapshot;
 mod stream;
 
+pub use incremental::IncrementalError;
 pub use snapshot::SnapshotError;
 
 pub use stream::{run_once, HeartbeatError};
@@ -67,6 +69,8 @@ pub enum PipelineError {
     Encode(#[from] EncodeError),
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    Incremental(#[from] IncrementalError),
     #[error(transparent)]
     Transform(#[from] crate::transform::TransformError),
     #[error(transparent)]
@@ -104,6 +108,7 @@ impl PipelineError {
             PipelineError::Sink(e) => e.is_retryable(),
             PipelineError::Encode(e) => e.is_retryable(),
             PipelineError::Snapshot(e) => e.is_retryable(),
+            PipelineError::Incremental(e) => e.is_retryable(),
             PipelineError::Transform(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded | PipelineError::PreviousRun(_) => true,

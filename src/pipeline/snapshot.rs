@@ -19,7 +19,7 @@
 //! the next start.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -32,6 +32,7 @@ use crate::checkpoint::TxnId;
 use crate::config::RunConfig;
 use crate::event::{ChangeEvent, Op, SourceInfo};
 use crate::lsn::Lsn;
+use crate::progress::SnapshotProgress;
 use crate::source::pgoutput::{Datum, Relation, Tuple};
 use crate::source::setup::{self, quote_ident, SetupError};
 use crate::source::snapshot::{self as reader, PageRange, SnapshotReadError};
@@ -213,6 +214,7 @@ pub(super) async fn emit_snapshot(
     let catalog_client = &clients[0];
     let mut tables = Vec::new();
     let mut jobs = Vec::new();
+    let mut estimated_rows = 0u64;
     for oid in reader::publication_tables(catalog_client, &config.publication_name).await? {
         let mut relation = reader::relation_from_catalog(catalog_client, oid).await?;
         if !stream.relations.admits(&relation) {
@@ -227,6 +229,7 @@ pub(super) async fn emit_snapshot(
         stream.relations.update(&relation, &catalog)?;
         stream.ensure_topic(&table.topic).await?;
         let pages = reader::relation_pages(catalog_client, oid).await?;
+        estimated_rows += reader::relation_row_estimate(catalog_client, oid).await?;
         let chunks = reader::plan_chunks(pages, config.snapshot_chunk_pages);
         let index = tables.len();
         jobs.extend(chunks.iter().map(|&range| (index, range)));
@@ -242,9 +245,11 @@ pub(super) async fn emit_snapshot(
     tracing::info!(
         tables = total_tables,
         chunks = jobs.len(),
+        estimated_rows,
         workers,
         "snapshot started"
     );
+    let mut progress = SnapshotProgress::new(total_tables as u64, estimated_rows);
 
     let relations: Arc<Vec<Relation>> =
         Arc::new(tables.iter().map(|t| t.relation.clone()).collect());
@@ -274,9 +279,7 @@ pub(super) async fn emit_snapshot(
 
     let txn = stream.sink.begin();
     let started = Instant::now();
-    let mut last_log = Instant::now();
     let mut total_rows = 0u64;
-    let mut tables_done = 0usize;
     let mut held_last: Option<(usize, Tuple)> = None;
     let mut first_overall = true;
     let source = |lsn: Lsn, marker: &'static str| SourceInfo {
@@ -292,6 +295,7 @@ pub(super) async fn emit_snapshot(
         let work = tokio::select! {
             biased;
             reason = &mut stop => {
+                progress.finish();
                 tracing::info!(?reason, rows = total_rows, "snapshot interrupted; it starts over on the next run");
                 for h in &handles { h.abort(); }
                 stream.summary.stopped = reason;
@@ -311,6 +315,7 @@ pub(super) async fn emit_snapshot(
                 let t = &mut tables[table];
                 t.rows += 1;
                 total_rows += 1;
+                progress.row();
                 let previous = t.pending.replace((tuple, t.rows == 1));
                 if let Some((row, first_in_table)) = previous {
                     let m = marker(
@@ -326,7 +331,7 @@ pub(super) async fn emit_snapshot(
                 let t = &mut tables[table];
                 t.chunks_left -= 1;
                 if t.chunks_left == 0 {
-                    tables_done += 1;
+                    progress.table_done();
                     stream.metrics.snapshot_table_done();
                     let first_in_table = t.pending.as_ref().is_some_and(|(_, first)| *first);
                     if let Some((row, _)) = t.pending.take() {
@@ -359,17 +364,6 @@ pub(super) async fn emit_snapshot(
                 }
             }
         }
-        if last_log.elapsed() > Duration::from_secs(5) {
-            last_log = Instant::now();
-            let rate = total_rows as f64 / started.elapsed().as_secs_f64().max(0.001);
-            tracing::info!(
-                rows = total_rows,
-                tables_done,
-                tables = total_tables,
-                rows_per_sec = rate as u64,
-                "snapshot progress"
-            );
-        }
     }
     if let Some((table, row)) = held_last.take() {
         emit_row(
@@ -384,6 +378,7 @@ pub(super) async fn emit_snapshot(
     for h in handles {
         let _ = h.await;
     }
+    progress.finish();
     stream.sink.commit(txn, point);
     tracing::info!(
         rows = total_rows,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent};
 use tokio::sync::watch;
 
-use super::{exactly_once, previous_run, snapshot};
+use super::{exactly_once, incremental, previous_run, snapshot};
 use super::{
     PipelineError, RunSummary, StopReason, NEW_KEY_HEADER, OLD_KEY_HEADER, SESSION_OPTIONS,
     UNCHANGED_COLUMNS_HEADER,
@@ -62,7 +62,7 @@ pub(super) struct Stream<'a> {
     topics: Option<TopicCreator>,
     txn: Option<OpenTxn>,
     message_topic: Arc<str>,
-    last_commit_lsn: Option<Lsn>,
+    pub(super) last_commit_lsn: Option<Lsn>,
     pub(super) summary: &'a mut RunSummary,
     /// `--stop-when-caught-up start-lsn`: the server's WAL position when the run began.
     target: Option<Lsn>,
@@ -80,6 +80,8 @@ pub(super) struct Stream<'a> {
     pub(super) already_in_kafka: Option<Lsn>,
     /// Whether the open transaction is one of those.
     skipping: bool,
+    /// Incremental snapshots, with `--signal-data-collection`.
+    pub(super) incremental: Option<incremental::Incremental>,
 }
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
@@ -227,6 +229,7 @@ pub async fn run_once(
         metadata: metadata::Metadata::new(config),
         already_in_kafka: None,
         skipping: false,
+        incremental: incremental::Incremental::start(config).await?,
         sql,
         config,
     };
@@ -373,6 +376,15 @@ impl Stream<'_> {
                     return Ok(reason);
                 }
             }
+            if stopping.is_none()
+                && self.txn.is_none()
+                && self
+                    .incremental
+                    .as_ref()
+                    .is_some_and(|i| i.wants_step(self.sink.acked()))
+            {
+                self.incremental_step().await?;
+            }
             if self.is_caught_up() {
                 tracing::info!(lsn = %self.received, "caught up; draining in-flight messages");
                 return Ok(StopReason::CaughtUp);
@@ -471,6 +483,9 @@ impl Stream<'_> {
                         self.transaction_ending(txn.id).await?;
                     }
                     self.sink.commit(txn.id, end_lsn.into());
+                    if let Some(incremental) = &mut self.incremental {
+                        incremental.committed(end_lsn.into());
+                    }
                     if !std::mem::take(&mut self.skipping) {
                         self.summary.transactions += 1;
                     }
@@ -521,6 +536,38 @@ impl Stream<'_> {
         lsn: Lsn,
     ) -> Result<(), PipelineError> {
         let skipped = self.config.skipped_operations;
+        // Incremental snapshots see every change first: signals, watermarks,
+        // and the keys that leave a chunk's buffer. Signal-table rows are
+        // then emitted like any captured table's, as Debezium does.
+        let mut signal = None;
+        if let Some(incremental) = &mut self.incremental {
+            match &message {
+                LogicalMessage::Relation(relation) if !incremental.is_signal_relation(relation) => {
+                    incremental.relation_changed(relation.id);
+                }
+                LogicalMessage::Insert(i) if incremental.is_signal(i.relation_id) => {
+                    signal = Some(i.new.clone());
+                }
+                LogicalMessage::Update(u) if incremental.is_signal(u.relation_id) => {
+                    signal = Some(u.new.clone());
+                }
+                LogicalMessage::Insert(i) => incremental.observe(i.relation_id, &[&i.new]),
+                LogicalMessage::Update(u) => match &u.old {
+                    Some(old) => incremental.observe(u.relation_id, &[old.tuple(), &u.new]),
+                    None => incremental.observe(u.relation_id, &[&u.new]),
+                },
+                LogicalMessage::Delete(d) => incremental.observe(d.relation_id, &[d.old.tuple()]),
+                LogicalMessage::Truncate(t) => {
+                    for &relation_id in &t.relation_ids {
+                        incremental.truncated(relation_id);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(tuple) = signal {
+            self.signal_change(&tuple, lsn).await?;
+        }
         let (op, relation_id, before, after) = match message {
             LogicalMessage::Relation(relation) => {
                 if !self.relations.admits(&relation) {
@@ -648,6 +695,18 @@ impl Stream<'_> {
         let headers = unchanged_header.into_iter().collect();
         let tombstone = op == Op::Delete && self.config.tombstones_on_delete;
         self.send_event(&event, headers, tombstone, txn_id).await
+    }
+
+    /// A change of the signal table, inside the open transaction.
+    async fn signal_change(&mut self, tuple: &Tuple, lsn: Lsn) -> Result<(), PipelineError> {
+        let Some(txn) = self.txn.as_ref() else {
+            return Ok(());
+        };
+        if self.skipping {
+            return Ok(());
+        }
+        let (id, xid, commit_time) = (txn.id, txn.xid, txn.commit_time_micros);
+        self.handle_signal(tuple, lsn, id, xid, commit_time).await
     }
 
     /// An update that changes the key: a delete of the old key (and its

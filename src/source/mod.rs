@@ -1,8 +1,9 @@
 //! The Postgres side: slot and publication setup, the pgoutput decoder, the
-//! relation cache and value decoding.
+//! relation cache, value decoding and the signal table.
 
 pub mod pgoutput;
 pub mod relation;
 pub mod setup;
+pub mod signal;
 pub mod snapshot;
 pub mod types;

@@ -386,6 +386,22 @@ impl RelationCache {
             .is_some_and(|types| types.iter().zip(row).any(|(ty, v)| unknown(ty, v)))
     }
 
+    /// The Relation message (or catalog reading) the schema of `relation_id`
+    /// was built from: its columns are the ones a tuple of it carries.
+    pub fn relation(&self, relation_id: u32) -> Option<&Relation> {
+        self.definitions.get(&relation_id).map(|(r, _)| r)
+    }
+
+    /// Positions in a tuple of `table` of its key columns, in key order.
+    pub fn key_positions(&self, table: &TableSchema) -> Option<Vec<usize>> {
+        let (_, positions) = self.positions.get(&table.relation_id)?;
+        table
+            .key_columns
+            .iter()
+            .map(|&k| positions.get(k).copied())
+            .collect()
+    }
+
     /// The current schema of a relation.
     pub fn get(&self, relation_id: u32, lsn: Lsn) -> Result<&Arc<TableSchema>, RowError> {
         self.tables

@@ -133,6 +133,18 @@ pub async fn relation_pages(client: &Client, oid: u32) -> Result<u32, SetupError
     Ok(u32::try_from(pages).unwrap_or(u32::MAX))
 }
 
+/// The planner's estimate of a relation's rows (`reltuples`), 0 when unknown.
+pub async fn relation_row_estimate(client: &Client, oid: u32) -> Result<u64, SetupError> {
+    let rows: f32 = client
+        .query_one("SELECT reltuples FROM pg_class WHERE oid = $1", &[&oid])
+        .await
+        .map_err(query_error(format!(
+            "estimating the rows of relation {oid}"
+        )))?
+        .get(0);
+    Ok(if rows > 0.0 { rows as u64 } else { 0 })
+}
+
 /// A range of pages `[start, end)`; `end == None` reads to the end of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageRange {

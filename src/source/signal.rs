@@ -1,0 +1,488 @@
+//! The signal table (Debezium's `signal.data.collection`): how operators ask
+//! a running connector for an incremental snapshot, and where the connector
+//! writes the watermarks and progress of one.
+//!
+//! The table has Debezium's shape, `(id varchar(42) PRIMARY KEY, type
+//! varchar(32) NOT NULL, data varchar(2048))`, and must be in the
+//! publication: the connector reads signals from the replication stream, so
+//! they take effect in commit order, exactly where they were inserted.
+//!
+//! - `execute-snapshot` with data `{"data-collections": ["public.t"], "type":
+//!   "incremental"}` adds tables to the incremental snapshot;
+//! - `stop-snapshot` with the same data removes them (all of them when
+//!   `data-collections` is absent or empty).
+//!
+//! The connector itself upserts one row per slot, id [`progress_row_id`],
+//! whose `type` is `snapshot-window-open` or `snapshot-window-close` (the
+//! watermarks around each chunk, Debezium's words) or `snapshot-progress`,
+//! and whose `data` is the snapshot's progress as JSON ([`Progress`]). One
+//! row, updated in place, keeps the table from growing with every chunk the
+//! way Debezium's inserted watermark rows do, and makes it the durable record
+//! from which a restarted connector resumes.
+
+use serde::{Deserialize, Serialize};
+use tokio_postgres::Client;
+
+use crate::config::PgUrl;
+use crate::source::setup::{self, quote_ident, SetupError};
+
+/// The `type` of a signal that starts an incremental snapshot.
+pub const EXECUTE_SNAPSHOT: &str = "execute-snapshot";
+/// The `type` of a signal that stops (part of) an incremental snapshot.
+pub const STOP_SNAPSHOT: &str = "stop-snapshot";
+/// The `type` of the progress row written before a chunk is read (low watermark).
+pub const WINDOW_OPEN: &str = "snapshot-window-open";
+/// The `type` of the progress row written after a chunk is read (high watermark).
+pub const WINDOW_CLOSE: &str = "snapshot-window-close";
+/// The `type` of the progress row written when a signal changes the table list.
+pub const PROGRESS: &str = "snapshot-progress";
+
+/// A signal table, `schema.table`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignalTable {
+    pub schema: String,
+    pub table: String,
+}
+
+impl SignalTable {
+    /// Parses `schema.table`.
+    pub fn parse(qualified: &str) -> Option<SignalTable> {
+        let (schema, table) = qualified.split_once('.')?;
+        (!schema.is_empty() && !table.is_empty()).then(|| SignalTable {
+            schema: schema.to_owned(),
+            table: table.to_owned(),
+        })
+    }
+
+    /// The quoted name, for SQL.
+    pub fn sql(&self) -> String {
+        format!("{}.{}", quote_ident(&self.schema), quote_ident(&self.table))
+    }
+
+    /// Whether a relation of this schema and name is the signal table.
+    pub fn is(&self, schema: &str, table: &str) -> bool {
+        self.schema == schema && self.table == table
+    }
+}
+
+impl std::fmt::Display for SignalTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.schema, self.table)
+    }
+}
+
+/// A key in the text output format of its columns, `None` for NULL.
+pub type KeyText = Vec<Option<String>>;
+
+/// An incremental snapshot's progress, as the progress row's `data` holds it.
+///
+/// `last_key` is the largest key of the current table (`tables[0]`) whose
+/// chunk Kafka has acknowledged; the next chunk starts after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Tables still to read, `schema.table`, the current one first.
+    pub tables: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_key: Option<KeyText>,
+    /// The chunk whose window this row opens or closes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<String>,
+}
+
+/// `data` of `execute-snapshot` and `stop-snapshot`.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct SignalData {
+    #[serde(rename = "data-collections", default)]
+    data_collections: Vec<String>,
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+}
+
+/// What a signal-table row asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// `execute-snapshot` of these tables.
+    ExecuteSnapshot { tables: Vec<String> },
+    /// `stop-snapshot` of these tables (every table when empty).
+    StopSnapshot { tables: Vec<String> },
+    /// The connector's own progress row.
+    Window { kind: String, progress: Progress },
+    /// A signal this connector does not act on, and why.
+    Ignored { kind: String, reason: String },
+    /// Another connector's watermark or progress row (a second slot, or a
+    /// Debezium connector sharing the table): not for us, and not a mistake.
+    Foreign,
+}
+
+/// Interprets a signal-table row. `progress_id` is this connector's own row.
+pub fn parse(id: &str, kind: &str, data: Option<&str>, progress_id: &str) -> Signal {
+    if id == progress_id {
+        return match data.map(serde_json::from_str::<Progress>) {
+            Some(Ok(progress)) => Signal::Window {
+                kind: kind.to_owned(),
+                progress,
+            },
+            _ => Signal::Ignored {
+                kind: kind.to_owned(),
+                reason: "the progress row's data is not valid progress JSON".into(),
+            },
+        };
+    }
+    if [WINDOW_OPEN, WINDOW_CLOSE, PROGRESS].contains(&kind) {
+        return Signal::Foreign;
+    }
+    let ignored = |reason: &str| Signal::Ignored {
+        kind: kind.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if kind != EXECUTE_SNAPSHOT && kind != STOP_SNAPSHOT {
+        return ignored("only execute-snapshot and stop-snapshot signals are supported");
+    }
+    let parsed = match data.map(serde_json::from_str::<SignalData>) {
+        None => SignalData::default(),
+        Some(Ok(parsed)) => parsed,
+        Some(Err(_)) => return ignored("data is not a JSON object with \"data-collections\""),
+    };
+    if parsed
+        .kind
+        .as_deref()
+        .is_some_and(|k| !k.eq_ignore_ascii_case("incremental"))
+    {
+        return ignored("only incremental snapshots are supported (\"type\": \"incremental\")");
+    }
+    let tables = parsed.data_collections;
+    if kind == EXECUTE_SNAPSHOT {
+        if tables.is_empty() {
+            return ignored("execute-snapshot names no table in \"data-collections\"");
+        }
+        Signal::ExecuteSnapshot { tables }
+    } else {
+        Signal::StopSnapshot { tables }
+    }
+}
+
+/// The id of the progress row of the connector using `slot`: at most 42
+/// characters, as the signal table's `id varchar(42)` allows.
+pub fn progress_row_id(slot: &str) -> String {
+    let id = format!("pgcdc-{slot}");
+    if id.len() <= 42 {
+        return id;
+    }
+    // FNV-1a: stable across builds, unlike std's hasher.
+    let hash = slot.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("pgcdc-{}-{hash:016x}", &slot[..19])
+}
+
+fn query_error(action: String) -> impl FnOnce(tokio_postgres::Error) -> SetupError {
+    move |error| SetupError::Query { action, error }
+}
+
+/// Inserts or replaces the row `id` of the signal table.
+pub async fn upsert(
+    client: &Client,
+    table: &SignalTable,
+    id: &str,
+    kind: &str,
+    data: &str,
+) -> Result<(), SetupError> {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {} (id, type, data) VALUES ($1, $2, $3) \
+                 ON CONFLICT (id) DO UPDATE SET type = EXCLUDED.type, data = EXCLUDED.data",
+                table.sql()
+            ),
+            &[&id, &kind, &data],
+        )
+        .await
+        .map(|_| ())
+        .map_err(query_error(format!(
+            "writing row {id:?} of signal table {table}"
+        )))
+}
+
+/// Deletes the row `id` of the signal table.
+pub async fn delete(client: &Client, table: &SignalTable, id: &str) -> Result<(), SetupError> {
+    client
+        .execute(
+            &format!("DELETE FROM {} WHERE id = $1", table.sql()),
+            &[&id],
+        )
+        .await
+        .map(|_| ())
+        .map_err(query_error(format!(
+            "deleting row {id:?} of signal table {table}"
+        )))
+}
+
+/// The progress recorded in the row `id`, if there is one.
+pub async fn read_progress(
+    client: &Client,
+    table: &SignalTable,
+    id: &str,
+) -> Result<Option<Progress>, SetupError> {
+    let row = client
+        .query_opt(
+            &format!("SELECT data::text FROM {} WHERE id = $1", table.sql()),
+            &[&id],
+        )
+        .await
+        .map_err(query_error(format!(
+            "reading row {id:?} of signal table {table}"
+        )))?;
+    Ok(row
+        .and_then(|r| r.get::<_, Option<String>>(0))
+        .and_then(|data| serde_json::from_str(&data).ok()))
+}
+
+/// Whether `table` is in `publication`.
+pub async fn is_published(
+    client: &Client,
+    publication: &str,
+    schema: &str,
+    table: &str,
+) -> Result<bool, SetupError> {
+    client
+        .query_opt(
+            "SELECT 1 FROM pg_publication_tables \
+             WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+            &[&publication, &schema, &table],
+        )
+        .await
+        .map(|row| row.is_some())
+        .map_err(query_error(format!(
+            "looking up {schema}.{table} in publication {publication:?}"
+        )))
+}
+
+/// What is wrong with a signal table for incremental snapshots, each with
+/// the fix; empty when it is usable.
+pub async fn problems(
+    client: &Client,
+    table: &SignalTable,
+    publication: &str,
+) -> Result<Vec<(String, String)>, SetupError> {
+    let name = table.to_string();
+    let row = client
+        .query_opt(
+            "SELECT c.oid, \
+                    has_table_privilege(c.oid, 'SELECT') AND has_table_privilege(c.oid, 'INSERT') \
+                    AND has_table_privilege(c.oid, 'UPDATE') AND has_table_privilege(c.oid, 'DELETE'), \
+                    EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a \
+                              ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] \
+                            WHERE i.indrelid = c.oid AND i.indisunique AND i.indnkeyatts = 1 \
+                              AND a.attname = 'id'), \
+                    (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid \
+                       AND a.attname IN ('id', 'type', 'data') AND NOT a.attisdropped) \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2",
+            &[&table.schema, &table.table],
+        )
+        .await
+        .map_err(query_error(format!("inspecting signal table {name}")))?;
+    let Some(row) = row else {
+        return Ok(vec![(
+            format!("signal table {name} does not exist"),
+            format!(
+                "CREATE TABLE {} (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))",
+                table.sql()
+            ),
+        )]);
+    };
+    let mut problems = Vec::new();
+    if row.get::<_, i64>(3) < 3 {
+        problems.push((
+            format!("signal table {name} lacks an id, type or data column"),
+            "give it Debezium's columns (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))".to_owned(),
+        ));
+    }
+    if !row.get::<_, bool>(2) {
+        problems.push((
+            format!("signal table {name} has no primary key or unique index on id alone"),
+            format!("ALTER TABLE {} ADD PRIMARY KEY (id)", table.sql()),
+        ));
+    }
+    if !row.get::<_, bool>(1) {
+        problems.push((
+            format!("this role may not SELECT, INSERT, UPDATE and DELETE in signal table {name}, where watermarks and progress are written"),
+            format!("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO <the connector's role>", table.sql()),
+        ));
+    }
+    let publication_exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_publication WHERE pubname = $1",
+            &[&publication],
+        )
+        .await
+        .map_err(query_error(format!(
+            "looking up publication {publication:?}"
+        )))?
+        .is_some();
+    // A missing publication is created at the first start (and checked as such).
+    if publication_exists && !is_published(client, publication, &table.schema, &table.table).await?
+    {
+        problems.push((
+            format!("signal table {name} is not in publication {publication:?}, so signals are never read"),
+            format!("ALTER PUBLICATION {} ADD TABLE {}", quote_ident(publication), table.sql()),
+        ));
+    }
+    Ok(problems)
+}
+
+/// `pgcdc-kafka snapshot`: asks a running connector, through its signal
+/// table, for an incremental snapshot of some tables (or to stop one).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SnapshotArgs {
+    /// PostgreSQL connection URL of the captured database.
+    #[arg(long, env = "PGCDC_PG_URL")]
+    pub pg_url: PgUrl,
+
+    /// The connector's signal table, schema.table.
+    #[arg(long, env = "PGCDC_SIGNAL_DATA_COLLECTION")]
+    pub signal_data_collection: String,
+
+    /// Send stop-snapshot instead of execute-snapshot (without tables: stop
+    /// the whole incremental snapshot).
+    #[arg(long)]
+    pub stop: bool,
+
+    /// Tables to snapshot, schema.table.
+    #[arg(required_unless_present = "stop")]
+    pub tables: Vec<String>,
+}
+
+/// Why `pgcdc-kafka snapshot` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalError {
+    #[error("--signal-data-collection {0:?} must name a table as schema.table")]
+    BadTable(String),
+    #[error("table {0:?} must be named as schema.table")]
+    BadDataCollection(String),
+    #[error(transparent)]
+    Sql(#[from] SetupError),
+}
+
+/// What `pgcdc-kafka snapshot` inserted.
+#[derive(Debug, Clone, Serialize)]
+pub struct SentSignal {
+    pub table: String,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub data: String,
+}
+
+impl std::fmt::Display for SentSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "inserted into {}: id={} type={} data={}",
+            self.table, self.id, self.kind, self.data
+        )
+    }
+}
+
+/// Inserts the signal row `args` describe.
+pub async fn send(args: &SnapshotArgs) -> Result<SentSignal, SignalError> {
+    let table = SignalTable::parse(&args.signal_data_collection)
+        .ok_or_else(|| SignalError::BadTable(args.signal_data_collection.clone()))?;
+    if let Some(bad) = args.tables.iter().find(|t| SignalTable::parse(t).is_none()) {
+        return Err(SignalError::BadDataCollection(bad.clone()));
+    }
+    let kind = if args.stop {
+        STOP_SNAPSHOT
+    } else {
+        EXECUTE_SNAPSHOT
+    };
+    let data =
+        serde_json::json!({"data-collections": args.tables, "type": "incremental"}).to_string();
+    let client = setup::connect(&args.pg_url).await?;
+    let id = format!(
+        "pgcdc-cli-{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {} (id, type, data) VALUES ($1, $2, $3)",
+                table.sql()
+            ),
+            &[&id, &kind, &data],
+        )
+        .await
+        .map_err(query_error(format!("inserting a signal into {table}")))?;
+    Ok(SentSignal {
+        table: table.to_string(),
+        id,
+        kind,
+        data,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_debezium_signals() {
+        let data = r#"{"data-collections": ["public.t1", "public.t2"], "type": "incremental"}"#;
+        assert_eq!(
+            parse("x", EXECUTE_SNAPSHOT, Some(data), "pgcdc-s"),
+            Signal::ExecuteSnapshot {
+                tables: vec!["public.t1".into(), "public.t2".into()]
+            }
+        );
+        assert_eq!(
+            parse("x", STOP_SNAPSHOT, None, "pgcdc-s"),
+            Signal::StopSnapshot { tables: vec![] }
+        );
+        assert!(matches!(
+            parse(
+                "x",
+                EXECUTE_SNAPSHOT,
+                Some(r#"{"data-collections": ["a.b"], "type": "blocking"}"#),
+                "p"
+            ),
+            Signal::Ignored { .. }
+        ));
+        assert!(matches!(
+            parse("x", "log", Some("{}"), "p"),
+            Signal::Ignored { .. }
+        ));
+        assert_eq!(
+            parse("pgcdc-other", WINDOW_OPEN, Some("{}"), "pgcdc-s"),
+            Signal::Foreign,
+            "another slot's progress row is silently skipped"
+        );
+        assert!(matches!(
+            parse("x", EXECUTE_SNAPSHOT, Some("not json"), "p"),
+            Signal::Ignored { .. }
+        ));
+    }
+
+    #[test]
+    fn progress_rows_round_trip_and_fit_the_id_column() {
+        let progress = Progress {
+            tables: vec!["public.t".into()],
+            last_key: Some(vec![Some("42".into()), None]),
+            chunk: Some("c-1".into()),
+        };
+        let data = serde_json::to_string(&progress).expect("serializes");
+        assert_eq!(
+            parse("pgcdc-s", WINDOW_OPEN, Some(&data), "pgcdc-s"),
+            Signal::Window {
+                kind: WINDOW_OPEN.into(),
+                progress
+            }
+        );
+        assert_eq!(progress_row_id("s"), "pgcdc-s");
+        let long = "a".repeat(54);
+        let id = progress_row_id(&long);
+        assert!(id.len() <= 42, "{id}");
+        assert_ne!(id, progress_row_id(&"b".repeat(54)));
+    }
+}

@@ -1,0 +1,579 @@
+//! Incremental snapshots against real Postgres and Kafka: a table added to
+//! the publication while another streams under load is read in watermarked
+//! chunks, and every topic ends equal to its table (no lost rows, no deleted
+//! key brought back); a killed connector resumes from its recorded chunk;
+//! `pgcdc-kafka snapshot` starts and stops one.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{consume_all, wait_until, Record, Scenario};
+use pgcdc_testcontainers::{Kafka, Postgres};
+use serde_json::{json, Value as Json};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
+const SIGNALS: &str =
+    "CREATE TABLE signals (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))";
+
+/// The latest state per key a compacting consumer would keep.
+fn latest_by_key(records: &[Record]) -> BTreeMap<i64, Json> {
+    let mut state = BTreeMap::new();
+    for r in records {
+        let Some(key) = r.key.as_ref() else { continue };
+        let id = key["payload"]["id"].as_i64().expect("integer key");
+        match r.value.as_ref().map(|v| &v["payload"]) {
+            None => {
+                state.remove(&id);
+            }
+            Some(p) if p["op"] == "d" => {
+                state.remove(&id);
+            }
+            Some(p) => {
+                state.insert(id, json!({"id": p["after"]["id"], "v": p["after"]["v"]}));
+            }
+        }
+    }
+    state
+}
+
+fn table_state(s: &Scenario, table: &str) -> BTreeMap<i64, Json> {
+    s.pg.query(&s.db, &format!("SELECT id::text, v::text FROM {table}"))
+        .expect("query")
+        .into_iter()
+        .map(|row| {
+            let id: i64 = row[0].as_deref().unwrap().parse().unwrap();
+            let v: i64 = row[1].as_deref().unwrap().parse().unwrap();
+            (id, json!({"id": id, "v": v}))
+        })
+        .collect()
+}
+
+fn incremental_reads(records: &[Record]) -> Vec<&Record> {
+    records
+        .iter()
+        .filter(|r| {
+            r.value.as_ref().is_some_and(|v| {
+                v["payload"]["op"] == "r" && v["payload"]["source"]["snapshot"] == "incremental"
+            })
+        })
+        .collect()
+}
+
+fn signal(s: &Scenario, tables: &[&str]) {
+    let data = json!({"data-collections": tables, "type": "incremental"}).to_string();
+    s.sql(&format!(
+        "INSERT INTO signals VALUES ('sig-{}', 'execute-snapshot', '{data}')",
+        tables.join("-")
+    ));
+}
+
+fn progress_row(s: &Scenario) -> Option<String> {
+    s.query_one(&format!(
+        "SELECT data FROM signals WHERE id = 'pgcdc-{}'",
+        s.slot
+    ))
+}
+
+async fn wait_for_topic_to_equal_table(kafka: &Kafka, s: &Scenario, table: &str) {
+    let expected = table_state(s, table);
+    let topic = s.topic(table);
+    wait_until(
+        TIMEOUT,
+        &format!("topic of {table} to equal the table"),
+        || {
+            let bootstrap = kafka.bootstrap_servers();
+            let topic = topic.clone();
+            let expected = &expected;
+            async move { latest_by_key(&consume_all(&bootstrap, &topic, TIMEOUT).await) == *expected }
+        },
+    )
+    .await;
+}
+
+async fn wait_for_incremental_reads(kafka: &Kafka, s: &Scenario, table: &str, at_least: usize) {
+    let topic = s.topic(table);
+    wait_until(
+        TIMEOUT,
+        &format!("{at_least} incremental snapshot rows of {table}"),
+        || {
+            let bootstrap = kafka.bootstrap_servers();
+            let topic = topic.clone();
+            async move {
+                incremental_reads(&consume_all(&bootstrap, &topic, TIMEOUT).await).len() >= at_least
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn added_table_is_snapshotted_while_another_streams_under_load() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "incr");
+    s.sql("CREATE TABLE t1 (id int PRIMARY KEY, v int NOT NULL)");
+    s.sql("CREATE TABLE t2 (id int PRIMARY KEY, v int NOT NULL)");
+    s.sql(SIGNALS);
+    s.sql("INSERT INTO t2 SELECT g, 0 FROM generate_series(1, 4000) g");
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE t1, signals",
+        s.publication
+    ));
+    let running = s.start(
+        &kafka.bootstrap_servers(),
+        &[
+            "--signal-data-collection",
+            "public.signals",
+            "--incremental-snapshot-chunk-size",
+            "100",
+        ],
+    );
+    wait_until(TIMEOUT, "the slot to exist", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+
+    // Writes to both tables: t1 streams, t2's updates, deletes and inserts
+    // race the chunks of its snapshot.
+    let pg = s.pg;
+    let db = s.db.clone();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let writer = tokio::spawn(async move {
+        let client = pg.connect(&db).await.expect("writer connects");
+        let mut round = 0i64;
+        while !*stop_rx.borrow_and_update() {
+            round += 1;
+            let id = (round * 7919) % 4000 + 1;
+            client
+                .batch_execute(&format!(
+                    "BEGIN; \
+                     INSERT INTO t1 VALUES ({}, {round}) ON CONFLICT (id) DO UPDATE SET v = {round}; \
+                     UPDATE t2 SET v = {round} WHERE id = {id}; \
+                     DELETE FROM t2 WHERE id = {}; \
+                     INSERT INTO t2 VALUES ({}, {round}) ON CONFLICT (id) DO UPDATE SET v = {round}; \
+                     COMMIT",
+                    round % 300,
+                    (id * 31) % 4000 + 1,
+                    4000 + round % 200,
+                ))
+                .await
+                .expect("write");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        round
+    });
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.sql(&format!("ALTER PUBLICATION {} ADD TABLE t2", s.publication));
+    signal(&s, &["public.t2"]);
+    wait_for_incremental_reads(kafka, &s, "t2", 1).await;
+    wait_until(TIMEOUT, "the incremental snapshot to complete", || async {
+        progress_row(&s).is_none()
+    })
+    .await;
+    let _ = stop_tx.send(true);
+    let rounds = writer.await.expect("writer");
+    assert!(
+        rounds > 10,
+        "the writer overlapped the snapshot ({rounds} rounds)"
+    );
+
+    wait_for_topic_to_equal_table(kafka, &s, "t1").await;
+    wait_for_topic_to_equal_table(kafka, &s, "t2").await;
+    let records = consume_all(&kafka.bootstrap_servers(), &s.topic("t2"), TIMEOUT).await;
+    let reads = incremental_reads(&records);
+    assert!(
+        reads.len() >= 3000,
+        "most of t2 came from the incremental snapshot ({} rows)",
+        reads.len()
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r.value.as_ref().is_some_and(|v| v["payload"]["op"] == "d")),
+        "deletes of t2 streamed too"
+    );
+    // As Debezium does, the signal table's own changes are emitted too: the
+    // signal, and the connector's updates of its progress row.
+    let signal_topic = consume_all(&kafka.bootstrap_servers(), &s.topic("signals"), TIMEOUT).await;
+    let kinds: Vec<&str> = signal_topic
+        .iter()
+        .filter_map(|r| r.value.as_ref()?["payload"]["after"]["type"].as_str())
+        .collect();
+    for kind in [
+        "execute-snapshot",
+        "snapshot-window-open",
+        "snapshot-window-close",
+    ] {
+        assert!(
+            kinds.contains(&kind),
+            "{kind} in the signal table's topic: {kinds:?}"
+        );
+    }
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_snapshot_resumes_from_the_recorded_chunk() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "incrkill");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)");
+    s.sql(SIGNALS);
+    s.sql("INSERT INTO t SELECT g, g FROM generate_series(1, 20000) g");
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE t, signals",
+        s.publication
+    ));
+    let args = [
+        "--snapshot-mode",
+        "never",
+        "--signal-data-collection",
+        "public.signals",
+        "--incremental-snapshot-chunk-size",
+        "50",
+        "--kafka-property",
+        "linger.ms=20",
+    ];
+    let mut child = Command::new(BIN)
+        .arg("run")
+        .args(s.args(&kafka.bootstrap_servers(), &args))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("binary starts");
+    wait_until(TIMEOUT, "the slot to exist", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    signal(&s, &["public.t"]);
+    // Kill once the recorded position is well into the table.
+    let mut recorded = 0i64;
+    wait_until(TIMEOUT, "progress past key 3000 to be recorded", || {
+        let data = progress_row(&s);
+        let key = data
+            .and_then(|d| serde_json::from_str::<Json>(&d).ok())
+            .and_then(|p| p["last_key"][0].as_str().and_then(|k| k.parse().ok()))
+            .unwrap_or(0);
+        recorded = key;
+        async move { key >= 3000 }
+    })
+    .await;
+    Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    let _ = child.wait();
+    assert!(
+        progress_row(&s).is_some(),
+        "the progress row survives the crash"
+    );
+    let status = Command::new(BIN)
+        .args(["status", "--pg-url", &s.pg.url(&s.db), "--slot", &s.slot])
+        .args(["--signal-data-collection", "public.signals"])
+        .output()
+        .expect("status runs");
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.contains(
+            "incremental snapshot: 1 table(s) left (public.t), the current one after key"
+        ),
+        "status shows the recorded progress: {status}"
+    );
+
+    s.sql("UPDATE t SET v = -1 WHERE id <= 10 OR id > 19990");
+    s.sql("DELETE FROM t WHERE id BETWEEN 11 AND 20 OR id BETWEEN 19981 AND 19990");
+    let running = s.start(&kafka.bootstrap_servers(), &args);
+    wait_until(TIMEOUT, "the incremental snapshot to complete", || async {
+        progress_row(&s).is_none()
+    })
+    .await;
+    wait_for_topic_to_equal_table(kafka, &s, "t").await;
+    let records = consume_all(&kafka.bootstrap_servers(), &s.topic("t"), TIMEOUT).await;
+    let reads = incremental_reads(&records).len() as i64;
+    assert!(
+        reads < 20000 + recorded,
+        "the restart resumed after key {recorded} instead of starting over ({reads} rows read)"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_starts_and_stops_incremental_snapshots() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "incrcli");
+    s.sql("CREATE TABLE small (id int PRIMARY KEY, v int NOT NULL)");
+    s.sql("CREATE TABLE big (id int PRIMARY KEY, v int NOT NULL)");
+    s.sql("CREATE TABLE nokey (v int)");
+    s.sql(SIGNALS);
+    s.sql("INSERT INTO small SELECT g, g FROM generate_series(1, 500) g");
+    s.sql("INSERT INTO big SELECT g, g FROM generate_series(1, 50000) g");
+    s.sql("INSERT INTO nokey VALUES (1)");
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE small, big, nokey, signals",
+        s.publication
+    ));
+    let running = s.start(
+        &kafka.bootstrap_servers(),
+        &[
+            "--snapshot-mode",
+            "never",
+            "--signal-data-collection",
+            "public.signals",
+            "--incremental-snapshot-chunk-size",
+            "10",
+        ],
+    );
+    wait_until(TIMEOUT, "the slot to exist", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    let snapshot = |extra: &[&str]| {
+        let output = Command::new(BIN)
+            .args([
+                "snapshot",
+                "--pg-url",
+                &s.pg.url(&s.db),
+                "--signal-data-collection",
+                "public.signals",
+            ])
+            .args(extra)
+            .output()
+            .expect("snapshot command runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "snapshot {extra:?} failed: {stdout} {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    };
+
+    // The preflight checks the signal table.
+    let check = Command::new(BIN)
+        .arg("check")
+        .args(s.args(
+            &kafka.bootstrap_servers(),
+            &["--signal-data-collection", "public.signals"],
+        ))
+        .output()
+        .expect("check runs");
+    let report = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert!(
+        report.contains("PASS signal table: public.signals is published and writable"),
+        "{report}"
+    );
+    let check = Command::new(BIN)
+        .arg("check")
+        .args(s.args(
+            &kafka.bootstrap_servers(),
+            &["--signal-data-collection", "public.nosuch"],
+        ))
+        .output()
+        .expect("check runs");
+    let report = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert!(
+        report.contains("FAIL signal table: signal table public.nosuch does not exist"),
+        "{report}"
+    );
+
+    // A table without a key is skipped with a warning; the other one is read.
+    let said = snapshot(&["public.nokey", "public.small"]);
+    assert!(
+        said.contains("execute-snapshot") && said.contains("public.small"),
+        "it says what it inserted: {said}"
+    );
+    wait_until(TIMEOUT, "the snapshot of small to complete", || async {
+        progress_row(&s).is_none()
+            && s.query_one("SELECT count(*) FROM signals").as_deref() == Some("1")
+    })
+    .await;
+    wait_for_topic_to_equal_table(kafka, &s, "small").await;
+
+    snapshot(&["public.big"]);
+    wait_for_incremental_reads(kafka, &s, "big", 10).await;
+    let said = snapshot(&["--stop", "public.big"]);
+    assert!(said.contains("stop-snapshot"), "{said}");
+    wait_until(TIMEOUT, "the stop signal to be read", || async {
+        progress_row(&s).is_none()
+    })
+    .await;
+    // A marker transaction after the stop: once it is in Kafka, everything
+    // before it (the stop included) was handled.
+    s.sql("INSERT INTO small VALUES (100000, 1)");
+    let small_topic = s.topic("small");
+    wait_until(TIMEOUT, "the marker row", || {
+        let bootstrap = kafka.bootstrap_servers();
+        let topic = small_topic.clone();
+        async move {
+            latest_by_key(&consume_all(&bootstrap, &topic, TIMEOUT).await).contains_key(&100000)
+        }
+    })
+    .await;
+    let before =
+        incremental_reads(&consume_all(&kafka.bootstrap_servers(), &s.topic("big"), TIMEOUT).await)
+            .len();
+    assert!(
+        before < 50000,
+        "the snapshot of big stopped ({before} rows)"
+    );
+    s.sql("INSERT INTO small VALUES (100001, 1)");
+    wait_until(TIMEOUT, "a second marker row", || {
+        let bootstrap = kafka.bootstrap_servers();
+        let topic = small_topic.clone();
+        async move {
+            latest_by_key(&consume_all(&bootstrap, &topic, TIMEOUT).await).contains_key(&100001)
+        }
+    })
+    .await;
+    let after =
+        incremental_reads(&consume_all(&kafka.bootstrap_servers(), &s.topic("big"), TIMEOUT).await)
+            .len();
+    assert_eq!(before, after, "no chunk of big after the stop");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_carries_chunks_in_kafka_transactions() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "increos");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)");
+    s.sql(SIGNALS);
+    s.sql("INSERT INTO t SELECT g, 0 FROM generate_series(1, 3000) g");
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE t, signals",
+        s.publication
+    ));
+    let running = s.start(
+        &kafka.bootstrap_servers(),
+        &[
+            "--snapshot-mode",
+            "never",
+            "--delivery",
+            "exactly-once",
+            "--signal-data-collection",
+            "public.signals",
+            "--incremental-snapshot-chunk-size",
+            "200",
+        ],
+    );
+    wait_until(TIMEOUT, "the slot to exist", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    signal(&s, &["public.t"]);
+    let mut round = 0;
+    while progress_row(&s).is_some() || round == 0 {
+        round += 1;
+        let id = (round * 7919) % 3000 + 1;
+        s.sql(&format!(
+            "BEGIN; UPDATE t SET v = {round} WHERE id = {id}; DELETE FROM t WHERE id = {}; COMMIT",
+            (id * 31) % 3000 + 1
+        ));
+        assert!(round < 100_000, "the incremental snapshot completes");
+    }
+    let expected = table_state(&s, "t");
+    let topic = s.topic("t");
+    let read = |topic: String| {
+        let bootstrap = kafka.bootstrap_servers();
+        async move {
+            common::consume_until_idle(&bootstrap, &topic, Duration::from_secs(2), TIMEOUT).await
+        }
+    };
+    wait_until(TIMEOUT, "the committed topic to equal the table", || {
+        let records = read(topic.clone());
+        let expected = &expected;
+        async move { latest_by_key(&records.await) == *expected }
+    })
+    .await;
+    let records = read(topic.clone()).await;
+    let reads = incremental_reads(&records);
+    let keys: std::collections::BTreeSet<i64> = reads
+        .iter()
+        .map(|r| {
+            r.key.as_ref().expect("key")["payload"]["id"]
+                .as_i64()
+                .expect("id")
+        })
+        .collect();
+    assert!(
+        reads.len() > 2000,
+        "the rows came from the snapshot ({})",
+        reads.len()
+    );
+    assert_eq!(keys.len(), reads.len(), "no chunk row was written twice");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_text_keys_are_chunked_in_key_order() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "incrkeys");
+    s.sql("CREATE TABLE t (region text, id int, at timestamptz NOT NULL DEFAULT '2024-01-01', PRIMARY KEY (region, id))");
+    s.sql(SIGNALS);
+    s.sql(
+        "INSERT INTO t (region, id) SELECT r, g FROM generate_series(1, 7) g, \
+         unnest(ARRAY['north', 'o''hara', 'zürich', 'back\\slash', '']) r",
+    );
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE t, signals",
+        s.publication
+    ));
+    let running = s.start(
+        &kafka.bootstrap_servers(),
+        &[
+            "--snapshot-mode",
+            "never",
+            "--signal-data-collection",
+            "public.signals",
+            "--incremental-snapshot-chunk-size",
+            "3",
+        ],
+    );
+    wait_until(TIMEOUT, "the slot to exist", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    signal(&s, &["public.t"]);
+    wait_until(TIMEOUT, "the incremental snapshot to complete", || async {
+        progress_row(&s).is_none()
+    })
+    .await;
+    let mut expected: Vec<(String, i64)> =
+        s.pg.query(&s.db, "SELECT region, id::text FROM t")
+            .expect("query")
+            .into_iter()
+            .map(|r| {
+                (
+                    r[0].clone().unwrap(),
+                    r[1].as_deref().unwrap().parse().unwrap(),
+                )
+            })
+            .collect();
+    expected.sort();
+    let topic = s.topic("t");
+    wait_until(TIMEOUT, "every row as an incremental read", || {
+        let bootstrap = kafka.bootstrap_servers();
+        let topic = topic.clone();
+        let expected = &expected;
+        async move {
+            let records = consume_all(&bootstrap, &topic, TIMEOUT).await;
+            let mut read: Vec<(String, i64)> = incremental_reads(&records)
+                .iter()
+                .map(|r| {
+                    let after = &r.value.as_ref().expect("value")["payload"]["after"];
+                    (
+                        after["region"].as_str().expect("region").to_owned(),
+                        after["id"].as_i64().expect("id"),
+                    )
+                })
+                .collect();
+            read.sort();
+            read == *expected
+        }
+    })
+    .await;
+    running.stop().await;
+}
