@@ -6,12 +6,10 @@
 //! decoded with the writer schemas fetched from the registry directly, by id,
 //! never with the connector's own.
 
-use std::collections::HashMap;
-
-use apache_avro::types::Value as Avro;
 use pgcdc_testcontainers::SchemaRegistry;
 
 use super::*;
+use crate::common::avro_reader::AvroReader;
 
 /// The shared registry, started off the async runtime.
 async fn registry() -> &'static SchemaRegistry {
@@ -28,55 +26,11 @@ fn proxied_url(registry: &SchemaRegistry, proxy: &FaultProxy) -> String {
     )
 }
 
-/// Decodes Confluent-framed Avro (magic byte, 4-byte schema id, datum) into
-/// the JSON converter's shape, `{"payload": {...}}`, for [`verify`].
+/// Decodes Confluent-framed Avro into the JSON converter's shape,
+/// `{"payload": {...}}`, for [`verify`].
 fn avro_decoder(registry: &'static SchemaRegistry) -> Decode {
-    let schemas: Mutex<HashMap<u32, apache_avro::Schema>> = Mutex::new(HashMap::new());
-    Arc::new(move |bytes| {
-        assert!(bytes.len() >= 5 && bytes[0] == 0, "not Confluent-framed");
-        let id = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-        let mut schemas = schemas.lock().unwrap_or_else(|e| e.into_inner());
-        let schema = schemas.entry(id).or_insert_with(|| {
-            let (status, body) = registry
-                .get(&format!("/schemas/ids/{id}"))
-                .expect("registry answers");
-            assert_eq!(status, 200, "GET /schemas/ids/{id}: {body}");
-            let answer: Json = serde_json::from_str(&body).expect("JSON answer");
-            apache_avro::Schema::parse_str(answer["schema"].as_str().expect("a schema string"))
-                .expect("the writer schema parses")
-        });
-        let mut body = &bytes[5..];
-        let value = apache_avro::reader::datum::GenericDatumReader::builder(schema)
-            .build()
-            .expect("reader")
-            .read_value(&mut body)
-            .expect("the datum decodes with its writer schema");
-        assert!(body.is_empty(), "{} bytes left after the datum", body.len());
-        serde_json::json!({ "payload": plain(&value) })
-    })
-}
-
-/// The decoded value as JSON: unions unwrapped, numbers as numbers.
-fn plain(value: &Avro) -> Json {
-    match value {
-        Avro::Null => Json::Null,
-        Avro::Boolean(b) => Json::from(*b),
-        Avro::Int(i) | Avro::Date(i) | Avro::TimeMillis(i) => Json::from(*i),
-        Avro::Long(i)
-        | Avro::TimeMicros(i)
-        | Avro::TimestampMillis(i)
-        | Avro::TimestampMicros(i) => Json::from(*i),
-        Avro::Double(f) => Json::from(*f),
-        Avro::String(s) | Avro::Enum(_, s) => Json::from(s.as_str()),
-        Avro::Union(_, inner) => plain(inner),
-        Avro::Record(fields) => Json::Object(
-            fields
-                .iter()
-                .map(|(name, v)| (name.clone(), plain(v)))
-                .collect(),
-        ),
-        other => Json::from(format!("{other:?}")),
-    }
+    let reader = AvroReader::new(registry);
+    Arc::new(move |bytes| serde_json::json!({ "payload": reader.json(bytes) }))
 }
 
 fn avro_args(s: &Scenario, bootstrap: &str, registry_url: &str) -> Vec<String> {
