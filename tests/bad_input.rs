@@ -383,9 +383,9 @@ async fn unicode_and_quoted_names_get_a_sanitized_topic_and_keep_their_names() {
     let s = Scenario::new(Postgres::shared(), "unicode");
     let table = "Ünïcödé \"quoted\" table";
     let column = "naïve \"col\" 😀";
-    s.sql(&format!(
-        r#"CREATE TABLE "Ünïcödé ""quoted"" table" (id int PRIMARY KEY, "naïve ""col"" 😀" text)"#
-    ));
+    s.sql(
+        r#"CREATE TABLE "Ünïcödé ""quoted"" table" (id int PRIMARY KEY, "naïve ""col"" 😀" text)"#,
+    );
     let running = s.start(&bootstrap, &[]);
     slot_created(&s).await;
     s.sql(r#"INSERT INTO "Ünïcödé ""quoted"" table" VALUES (1, 'ünï "v"')"#);
