@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The fault-injection suite (tests/crash_recovery.rs) with its summary table.
+# The fault-injection suite (tests/crash_recovery/) with its summary table.
 #
 #   scripts/fault-suite.sh          the short form CI runs as part of `cargo test`
-#   scripts/fault-suite.sh --soak   the long form: 200 kill -9 rounds, the
-#                                   scenarios repeated 5 times
+#   scripts/fault-suite.sh --soak   the long form: 200 kill -9 rounds (the
+#                                   other scenarios' rounds scaled from it),
+#                                   the scenarios repeated 5 times
 #
 # Extra arguments go to the test binary (e.g. a test name filter). Every
 # scenario prints a FAULT-SUITE line (scenario, changes written, changes

@@ -380,10 +380,13 @@ impl TopicRouter {
         })
     }
 
-    /// The default topic of a table.
+    /// The default topic of a table, `<prefix>.<schema>.<table>`, with every
+    /// character Kafka does not allow in a topic name replaced by `_`, as
+    /// Debezium's `TopicNamingStrategy.sanitizedTopicName` does (routes see
+    /// the sanitized name).
     pub fn table_topic(&self, schema: &str, table: &str) -> String {
         let d = &self.delimiter;
-        format!("{}{d}{schema}{d}{table}", self.prefix)
+        sanitized_topic(&format!("{}{d}{schema}{d}{table}", self.prefix))
     }
 
     /// The topic a table's records go to: routed, or the default.
@@ -483,9 +486,26 @@ pub fn is_valid_topic(topic: &str) -> bool {
         && topic.len() <= 249
         && topic != "."
         && topic != ".."
-        && topic
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && topic.chars().all(is_topic_char)
+}
+
+/// Whether Kafka allows `c` in a topic name: `[a-zA-Z0-9._-]`.
+pub fn is_topic_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
+/// `name` with each character Kafka does not allow in a topic name replaced
+/// by `_`: one `_` per UTF-16 unit, since Debezium replaces Java `char`s (so
+/// an emoji, a surrogate pair, becomes `__`).
+pub fn sanitized_topic(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match is_topic_char(c) {
+            true => out.push(c),
+            false => out.extend(std::iter::repeat_n('_', c.len_utf16())),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -601,6 +621,17 @@ mod tests {
         assert_eq!(java_replacement("$10x", 1).as_deref(), Ok("${1}0x"));
         assert_eq!(java_replacement("\\$1", 1).as_deref(), Ok("$$1"));
         assert!(java_replacement("$2", 1).is_err());
+    }
+
+    #[test]
+    fn table_topics_replace_what_kafka_does_not_allow() {
+        let r = TopicRouter::from_config(&config(&[])).expect("valid");
+        assert_eq!(r.table_topic("public", "orders"), "app.public.orders");
+        assert_eq!(
+            r.table_topic("Schéma", "my \"table\" 😀"),
+            "app.Sch_ma.my__table____"
+        );
+        assert!(is_valid_topic(&r.table_topic("ü", "☃")));
     }
 
     #[test]

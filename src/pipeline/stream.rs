@@ -892,7 +892,13 @@ impl Stream<'_> {
             }
         }
         self.sink.abort_batch().await;
-        if let Err(error) = self.sink.flush(self.config.shutdown_timeout).await {
+        // After a failed delivery nothing more may reach Kafka from this
+        // attempt: a later change could land ahead of the failed one.
+        let drained = match self.sink.delivery_failed() {
+            true => self.sink.purge(self.config.shutdown_timeout).await,
+            false => self.sink.flush(self.config.shutdown_timeout).await,
+        };
+        if let Err(error) = drained {
             tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
         }
         let caught_up = reason == Some(StopReason::CaughtUp) && self.sink.is_drained();

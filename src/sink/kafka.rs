@@ -26,7 +26,8 @@ use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{
-    BaseRecord, DeliveryResult, NoCustomPartitioner, Producer, ProducerContext, ThreadedProducer,
+    BaseRecord, DeliveryResult, NoCustomPartitioner, Producer, ProducerContext, PurgeConfig,
+    ThreadedProducer,
 };
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
@@ -783,6 +784,30 @@ impl KafkaSink {
             }
             Err(_) => {}
         }
+    }
+
+    /// Whether a delivery of this attempt has failed.
+    pub fn delivery_failed(&self) -> bool {
+        self.shared.progress.borrow().failure.is_some()
+    }
+
+    /// After a failed delivery: drops every message not yet acknowledged,
+    /// queued or in flight, and waits for their (purged) reports. The next
+    /// attempt sends them again from the slot, in order. Letting them go out
+    /// instead could put a later change ahead of the failed one in its
+    /// partition: librdkafka goes on sending a partition's queue after a
+    /// message in it timed out, so a broker back within the later messages'
+    /// timeout would take them, and the failed one would only follow on the
+    /// re-send, out of order.
+    pub async fn purge(self: &Arc<Self>, timeout: Duration) -> Result<(), SinkError> {
+        let sink = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            sink.producer
+                .purge(PurgeConfig::default().queue().inflight());
+        })
+        .await
+        .map_err(|_| SinkError::FlushTimeout(timeout))?;
+        self.flush(timeout).await
     }
 
     /// Waits, off the async runtime, for every queued message to be delivered

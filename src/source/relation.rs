@@ -29,7 +29,7 @@ use crate::event::envelope;
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ColumnSchema, Row, TableSchema};
 use crate::lsn::Lsn;
-use crate::select::{is_valid_topic, Selection, SelectionError, TopicRouter};
+use crate::select::{is_topic_char, is_valid_topic, Selection, SelectionError, TopicRouter};
 use crate::source::pgoutput::{Datum, Relation, ReplicaIdentity, Tuple};
 use crate::source::types::{self, PgType, TypeRegistry, ValueError, ValueOptions};
 
@@ -179,6 +179,13 @@ impl RelationCache {
     ) -> Result<Arc<TableSchema>, SelectionError> {
         let qualified = format!("{}.{}", relation.namespace, relation.name);
         let physical_topic = self.router.table_topic(&relation.namespace, &relation.name);
+        if !qualified.chars().all(is_topic_char) {
+            tracing::warn!(
+                table = %qualified,
+                topic = %physical_topic,
+                "the table's name has characters Kafka does not allow in a topic name; they are replaced by '_'"
+            );
+        }
         let routed = self.router.route(&physical_topic);
         let topic: Arc<str> = routed.as_deref().unwrap_or(&physical_topic).into();
         if !is_valid_topic(&topic) {
@@ -247,7 +254,23 @@ impl RelationCache {
             .collect();
         natural_key.sort_unstable();
         let mut natural_key: Vec<&str> = natural_key.into_iter().map(|(_, n)| n).collect();
-        if natural_key.is_empty() && relation.replica_identity == ReplicaIdentity::Index {
+        // A table dropped since this change was written is gone from the
+        // catalog: its primary key is then read from the Relation message,
+        // whose identity columns under REPLICA IDENTITY DEFAULT are the
+        // primary key's (under FULL they are every column: no key is known).
+        let dropped = catalog.is_empty() && !relation.columns.is_empty();
+        if dropped {
+            tracing::warn!(
+                table = %qualified,
+                replica_identity = ?relation.replica_identity,
+                "the table is no longer in the catalog (dropped since this change was written): \
+                 its key is taken from the replica identity (none under FULL: null keys) and \
+                 every column is optional"
+            );
+        }
+        let identity_is_the_key = relation.replica_identity == ReplicaIdentity::Index
+            || (dropped && relation.replica_identity == ReplicaIdentity::Default);
+        if natural_key.is_empty() && identity_is_the_key {
             natural_key = relation
                 .columns
                 .iter()
@@ -608,6 +631,25 @@ mod tests {
             table.row_schema.name.as_deref(),
             Some("app.public.t.Value"),
             "the row keeps its table's name, as ByLogicalTableRouter leaves it"
+        );
+    }
+
+    #[test]
+    fn a_dropped_table_is_keyed_by_its_replica_identity_unless_full() {
+        let mut cache = cache(&[]);
+        let (mut relation, _) = relation("gone");
+        let table = cache.update(&relation, &[]).expect("schema");
+        assert_eq!(table.key_columns, [0], "DEFAULT: the identity is the key");
+        assert!(table.columns.iter().all(|c| c.schema.optional));
+
+        relation.replica_identity = ReplicaIdentity::Full;
+        for c in &mut relation.columns {
+            c.is_key = true;
+        }
+        let table = cache.update(&relation, &[]).expect("schema");
+        assert!(
+            table.key_columns.is_empty(),
+            "FULL flags every column: the key is unknown, so null"
         );
     }
 

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod avro_reader;
+
 use std::time::{Duration, Instant};
 
 use pgcdc_kafka::config::RunConfig;

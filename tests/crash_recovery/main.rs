@@ -4,8 +4,16 @@
 //! reached the topics is read back and checked against the source tables row
 //! by row: every committed change is there, per key in commit order, and the
 //! only duplicates are re-sent tails (at least once, never lost).
+//!
+//! The scenarios of the Kafka broker, the schema registry and the window
+//! between a Kafka ack and the LSN confirm live in the submodules; they share
+//! the workload, the topic reader and the verifier defined here.
 
+mod ack_window;
+mod broker;
+#[path = "../common/mod.rs"]
 mod common;
+mod registry;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -61,6 +69,16 @@ impl XorShift {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+}
+
+/// Rounds of a scenario: `short` in the CI form; under a soak
+/// (`PGCDC_FAULT_ROUNDS`, 200 in `scripts/fault-suite.sh --soak`) that
+/// count divided by `per_soak_round`, if more.
+fn fault_rounds(short: usize, per_soak_round: usize) -> usize {
+    std::env::var("PGCDC_FAULT_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse::<usize>().ok())
+        .map_or(short, |r| short.max(r / per_soak_round.max(1)))
 }
 
 /// Source tables of the workload: `version` starts at 1 and every update
@@ -372,17 +390,38 @@ async fn read_topics(
     topics: &[String],
     wait_for_topics: Option<Duration>,
 ) -> BTreeMap<String, Vec<Record>> {
+    read_topics_decoded(bootstrap, topics, wait_for_topics, json_decoder()).await
+}
+
+/// Turns the bytes of a key or value into the JSON [`verify`] reads:
+/// `{"payload": {...}}` as the JSON converter writes it.
+type Decode = Arc<dyn Fn(&[u8]) -> Json + Send + Sync>;
+
+fn json_decoder() -> Decode {
+    Arc::new(|bytes| serde_json::from_slice::<Json>(bytes).expect("record is JSON"))
+}
+
+/// [`read_topics`] for records in another format, made JSON by `decode`.
+async fn read_topics_decoded(
+    bootstrap: &str,
+    topics: &[String],
+    wait_for_topics: Option<Duration>,
+    decode: Decode,
+) -> BTreeMap<String, Vec<Record>> {
     let bootstrap = bootstrap.to_owned();
     let topics = topics.to_vec();
-    tokio::task::spawn_blocking(move || read_topics_blocking(&bootstrap, &topics, wait_for_topics))
-        .await
-        .expect("topic reader thread")
+    tokio::task::spawn_blocking(move || {
+        read_topics_blocking(&bootstrap, &topics, wait_for_topics, &*decode)
+    })
+    .await
+    .expect("topic reader thread")
 }
 
 fn read_topics_blocking(
     bootstrap: &str,
     topics: &[String],
     wait_for_topics: Option<Duration>,
+    decode: &(dyn Fn(&[u8]) -> Json + Send + Sync),
 ) -> BTreeMap<String, Vec<Record>> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -449,9 +488,7 @@ fn read_topics_blocking(
         let message = message.expect("consume");
         let topic = message.topic().to_owned();
         let (partition, offset) = (message.partition(), message.offset());
-        let parse = |bytes: Option<&[u8]>| {
-            bytes.map(|b| serde_json::from_slice::<Json>(b).expect("record is JSON"))
-        };
+        let parse = |bytes: Option<&[u8]>| bytes.map(decode);
         let key = (topic.clone(), partition);
         match remaining.get(&key) {
             Some(&high) if offset < high => {
@@ -780,11 +817,27 @@ async fn await_all_arrived(
     tables: &[&str],
     running: Running,
 ) -> (Running, Duration) {
+    await_all_arrived_decoded(what, s, bootstrap, tables, running, json_decoder()).await
+}
+
+/// [`await_all_arrived`] for records in another format, made JSON by `decode`.
+async fn await_all_arrived_decoded(
+    what: &str,
+    s: &Scenario,
+    bootstrap: &str,
+    tables: &[&str],
+    running: Running,
+    decode: Decode,
+) -> (Running, Duration) {
     let started = Instant::now();
     let source = source_rows(s, tables);
     let topics = topics_of(s, tables);
     wait_until(RECOVERY_TIMEOUT, what, || async {
-        running.is_finished() || covers(&source, &read_topics(bootstrap, &topics, None).await)
+        running.is_finished()
+            || covers(
+                &source,
+                &read_topics_decoded(bootstrap, &topics, None, Arc::clone(&decode)).await,
+            )
     })
     .await;
     if running.is_finished() {

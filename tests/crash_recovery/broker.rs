@@ -1,0 +1,123 @@
+//! The Kafka broker killed (`SIGKILL`) and restarted under a continuous
+//! write load, down for longer than the producer's delivery timeout, so
+//! deliveries fail and the connector has to resume from the slot. During the
+//! outage the slot must not be confirmed past what Kafka acknowledged before
+//! it, and the connector must not stop; afterwards every change must be in
+//! Kafka. (Outages the producer rides out by retrying are in
+//! `tests/stream_inserts.rs`, a clean broker stop, and the network faults
+//! scenario, a stalled broker.)
+
+use super::*;
+
+/// How long the broker stays down, longer than the delivery timeout the
+/// connector is given (`message.timeout.ms` = 5 s); its restart adds more.
+const OUTAGE: Duration = Duration::from_secs(6);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_killed_and_restarted_under_load_loses_nothing() {
+    const TABLES: [&str; 3] = ["carts", "payments", "shipments"];
+    const SCENARIO: &str = "kafka broker killed";
+    init_logs();
+    let rounds = fault_rounds(1, 50);
+    let pg = Postgres::shared();
+    let kafka = tokio::task::spawn_blocking(|| {
+        Kafka::launch().unwrap_or_else(|e| panic!("private kafka: {}", e.report()))
+    })
+    .await
+    .expect("launch thread");
+    let kafka = Arc::new(kafka);
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(pg, "brokerkill");
+    create_tables(&s, &TABLES);
+    for topic in topics_of(&s, &TABLES) {
+        kafka.create_topic(&topic, 2).expect("create topic");
+    }
+    let (rng, seed) = XorShift::seeded();
+    println!("[{SCENARIO}] seed {seed}");
+    let running = s.start(
+        &bootstrap,
+        &[
+            "--status-interval",
+            "200ms",
+            "--kafka-property",
+            "message.timeout.ms=5000",
+        ],
+    );
+    wait_until(TIMEOUT, "slot created", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    let stop_writer = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(write_continuously(
+        pg,
+        s.db.clone(),
+        Workload::new(&TABLES, rng.0),
+        Arc::clone(&stop_writer),
+    ));
+
+    let mut running = running;
+    for round in 1..=rounds {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            !running.is_finished(),
+            "the connector stopped before the kill"
+        );
+        let broker = Arc::clone(&kafka);
+        tokio::task::spawn_blocking(move || broker.kill())
+            .await
+            .expect("kill thread")
+            .unwrap_or_else(|e| panic!("broker killed: {}", e.report()));
+        let at_kill = s.current_lsn();
+        // Nothing written from here on can be acknowledged, so the slot
+        // must stay at or before the WAL position of the kill.
+        let watch_until = Instant::now() + OUTAGE;
+        while Instant::now() < watch_until {
+            let confirmed = s.confirmed_flush_lsn().expect("slot exists");
+            assert!(
+                confirmed <= at_kill,
+                "round {round}: slot confirmed to {confirmed} while the broker was down \
+                 (killed at WAL {at_kill})"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            !running.is_finished(),
+            "the connector waits for the broker rather than stopping"
+        );
+        let broker = Arc::clone(&kafka);
+        tokio::task::spawn_blocking(move || broker.start())
+            .await
+            .expect("start thread")
+            .unwrap_or_else(|e| panic!("broker restarts: {}", e.report()));
+        let restarted = Instant::now();
+        let (back, took) = await_all_arrived(
+            "rows written before and during the outage",
+            &s,
+            &bootstrap,
+            &TABLES,
+            running,
+        )
+        .await;
+        running = back;
+        println!(
+            "[{SCENARIO}] round {round}: down {OUTAGE:?}; every row up to the restart in Kafka \
+             {:?} after it (waited {took:?})",
+            restarted.elapsed()
+        );
+    }
+
+    stop_writer.store(true, Ordering::Relaxed);
+    let stats = writer.await.expect("writer task");
+    let end = s.current_lsn();
+    wait_until(
+        RECOVERY_TIMEOUT,
+        "slot confirmed past the last write",
+        || async { s.confirmed_flush_lsn().is_some_and(|c| c >= end) },
+    )
+    .await;
+    running.stop().await;
+    let source = source_rows(&s, &TABLES);
+    let consumed = read_topics(&bootstrap, &topics_of(&s, &TABLES), Some(TIMEOUT)).await;
+    let verified = verify(SCENARIO, stats.changes, &source, &consumed);
+    assert_eq!(verified.changes, stats.changes);
+}
