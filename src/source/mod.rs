@@ -5,4 +5,5 @@ pub mod pgoutput;
 pub mod relation;
 pub mod setup;
 pub mod snapshot;
+pub mod tls;
 pub mod types;

@@ -3,6 +3,8 @@
 
 use tokio_postgres::{Client, NoTls};
 
+use crate::source::tls::{MakeRustlsConnect, SslMode, TlsSettingError};
+
 use crate::config::{PgUrl, RunConfig};
 use crate::lsn::Lsn;
 use crate::select::Selection;
@@ -18,6 +20,8 @@ pub enum SetupError {
         #[source]
         error: tokio_postgres::Error,
     },
+    #[error("the TLS settings of --pg-url cannot be used: {0}")]
+    Tls(#[source] TlsSettingError),
     #[error("{action} failed")]
     Query {
         action: String,
@@ -97,22 +101,35 @@ fn query_error(action: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) 
     move |error| SetupError::Query { action, error }
 }
 
-/// Opens a SQL connection; the connection task runs in the background.
+/// Opens a SQL connection, over TLS as the URL's `sslmode` says; the
+/// connection task runs in the background.
 pub async fn connect(url: &PgUrl) -> Result<Client, SetupError> {
-    let (client, connection) =
-        url.config()
-            .connect(NoTls)
-            .await
-            .map_err(|error| SetupError::Connect {
-                url: url.to_string(),
-                error,
-            })?;
+    let failed = |error| SetupError::Connect {
+        url: url.to_string(),
+        error,
+    };
+    let client = if url.tls().mode == SslMode::Disable {
+        let (client, connection) = url.config().connect(NoTls).await.map_err(failed)?;
+        spawn_connection(connection);
+        client
+    } else {
+        let tls = MakeRustlsConnect::new(url.tls().rustls_config().map_err(SetupError::Tls)?);
+        let (client, connection) = url.config().connect(tls).await.map_err(failed)?;
+        spawn_connection(connection);
+        client
+    };
+    Ok(client)
+}
+
+fn spawn_connection<F>(connection: F)
+where
+    F: std::future::Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,
+{
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::debug!(%error, "sql connection closed");
         }
     });
-    Ok(client)
 }
 
 /// Quotes an identifier for SQL.
