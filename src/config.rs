@@ -616,7 +616,11 @@ impl fmt::Display for PgUrl {
             self.host(),
             self.port(),
             self.dbname()
-        )
+        )?;
+        match self.tls.mode {
+            crate::source::tls::SslMode::Prefer => Ok(()),
+            mode => write!(f, "?sslmode={}", mode.as_str()),
+        }
     }
 }
 

@@ -20,6 +20,19 @@ pub enum SetupError {
         #[source]
         error: tokio_postgres::Error,
     },
+    #[error("PostgreSQL at {url} presented a certificate that sslmode={mode} does not accept; check that sslrootcert is the CA that signed the server's certificate and, with verify-full, that the host in --pg-url is a name the certificate was issued for")]
+    Certificate {
+        url: String,
+        mode: &'static str,
+        #[source]
+        error: tokio_postgres::Error,
+    },
+    #[error("PostgreSQL at {url} refused the login; check the user and password (--pg-url, --pg-password, --pg-password-file), the client certificate (sslcert, sslkey), and that pg_hba.conf admits this user, database and sslmode")]
+    Login {
+        url: String,
+        #[source]
+        error: tokio_postgres::Error,
+    },
     #[error("the TLS settings of --pg-url cannot be used: {0}")]
     Tls(#[source] TlsSettingError),
     #[error("{action} failed")]
@@ -104,9 +117,21 @@ fn query_error(action: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) 
 /// Opens a SQL connection, over TLS as the URL's `sslmode` says; the
 /// connection task runs in the background.
 pub async fn connect(url: &PgUrl) -> Result<Client, SetupError> {
-    let failed = |error| SetupError::Connect {
-        url: url.to_string(),
-        error,
+    let mode = url.tls().mode.as_str();
+    let failed = |error: tokio_postgres::Error| {
+        let url = url.to_string();
+        if is_certificate_error(&error) {
+            SetupError::Certificate { url, mode, error }
+        } else if error
+            .as_db_error()
+            .is_some_and(|db| db.code().code().starts_with("28"))
+        {
+            // Class 28, invalid authorization: a wrong password, no
+            // pg_hba.conf line; trying again fails the same way.
+            SetupError::Login { url, error }
+        } else {
+            SetupError::Connect { url, error }
+        }
     };
     let client = if url.tls().mode == SslMode::Disable {
         let (client, connection) = url.config().connect(NoTls).await.map_err(failed)?;
@@ -119,6 +144,23 @@ pub async fn connect(url: &PgUrl) -> Result<Client, SetupError> {
         client
     };
     Ok(client)
+}
+
+/// Whether the TLS handshake failed on the server's certificate.
+fn is_certificate_error(error: &tokio_postgres::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        let rustls_error = e.downcast_ref::<rustls::Error>().or_else(|| {
+            e.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if matches!(rustls_error, Some(rustls::Error::InvalidCertificate(_))) {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 fn spawn_connection<F>(connection: F)
