@@ -16,9 +16,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::{consume, Scenario};
-use pgcdc_testcontainers::{
-    unique_name, Kafka, Postgres, PostgresOptions, TestCa, SASL_PASSWORD, SASL_USER,
-};
+use pgcdc_testcontainers::{Kafka, Postgres, PostgresOptions, TestCa, SASL_PASSWORD, SASL_USER};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
@@ -396,7 +394,7 @@ async fn postgres_tls_and_login_failures_are_clear() {
     let out = failing_run(&s, &url, &[&password], 1).await;
     assert!(
         out.contains("presented a certificate that sslmode=verify-full does not accept")
-            && out.contains("NotValidForName"),
+            && out.contains("certificate not valid for name \\\"db.wrong.invalid\\\""),
         "{out}"
     );
 
@@ -410,7 +408,8 @@ async fn postgres_tls_and_login_failures_are_clear() {
     );
     let out = failing_run(&s, &url, &[&password], 1).await;
     assert!(
-        out.contains("sslmode=verify-ca does not accept") && out.contains("UnknownIssuer"),
+        out.contains("sslmode=verify-ca does not accept")
+            && out.contains("invalid peer certificate"),
         "{out}"
     );
 
@@ -442,38 +441,4 @@ async fn postgres_tls_and_login_failures_are_clear() {
         out.contains("sslrootcert=/path/to/ca.pem") && out.contains("PGSSLROOTCERT"),
         "{out}"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wrong_sasl_password_is_a_clear_error() {
-    let s = least_privilege_scenario("sec_sasl_fail", ROLE);
-    let url = pg_url(&s, ROLE, "127.0.0.1", "sslmode=require");
-    let wrong = unique_name("wrong_sasl");
-    let servers = secure()
-        .kafka
-        .sasl_plaintext_bootstrap_servers()
-        .expect("sasl_plaintext");
-    let mut args = run_args(
-        &s,
-        &url,
-        &strings(&[
-            "--bootstrap-servers",
-            &servers,
-            "--kafka-security-protocol",
-            "sasl_plaintext",
-            "--kafka-sasl-mechanism",
-            "SCRAM-SHA-256",
-            "--kafka-sasl-username",
-            SASL_USER,
-            "--kafka-sasl-password",
-            &wrong,
-        ]),
-    );
-    args.push(format!("--pg-password={ROLE_PASSWORD}"));
-    let output = run_binary(args, vec![], Duration::from_secs(90)).await;
-    let all = text(&output);
-    assert_eq!(output.status.code(), Some(1), "{all}");
-    assert!(all.to_lowercase().contains("authentication"), "{all}");
-    assert!(!all.contains(&wrong), "{all}");
-    assert_no_secret(&all);
 }
