@@ -237,7 +237,7 @@ async fn check_postgres(
     timeout: Duration,
     report: &mut Report,
 ) -> Option<Vec<TableInfo>> {
-    let client = match tokio::time::timeout(timeout, setup::connect(&config.pg_url)).await {
+    let client = match tokio::time::timeout(timeout, setup::connect(&config.pg())).await {
         Ok(Ok(client)) => client,
         Ok(Err(error)) => {
             report.fail(
@@ -1210,7 +1210,7 @@ async fn probe_registry(
         reqwest::header::ACCEPT,
         "application/vnd.schemaregistry.v1+json, application/json",
     );
-    if let Some(auth) = &config.schema_registry_basic_auth {
+    if let Some(auth) = config.schema_registry_auth() {
         let (user, password) = auth.expose().split_once(':').ok_or_else(|| {
             problem(
                 "--schema-registry-basic-auth is not user:password".into(),

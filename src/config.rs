@@ -6,9 +6,11 @@
 pub mod debezium;
 mod file;
 pub mod layers;
+pub mod security;
 pub mod show;
 
 pub use layers::{ConfigSources, LoadError, Origin, Origins, Problem};
+pub use security::{SaslMechanism, SecurityProtocol};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,10 +20,12 @@ use clap::{Args, ValueEnum};
 use rdkafka::config::ClientConfig;
 
 pub use crate::source::setup::PublicationAutocreateMode;
+use crate::source::tls::PgTls;
 use crate::source::types::{
     BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, TimePrecision, ValueOptions,
     DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
 };
+use security::{KafkaSecurity, PgPassword};
 
 /// Everything `pgcdc-kafka run` needs.
 #[derive(Debug, Clone, Args)]
@@ -29,6 +33,12 @@ pub struct RunConfig {
     /// PostgreSQL connection URL (libpq style), e.g. postgres://user:pw@host:5432/db.
     #[arg(long, env = "PGCDC_PG_URL")]
     pub pg_url: PgUrl,
+
+    #[command(flatten)]
+    pub pg_password: PgPassword,
+
+    #[command(flatten)]
+    pub kafka_security: KafkaSecurity,
 
     /// Kafka bootstrap servers, comma separated.
     #[arg(
@@ -76,6 +86,11 @@ pub struct RunConfig {
     /// Schema registry basic auth, user:password.
     #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_BASIC_AUTH")]
     pub schema_registry_basic_auth: Option<Secret>,
+
+    /// File holding the schema registry's basic auth, user:password (a
+    /// trailing newline is ignored).
+    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_BASIC_AUTH_FILE", value_parser = security::read_secret_file)]
+    pub schema_registry_basic_auth_file: Option<Secret>,
 
     /// PEM file of the CA that signs the schema registry's TLS certificate.
     #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_CA")]
@@ -490,14 +505,57 @@ pub struct RunConfig {
     pub kafka_properties: Vec<(String, String)>,
 }
 
-/// A PostgreSQL connection URL whose password never reaches a log.
+/// A PostgreSQL connection URL whose password never reaches a log, with
+/// its TLS settings (libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`;
+/// see [`crate::source::tls`]).
 #[derive(Clone)]
 pub struct PgUrl {
     raw: String,
     parsed: tokio_postgres::Config,
+    tls: PgTls,
 }
 
 impl PgUrl {
+    /// The TLS settings.
+    pub fn tls(&self) -> &PgTls {
+        &self.tls
+    }
+
+    /// The same connection with `password` (from `--pg-password` or
+    /// `--pg-password-file`) in place of the URL's.
+    pub fn with_password(&self, password: &Secret) -> PgUrl {
+        let mut url = self.clone();
+        url.parsed.password(password.expose());
+        url
+    }
+
+    /// Where the TCP connection goes: the first `hostaddr`, else the host.
+    pub fn connect_host(&self) -> String {
+        match self.parsed.get_hostaddrs().first() {
+            Some(addr) => addr.to_string(),
+            None => self.host(),
+        }
+    }
+
+    /// A replication connection to `slot` / `publication` with these
+    /// settings: host, port, user, password, database and TLS.
+    pub fn replication_config(
+        &self,
+        slot: impl Into<String>,
+        publication: impl Into<String>,
+    ) -> pgwire_replication::ReplicationConfig {
+        pgwire_replication::ReplicationConfig::new(
+            self.connect_host(),
+            self.user(),
+            self.password(),
+            self.dbname(),
+            slot.into(),
+            publication.into(),
+        )
+        .with_port(self.port())
+        .with_tls(self.tls.replication(&self.host()))
+    }
+
     /// The parsed connection settings.
     pub fn config(&self) -> &tokio_postgres::Config {
         &self.parsed
@@ -548,12 +606,16 @@ impl std::str::FromStr for PgUrl {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let parsed = s.parse::<tokio_postgres::Config>().map_err(|e| {
+        let (rest, parameters) = crate::source::tls::split_parameters(s);
+        let mut parsed = rest.parse::<tokio_postgres::Config>().map_err(|e| {
             format!("not a PostgreSQL connection URL ({e}); expected postgres://user:password@host:port/database")
         })?;
+        let tls = PgTls::from_parameters(&parameters).map_err(|e| e.to_string())?;
+        parsed.ssl_mode(tls.tokio_postgres_mode());
         Ok(PgUrl {
             raw: s.to_owned(),
             parsed,
+            tls,
         })
     }
 }
@@ -573,7 +635,11 @@ impl fmt::Display for PgUrl {
             self.host(),
             self.port(),
             self.dbname()
-        )
+        )?;
+        match self.tls.mode {
+            crate::source::tls::SslMode::Prefer => Ok(()),
+            mode => write!(f, "?sslmode={}", mode.as_str()),
+        }
     }
 }
 
@@ -1052,6 +1118,18 @@ impl RunConfig {
                 });
             }
         }
+        problems.extend(self.pg_password.problems(&self.pg_url));
+        problems.extend(self.kafka_security.problems(self));
+        if self.schema_registry_basic_auth.is_some()
+            && self.schema_registry_basic_auth_file.is_some()
+        {
+            problems.push(Invalid {
+                field: "schema-registry-basic-auth",
+                value: String::new(),
+                constraint: "and --schema-registry-basic-auth-file are both set; give it once"
+                    .to_owned(),
+            });
+        }
         if problems.is_empty() {
             Ok(())
         } else {
@@ -1140,7 +1218,27 @@ impl RunConfig {
         for (k, v) in &self.kafka_properties {
             config.set(k, v);
         }
+        // After the pass-through, which validation keeps from contradicting them.
+        for typed in self.kafka_security.properties() {
+            config.set(typed.property, typed.value);
+        }
         config
+    }
+
+    /// The PostgreSQL connection: `--pg-url` with `--pg-password` (or the
+    /// file's) applied.
+    pub fn pg(&self) -> PgUrl {
+        match self.pg_password.get() {
+            Some(password) => self.pg_url.with_password(password),
+            None => self.pg_url.clone(),
+        }
+    }
+
+    /// The schema registry's `user:password`, from the flag or its file.
+    pub fn schema_registry_auth(&self) -> Option<&Secret> {
+        self.schema_registry_basic_auth
+            .as_ref()
+            .or(self.schema_registry_basic_auth_file.as_ref())
     }
 }
 

@@ -31,6 +31,9 @@ pub struct StatusArgs {
     #[arg(long, env = "PGCDC_PG_URL")]
     pub pg_url: PgUrl,
 
+    #[command(flatten)]
+    pub pg_password: crate::config::security::PgPassword,
+
     /// The connector's replication slot.
     #[arg(long = "slot", env = "PGCDC_SLOT", default_value = "pgcdc")]
     pub slot_name: String,
@@ -192,7 +195,11 @@ const SLOT_QUERY: &str = "\
 async fn read_slots(
     args: &StatusArgs,
 ) -> Result<(Option<SlotState>, Option<SlotState>), setup::SetupError> {
-    let client = setup::connect(&args.pg_url).await?;
+    let client = setup::connect(&match args.pg_password.get() {
+        Some(password) => args.pg_url.with_password(password),
+        None => args.pg_url.clone(),
+    })
+    .await?;
     let read = |slot: String| {
         let client = &client;
         async move {

@@ -304,7 +304,7 @@ fn unsupported_debezium_properties_are_each_listed_with_a_reason() {
                 "snapshot.mode": "custom",
                 "column.mask.with.10.chars": "public.customers.email",
                 "notification.enabled.channels": "sink",
-                "database.sslmode": "verify-full",
+                "database.sslfactory": "org.postgresql.ssl.NonValidatingFactory",
                 "transforms": "ins",
                 "transforms.ins.type": "org.apache.kafka.connect.transforms.InsertField$Value",
                 "tasks.max": "1",
@@ -319,7 +319,7 @@ fn unsupported_debezium_properties_are_each_listed_with_a_reason() {
         ("snapshot.mode", "Java classes"),
         ("column.mask.with.10.chars", "masking"),
         ("notification.enabled.channels", "notifications"),
-        ("database.sslmode", "TLS"),
+        ("database.sslfactory", "socket factories"),
         ("transforms.ins.type", "InsertField$Value"),
     ] {
         let line = stderr

@@ -251,15 +251,32 @@ mod tests {
             ("database.user", "cdc"),
             ("database.password", "p@ss word"),
             ("database.dbname", "shop"),
-            ("database.sslmode", "prefer"),
+            ("database.sslmode", "verify-full"),
+            ("database.sslrootcert", "/etc/pg/ca.pem"),
+            ("database.sslcert", "/etc/pg/client.pem"),
+            ("database.sslkey", "/etc/pg/client-key.pem"),
         ]));
         assert!(m.rejected.is_empty(), "{:?}", m.rejected);
         let url = value_of(&m, "pg_url")[0];
-        let parsed: tokio_postgres::Config = url.parse().expect("a libpq URL");
-        assert_eq!(parsed.get_user(), Some("cdc"));
-        assert_eq!(parsed.get_password(), Some(&b"p@ss word"[..]));
-        assert_eq!(parsed.get_dbname(), Some("shop"));
-        assert_eq!(parsed.get_ports(), [5433]);
+        let parsed: crate::config::PgUrl = url.parse().expect("a libpq URL");
+        assert_eq!(parsed.config().get_user(), Some("cdc"));
+        assert_eq!(parsed.config().get_password(), Some(&b"p@ss word"[..]));
+        assert_eq!(parsed.config().get_dbname(), Some("shop"));
+        assert_eq!(parsed.config().get_ports(), [5433]);
+        let tls = parsed.tls();
+        assert_eq!(tls.mode, crate::source::tls::SslMode::VerifyFull);
+        assert_eq!(
+            tls.root_cert.as_deref(),
+            Some(std::path::Path::new("/etc/pg/ca.pem"))
+        );
+        assert_eq!(
+            tls.cert.as_deref(),
+            Some(std::path::Path::new("/etc/pg/client.pem"))
+        );
+        assert_eq!(
+            tls.key.as_deref(),
+            Some(std::path::Path::new("/etc/pg/client-key.pem"))
+        );
     }
 
     #[test]

@@ -130,7 +130,7 @@ impl AvroEncoder {
             .ok_or(EncodeError::RegistrySetup(RegistryError::MissingUrl))?;
         let registry = SchemaRegistry::new(
             url,
-            config.schema_registry_basic_auth.as_ref(),
+            config.schema_registry_auth(),
             config.schema_registry_ca.as_deref(),
         )
         .await

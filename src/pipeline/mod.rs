@@ -330,7 +330,7 @@ pub async fn run_with_metrics(
 
 /// `--slot-drop-on-stop`: drops the slot after a graceful stop.
 async fn drop_slot_on_stop(config: &RunConfig) -> Result<(), PipelineError> {
-    let sql = crate::source::setup::connect(&config.pg_url).await?;
+    let sql = crate::source::setup::connect(&config.pg()).await?;
     // The working slot too, left behind when a stop interrupted a snapshot.
     for slot in [config.slot_name.clone(), config.snapshot_slot_name()] {
         crate::source::setup::drop_slot_when_inactive(&sql, &slot, config.shutdown_timeout).await?;

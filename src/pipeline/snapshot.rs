@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use pgwire_replication::{ReplicationClient, ReplicationConfig};
+use pgwire_replication::ReplicationClient;
 use tokio::sync::mpsc;
 
 use super::stream::{now_micros, Stream};
@@ -84,16 +84,10 @@ pub(super) async fn export_slot(
 ) -> Result<ExportedSlot, PipelineError> {
     let working = config.snapshot_slot_name();
     setup::drop_slot(sql, &working).await?;
-    let repl = ReplicationConfig::new(
-        config.pg_url.host(),
-        config.pg_url.user(),
-        config.pg_url.password(),
-        config.pg_url.dbname(),
-        working.clone(),
-        config.publication_name.clone(),
-    )
-    .with_port(config.pg_url.port())
-    .with_application_name(format!("pgcdc-kafka-{}-snapshot", config.topic_prefix));
+    let repl = config
+        .pg()
+        .replication_config(working.clone(), config.publication_name.clone())
+        .with_application_name(format!("pgcdc-kafka-{}-snapshot", config.topic_prefix));
     let create_error = |error| SnapshotError::CreateSlot {
         slot: working.clone(),
         error,
@@ -204,7 +198,7 @@ pub(super) async fn emit_snapshot(
     let workers = config.snapshot_workers();
     let mut clients = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let client = setup::connect(&config.pg_url).await?;
+        let client = setup::connect(&config.pg()).await?;
         reader::import_snapshot(&client, &exported.snapshot_name).await?;
         clients.push(client);
     }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use pgwire_replication::{ReplicationClient, ReplicationConfig, ReplicationEvent};
+use pgwire_replication::{ReplicationClient, ReplicationEvent};
 use tokio::sync::watch;
 
 use super::{exactly_once, incremental, previous_run, snapshot};
@@ -98,7 +98,7 @@ pub async fn run_once(
     metrics: &Arc<Metrics>,
 ) -> Result<(), PipelineError> {
     let (selection, router) = crate::select::from_config(config)?;
-    let sql = setup::connect(&config.pg_url).await?;
+    let sql = setup::connect(&config.pg()).await?;
     let status = setup::prepare(&sql, config, &selection).await?;
     let types = setup::load_types(&sql).await?;
     let snapshot_wanted = !matches!(
@@ -272,20 +272,18 @@ pub async fn run_once(
     }
     tracing::info!(slot = %config.slot_name, publication = %config.publication_name, lsn = %start, "starting replication");
 
-    let repl_config = ReplicationConfig::new(
-        stream.config.pg_url.host(),
-        stream.config.pg_url.user(),
-        stream.config.pg_url.password(),
-        stream.config.pg_url.dbname(),
-        stream.config.slot_name.clone(),
-        stream.config.publication_name.clone(),
-    )
-    .with_port(stream.config.pg_url.port())
-    .with_start_lsn(start.into())
-    .with_ack_lsn(start.into())
-    .with_status_interval(stream.config.status_interval)
-    .with_options(SESSION_OPTIONS)
-    .with_application_name(format!("pgcdc-kafka-{}", stream.config.topic_prefix));
+    let repl_config = stream
+        .config
+        .pg()
+        .replication_config(
+            stream.config.slot_name.clone(),
+            stream.config.publication_name.clone(),
+        )
+        .with_start_lsn(start.into())
+        .with_ack_lsn(start.into())
+        .with_status_interval(stream.config.status_interval)
+        .with_options(SESSION_OPTIONS)
+        .with_application_name(format!("pgcdc-kafka-{}", stream.config.topic_prefix));
     let mut client = match temporary {
         // The session that created the slot is the one that can stream it.
         Some(mut session) => {
@@ -316,18 +314,12 @@ pub async fn run_once(
 async fn create_temporary_slot(
     config: &RunConfig,
 ) -> Result<(ReplicationClient, Lsn), PipelineError> {
-    let repl = ReplicationConfig::new(
-        config.pg_url.host(),
-        config.pg_url.user(),
-        config.pg_url.password(),
-        config.pg_url.dbname(),
-        config.slot_name.clone(),
-        config.publication_name.clone(),
-    )
-    .with_port(config.pg_url.port())
-    .with_status_interval(config.status_interval)
-    .with_options(SESSION_OPTIONS)
-    .with_application_name(format!("pgcdc-kafka-{}", config.topic_prefix));
+    let repl = config
+        .pg()
+        .replication_config(config.slot_name.clone(), config.publication_name.clone())
+        .with_status_interval(config.status_interval)
+        .with_options(SESSION_OPTIONS)
+        .with_application_name(format!("pgcdc-kafka-{}", config.topic_prefix));
     let failed = |error| SetupError::TemporarySlot {
         slot: config.slot_name.clone(),
         error,

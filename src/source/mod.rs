@@ -6,4 +6,5 @@ pub mod relation;
 pub mod setup;
 pub mod signal;
 pub mod snapshot;
+pub mod tls;
 pub mod types;

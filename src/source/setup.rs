@@ -3,6 +3,8 @@
 
 use tokio_postgres::{Client, NoTls};
 
+use crate::source::tls::{MakeRustlsConnect, SslMode, TlsSettingError};
+
 use crate::config::{PgUrl, RunConfig};
 use crate::lsn::Lsn;
 use crate::select::Selection;
@@ -18,6 +20,21 @@ pub enum SetupError {
         #[source]
         error: tokio_postgres::Error,
     },
+    #[error("PostgreSQL at {url} presented a certificate that sslmode={mode} does not accept; check that sslrootcert is the CA that signed the server's certificate and, with verify-full, that the host in --pg-url is a name the certificate was issued for")]
+    Certificate {
+        url: String,
+        mode: &'static str,
+        #[source]
+        error: tokio_postgres::Error,
+    },
+    #[error("PostgreSQL at {url} refused the login; check the user and password (--pg-url, --pg-password, --pg-password-file), the client certificate (sslcert, sslkey), and that pg_hba.conf admits this user, database and sslmode")]
+    Login {
+        url: String,
+        #[source]
+        error: tokio_postgres::Error,
+    },
+    #[error("the TLS settings of --pg-url cannot be used: {0}")]
+    Tls(#[source] TlsSettingError),
     #[error("{action} failed")]
     Query {
         action: String,
@@ -97,22 +114,64 @@ fn query_error(action: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) 
     move |error| SetupError::Query { action, error }
 }
 
-/// Opens a SQL connection; the connection task runs in the background.
+/// Opens a SQL connection, over TLS as the URL's `sslmode` says; the
+/// connection task runs in the background.
 pub async fn connect(url: &PgUrl) -> Result<Client, SetupError> {
-    let (client, connection) =
-        url.config()
-            .connect(NoTls)
-            .await
-            .map_err(|error| SetupError::Connect {
-                url: url.to_string(),
-                error,
-            })?;
+    let mode = url.tls().mode.as_str();
+    let failed = |error: tokio_postgres::Error| {
+        let url = url.to_string();
+        if is_certificate_error(&error) {
+            SetupError::Certificate { url, mode, error }
+        } else if error
+            .as_db_error()
+            .is_some_and(|db| db.code().code().starts_with("28"))
+        {
+            // Class 28, invalid authorization: a wrong password, no
+            // pg_hba.conf line; trying again fails the same way.
+            SetupError::Login { url, error }
+        } else {
+            SetupError::Connect { url, error }
+        }
+    };
+    let client = if url.tls().mode == SslMode::Disable {
+        let (client, connection) = url.config().connect(NoTls).await.map_err(failed)?;
+        spawn_connection(connection);
+        client
+    } else {
+        let tls = MakeRustlsConnect::new(url.tls().rustls_config().map_err(SetupError::Tls)?);
+        let (client, connection) = url.config().connect(tls).await.map_err(failed)?;
+        spawn_connection(connection);
+        client
+    };
+    Ok(client)
+}
+
+/// Whether the TLS handshake failed on the server's certificate.
+fn is_certificate_error(error: &tokio_postgres::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        let rustls_error = e.downcast_ref::<rustls::Error>().or_else(|| {
+            e.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if matches!(rustls_error, Some(rustls::Error::InvalidCertificate(_))) {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn spawn_connection<F>(connection: F)
+where
+    F: std::future::Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,
+{
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::debug!(%error, "sql connection closed");
         }
     });
-    Ok(client)
 }
 
 /// Quotes an identifier for SQL.

@@ -38,6 +38,25 @@ pub struct Kafka {
     /// A second listener reached only through a fault proxy (see
     /// [`Kafka::launch_behind_proxy`]).
     proxy: Option<FaultProxy>,
+    /// The listeners of [`Kafka::launch_secure`].
+    secure: Option<SecureListeners>,
+}
+
+/// The SASL user of [`Kafka::launch_secure`], for PLAIN and SCRAM-SHA-256.
+pub const SASL_USER: &str = "alice";
+/// [`SASL_USER`]'s password.
+pub const SASL_PASSWORD: &str = "alice-secret-7d1f";
+
+/// The extra listeners of a secured broker: TLS, SASL without TLS, SASL
+/// over TLS.
+#[derive(Debug, Clone)]
+struct SecureListeners {
+    ssl: u16,
+    sasl_plaintext: u16,
+    sasl_ssl: u16,
+    /// PEM files: the server key and certificate, and the CA.
+    keystore: PathBuf,
+    truststore: PathBuf,
 }
 
 /// The ports of a listener advertised at a proxy: the broker listens on
@@ -63,7 +82,54 @@ impl Kafka {
 
     /// Starts a private broker (for tests that stop or kill it).
     pub fn launch() -> Result<Kafka> {
-        Kafka::launch_with(None)
+        Kafka::launch_with(None, None)
+    }
+
+    /// Starts a private broker with three more listeners besides PLAINTEXT:
+    /// SSL, SASL_PLAINTEXT and SASL_SSL, with `ca`'s server certificate
+    /// (a PEM keystore) and the SASL mechanisms PLAIN and SCRAM-SHA-256 for
+    /// [`SASL_USER`] / [`SASL_PASSWORD`] (the SCRAM credential is written
+    /// by `kafka-storage format --add-scram`, as KRaft wants). Clients are
+    /// not asked for certificates. Local backend only.
+    pub fn launch_secure(ca: &crate::TestCa) -> Result<Kafka> {
+        let read = |path: PathBuf| {
+            fs::read_to_string(&path).map_err(Error::io(format!("read {}", path.display())))
+        };
+        let keystore = format!(
+            "{}{}",
+            read(ca.server_key_file())?,
+            read(ca.server_cert_file())?
+        );
+        let keystore_file = ca.dir().join("kafka-keystore.pem");
+        fs::write(&keystore_file, keystore)
+            .map_err(Error::io(format!("write {}", keystore_file.display())))?;
+        let secure = SecureListeners {
+            ssl: process::free_port()?,
+            sasl_plaintext: process::free_port()?,
+            sasl_ssl: process::free_port()?,
+            keystore: keystore_file,
+            truststore: ca.ca_file(),
+        };
+        Kafka::launch_with(None, Some(secure))
+    }
+
+    /// `bootstrap.servers` of the SSL listener ([`launch_secure`](Self::launch_secure)).
+    pub fn ssl_bootstrap_servers(&self) -> Option<String> {
+        self.secure.as_ref().map(|s| format!("127.0.0.1:{}", s.ssl))
+    }
+
+    /// `bootstrap.servers` of the SASL_PLAINTEXT listener.
+    pub fn sasl_plaintext_bootstrap_servers(&self) -> Option<String> {
+        self.secure
+            .as_ref()
+            .map(|s| format!("127.0.0.1:{}", s.sasl_plaintext))
+    }
+
+    /// `bootstrap.servers` of the SASL_SSL listener.
+    pub fn sasl_ssl_bootstrap_servers(&self) -> Option<String> {
+        self.secure
+            .as_ref()
+            .map(|s| format!("127.0.0.1:{}", s.sasl_ssl))
     }
 
     /// Starts a private broker with a second listener whose advertised
@@ -80,19 +146,24 @@ impl Kafka {
             listener.advertised,
             ([127, 0, 0, 1], listener.internal).into(),
         )?;
-        let mut kafka = Kafka::launch_with(Some(listener))?;
+        let mut kafka = Kafka::launch_with(Some(listener), None)?;
         kafka.proxy = Some(proxy);
         Ok(kafka)
     }
 
-    fn launch_with(proxied: Option<ProxiedListener>) -> Result<Kafka> {
+    fn launch_with(
+        proxied: Option<ProxiedListener>,
+        secure: Option<SecureListeners>,
+    ) -> Result<Kafka> {
         let port = process::free_port()?;
         let runner = match BackendKind::from_env()? {
-            BackendKind::Local => Runner::Local(Local::new(local_launch(port, proxied)?)),
+            BackendKind::Local => {
+                Runner::Local(Local::new(local_launch(port, proxied, secure.as_ref())?))
+            }
             #[cfg(feature = "docker")]
-            BackendKind::Docker if proxied.is_some() => {
+            BackendKind::Docker if proxied.is_some() || secure.is_some() => {
                 return Err(Error::LocalOnly {
-                    what: "a Kafka listener behind a fault proxy",
+                    what: "a Kafka listener behind a fault proxy, or with TLS and SASL",
                 })
             }
             #[cfg(feature = "docker")]
@@ -104,6 +175,7 @@ impl Kafka {
             runner,
             port,
             proxy: None,
+            secure,
         };
         kafka.start()?;
         Ok(kafka)
@@ -204,7 +276,11 @@ fn client_config(servers: &str) -> ClientConfig {
     config
 }
 
-fn local_launch(port: u16, proxied: Option<ProxiedListener>) -> Result<Launch> {
+fn local_launch(
+    port: u16,
+    proxied: Option<ProxiedListener>,
+    secure: Option<&SecureListeners>,
+) -> Result<Launch> {
     let libs = cache::kafka_libs()?;
     let java = cache::java(17)?;
     process::with_work_dir("kafka", |work| {
@@ -216,7 +292,7 @@ fn local_launch(port: u16, proxied: Option<ProxiedListener>) -> Result<Launch> {
         };
         let props = write(
             "server.properties",
-            server_properties(work, port, controller_port, proxied),
+            server_properties(work, port, controller_port, proxied, secure),
         )?;
         let log4j = write(
             "log4j2.properties",
@@ -240,13 +316,20 @@ fn local_launch(port: u16, proxied: Option<ProxiedListener>) -> Result<Launch> {
             "-cp".into(),
             libs.join("*").into_os_string(),
         ];
+        let mut format = Command::new(&java);
+        format
+            .args(&jvm)
+            .args(["kafka.tools.StorageTool", "format", "--standalone", "-t"])
+            .arg(cluster_id()?)
+            .arg("-c")
+            .arg(&props);
+        if secure.is_some() {
+            format.arg("--add-scram").arg(format!(
+                "SCRAM-SHA-256=[name={SASL_USER},password={SASL_PASSWORD}]"
+            ));
+        }
         run(
-            Command::new(&java)
-                .args(&jvm)
-                .args(["kafka.tools.StorageTool", "format", "--standalone", "-t"])
-                .arg(cluster_id()?)
-                .arg("-c")
-                .arg(&props),
+            &mut format,
             &format!(
                 "kafka storage could not be formatted; check that {} runs, and delete {} \
                  to re-fetch if its jars are damaged",
@@ -273,15 +356,44 @@ fn server_properties(
     port: u16,
     controller_port: u16,
     proxied: Option<ProxiedListener>,
+    secure: Option<&SecureListeners>,
 ) -> String {
-    let (listener, advertised, protocol) = match proxied {
+    let (mut listener, mut advertised, mut protocol) = match proxied {
         Some(p) => (
             format!(",PROXIED://127.0.0.1:{}", p.internal),
             format!(",PROXIED://127.0.0.1:{}", p.advertised),
-            ",PROXIED:PLAINTEXT",
+            ",PROXIED:PLAINTEXT".to_owned(),
         ),
-        None => (String::new(), String::new(), ""),
+        None => (String::new(), String::new(), String::new()),
     };
+    let mut security = String::new();
+    if let Some(s) = secure {
+        let secured = format!(
+            ",SSL://127.0.0.1:{},SASL_PLAINTEXT://127.0.0.1:{},SASL_SSL://127.0.0.1:{}",
+            s.ssl, s.sasl_plaintext, s.sasl_ssl
+        );
+        listener += &secured;
+        advertised += &secured;
+        protocol += ",SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
+        security = format!(
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256
+ssl.keystore.type=PEM
+ssl.keystore.location={keystore}
+ssl.truststore.type=PEM
+ssl.truststore.location={truststore}
+ssl.client.auth=none
+",
+            keystore = s.keystore.display(),
+            truststore = s.truststore.display()
+        );
+        for name in ["sasl_plaintext", "sasl_ssl"] {
+            security += &format!(
+                "listener.name.{name}.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_{SASL_USER}=\"{SASL_PASSWORD}\";
+listener.name.{name}.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+"
+            );
+        }
+    }
     // The broker session settings: after a kill the restarted controller keeps
     // the dead incarnation's registration until its session expires (9 s by
     // default), which would delay the restart.
@@ -309,7 +421,7 @@ group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
 broker.session.timeout.ms=2000
 broker.heartbeat.interval.ms=500
-",
+{security}",
         data = work.join("data").display()
     )
 }

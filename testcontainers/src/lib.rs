@@ -59,8 +59,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use cache::{cache_dir, KAFKA_VERSION, REGISTRY_VERSION};
 pub use error::{Error, Report};
-pub use kafka::Kafka;
-pub use postgres::{Postgres, StopMode};
+pub use kafka::{Kafka, SASL_PASSWORD, SASL_USER};
+pub use postgres::{Postgres, PostgresOptions, StopMode};
 pub use process::work_root;
 pub use proxy::FaultProxy;
 pub use registry::SchemaRegistry;

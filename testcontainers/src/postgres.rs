@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 
 use crate::process::{self, block_on, run, Launch, Local, Runner};
-use crate::{unique_name, BackendKind, Error, Result};
+use crate::{unique_name, BackendKind, Error, Result, TestCa};
 
 const USER: &str = "postgres";
 const PASSWORD: &str = "postgres";
@@ -42,6 +42,17 @@ pub(crate) const SETTINGS: &[(&str, &str)] = &[
     ("fsync", "off"),
     ("full_page_writes", "off"),
 ];
+
+/// What [`Postgres::launch_with`] sets up beyond the defaults.
+#[derive(Debug, Default, Clone)]
+pub struct PostgresOptions<'a> {
+    /// Serve TLS with this CA's server certificate and require it (with
+    /// SCRAM passwords) from every role but the superuser.
+    pub tls: Option<&'a TestCa>,
+    /// Roles that log in with a client certificate (`cert` auth) instead of
+    /// a password; needs `tls`.
+    pub cert_users: Vec<String>,
+}
 
 /// How to stop PostgreSQL; see the `pg_ctl stop -m` modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +110,39 @@ impl Postgres {
         Ok(pg)
     }
 
+    /// Starts a private server with `options` (local backend only).
+    ///
+    /// With [`PostgresOptions::tls`] the server requires TLS from every role
+    /// but the superuser, which keeps trust auth without TLS so helpers like
+    /// [`execute`](Self::execute) work as on any other cluster: `ssl=on` with
+    /// the CA's server certificate (for 127.0.0.1 and localhost),
+    /// `password_encryption=scram-sha-256`, and `pg_hba.conf` lines
+    /// `hostssl ... cert` for [`PostgresOptions::cert_users`] (the CA must
+    /// have signed their client certificate, common name = role) and
+    /// `hostssl ... scram-sha-256` for every other role. A connection
+    /// without TLS from another role finds no `pg_hba.conf` line.
+    pub fn launch_with(options: &PostgresOptions<'_>) -> Result<Postgres> {
+        match BackendKind::from_env()? {
+            BackendKind::Local => {}
+            #[cfg(feature = "docker")]
+            BackendKind::Docker => {
+                return Err(Error::LocalOnly {
+                    what: "a PostgreSQL cluster with TLS",
+                })
+            }
+            #[cfg(not(feature = "docker"))]
+            BackendKind::Docker => return Err(Error::DockerFeatureOff),
+        }
+        let pg = Self::launch_local_with(options)?;
+        pg.start()?;
+        Ok(pg)
+    }
+
     fn launch_local() -> Result<Postgres> {
+        Self::launch_local_with(&PostgresOptions::default())
+    }
+
+    fn launch_local_with(options: &PostgresOptions<'_>) -> Result<Postgres> {
         let bindir = bindir()?;
         process::with_work_dir("postgres", |work| {
             let data = work.join("data");
@@ -144,14 +187,55 @@ impl Postgres {
             for (name, value) in SETTINGS {
                 conf += &format!("{name} = '{value}'\n");
             }
+            let mut hba = String::from(
+                "local all all trust\nlocal replication all trust\n\
+                 host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n",
+            );
+            if let Some(ca) = options.tls {
+                for (file, source, private) in [
+                    ("server.pem", ca.server_cert_file(), false),
+                    ("server-key.pem", ca.server_key_file(), true),
+                    ("ca.pem", ca.ca_file(), false),
+                ] {
+                    let target = data.join(file);
+                    fs::copy(&source, &target).map_err(Error::io(format!(
+                        "copy {} to {}",
+                        source.display(),
+                        target.display()
+                    )))?;
+                    if let Some((uid, gid)) = owner {
+                        std::os::unix::fs::chown(&target, Some(uid), Some(gid))
+                            .map_err(Error::io(format!("chown {}", target.display())))?;
+                    }
+                    if private {
+                        // PostgreSQL refuses a key others can read.
+                        use std::os::unix::fs::PermissionsExt;
+                        fs::set_permissions(&target, fs::Permissions::from_mode(0o600))
+                            .map_err(Error::io(format!("chmod {}", target.display())))?;
+                    }
+                }
+                conf += "ssl = on\nssl_cert_file = 'server.pem'\nssl_key_file = 'server-key.pem'\n\
+                         ssl_ca_file = 'ca.pem'\npassword_encryption = 'scram-sha-256'\n";
+                hba = format!(
+                    "local all all trust\nlocal replication all trust\n\
+                     hostnossl all {USER} 127.0.0.1/32 trust\n\
+                     hostnossl replication {USER} 127.0.0.1/32 trust\n"
+                );
+                for user in &options.cert_users {
+                    hba += &format!(
+                        "hostssl all {user} 127.0.0.1/32 cert\n\
+                         hostssl replication {user} 127.0.0.1/32 cert\n"
+                    );
+                }
+                hba += "hostssl all all 127.0.0.1/32 scram-sha-256\n\
+                        hostssl replication all 127.0.0.1/32 scram-sha-256\n";
+            }
             let conf_path = data.join("postgresql.conf");
             OpenOptions::new()
                 .append(true)
                 .open(&conf_path)
                 .and_then(|mut f| f.write_all(conf.as_bytes()))
                 .map_err(Error::io(format!("append to {}", conf_path.display())))?;
-            let hba = "local all all trust\nlocal replication all trust\n\
-                   host all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n";
             let hba_path = data.join("pg_hba.conf");
             fs::write(&hba_path, hba)
                 .map_err(Error::io(format!("write {}", hba_path.display())))?;

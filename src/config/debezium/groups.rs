@@ -3,7 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use super::rules::TLS;
+/// Debezium's TLS file properties and the libpq URL parameters they become.
+const TLS_FILES: [(&str, &str); 3] = [
+    ("database.sslrootcert", "sslrootcert"),
+    ("database.sslcert", "sslcert"),
+    ("database.sslkey", "sslkey"),
+];
 use super::Mapping;
 
 /// `${provider:path:key}`: Kafka Connect resolves these, we cannot.
@@ -70,9 +75,9 @@ pub(super) fn map_connection(properties: &BTreeMap<String, String>, mapping: &mu
         url.set_path(&format!("/{}", percent_encode_path(dbname)));
     }
     match properties.get("database.sslmode").map(|m| m.trim()) {
-        None | Some("disable" | "allow" | "prefer") => {}
-        Some(mode @ ("require" | "verify-ca" | "verify-full")) => {
-            mapping.reject("database.sslmode", mode, TLS);
+        None => {}
+        Some(mode @ ("disable" | "allow" | "prefer" | "require" | "verify-ca" | "verify-full")) => {
+            url.query_pairs_mut().append_pair("sslmode", mode);
         }
         Some(other) => mapping.reject(
             "database.sslmode",
@@ -80,9 +85,16 @@ pub(super) fn map_connection(properties: &BTreeMap<String, String>, mapping: &mu
             "expects disable, allow, prefer, require, verify-ca or verify-full",
         ),
     }
+    for (property, parameter) in TLS_FILES {
+        if let Some(path) = get(property) {
+            url.query_pairs_mut().append_pair(parameter, path.trim());
+        }
+    }
     let from: Vec<&str> = parts
         .iter()
         .copied()
+        .chain(["database.sslmode"])
+        .chain(TLS_FILES.iter().map(|(p, _)| *p))
         .filter(|p| properties.contains_key(*p))
         .collect();
     mapping.set("pg_url", url.to_string(), &from.join(", "));

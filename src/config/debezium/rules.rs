@@ -22,8 +22,6 @@ pub enum Rule {
 
 use Rule::*;
 
-pub(super) const TLS: &str = "TLS connections to PostgreSQL are not supported by this build";
-
 const ONE_TASK: &str = "the PostgreSQL connector always runs one task, as does pgcdc-kafka";
 
 /// The Debezium PostgreSQL connector's properties (and the Kafka Connect
@@ -48,12 +46,12 @@ pub const PROPERTIES: &[(&str, Rule)] = &[
     ("database.user", Group("the PostgreSQL URL (pg_url)")),
     ("database.password", Group("the PostgreSQL URL (pg_url)")),
     ("database.dbname", Group("the PostgreSQL URL (pg_url)")),
-    ("database.sslmode", Group("the PostgreSQL URL (pg_url): disable, allow and prefer connect without TLS; require, verify-ca and verify-full are rejected (no TLS in this build)")),
-    ("database.sslcert", Reject(TLS)),
-    ("database.sslkey", Reject(TLS)),
-    ("database.sslpassword", Reject(TLS)),
-    ("database.sslrootcert", Reject(TLS)),
-    ("database.sslfactory", Reject(TLS)),
+    ("database.sslmode", Group("the PostgreSQL URL (pg_url): its sslmode parameter (disable, allow, prefer, require, verify-ca, verify-full)")),
+    ("database.sslcert", Group("the PostgreSQL URL (pg_url): its sslcert parameter (a PEM file)")),
+    ("database.sslkey", Group("the PostgreSQL URL (pg_url): its sslkey parameter (an unencrypted PEM key)")),
+    ("database.sslpassword", Reject("encrypted client keys are not supported: decrypt the key (openssl pkey -in key.pem -out plain.pem) and keep the file private")),
+    ("database.sslrootcert", Group("the PostgreSQL URL (pg_url): its sslrootcert parameter (a PEM file)")),
+    ("database.sslfactory", Reject("SSL socket factories are Java classes; use database.sslmode and database.sslrootcert")),
     ("database.tcpKeepAlive", Ignore("not configurable: a dead connection is detected by wal_sender_timeout and the status updates")),
     ("database.initial.statements", Reject("statements run on connect are not supported")),
     ("database.query.timeout.ms", Ignore("catalog queries have no timeout")),

@@ -1,0 +1,444 @@
+//! Security against real services: PostgreSQL over TLS (`sslmode` require,
+//! verify-ca, verify-full, a client certificate) with SCRAM passwords, Kafka
+//! over SSL, SASL_PLAINTEXT and SASL_SSL (PLAIN and SCRAM-SHA-256), all as
+//! the least-privilege role of docs/SECURITY.md, never a superuser; and
+//! secrets that appear in no output.
+//!
+//! One TLS cluster and one secured broker serve every test. The connector
+//! runs as the binary, so what an operator would see (stdout, stderr, exit
+//! code) is what is checked.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{consume, Scenario};
+use pgcdc_testcontainers::{Kafka, Postgres, PostgresOptions, TestCa, SASL_PASSWORD, SASL_USER};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
+
+/// The password role, with REPLICATION and nothing else cluster-wide.
+const ROLE: &str = "cdc";
+const ROLE_PASSWORD: &str = "cdc-Pw-5e0b9a77";
+/// The role that logs in with a client certificate.
+const CERT_ROLE: &str = "cdc_cert";
+
+struct Secure {
+    ca: TestCa,
+    pg: Postgres,
+    kafka: Kafka,
+    /// `ROLE_PASSWORD`, in a file, for --pg-password-file.
+    password_file: PathBuf,
+    /// A CA that signed nothing the services present.
+    other_ca: TestCa,
+}
+
+fn secure() -> &'static Secure {
+    static SECURE: OnceLock<Secure> = OnceLock::new();
+    SECURE.get_or_init(|| {
+        let ca = TestCa::generate().expect("test CA");
+        let pg = Postgres::launch_with(&PostgresOptions {
+            tls: Some(&ca),
+            cert_users: vec![CERT_ROLE.to_owned()],
+        })
+        .unwrap_or_else(|e| panic!("postgres with TLS: {}", e.report()));
+        pg.execute(
+            "postgres",
+            &format!(
+                "CREATE ROLE {ROLE} LOGIN REPLICATION PASSWORD '{ROLE_PASSWORD}';\
+                 CREATE ROLE {CERT_ROLE} LOGIN REPLICATION;"
+            ),
+        )
+        .expect("create the roles");
+        let kafka =
+            Kafka::launch_secure(&ca).unwrap_or_else(|e| panic!("secure kafka: {}", e.report()));
+        let password_file = ca.dir().join("pg-password");
+        std::fs::write(&password_file, format!("{ROLE_PASSWORD}\n")).expect("password file");
+        let other_ca = TestCa::generate().expect("second CA");
+        Secure {
+            ca,
+            pg,
+            kafka,
+            password_file,
+            other_ca,
+        }
+    })
+}
+
+/// A database with a table the role may read and a publication it owns:
+/// exactly the grants of docs/SECURITY.md.
+fn least_privilege_scenario(name: &str, role: &str) -> Scenario {
+    let s = Scenario::new(&secure().pg, name);
+    s.sql(&format!(
+        "GRANT CREATE ON DATABASE {db} TO {role};\
+         CREATE TABLE items (id int PRIMARY KEY, name text);\
+         GRANT SELECT ON items TO {role};\
+         CREATE PUBLICATION {publication} FOR TABLE items;\
+         ALTER PUBLICATION {publication} OWNER TO {role};",
+        db = s.db,
+        publication = s.publication
+    ));
+    s
+}
+
+/// `postgres://role@host:port/db?params`.
+fn pg_url(s: &Scenario, role: &str, host: &str, params: &str) -> String {
+    format!(
+        "postgres://{role}@{host}:{}/{}?{params}",
+        secure().pg.port(),
+        s.db
+    )
+}
+
+fn ca_file() -> String {
+    secure().ca.ca_file().display().to_string()
+}
+
+/// Runs the binary with `args` and `env` until it exits (killing it after
+/// `timeout`), and returns its output.
+async fn run_binary(args: Vec<String>, env: Vec<(String, String)>, timeout: Duration) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .envs(env)
+            .env("RUST_LOG", "pgcdc_kafka=debug,info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        let deadline = Instant::now() + timeout;
+        while child.try_wait().expect("wait").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let output = child.wait_with_output().expect("output");
+                panic!(
+                    "pgcdc-kafka {args:?} still ran after {timeout:?}; stderr:\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        child.wait_with_output().expect("output")
+    })
+    .await
+    .expect("join")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Asserts that no secret of the suite appears in `output`.
+fn assert_no_secret(output: &str) {
+    for secret in [ROLE_PASSWORD, SASL_PASSWORD] {
+        assert!(
+            !output.contains(secret),
+            "a secret appears in the output:\n{output}"
+        );
+    }
+}
+
+/// `run` flags for `s` with the connection given.
+fn run_args(s: &Scenario, pg_url: &str, kafka: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--log-format",
+        "json",
+        "run",
+        "--pg-url",
+        pg_url,
+        "--topic-prefix",
+        &s.prefix,
+        "--slot",
+        &s.slot,
+        "--publication",
+        &s.publication,
+        "--stop-when-caught-up",
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    args.extend(kafka.iter().cloned());
+    args
+}
+
+/// Two bounded runs: the first snapshots a row, the second streams an
+/// insert, an update and a delete. Returns each record's `op` (`None` for
+/// the tombstone) as read back through the broker's plaintext listener.
+async fn round_trip(
+    s: &Scenario,
+    pg_url: &str,
+    kafka: &[String],
+    env: &[(&str, &str)],
+) -> Vec<Option<String>> {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    s.sql("INSERT INTO items VALUES (1, 'snapshot')");
+    for step in ["snapshot", "stream"] {
+        if step == "stream" {
+            s.sql("INSERT INTO items VALUES (2, 'new')");
+            s.sql("UPDATE items SET name = 'changed' WHERE id = 1");
+            s.sql("DELETE FROM items WHERE id = 2");
+        }
+        let output = run_binary(
+            run_args(s, pg_url, kafka),
+            env.clone(),
+            Duration::from_secs(90),
+        )
+        .await;
+        let all = text(&output);
+        assert!(
+            output.status.success(),
+            "the {step} run succeeds; output:\n{all}"
+        );
+        assert_no_secret(&all);
+    }
+    let records = consume(
+        &secure().kafka.bootstrap_servers(),
+        &s.topic("items"),
+        5,
+        Duration::from_secs(30),
+    )
+    .await;
+    records
+        .iter()
+        .map(|r| {
+            r.value
+                .as_ref()
+                .map(|v| v["payload"]["op"].as_str().expect("op").to_owned())
+        })
+        .collect()
+}
+
+fn expected_ops() -> Vec<Option<String>> {
+    ["r", "c", "u", "d"]
+        .iter()
+        .map(|op| Some((*op).to_owned()))
+        .chain([None])
+        .collect()
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| (*a).to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_full_scram_and_sasl_ssl_scram_as_the_least_privileged_role() {
+    let s = least_privilege_scenario("sec_full", ROLE);
+    let url = pg_url(
+        &s,
+        ROLE,
+        "localhost",
+        &format!("sslmode=verify-full&sslrootcert={}", ca_file()),
+    );
+    let password_file = secure().password_file.display().to_string();
+    let servers = secure()
+        .kafka
+        .sasl_ssl_bootstrap_servers()
+        .expect("sasl_ssl");
+    let kafka = strings(&[
+        "--pg-password-file",
+        &password_file,
+        "--bootstrap-servers",
+        &servers,
+        "--kafka-security-protocol",
+        "sasl_ssl",
+        "--kafka-sasl-mechanism",
+        "SCRAM-SHA-256",
+        "--kafka-sasl-username",
+        SASL_USER,
+        "--kafka-ssl-ca",
+        &ca_file(),
+    ]);
+    let ops = round_trip(
+        &s,
+        &url,
+        &kafka,
+        &[("PGCDC_KAFKA_SASL_PASSWORD", SASL_PASSWORD)],
+    )
+    .await;
+    assert_eq!(ops, expected_ops());
+    // `config show` with the same secrets, by flag and by environment.
+    let mut args = strings(&["config", "show"]);
+    args.extend(run_args(&s, &url, &kafka).into_iter().skip(3));
+    args.extend(strings(&["--kafka-sasl-password", SASL_PASSWORD]));
+    let shown = run_binary(
+        args,
+        vec![("PGCDC_PG_PASSWORD".into(), ROLE_PASSWORD.into())],
+        Duration::from_secs(30),
+    )
+    .await;
+    let all = text(&shown);
+    // Both passwords at once are a configuration error; config show still
+    // prints, and must still redact.
+    assert!(all.contains("kafka_sasl_password"), "{all}");
+    assert_no_secret(&all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_with_kafka_over_ssl() {
+    let s = least_privilege_scenario("sec_require", ROLE);
+    let url = pg_url(&s, ROLE, "127.0.0.1", "sslmode=require");
+    let servers = secure().kafka.ssl_bootstrap_servers().expect("ssl");
+    let kafka = strings(&[
+        "--bootstrap-servers",
+        &servers,
+        "--kafka-security-protocol",
+        "ssl",
+        "--kafka-ssl-ca",
+        &ca_file(),
+    ]);
+    let ops = round_trip(&s, &url, &kafka, &[("PGCDC_PG_PASSWORD", ROLE_PASSWORD)]).await;
+    assert_eq!(ops, expected_ops());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_ca_with_kafka_sasl_plain() {
+    let s = least_privilege_scenario("sec_verify_ca", ROLE);
+    // An IP address: verify-ca checks the chain, not the name.
+    let url = pg_url(
+        &s,
+        &format!("{ROLE}:{ROLE_PASSWORD}"),
+        "127.0.0.1",
+        &format!("sslmode=verify-ca&sslrootcert={}", ca_file()),
+    );
+    let password_file = s.db.clone() + "-sasl";
+    let password_file = secure().ca.dir().join(password_file);
+    std::fs::write(&password_file, SASL_PASSWORD).expect("write");
+    let servers = secure()
+        .kafka
+        .sasl_plaintext_bootstrap_servers()
+        .expect("sasl_plaintext");
+    let kafka = strings(&[
+        "--bootstrap-servers",
+        &servers,
+        "--kafka-security-protocol",
+        "sasl_plaintext",
+        "--kafka-sasl-mechanism",
+        "PLAIN",
+        "--kafka-sasl-username",
+        SASL_USER,
+        "--kafka-sasl-password-file",
+        &password_file.display().to_string(),
+    ]);
+    let ops = round_trip(&s, &url, &kafka, &[]).await;
+    assert_eq!(ops, expected_ops());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificate_login() {
+    let s = least_privilege_scenario("sec_cert", CERT_ROLE);
+    let (cert, key) = secure()
+        .ca
+        .client_cert(CERT_ROLE)
+        .expect("client certificate");
+    let url = pg_url(
+        &s,
+        CERT_ROLE,
+        "localhost",
+        &format!(
+            "sslmode=verify-full&sslrootcert={}&sslcert={}&sslkey={}",
+            ca_file(),
+            cert.display(),
+            key.display()
+        ),
+    );
+    let servers = secure().kafka.bootstrap_servers();
+    let ops = round_trip(&s, &url, &strings(&["--bootstrap-servers", &servers]), &[]).await;
+    assert_eq!(ops, expected_ops());
+}
+
+/// Runs a connector that must fail and returns its output; asserts the
+/// exit code and that no secret is in it.
+async fn failing_run(s: &Scenario, url: &str, extra: &[&str], code: i32) -> String {
+    let mut args = run_args(
+        s,
+        url,
+        &strings(&["--bootstrap-servers", &secure().kafka.bootstrap_servers()]),
+    );
+    args.extend(strings(extra));
+    let output = run_binary(args, vec![], Duration::from_secs(60)).await;
+    let all = text(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "exit code; output:\n{all}"
+    );
+    assert_no_secret(&all);
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_tls_and_login_failures_are_clear() {
+    let s = least_privilege_scenario("sec_fail", ROLE);
+    let password = format!("--pg-password={ROLE_PASSWORD}");
+
+    // A name the certificate was not issued for (hostaddr still reaches the server).
+    let url = pg_url(
+        &s,
+        ROLE,
+        "db.wrong.invalid",
+        &format!(
+            "hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert={}",
+            ca_file()
+        ),
+    );
+    let out = failing_run(&s, &url, &[&password], 1).await;
+    assert!(
+        out.contains("presented a certificate that sslmode=verify-full does not accept")
+            && out.contains("certificate not valid for name \\\"db.wrong.invalid\\\""),
+        "{out}"
+    );
+
+    // A CA that did not sign the server's certificate.
+    let other = secure().other_ca.ca_file().display().to_string();
+    let url = pg_url(
+        &s,
+        ROLE,
+        "127.0.0.1",
+        &format!("sslmode=verify-ca&sslrootcert={other}"),
+    );
+    let out = failing_run(&s, &url, &[&password], 1).await;
+    assert!(
+        out.contains("sslmode=verify-ca does not accept")
+            && out.contains("invalid peer certificate"),
+        "{out}"
+    );
+
+    // No TLS: pg_hba.conf has no line for that.
+    let url = pg_url(&s, ROLE, "127.0.0.1", "sslmode=disable");
+    let out = failing_run(&s, &url, &[&password], 1).await;
+    assert!(
+        out.contains("refused the login") && out.contains("no encryption"),
+        "{out}"
+    );
+
+    // A wrong password.
+    let url = pg_url(&s, ROLE, "127.0.0.1", "sslmode=require");
+    let wrong = "Wrong-Pw-for-cdc-91";
+    let out = failing_run(&s, &url, &[&format!("--pg-password={wrong}")], 1).await;
+    assert!(
+        out.contains("refused the login") && out.contains("password authentication failed"),
+        "{out}"
+    );
+    assert!(
+        !out.contains(wrong),
+        "the wrong password is not shown:\n{out}"
+    );
+
+    // verify-full without a CA: refused before connecting, with the fix.
+    let url = pg_url(&s, ROLE, "localhost", "sslmode=verify-full");
+    let out = failing_run(&s, &url, &[&password], 2).await;
+    assert!(
+        out.contains("sslrootcert=/path/to/ca.pem") && out.contains("PGSSLROOTCERT"),
+        "{out}"
+    );
+}
