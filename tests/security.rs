@@ -442,3 +442,57 @@ async fn postgres_tls_and_login_failures_are_clear() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_kafka_password_stops_with_an_authentication_error() {
+    let s = least_privilege_scenario("sec_sasl_wrong", ROLE);
+    let url = pg_url(
+        &s,
+        &format!("{ROLE}:{ROLE_PASSWORD}"),
+        "127.0.0.1",
+        "sslmode=require",
+    );
+    let servers = secure()
+        .kafka
+        .sasl_plaintext_bootstrap_servers()
+        .expect("sasl_plaintext");
+    let mut args = run_args(
+        &s,
+        &url,
+        &strings(&[
+            "--bootstrap-servers",
+            &servers,
+            "--kafka-security-protocol",
+            "sasl_plaintext",
+            "--kafka-sasl-mechanism",
+            "SCRAM-SHA-256",
+            "--kafka-sasl-username",
+            SASL_USER,
+        ]),
+    );
+    // Streaming only: the first Kafka client is then the producer.
+    args.extend(strings(&["--snapshot-mode", "never"]));
+    let env = vec![(
+        "PGCDC_KAFKA_SASL_PASSWORD".to_owned(),
+        "not-the-password".to_owned(),
+    )];
+    // The first run creates the slot and has nothing to send.
+    let first = run_binary(args.clone(), env.clone(), Duration::from_secs(60)).await;
+    assert!(first.status.success(), "output:\n{}", text(&first));
+    s.sql("INSERT INTO items VALUES (1, 'needs kafka')");
+    // An unbounded run: it must stop by itself, on the refused login.
+    args.retain(|a| a != "--stop-when-caught-up");
+    let output = run_binary(args, env, Duration::from_secs(80)).await;
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "exit code; output:\n{all}");
+    assert!(
+        all.contains("kafka refused this connector's credentials")
+            && all.contains("--kafka-sasl-password-file"),
+        "the error names the credentials and where they come from:\n{all}"
+    );
+    assert!(
+        !all.contains("not-the-password"),
+        "the password leaked:\n{all}"
+    );
+    assert_no_secret(&all);
+}

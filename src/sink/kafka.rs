@@ -127,6 +127,12 @@ pub enum SinkError {
              Run one instance per slot"
     )]
     SnapshotRace { slot: String },
+    #[error(
+        "kafka refused this connector's credentials: {reason}; check --kafka-sasl-mechanism, \
+             --kafka-sasl-username and the password (--kafka-sasl-password, \
+             PGCDC_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file)"
+    )]
+    Authentication { reason: String },
     #[error("progress topic {topic:?}: could not {action}")]
     Progress {
         topic: String,
@@ -148,7 +154,8 @@ impl SinkError {
             SinkError::Fenced { .. }
             | SinkError::TransactionTooLong { .. }
             | SinkError::ProgressAhead { .. }
-            | SinkError::SnapshotRace { .. } => false,
+            | SinkError::SnapshotRace { .. }
+            | SinkError::Authentication { .. } => false,
             SinkError::Transaction { retryable, .. } => *retryable,
         }
     }
@@ -237,6 +244,25 @@ pub struct DeliveryContext {
 }
 
 impl ClientContext for DeliveryContext {
+    /// librdkafka's client-level errors. A refused login fails every
+    /// attempt the same way, so it stops the connector with the fix rather
+    /// than being retried like an unreachable broker; the rest are logged
+    /// and surface through delivery reports.
+    fn error(&self, error: KafkaError, reason: &str) {
+        let refused = matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
+        );
+        if refused {
+            tracing::error!(reason, "kafka refused the credentials");
+            self.shared.publish_failure(SinkError::Authentication {
+                reason: reason.to_owned(),
+            });
+        } else {
+            tracing::warn!(%error, reason, "kafka client error");
+        }
+    }
+
     /// librdkafka's statistics (every [`STATISTICS_INTERVAL_MS`]): counts the
     /// produce requests retried since the previous report.
     fn stats(&self, statistics: Statistics) {
