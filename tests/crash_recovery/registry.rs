@@ -105,8 +105,10 @@ async fn kill_during_schema_registration_loses_nothing() {
         connector.assert_running(&format!("before kill round {round}"));
         let confirmed = s.confirmed_flush_lsn().expect("slot exists");
         if stalled {
+            // The ALTER itself sends nothing, so the slot may reach its end
+            // (an idle keepalive before the next write); never past it.
             assert!(
-                confirmed < after_alter,
+                confirmed <= after_alter,
                 "round {round}: confirmed {confirmed} past the schema change at {after_alter} \
                  with the registry stalled"
             );
