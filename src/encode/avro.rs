@@ -235,9 +235,7 @@ impl AvroEncoder {
         let info = self.info.clone();
         let schemas = self.table_schemas(&event.table).await?;
         let registered = &schemas.value;
-        let mut out = Vec::with_capacity(256);
-        out.push(MAGIC_BYTE);
-        out.extend_from_slice(&registered.id.0.to_be_bytes());
+        let mut out = wire_header(registered);
         let direct = write::write_envelope(
             &mut out,
             &registered.connect,
@@ -479,6 +477,15 @@ impl AvroEncoder {
     }
 }
 
+/// The Confluent wire format's first five bytes: the magic byte and the
+/// schema id, big-endian.
+fn wire_header(registered: &Registered) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.push(MAGIC_BYTE);
+    out.extend_from_slice(&registered.id.0.to_be_bytes());
+    out
+}
+
 /// `value` in the Confluent wire format under `registered`.
 ///
 /// Written by [`write::write_value`]; a value that does not fit goes through
@@ -490,9 +497,7 @@ fn write(
     part: RecordPart,
     topic: &str,
 ) -> Result<Vec<u8>, EncodeError> {
-    let mut out = Vec::with_capacity(256);
-    out.push(MAGIC_BYTE);
-    out.extend_from_slice(&registered.id.0.to_be_bytes());
+    let mut out = wire_header(registered);
     if write::write_value(&mut out, &registered.connect, &value, logical).is_ok() {
         return Ok(out);
     }

@@ -236,58 +236,26 @@ impl JsonEncoder {
     }
 
     fn schemas(&mut self, table: &Arc<TableSchema>) -> &CachedSchemas {
-        let stale = self
-            .cache
-            .get(&table.relation_id)
-            .is_none_or(|c| !Arc::ptr_eq(&c.table, table));
-        if stale {
-            let cached = CachedSchemas {
-                table: Arc::clone(table),
-                key: table
-                    .key_schema
-                    .as_ref()
-                    .map(|k| schema_json(k, None).to_string()),
-                envelope: schema_json(&table.envelope_schema, None).to_string(),
-            };
-            self.cache.insert(table.relation_id, cached);
-        }
-        &self.cache[&table.relation_id]
+        cached(&mut self.cache, table)
     }
 
     fn wrap(&self, schema: Option<&str>, payload: &Json) -> Vec<u8> {
-        match schema {
-            Some(schema) if self.schemas_enabled => {
-                let payload = payload.to_string();
-                let mut out = Vec::with_capacity(schema.len() + payload.len() + 24);
-                out.extend_from_slice(b"{\"schema\":");
-                out.extend_from_slice(schema.as_bytes());
-                out.extend_from_slice(b",\"payload\":");
-                out.extend_from_slice(payload.as_bytes());
-                out.push(b'}');
-                out
-            }
-            _ => payload.to_string().into_bytes(),
-        }
+        let schema = schema.filter(|_| self.schemas_enabled);
+        enveloped(schema, |out| {
+            // Writing a Value into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, payload);
+            true
+        })
+        .unwrap_or_default()
     }
 
     /// The key bytes, `None` for a null key.
     pub fn key(&mut self, event: &ChangeEvent) -> Option<Vec<u8>> {
         let schemas_enabled = self.schemas_enabled;
         let schema = self.schemas(&event.table).key.as_deref();
-        let mut out = Vec::with_capacity(schema.map_or(0, str::len) + 64);
-        let wrapped = schemas_enabled && schema.is_some();
-        if let Some(schema) = schema.filter(|_| wrapped) {
-            out.extend_from_slice(b"{\"schema\":");
-            out.extend_from_slice(schema.as_bytes());
-            out.extend_from_slice(b",\"payload\":");
-        }
-        if !write::write_key(&mut out, event) {
-            return None;
-        }
-        if wrapped {
-            out.push(b'}');
-        }
-        Some(out)
+        enveloped(schema.filter(|_| schemas_enabled), |out| {
+            write::write_key(out, event)
+        })
     }
 
     /// The value bytes of the event's envelope, written without building
@@ -298,20 +266,55 @@ impl JsonEncoder {
         transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Vec<u8> {
-        let schemas_enabled = self.schemas_enabled;
-        let schema = &self.schemas(&event.table).envelope;
-        let mut out = Vec::with_capacity(schema.len() + 512);
-        if schemas_enabled {
-            out.extend_from_slice(b"{\"schema\":");
-            out.extend_from_slice(schema.as_bytes());
-            out.extend_from_slice(b",\"payload\":");
-        }
-        write::write_envelope(&mut out, event, &self.info, transaction, now_micros);
-        if schemas_enabled {
-            out.push(b'}');
-        }
-        out
+        let schema = cached(&mut self.cache, &event.table).envelope.as_str();
+        let info = &self.info;
+        enveloped(Some(schema).filter(|_| self.schemas_enabled), |out| {
+            write::write_envelope(out, event, info, transaction, now_micros);
+            true
+        })
+        .unwrap_or_default()
     }
+}
+
+/// The cached serialized schemas of `table`'s current version.
+fn cached<'a>(
+    cache: &'a mut HashMap<u32, CachedSchemas>,
+    table: &Arc<TableSchema>,
+) -> &'a CachedSchemas {
+    let stale = cache
+        .get(&table.relation_id)
+        .is_none_or(|c| !Arc::ptr_eq(&c.table, table));
+    if stale {
+        let cached = CachedSchemas {
+            table: Arc::clone(table),
+            key: table
+                .key_schema
+                .as_ref()
+                .map(|k| schema_json(k, None).to_string()),
+            envelope: schema_json(&table.envelope_schema, None).to_string(),
+        };
+        cache.insert(table.relation_id, cached);
+    }
+    &cache[&table.relation_id]
+}
+
+/// A record as the JsonConverter writes it: `{"schema":<schema>,"payload":
+/// <payload>}`, or the bare payload without a schema. `payload` appends the
+/// payload and returns whether there is one (`false`: a null key, `None`).
+fn enveloped(schema: Option<&str>, payload: impl FnOnce(&mut Vec<u8>) -> bool) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(schema.map_or(0, str::len) + 512);
+    if let Some(schema) = schema {
+        out.extend_from_slice(b"{\"schema\":");
+        out.extend_from_slice(schema.as_bytes());
+        out.extend_from_slice(b",\"payload\":");
+    }
+    if !payload(&mut out) {
+        return None;
+    }
+    if schema.is_some() {
+        out.push(b'}');
+    }
+    Some(out)
 }
 
 #[cfg(test)]
