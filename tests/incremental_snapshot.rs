@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::compacted::{latest_by_key, table_state};
 use common::{consume_all, wait_until, Record, Scenario};
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
@@ -18,39 +18,6 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 const SIGNALS: &str =
     "CREATE TABLE signals (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))";
-
-/// The latest state per key a compacting consumer would keep.
-fn latest_by_key(records: &[Record]) -> BTreeMap<i64, Json> {
-    let mut state = BTreeMap::new();
-    for r in records {
-        let Some(key) = r.key.as_ref() else { continue };
-        let id = key["payload"]["id"].as_i64().expect("integer key");
-        match r.value.as_ref().map(|v| &v["payload"]) {
-            None => {
-                state.remove(&id);
-            }
-            Some(p) if p["op"] == "d" => {
-                state.remove(&id);
-            }
-            Some(p) => {
-                state.insert(id, json!({"id": p["after"]["id"], "v": p["after"]["v"]}));
-            }
-        }
-    }
-    state
-}
-
-fn table_state(s: &Scenario, table: &str) -> BTreeMap<i64, Json> {
-    s.pg.query(&s.db, &format!("SELECT id::text, v::text FROM {table}"))
-        .expect("query")
-        .into_iter()
-        .map(|row| {
-            let id: i64 = row[0].as_deref().unwrap().parse().unwrap();
-            let v: i64 = row[1].as_deref().unwrap().parse().unwrap();
-            (id, json!({"id": id, "v": v}))
-        })
-        .collect()
-}
 
 fn incremental_reads(records: &[Record]) -> Vec<&Record> {
     records

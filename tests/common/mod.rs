@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod avro_reader;
+pub mod compacted;
 
 use std::time::{Duration, Instant};
 
