@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::compacted::{latest_by_key, table_state};
 use common::{consume_all, wait_until, Record, Scenario};
+use pgcdc_kafka::sink::transactional::{self, IncrementalProgress, ProgressRecord};
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
 
@@ -471,6 +472,197 @@ async fn exactly_once_carries_chunks_in_kafka_transactions() {
         reads.len()
     );
     assert_eq!(keys.len(), reads.len(), "no chunk row was written twice");
+    running.stop().await;
+}
+
+/// The progress record of connector `name` in `topic`, read_committed, as
+/// the connector reads it on start.
+async fn progress_record(kafka: &Kafka, topic: &str, name: &str) -> ProgressRecord {
+    let mut client = rdkafka::ClientConfig::new();
+    client.set("bootstrap.servers", kafka.bootstrap_servers());
+    let (topic, name) = (topic.to_owned(), name.to_owned());
+    tokio::task::spawn_blocking(move || transactional::read_progress(&client, &topic, &name))
+        .await
+        .expect("reader thread")
+        .expect("the progress topic reads")
+        .expect("a progress record")
+}
+
+/// The first key column of `last_key`, as a number.
+fn first_key(last_key: Option<&Vec<Option<String>>>) -> Option<i64> {
+    last_key?.first()?.as_deref()?.parse().ok()
+}
+
+/// Exactly-once, killed in the one window the progress row cannot cover:
+/// a chunk's Kafka transaction is committed, the signal table's progress row
+/// does not record the chunk yet. The progress record committed with the
+/// chunk must make the next instance go on after it, so a read_committed
+/// consumer sees every row of the table once, under concurrent writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_crash_after_a_chunk_commit_reads_no_row_twice() {
+    const ROWS: i64 = 12_000;
+    const CHUNK: &str = "250";
+    const PAUSE_AT_CHUNK_COMMIT: u64 = 10;
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "increoskill");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)");
+    s.sql(SIGNALS);
+    s.sql(&format!(
+        "INSERT INTO t SELECT g, 0 FROM generate_series(1, {ROWS}) g"
+    ));
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE t, signals",
+        s.publication
+    ));
+    let args = [
+        "--snapshot-mode",
+        "never",
+        "--delivery",
+        "exactly-once",
+        "--signal-data-collection",
+        "public.signals",
+        "--incremental-snapshot-chunk-size",
+        CHUNK,
+    ];
+    let marker = std::env::temp_dir().join(pgcdc_testcontainers::unique_name("chunk-commit"));
+    let mut child = Command::new(BIN)
+        .arg("run")
+        .args(s.args(&kafka.bootstrap_servers(), &args))
+        .env(
+            pgcdc_kafka::pipeline::fault::PAUSE_AFTER_CHUNK_COMMIT,
+            format!("{PAUSE_AT_CHUNK_COMMIT}:{}", marker.display()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("binary starts");
+    wait_until(TIMEOUT, "the slot to exist", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+
+    // Only keys divisible by 10 (and new keys above ROWS) are ever written:
+    // every other row must come from the snapshot, exactly once.
+    let pg = s.pg;
+    let db = s.db.clone();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let writer = tokio::spawn(async move {
+        let client = pg.connect(&db).await.expect("writer connects");
+        let mut round = 0i64;
+        while !*stop_rx.borrow_and_update() {
+            round += 1;
+            let touched = |n: i64| (n % (ROWS / 10)) * 10 + 10;
+            client
+                .batch_execute(&format!(
+                    "BEGIN; \
+                     UPDATE t SET v = {round} WHERE id = {}; \
+                     DELETE FROM t WHERE id = {}; \
+                     INSERT INTO t VALUES ({}, {round}) ON CONFLICT (id) DO UPDATE SET v = {round}; \
+                     COMMIT",
+                    touched(round * 7919),
+                    touched(round * 104_729 + 3),
+                    ROWS + 1 + round % 300,
+                ))
+                .await
+                .expect("write");
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        round
+    });
+
+    signal(&s, &["public.t"]);
+    wait_until(
+        TIMEOUT,
+        "the connector to pause after a chunk's kafka commit",
+        || {
+            let paused = marker.exists();
+            async move { paused }
+        },
+    )
+    .await;
+    // The window is really open: Kafka holds a chunk the progress row does
+    // not record yet.
+    let row: IncrementalProgress =
+        serde_json::from_str(&progress_row(&s).expect("a progress row")).expect("progress json");
+    let progress_topic = format!("{}.progress", s.prefix);
+    let record = progress_record(kafka, &progress_topic, &s.prefix).await;
+    let committed = record
+        .incremental_snapshot
+        .as_ref()
+        .expect("the record carries the incremental snapshot's progress");
+    let (row_key, kafka_key) = (
+        first_key(row.last_key.as_ref()).expect("the row records earlier chunks"),
+        first_key(committed.last_key.as_ref()).expect("the record has a last key"),
+    );
+    assert!(
+        kafka_key > row_key,
+        "kafka committed a chunk after key {row_key} that the progress row does not record: {record:?}"
+    );
+    Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&marker);
+
+    let running = s.start(&kafka.bootstrap_servers(), &args);
+    wait_until(TIMEOUT, "the incremental snapshot to complete", || async {
+        progress_row(&s).is_none()
+    })
+    .await;
+    let _ = stop_tx.send(true);
+    let rounds = writer.await.expect("writer");
+    assert!(
+        rounds > 10,
+        "the writer overlapped the snapshot ({rounds} rounds)"
+    );
+
+    let expected = table_state(&s, "t");
+    let topic = s.topic("t");
+    let read = |topic: String| {
+        let bootstrap = kafka.bootstrap_servers();
+        async move {
+            common::consume_until_idle(&bootstrap, &topic, Duration::from_secs(2), TIMEOUT).await
+        }
+    };
+    wait_until(TIMEOUT, "the committed topic to equal the table", || {
+        let records = read(topic.clone());
+        let expected = &expected;
+        async move { latest_by_key(&records.await) == *expected }
+    })
+    .await;
+    let records = read(topic).await;
+    let mut reads: std::collections::BTreeMap<i64, usize> = std::collections::BTreeMap::new();
+    for r in incremental_reads(&records) {
+        let id = r.key.as_ref().expect("key")["payload"]["id"]
+            .as_i64()
+            .expect("id");
+        *reads.entry(id).or_default() += 1;
+    }
+    let twice: Vec<_> = reads.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{} keys were read more than once, e.g. {:?}",
+        twice.len(),
+        &twice[..twice.len().min(5)]
+    );
+    let missing: Vec<i64> = (1..=ROWS)
+        .filter(|id| id % 10 != 0 && !reads.contains_key(id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} rows never written since were not read, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+
+    // The last record says the snapshot finished.
+    let record = progress_record(kafka, &progress_topic, &s.prefix).await;
+    assert_eq!(
+        record.incremental_snapshot,
+        Some(IncrementalProgress::default()),
+        "the progress record says the snapshot finished: {record:?}"
+    );
     running.stop().await;
 }
 

@@ -1,12 +1,13 @@
 //! The pipeline's side of `--delivery exactly-once` (see
 //! [`crate::sink::transactional`] for the scheme): where the stream starts
-//! from the progress topic, and the recovery of a snapshot that Kafka
+//! from the progress topic, the incremental snapshot's progress committed
+//! with each Kafka transaction, and the recovery of a snapshot that Kafka
 //! committed before the slot was promoted.
 
 use std::sync::Arc;
 
 use super::stream::Stream;
-use super::{snapshot, PipelineError};
+use super::{fault, snapshot, PipelineError};
 use crate::config::{Delivery, RunConfig};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -45,6 +46,7 @@ pub(super) async fn start_streaming(
             tracing::info!(slot_confirmed = %start, recorded = %record.lsn, "kafka already holds transactions the slot did not confirm; they are skipped");
         }
     }
+    stream.resume_incremental_from_kafka(recorded.as_ref(), start);
     stream.already_in_kafka = Some(recorded.map_or(start, |r| r.lsn).max(start));
     Ok(())
 }
@@ -66,8 +68,32 @@ pub(super) async fn commit_snapshot(stream: &mut Stream<'_>) -> Result<(), Pipel
         }
         .into());
     }
-    stream.sink.commit_batch(true).await?;
+    stream.commit_kafka_batch(true).await?;
     Ok(())
+}
+
+impl Stream<'_> {
+    /// Commits the open Kafka transaction (see
+    /// [`KafkaSink::commit_batch`]). Its progress record carries the
+    /// incremental snapshot's progress as of its last Postgres transaction:
+    /// called only between Postgres transactions, so every chunk emitted so
+    /// far is in this Kafka transaction or an earlier one, and a chunk whose
+    /// watermarks the stream has not passed yet is in none.
+    pub(super) async fn commit_kafka_batch(&mut self, snapshot: bool) -> Result<(), SinkError> {
+        if !self.sink.is_transactional() {
+            return Ok(());
+        }
+        let incremental = self.incremental.as_ref();
+        let progress = incremental.map(|i| i.progress_in_kafka());
+        let chunk = incremental
+            .and_then(|i| i.emitted_chunk_commit())
+            .filter(|&lsn| self.sink.acked() < lsn);
+        self.sink.commit_batch(snapshot, progress).await?;
+        if chunk.is_some_and(|lsn| self.sink.acked() >= lsn) {
+            fault::chunk_committed().await;
+        }
+        Ok(())
+    }
 }
 
 /// A crash after the snapshot's Kafka transaction committed but before the

@@ -31,6 +31,7 @@ use crate::source::setup::SetupError;
 mod previous_run;
 pub use previous_run::SlotLost;
 mod exactly_once;
+pub mod fault;
 mod incremental;
 mod snapshot;
 mod stream;

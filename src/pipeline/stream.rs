@@ -241,7 +241,8 @@ pub async fn run_once(
     let mut stop = std::pin::pin!(stop);
     if let Some(exported) = exported {
         // Exactly-once: the whole snapshot is one Kafka transaction.
-        stream.sink.init_transactions().await?;
+        let recorded = stream.sink.init_transactions().await?;
+        stream.resume_incremental_from_kafka(recorded.as_ref(), start);
         metrics.snapshot_started();
         let emitted = snapshot::emit_snapshot(&mut stream, exported, stop.as_mut()).await;
         metrics.snapshot_finished();
@@ -398,7 +399,7 @@ impl Stream<'_> {
                     stopping = Some((reason, Instant::now() + self.config.shutdown_timeout));
                 }
                 () = sleep_until_some(batch_deadline), if batch_deadline.is_some() => {
-                    self.sink.commit_batch(false).await?;
+                    self.commit_kafka_batch(false).await?;
                 }
                 () = tokio::time::sleep_until(idle_deadline), if idle_mode && self.txn.is_none() => {
                     tracing::info!(idle_for = ?self.config.idle_timeout, "stream idle; draining in-flight messages");
@@ -484,7 +485,7 @@ impl Stream<'_> {
                     self.metrics
                         .transaction_committed(end_lsn.into(), txn.commit_time_micros);
                     if self.sink.batch_due() {
-                        self.sink.commit_batch(false).await?;
+                        self.commit_kafka_batch(false).await?;
                     }
                 }
                 self.received = self.received.max(end_lsn.into());
@@ -879,7 +880,7 @@ impl Stream<'_> {
     /// summary. `reason` is `None` when the attempt failed.
     async fn finish(&mut self, client: &mut ReplicationClient, reason: Option<StopReason>) {
         if reason.is_some() && self.txn.is_none() {
-            if let Err(error) = self.sink.commit_batch(false).await {
+            if let Err(error) = self.commit_kafka_batch(false).await {
                 tracing::warn!(error = %crate::error_chain(&error), "the last kafka transaction did not commit; it is sent again on restart");
             }
         }
@@ -892,6 +893,11 @@ impl Stream<'_> {
         };
         if let Err(error) = drained {
             tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
+        }
+        if reason.is_some() {
+            if let Err(error) = self.record_progress_on_stop().await {
+                tracing::warn!(error = %crate::error_chain(&error), "the incremental snapshot's last chunk is not recorded; it is read again on restart");
+            }
         }
         let caught_up = reason == Some(StopReason::CaughtUp) && self.sink.is_drained();
         if caught_up {

@@ -33,7 +33,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 use tokio::sync::{watch, Semaphore};
 
-use super::transactional::{self, EosSettings, ProgressRecord};
+use super::transactional::{self, EosSettings, IncrementalProgress, ProgressRecord};
 use crate::checkpoint::{AckTracker, TxnId};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -497,21 +497,34 @@ impl KafkaSink {
         self.produce(record, true).await
     }
 
+    /// Exactly-once: opens a Kafka transaction if none is, so that the
+    /// Postgres transaction being read ends up in one, with a progress
+    /// record, even if it sends nothing (a signal that changes the
+    /// incremental snapshot's progress). Without it such a transaction would
+    /// be confirmed to the slot with no progress record saying what it did.
+    pub fn open_batch(&self) -> Result<(), SinkError> {
+        let Some(eos) = &self.eos else {
+            return Ok(());
+        };
+        let mut batch = eos.batch();
+        if batch.opened.is_none() {
+            // A local state change in librdkafka: it does not block.
+            if let Err(e) = self.producer.begin_transaction() {
+                // fatal_error() looks at the batch too.
+                drop(batch);
+                return Err(self.fatal_error().unwrap_or_else(|| {
+                    transactional::transaction_error(&eos.settings.transactional_id, "begin", e)
+                }));
+            }
+            batch.opened = Some(Instant::now());
+        }
+        Ok(())
+    }
+
     async fn produce(&self, record: EncodedRecord, tracked: bool) -> Result<(), SinkError> {
         if let Some(eos) = &self.eos {
-            let mut batch = eos.batch();
-            if batch.opened.is_none() {
-                // A local state change in librdkafka: it does not block.
-                if let Err(e) = self.producer.begin_transaction() {
-                    // fatal_error() looks at the batch too.
-                    drop(batch);
-                    return Err(self.fatal_error().unwrap_or_else(|| {
-                        transactional::transaction_error(&eos.settings.transactional_id, "begin", e)
-                    }));
-                }
-                batch.opened = Some(Instant::now());
-            }
-            batch.bytes += record.size();
+            self.open_batch()?;
+            eos.batch().bytes += record.size();
         }
         let byte_permits = u32::try_from(record.size())
             .unwrap_or(u32::MAX)
@@ -685,14 +698,19 @@ impl KafkaSink {
 
     /// Commits the open Kafka transaction with a progress record at the end
     /// of its last Postgres transaction (`snapshot`: it holds the initial
-    /// snapshot), then lets the tracker confirm up to there. Call it only
-    /// between Postgres transactions. Blocks on a worker thread until the
-    /// broker committed (every record is delivered first).
+    /// snapshot; `incremental_snapshot`: the incremental snapshot's progress
+    /// after that transaction), then lets the tracker confirm up to there.
+    /// Call it only between Postgres transactions. Blocks on a worker thread
+    /// until the broker committed (every record is delivered first).
     ///
     /// On an abortable error the transaction is aborted and a retryable
     /// error returned: the pipeline restarts from the slot and the progress
     /// record, so nothing is lost or duplicated.
-    pub async fn commit_batch(self: &Arc<Self>, snapshot: bool) -> Result<(), SinkError> {
+    pub async fn commit_batch(
+        self: &Arc<Self>,
+        snapshot: bool,
+        incremental_snapshot: Option<IncrementalProgress>,
+    ) -> Result<(), SinkError> {
         let Some(eos) = &self.eos else {
             return Ok(());
         };
@@ -712,6 +730,7 @@ impl KafkaSink {
             written_at_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            incremental_snapshot,
         };
         let value = serde_json::to_vec(&record).unwrap_or_default();
         self.produce(

@@ -44,6 +44,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use super::kafka::SinkError;
 use crate::config::RunConfig;
 use crate::lsn::Lsn;
+pub use crate::source::signal::Progress as IncrementalProgress;
 
 /// `transaction.timeout.ms` unless `--kafka-property` sets it: 15 minutes,
 /// the broker's default `transaction.max.timeout.ms`.
@@ -128,6 +129,14 @@ pub struct ProgressRecord {
     /// Unix milliseconds when it was written.
     #[serde(default)]
     pub written_at_ms: i64,
+    /// With `--signal-data-collection`: the incremental snapshot's progress
+    /// after every Postgres transaction before `lsn`, chunks included
+    /// (`tables` empty: none running, or the last one finished). Committed
+    /// with the chunks' rows, so on start it wins over the signal table's
+    /// progress row, which is written after the Kafka commit. Absent in
+    /// records of earlier versions and of runs without a signal table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental_snapshot: Option<IncrementalProgress>,
 }
 
 mod lsn_text {
@@ -413,18 +422,45 @@ mod tests {
 
     #[test]
     fn progress_record_round_trips_as_json() {
-        let record = ProgressRecord {
+        let mut record = ProgressRecord {
             lsn: "16/B374D848".parse().expect("lsn"),
             snapshot: false,
             transactions: 3,
             written_at_ms: 1,
+            incremental_snapshot: None,
         };
         let json = serde_json::to_string(&record).expect("serializes");
         assert!(json.contains(r#""lsn":"16/B374D848""#), "{json}");
+        assert!(!json.contains("incremental_snapshot"), "{json}");
         let back: ProgressRecord = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, record);
         let minimal: ProgressRecord = serde_json::from_str(r#"{"lsn":"0/10"}"#).expect("parses");
         assert_eq!(minimal.lsn, Lsn::new(16));
+        assert_eq!(
+            minimal.incremental_snapshot, None,
+            "records of earlier versions carry no incremental snapshot progress"
+        );
+
+        record.incremental_snapshot = Some(IncrementalProgress {
+            tables: vec!["public.t".into()],
+            last_key: Some(vec![Some("1200".into())]),
+            chunk: None,
+        });
+        let json = serde_json::to_string(&record).expect("serializes");
+        assert!(
+            json.contains(r#""incremental_snapshot":{"tables":["public.t"],"last_key":["1200"]}"#),
+            "{json}"
+        );
+        let back: ProgressRecord = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, record);
+        let finished: ProgressRecord =
+            serde_json::from_str(r#"{"lsn":"0/10","incremental_snapshot":{"tables":[]}}"#)
+                .expect("parses");
+        assert_eq!(
+            finished.incremental_snapshot,
+            Some(IncrementalProgress::default()),
+            "an empty table list says no snapshot is left to read"
+        );
     }
 
     #[test]

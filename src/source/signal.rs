@@ -89,6 +89,25 @@ pub struct Progress {
     pub chunk: Option<String>,
 }
 
+impl Progress {
+    /// Records that the chunk of the current table ending at `end` was
+    /// emitted: the next one starts after `end`, or, for the table's last
+    /// chunk (`None`), the table is done. Returns the table that finished.
+    pub fn chunk_done(&mut self, end: Option<KeyText>) -> Option<String> {
+        if end.is_some() {
+            self.last_key = end;
+            return None;
+        }
+        self.last_key = None;
+        (!self.tables.is_empty()).then(|| self.tables.remove(0))
+    }
+
+    /// Whether `other` resumes from the same place (the chunk id aside).
+    pub fn same_position(&self, other: &Progress) -> bool {
+        self.tables == other.tables && self.last_key == other.last_key
+    }
+}
+
 /// `data` of `execute-snapshot` and `stop-snapshot`.
 #[derive(Debug, Clone, Default, Deserialize)]
 struct SignalData {
@@ -462,6 +481,27 @@ mod tests {
             parse("x", EXECUTE_SNAPSHOT, Some("not json"), "p"),
             Signal::Ignored { .. }
         ));
+    }
+
+    #[test]
+    fn chunks_advance_the_key_and_the_last_one_finishes_the_table() {
+        let mut progress = Progress {
+            tables: vec!["public.a".into(), "public.b".into()],
+            last_key: Some(vec![Some("10".into())]),
+            chunk: Some("c".into()),
+        };
+        assert_eq!(progress.chunk_done(Some(vec![Some("20".into())])), None);
+        assert_eq!(progress.last_key, Some(vec![Some("20".into())]));
+        assert!(!progress.same_position(&Progress::default()));
+        assert_eq!(progress.chunk_done(None), Some("public.a".into()));
+        assert_eq!(progress.tables, ["public.b"]);
+        assert_eq!(progress.last_key, None);
+        assert_eq!(progress.chunk_done(None), Some("public.b".into()));
+        assert!(
+            progress.same_position(&Progress::default()),
+            "no table left: finished, whatever the chunk id"
+        );
+        assert_eq!(progress.chunk_done(None), None, "nothing left to finish");
     }
 
     #[test]
