@@ -2,7 +2,9 @@
 //! the publication while another streams under load is read in watermarked
 //! chunks, and every topic ends equal to its table (no lost rows, no deleted
 //! key brought back); a killed connector resumes from its recorded chunk;
-//! `pgcdc-kafka snapshot` starts and stops one.
+//! under exactly-once, a connector killed between a chunk's Kafka commit
+//! and the progress row's update reads no row twice; `pgcdc-kafka snapshot`
+//! starts and stops one.
 
 mod common;
 
@@ -493,6 +495,53 @@ fn first_key(last_key: Option<&Vec<Option<String>>>) -> Option<i64> {
     last_key?.first()?.as_deref()?.parse().ok()
 }
 
+/// The connector binary with the debug-build fault hook armed: it stops
+/// dead right after the Kafka commit of the `n`-th transaction carrying a
+/// chunk, before the progress row records that chunk.
+struct PausedAfterChunkCommit {
+    child: std::process::Child,
+    marker: std::path::PathBuf,
+}
+
+impl PausedAfterChunkCommit {
+    fn spawn(s: &Scenario, kafka: &Kafka, args: &[&str], n: u64) -> Self {
+        let marker = std::env::temp_dir().join(pgcdc_testcontainers::unique_name("chunk-commit"));
+        let child = Command::new(BIN)
+            .arg("run")
+            .args(s.args(&kafka.bootstrap_servers(), args))
+            .env(
+                pgcdc_kafka::pipeline::fault::PAUSE_AFTER_CHUNK_COMMIT,
+                format!("{n}:{}", marker.display()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("binary starts");
+        PausedAfterChunkCommit { child, marker }
+    }
+
+    async fn wait(&self) {
+        wait_until(
+            TIMEOUT,
+            "the connector to pause after a chunk's kafka commit",
+            || {
+                let paused = self.marker.exists();
+                async move { paused }
+            },
+        )
+        .await;
+    }
+
+    fn kill_9(mut self) {
+        Command::new("kill")
+            .args(["-9", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.marker);
+    }
+}
+
 /// Exactly-once, killed in the one window the progress row cannot cover:
 /// a chunk's Kafka transaction is committed, the signal table's progress row
 /// does not record the chunk yet. The progress record committed with the
@@ -524,18 +573,7 @@ async fn exactly_once_crash_after_a_chunk_commit_reads_no_row_twice() {
         "--incremental-snapshot-chunk-size",
         CHUNK,
     ];
-    let marker = std::env::temp_dir().join(pgcdc_testcontainers::unique_name("chunk-commit"));
-    let mut child = Command::new(BIN)
-        .arg("run")
-        .args(s.args(&kafka.bootstrap_servers(), &args))
-        .env(
-            pgcdc_kafka::pipeline::fault::PAUSE_AFTER_CHUNK_COMMIT,
-            format!("{PAUSE_AT_CHUNK_COMMIT}:{}", marker.display()),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("binary starts");
+    let paused = PausedAfterChunkCommit::spawn(&s, kafka, &args, PAUSE_AT_CHUNK_COMMIT);
     wait_until(TIMEOUT, "the slot to exist", || async {
         s.confirmed_flush_lsn().is_some()
     })
@@ -571,15 +609,7 @@ async fn exactly_once_crash_after_a_chunk_commit_reads_no_row_twice() {
     });
 
     signal(&s, &["public.t"]);
-    wait_until(
-        TIMEOUT,
-        "the connector to pause after a chunk's kafka commit",
-        || {
-            let paused = marker.exists();
-            async move { paused }
-        },
-    )
-    .await;
+    paused.wait().await;
     // The window is really open: Kafka holds a chunk the progress row does
     // not record yet.
     let row: IncrementalProgress =
@@ -598,12 +628,7 @@ async fn exactly_once_crash_after_a_chunk_commit_reads_no_row_twice() {
         kafka_key > row_key,
         "kafka committed a chunk after key {row_key} that the progress row does not record: {record:?}"
     );
-    Command::new("kill")
-        .args(["-9", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    let _ = child.wait();
-    let _ = std::fs::remove_file(&marker);
+    paused.kill_9();
 
     let running = s.start(&kafka.bootstrap_servers(), &args);
     wait_until(TIMEOUT, "the incremental snapshot to complete", || async {
@@ -662,6 +687,106 @@ async fn exactly_once_crash_after_a_chunk_commit_reads_no_row_twice() {
         record.incremental_snapshot,
         Some(IncrementalProgress::default()),
         "the progress record says the snapshot finished: {record:?}"
+    );
+    running.stop().await;
+}
+
+/// Exactly-once, killed right after the Kafka commit of the chunk that
+/// finished the snapshot: the progress row still lists the table, the
+/// progress record says it finished, and the next instance must believe the
+/// record (delete the row, read nothing again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_crash_after_the_last_chunk_commit_finishes_the_snapshot() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "increoslast");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)");
+    s.sql(SIGNALS);
+    // 10 full chunks and a short 11th one, which finishes the table.
+    s.sql("INSERT INTO t SELECT g, g FROM generate_series(1, 1050) g");
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE t, signals",
+        s.publication
+    ));
+    let args = [
+        "--snapshot-mode",
+        "never",
+        "--delivery",
+        "exactly-once",
+        "--signal-data-collection",
+        "public.signals",
+        "--incremental-snapshot-chunk-size",
+        "100",
+    ];
+    let paused = PausedAfterChunkCommit::spawn(&s, kafka, &args, 11);
+    wait_until(TIMEOUT, "the slot to exist", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+    signal(&s, &["public.t"]);
+    paused.wait().await;
+    let row: IncrementalProgress =
+        serde_json::from_str(&progress_row(&s).expect("a progress row")).expect("progress json");
+    assert_eq!(
+        (row.tables.as_slice(), first_key(row.last_key.as_ref())),
+        (["public.t".to_owned()].as_slice(), Some(1000)),
+        "the row does not record the last chunk yet"
+    );
+    let progress_topic = format!("{}.progress", s.prefix);
+    let record = progress_record(kafka, &progress_topic, &s.prefix).await;
+    assert_eq!(
+        record.incremental_snapshot,
+        Some(IncrementalProgress::default()),
+        "the record committed with the last chunk says the snapshot finished: {record:?}"
+    );
+    paused.kill_9();
+
+    let running = s.start(&kafka.bootstrap_servers(), &args);
+    wait_until(TIMEOUT, "the stale progress row to be deleted", || async {
+        progress_row(&s).is_none()
+    })
+    .await;
+    // A marker transaction: once it is in Kafka, the restarted connector
+    // has had every chance to read a chunk again.
+    s.sql("INSERT INTO t VALUES (100000, 1)");
+    let topic = s.topic("t");
+    wait_until(TIMEOUT, "the marker row", || {
+        let bootstrap = kafka.bootstrap_servers();
+        let topic = topic.clone();
+        async move {
+            let records =
+                common::consume_until_idle(&bootstrap, &topic, Duration::from_secs(1), TIMEOUT)
+                    .await;
+            latest_by_key(&records).contains_key(&100000)
+        }
+    })
+    .await;
+    let records = common::consume_until_idle(
+        &kafka.bootstrap_servers(),
+        &topic,
+        Duration::from_secs(2),
+        TIMEOUT,
+    )
+    .await;
+    let keys: Vec<i64> = incremental_reads(&records)
+        .iter()
+        .map(|r| {
+            r.key.as_ref().expect("key")["payload"]["id"]
+                .as_i64()
+                .expect("id")
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<i64> = keys.iter().copied().collect();
+    assert_eq!(
+        distinct,
+        (1..=1050).collect(),
+        "every row of the table was read"
+    );
+    assert_eq!(
+        keys.len(),
+        distinct.len(),
+        "no row was read twice ({} reads of {} keys)",
+        keys.len(),
+        distinct.len()
     );
     running.stop().await;
 }
