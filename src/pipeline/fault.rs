@@ -9,7 +9,7 @@
 //! forever, so a test can `kill -9` the process in exactly that window,
 //! which no timing can hit reliably.
 
-/// The variable that arms [`chunk_committed`].
+/// The variable that arms the pause (see the module docs).
 pub const PAUSE_AFTER_CHUNK_COMMIT: &str = "PGCDC_TEST_PAUSE_AFTER_CHUNK_COMMIT";
 
 /// A Kafka transaction carrying a chunk was committed.

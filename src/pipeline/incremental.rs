@@ -28,39 +28,16 @@
 //! The progress (tables left, last key of the current table) lives in the
 //! progress row's `data`. A chunk's end becomes the recorded last key only
 //! once Kafka acknowledged the chunk (the ack tracker passed the high
-//! watermark's commit), and only the next low watermark, or a signal,
-//! writes it. So the recorded position never runs ahead of what Kafka has:
+//! watermark's commit), and only the next low watermark, a signal, or a
+//! graceful stop writes it. So the recorded position never runs ahead of what Kafka has:
 //! a restart re-reads at most the chunk that was in flight (sent again, never
 //! lost). Signals update the row as soon as they are read, before their
 //! transaction can be confirmed, so a confirmed signal is never forgotten.
 //! The slot may replay a signal after a restart; a table it names again is
 //! snapshotted again (duplicates, not loss).
 //!
-//! # Exactly-once
-//!
-//! Under `--delivery exactly-once` the chunk's rows travel in the Kafka
-//! transaction of the high watermark's Postgres transaction, and the
-//! acknowledged position waits for that Kafka transaction to commit. The
-//! progress row alone would then fall short: a crash between that commit and
-//! the next low watermark would read the chunk again, and read_committed
-//! consumers would see its rows twice. So every Kafka transaction's progress
-//! record also carries the snapshot's progress as of its last Postgres
-//! transaction ([`Incremental::progress_in_kafka`]: signals applied, emitted
-//! chunks counted), committed atomically with the rows. Stream position and
-//! chunk progress agree by construction: the record says "every transaction
-//! before `lsn` is in Kafka, and this is the progress after them".
-//!
-//! On start the record wins over the progress row
-//! ([`Incremental::resume_from_kafka`]): the stream resumes at the record's
-//! position, so the chunks before it are not read again, the chunks of an
-//! aborted Kafka transaction are (they are not in the record), and signals
-//! after it are replayed from the slot and applied again. A signal that
-//! changes the progress always opens a Kafka transaction
-//! ([`KafkaSink::open_batch`](crate::sink::KafkaSink::open_batch)), even
-//! when nothing of its transaction is sent (the signal table excluded), so
-//! the slot is never confirmed past a signal that no record reflects.
-//! A record older than the slot's confirmed position is not trusted: runs
-//! without exactly-once came since, and only the row knows what they did.
+//! Under `--delivery exactly-once` the progress also rides in the progress
+//! record of every Kafka transaction and wins on start ([`committed`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -69,6 +46,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
+mod committed;
 mod window;
 
 use window::{key_of, Chunk, Window};
@@ -79,7 +57,6 @@ use crate::checkpoint::TxnId;
 use crate::config::RunConfig;
 use crate::event::{ChangeEvent, Op, SourceInfo};
 use crate::lsn::Lsn;
-use crate::sink::transactional::ProgressRecord;
 use crate::source::pgoutput::{Datum, Relation, Tuple};
 use crate::source::setup::{self, quote_ident, SetupError};
 use crate::source::signal::{
@@ -147,25 +124,6 @@ fn literal(value: &Option<String>) -> String {
         Some(v) => format!("'{}'", v.replace('\'', "''")),
         None => "NULL".to_owned(),
     }
-}
-
-/// Exactly-once: the incremental snapshot progress of the progress record
-/// `recorded`, when it is the one to resume from. A record without one
-/// (an earlier version, or a run without a signal table) leaves the progress
-/// row in charge; so does a record older than `slot_start`, the slot's
-/// position: runs without exactly-once confirmed the slot past it since, and
-/// only the row knows what they did. (In an exactly-once run the slot is
-/// never confirmed past the last Kafka commit while a chunk or a signal is
-/// uncommitted, and passing it idle runs the step that brings the row up to
-/// date first.)
-fn committed_progress(recorded: Option<&ProgressRecord>, slot_start: Lsn) -> Option<&Progress> {
-    let record = recorded?;
-    let committed = record.incremental_snapshot.as_ref()?;
-    if record.lsn < slot_start {
-        tracing::info!(recorded = %record.lsn, slot_confirmed = %slot_start, "the progress record predates the slot's position; the incremental snapshot resumes from the progress row");
-        return None;
-    }
-    Some(committed)
 }
 
 /// The statement reading the chunk after `after` (key columns are compared
@@ -314,67 +272,6 @@ impl Incremental {
         self.window.committed(end_lsn);
     }
 
-    /// The progress a read_committed consumer has once everything sent so
-    /// far is committed: the recorded progress plus the chunk emitted and
-    /// not yet acknowledged. Exactly-once writes it into each Kafka
-    /// transaction's progress record (see the module docs).
-    pub(super) fn progress_in_kafka(&self) -> Progress {
-        let mut progress = Progress {
-            chunk: None,
-            ..self.progress.clone()
-        };
-        if let Window::Emitted { end, .. } = &self.window {
-            progress.chunk_done(end.clone());
-        }
-        progress
-    }
-
-    /// The end of the high watermark's transaction of the chunk emitted and
-    /// not yet recorded, once its Commit was read.
-    pub(super) fn emitted_chunk_commit(&self) -> Option<Lsn> {
-        match &self.window {
-            Window::Emitted { commit, .. } => *commit,
-            _ => None,
-        }
-    }
-
-    /// Exactly-once: adopts the progress committed to Kafka with the last
-    /// chunks (see the module docs) when it differs from the progress row,
-    /// which is written only after the Kafka commit and may lag it by a chunk
-    /// (or still list tables whose last chunk was committed). `slot_start`
-    /// is where the slot resumes; a record older than that is not trusted.
-    pub(super) fn resume_from_kafka(
-        &mut self,
-        recorded: Option<&ProgressRecord>,
-        slot_start: Lsn,
-        metrics: &crate::metrics::Metrics,
-    ) {
-        let Some(committed) = committed_progress(recorded, slot_start) else {
-            return;
-        };
-        if committed.same_position(&self.progress) {
-            return;
-        }
-        tracing::info!(
-            row_tables = ?self.progress.tables,
-            row_last_key = ?self.progress.last_key,
-            tables = ?committed.tables,
-            last_key = ?committed.last_key,
-            "kafka committed incremental snapshot progress the progress row does not have yet; resuming from kafka's"
-        );
-        self.progress = Progress {
-            chunk: None,
-            ..committed.clone()
-        };
-        self.window = Window::Idle;
-        if !self.progress.tables.is_empty() {
-            self.started.get_or_insert_with(Instant::now);
-        }
-        // With no table left and a progress row still there (`started`), the
-        // next step deletes the row and reports the snapshot complete.
-        metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
-    }
-
     /// Whether a chunk can be started (or the acknowledged one recorded).
     pub(super) fn wants_step(&self, acked: Lsn) -> bool {
         match &self.window {
@@ -508,18 +405,6 @@ impl Stream<'_> {
         Ok(())
     }
 
-    /// Exactly-once, once the progress record was read: see
-    /// [`Incremental::resume_from_kafka`].
-    pub(super) fn resume_incremental_from_kafka(
-        &mut self,
-        recorded: Option<&ProgressRecord>,
-        slot_start: Lsn,
-    ) {
-        if let Some(incremental) = &mut self.incremental {
-            incremental.resume_from_kafka(recorded, slot_start, &self.metrics);
-        }
-    }
-
     /// Between transactions: records an acknowledged chunk and starts the
     /// next one (low watermark, select, high watermark).
     pub(super) async fn incremental_step(&mut self) -> Result<(), PipelineError> {
@@ -558,7 +443,7 @@ impl Stream<'_> {
     /// last acknowledged chunk into the progress row, so the next start does
     /// not read it again. Needed under exactly-once too: a caught-up stop may
     /// confirm the slot past the last progress record, and then the row is
-    /// what the next start trusts (see [`committed_progress`]).
+    /// what the next start trusts (see [`committed`]).
     pub(super) async fn record_progress_on_stop(&mut self) -> Result<(), SetupError> {
         let Some(mut inc) = self.incremental.take() else {
             return Ok(());
@@ -753,47 +638,6 @@ impl Stream<'_> {
 mod tests {
     use super::*;
     use crate::source::pgoutput::{Column, ReplicaIdentity};
-
-    fn record(lsn: u64, incremental_snapshot: Option<Progress>) -> ProgressRecord {
-        ProgressRecord {
-            lsn: Lsn::new(lsn),
-            snapshot: false,
-            transactions: 1,
-            written_at_ms: 0,
-            incremental_snapshot,
-        }
-    }
-
-    #[test]
-    fn kafka_progress_wins_unless_absent_or_older_than_the_slot() {
-        let progress = Progress {
-            tables: vec!["public.t".into()],
-            last_key: Some(vec![Some("500".into())]),
-            chunk: None,
-        };
-        let current = record(100, Some(progress.clone()));
-        assert_eq!(
-            committed_progress(Some(&current), Lsn::new(100)),
-            Some(&progress),
-            "the slot at the record's position: kafka's progress"
-        );
-        assert_eq!(
-            committed_progress(Some(&current), Lsn::new(40)),
-            Some(&progress),
-            "the slot behind the record (confirm not sent yet): kafka's progress"
-        );
-        assert_eq!(
-            committed_progress(Some(&current), Lsn::new(101)),
-            None,
-            "the slot past the record: the progress row"
-        );
-        assert_eq!(
-            committed_progress(Some(&record(100, None)), Lsn::new(10)),
-            None,
-            "a record of an earlier version: the progress row"
-        );
-        assert_eq!(committed_progress(None, Lsn::new(10)), None);
-    }
 
     #[test]
     fn chunk_queries_compare_keys_as_rows_with_quoted_literals() {
