@@ -171,9 +171,10 @@ fn main() -> Result<()> {
                 o.rows,
             ),
             's' => {
-                results.push(snapshot::run(
+                results.extend(snapshot::run(
                     &pg,
                     &kafka,
+                    registry.as_ref(),
                     o.snapshot_rows,
                     o.snapshot_workers,
                     &o.connector_args,
@@ -688,12 +689,13 @@ fn print_table(results: &[Json]) {
     }
     let snapshots = kind("copy_s");
     if !snapshots.is_empty() {
-        println!("\n| workload | rows | table MB | COPY s | rows/s | connector s | rows/s | ratio | CPU s | peak RSS MB |");
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("\n| workload | format | rows | table MB | COPY s | rows/s | connector s | rows/s | ratio | Kafka alone s | record bytes | CPU s | peak RSS MB |");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in snapshots {
             println!(
-                "| {} | {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} |",
+                "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {} | {:.2} | {:.0} |",
                 r["workload"].as_str().unwrap_or(""),
+                r["format"].as_str().unwrap_or(""),
                 r["rows"],
                 num(r, "table_mb"),
                 num(r, "copy_s"),
@@ -701,6 +703,8 @@ fn print_table(results: &[Json]) {
                 num(r, "connector_s"),
                 num(r, "connector_rows_per_s"),
                 num(r, "ratio_to_copy"),
+                num(r, "kafka_alone_s"),
+                r["record_bytes"],
                 num(r, "connector_cpu_s"),
                 num(r, "connector_peak_rss_mb"),
             );
