@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--large N] [--wide N]
-//!                  [--workloads a,b,c,d,e,l] [--avro] [--rate R] [--duration S]
+//!                  [--snapshot-rows N] [--snapshot-workers N]
+//!                  [--workloads a,b,c,d,e,u,o,s,l] [--avro] [--rate R] [--duration S]
 //!                  [--connector-arg ARG]... [--wrap 'perf record -g --'] [--out FILE]
 //! cargo bench --bench e2e -- <same flags>
 //! ```
@@ -25,6 +26,11 @@
 //! (e) a wide table (50 columns: numerics, timestamps, text) in 1,000-row
 //! transactions, (u) (a) through `--envelope unwrap`, (o) outbox rows
 //! through `--outbox-table`. `--avro` runs each backlog workload in Avro too.
+//! Each backlog is also drained by `pg_recvlogical -o binary=true`, and the
+//! walsender's CPU is measured for every reader (`server.rs`).
+//!
+//! (s) is the initial snapshot of a table (`--snapshot-rows`, with
+//! `--snapshot-workers` connections) against `COPY ... TO STDOUT` of it.
 //!
 //! (l) is not a backlog: the connector streams while rows are inserted at a
 //! steady rate (`--rate` rows/s in 100 transactions a second, for
@@ -53,6 +59,8 @@ const OUTBOX_ROW: &str = "gen_random_uuid(), 'Order' || (i % 10), (i % 1000)::te
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 mod latency;
+mod server;
+mod snapshot;
 mod wide;
 
 struct Options {
@@ -61,6 +69,8 @@ struct Options {
     mixed: u64,
     large: u64,
     wide: u64,
+    snapshot_rows: u64,
+    snapshot_workers: u32,
     rate: u64,
     duration_s: u64,
     workloads: Vec<char>,
@@ -79,6 +89,8 @@ fn options() -> Result<Options> {
         mixed: 150_000,
         large: 200_000,
         wide: 50_000,
+        snapshot_rows: 500_000,
+        snapshot_workers: 2,
         rate: 5_000,
         duration_s: 60,
         workloads: vec!['a', 'b', 'c'],
@@ -99,6 +111,8 @@ fn options() -> Result<Options> {
             "--mixed" => o.mixed = value()?.parse()?,
             "--large" => o.large = value()?.parse()?,
             "--wide" => o.wide = value()?.parse()?,
+            "--snapshot-rows" => o.snapshot_rows = value()?.parse()?,
+            "--snapshot-workers" => o.snapshot_workers = value()?.parse()?,
             "--rate" => o.rate = value()?.parse()?,
             "--duration" => o.duration_s = value()?.parse()?,
             "--workloads" => {
@@ -114,7 +128,7 @@ fn options() -> Result<Options> {
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --workloads a,b,c,d,e,u,o,l (default a,b,c) --avro (each backlog workload again in Avro) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --out FILE");
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --snapshot-rows N (s, 500000) --snapshot-workers N (s, 2) --workloads a,b,c,d,e,u,o,s,l (default a,b,c) --avro (each backlog workload again in Avro) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --out FILE");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other} (try --help)").into()),
@@ -156,6 +170,18 @@ fn main() -> Result<()> {
                 "o: outbox rows routed by --outbox-table, 1,000-row txns",
                 o.rows,
             ),
+            's' => {
+                results.extend(snapshot::run(
+                    &pg,
+                    &kafka,
+                    registry.as_ref(),
+                    o.snapshot_rows,
+                    o.snapshot_workers,
+                    &o.connector_args,
+                    &o.wrap,
+                )?);
+                continue;
+            }
             'l' => {
                 results.push(latency::run(
                     &pg,
@@ -244,7 +270,11 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         )?;
     }
     pg.execute(&db, "CREATE PUBLICATION bench FOR TABLE bench")?;
-    let mut slots = vec!["bench_json", "bench_recvlogical"];
+    let mut slots = vec![
+        "bench_json",
+        "bench_recvlogical",
+        "bench_recvlogical_binary",
+    ];
     if registry.is_some() {
         slots.push("bench_avro");
     }
@@ -271,18 +301,31 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
     .parse()?;
     eprintln!("  backlog written in {write_s:.1} s: {changes} changes, {wal_bytes} WAL bytes ({start_lsn}..{end_lsn})");
 
-    // The physical limit: the walsender decoding the same range, output discarded.
-    let started = Instant::now();
-    let status = Command::new(recvlogical)
-        .args(["--start", "-S", "bench_recvlogical", "-d", &pg.url(&db)])
-        .args(["-o", "proto_version=1", "-o", "publication_names=bench"])
-        .args(["--endpos", &end_lsn, "-f", "/dev/null", "--no-loop"])
-        .status()?;
-    let recv_s = started.elapsed().as_secs_f64();
-    if !status.success() {
-        return Err(format!("pg_recvlogical failed: {status}").into());
-    }
-    eprintln!("  pg_recvlogical: {recv_s:.2} s");
+    // The physical limit: the walsender decoding the same range, output
+    // discarded; then again with pgoutput's binary option (PG 14+), which
+    // sends column values in their binary send format instead of text.
+    let (recv_s, recv_server_cpu) = drain_with_recvlogical(
+        recvlogical,
+        &pg.url(&db),
+        "bench_recvlogical",
+        &end_lsn,
+        false,
+    )?;
+    eprintln!(
+        "  pg_recvlogical: {recv_s:.2} s, walsender {} CPU s",
+        fmt_cpu(recv_server_cpu)
+    );
+    let (binary_s, binary_server_cpu) = drain_with_recvlogical(
+        recvlogical,
+        &pg.url(&db),
+        "bench_recvlogical_binary",
+        &end_lsn,
+        true,
+    )?;
+    eprintln!(
+        "  pg_recvlogical, binary = true: {binary_s:.2} s, walsender {} CPU s",
+        fmt_cpu(binary_server_cpu)
+    );
 
     let mut out = Vec::new();
     let mut formats = vec![("json", "bench_json")];
@@ -322,7 +365,9 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             _ => {}
         }
         args.extend(connector_args.iter().cloned());
+        let walsender = server::WalsenderCpu::watch();
         let run = run_connector(&args, wrap)?;
+        let server_cpu = walsender.stop();
         let events = run.summary["events"].as_u64().unwrap_or(0);
         let complete = events == changes && run.summary["caught_up"] == json!(true);
         if !complete {
@@ -332,10 +377,11 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             );
         }
         eprintln!(
-            "  connector ({format}): {:.2} s, {:.2} CPU s, peak RSS {} MB",
+            "  connector ({format}): {:.2} s, {:.2} CPU s, peak RSS {} MB, walsender {} CPU s",
             run.wall_s,
             run.cpu_s,
-            run.peak_rss_kb / 1024
+            run.peak_rss_kb / 1024,
+            fmt_cpu(server_cpu),
         );
         // The same run again with nothing left to read: the fixed cost of
         // starting, connecting, catching up and stopping.
@@ -361,6 +407,16 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             "connector_rows_per_s": round(changes as f64 / run.wall_s),
             "connector_wal_mb_per_s": round(wal_bytes as f64 / 1e6 / run.wall_s),
             "ratio_to_recvlogical": round(recv_s / run.wall_s),
+            "recvlogical_walsender_cpu_s": recv_server_cpu.map(round),
+            "recvlogical_binary_s": round(binary_s),
+            "recvlogical_binary_walsender_cpu_s": binary_server_cpu.map(round),
+            "connector_walsender_cpu_s": server_cpu.map(round),
+            "walsender_us_per_change": {
+                "recvlogical": recv_server_cpu.map(|c| round(c * 1e6 / changes as f64)),
+                "recvlogical_binary": binary_server_cpu.map(|c| round(c * 1e6 / changes as f64)),
+                "connector": server_cpu.map(|c| round(c * 1e6 / changes as f64)),
+            },
+            "connector_us_per_change": round(run.cpu_s * 1e6 / changes as f64),
             "connector_idle_run_s": round(idle.wall_s),
             "connector_cpu_s": round(run.cpu_s),
             "connector_peak_rss_mb": round(run.peak_rss_kb as f64 / 1024.0),
@@ -374,6 +430,38 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
     }
     pg.execute(&db, "CHECKPOINT")?;
     Ok(out)
+}
+
+/// `pg_recvlogical` drains `slot` to `end_lsn` into /dev/null: its wall
+/// time, and the walsender's CPU seconds (when its process is visible).
+fn drain_with_recvlogical(
+    recvlogical: &Path,
+    url: &str,
+    slot: &str,
+    end_lsn: &str,
+    binary: bool,
+) -> Result<(f64, Option<f64>)> {
+    let walsender = server::WalsenderCpu::watch();
+    let started = Instant::now();
+    let mut command = Command::new(recvlogical);
+    command
+        .args(["--start", "-S", slot, "-d", url])
+        .args(["-o", "proto_version=1", "-o", "publication_names=bench"])
+        .args(["--endpos", end_lsn, "-f", "/dev/null", "--no-loop"]);
+    if binary {
+        command.args(["-o", "binary=true"]);
+    }
+    let status = command.status()?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let cpu = walsender.stop();
+    if !status.success() {
+        return Err(format!("pg_recvlogical failed: {status}").into());
+    }
+    Ok((wall_s, cpu))
+}
+
+fn fmt_cpu(cpu: Option<f64>) -> String {
+    cpu.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.2}"))
 }
 
 /// Writes the backlog with server-side loops (one statement, COMMIT inside a
@@ -554,44 +642,90 @@ fn proc_usage(pid: u32) -> Option<(f64, u64)> {
 }
 
 fn print_table(results: &[Json]) {
-    println!("\n| workload | format | changes | WAL MB | pg_recvlogical s | rows/s | WAL MB/s | connector s | rows/s | ratio | CPU s | peak RSS MB |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let (steady, backlog): (Vec<&Json>, Vec<&Json>) = results
-        .iter()
-        .partition(|r| r.get("latency_p50_ms").is_some());
-    for r in backlog {
-        println!(
-            "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} |",
-            r["workload"].as_str().unwrap_or(""),
-            r["format"].as_str().unwrap_or(""),
-            r["changes"],
-            r["wal_bytes"].as_f64().unwrap_or(0.0) / 1e6,
-            r["recvlogical_s"].as_f64().unwrap_or(0.0),
-            r["recvlogical_rows_per_s"].as_f64().unwrap_or(0.0),
-            r["recvlogical_wal_mb_per_s"].as_f64().unwrap_or(0.0),
-            r["connector_s"].as_f64().unwrap_or(0.0),
-            r["connector_rows_per_s"].as_f64().unwrap_or(0.0),
-            r["ratio_to_recvlogical"].as_f64().unwrap_or(0.0),
-            r["connector_cpu_s"].as_f64().unwrap_or(0.0),
-            r["connector_peak_rss_mb"].as_f64().unwrap_or(0.0),
-        );
+    let kind =
+        |key: &str| -> Vec<&Json> { results.iter().filter(|r| r.get(key).is_some()).collect() };
+    let num = |r: &Json, key: &str| r[key].as_f64().unwrap_or(0.0);
+    let backlog = kind("recvlogical_s");
+    if !backlog.is_empty() {
+        println!("\n| workload | format | changes | WAL MB | pg_recvlogical s | rows/s | WAL MB/s | connector s | rows/s | ratio | CPU s | peak RSS MB |");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &backlog {
+            println!(
+                "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} |",
+                r["workload"].as_str().unwrap_or(""),
+                r["format"].as_str().unwrap_or(""),
+                r["changes"],
+                num(r, "wal_bytes") / 1e6,
+                num(r, "recvlogical_s"),
+                num(r, "recvlogical_rows_per_s"),
+                num(r, "recvlogical_wal_mb_per_s"),
+                num(r, "connector_s"),
+                num(r, "connector_rows_per_s"),
+                num(r, "ratio_to_recvlogical"),
+                num(r, "connector_cpu_s"),
+                num(r, "connector_peak_rss_mb"),
+            );
+        }
+        println!("\nCPU per change, µs (walsender: the server decoding the slot for that reader):");
+        println!("\n| workload | format | walsender, pg_recvlogical | walsender, pg_recvlogical binary | pg_recvlogical binary s | walsender, connector | connector |");
+        println!("|---|---|---:|---:|---:|---:|---:|");
+        let us = |r: &Json, reader: &str| {
+            r["walsender_us_per_change"][reader]
+                .as_f64()
+                .map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2}"))
+        };
+        for r in &backlog {
+            println!(
+                "| {} | {} | {} | {} | {:.2} | {} | {:.2} |",
+                r["workload"].as_str().unwrap_or(""),
+                r["format"].as_str().unwrap_or(""),
+                us(r, "recvlogical"),
+                us(r, "recvlogical_binary"),
+                num(r, "recvlogical_binary_s"),
+                us(r, "connector"),
+                num(r, "connector_us_per_change"),
+            );
+        }
     }
-    if steady.is_empty() {
-        return;
+    let snapshots = kind("copy_s");
+    if !snapshots.is_empty() {
+        println!("\n| workload | format | rows | table MB | COPY s | rows/s | connector s | rows/s | ratio | Kafka alone s | record bytes | CPU s | peak RSS MB |");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in snapshots {
+            println!(
+                "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {} | {:.2} | {:.0} |",
+                r["workload"].as_str().unwrap_or(""),
+                r["format"].as_str().unwrap_or(""),
+                r["rows"],
+                num(r, "table_mb"),
+                num(r, "copy_s"),
+                num(r, "copy_rows_per_s"),
+                num(r, "connector_s"),
+                num(r, "connector_rows_per_s"),
+                num(r, "ratio_to_copy"),
+                num(r, "kafka_alone_s"),
+                r["record_bytes"],
+                num(r, "connector_cpu_s"),
+                num(r, "connector_peak_rss_mb"),
+            );
+        }
     }
-    println!("\n| workload | records | commit-to-append p50 ms | p99 ms | max ms | CPU s | peak RSS MB |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for r in steady {
-        println!(
-            "| {} | {} | {} | {} | {} | {:.2} | {:.0} |",
-            r["workload"].as_str().unwrap_or(""),
-            r["records_read"],
-            r["latency_p50_ms"],
-            r["latency_p99_ms"],
-            r["latency_max_ms"],
-            r["connector_cpu_s"].as_f64().unwrap_or(0.0),
-            r["connector_peak_rss_mb"].as_f64().unwrap_or(0.0),
-        );
+    let steady = kind("latency_p50_ms");
+    if !steady.is_empty() {
+        println!("\n| workload | records | commit-to-append p50 ms | p99 ms | max ms | CPU s | peak RSS MB |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for r in steady {
+            println!(
+                "| {} | {} | {} | {} | {} | {:.2} | {:.0} |",
+                r["workload"].as_str().unwrap_or(""),
+                r["records_read"],
+                r["latency_p50_ms"],
+                r["latency_p99_ms"],
+                r["latency_max_ms"],
+                num(r, "connector_cpu_s"),
+                num(r, "connector_peak_rss_mb"),
+            );
+        }
     }
 }
 

@@ -148,11 +148,19 @@ async fn snapshot_xid(client: &tokio_postgres::Client) -> Result<u32, SetupError
     Ok(xmin.parse::<u64>().map_or(0, |x| x as u32))
 }
 
+/// Rows a worker sends the emitter at once.
+const ROW_BATCH: usize = 256;
+/// Batches waiting for the emitter (all workers together): the readers
+/// stay at most this far ahead.
+const ROW_BATCHES_QUEUED: usize = 8;
+
 /// What workers send the emitter.
 enum Work {
-    Row {
+    /// Rows in the order read, up to [`ROW_BATCH`] (one channel send per
+    /// batch, not per row: the per-row wake-ups cost more than the rows).
+    Rows {
         table: usize,
-        fields: Vec<Option<String>>,
+        rows: Vec<Vec<Option<Bytes>>>,
     },
     ChunkDone {
         table: usize,
@@ -250,7 +258,7 @@ pub(super) async fn emit_snapshot(
     let relation_ids: Vec<u32> = relations.iter().map(|r| r.id).collect();
     let snapshot_xid = snapshot_xid(catalog_client).await?;
     let queue = Arc::new(Mutex::new(jobs));
-    let (tx, mut rx) = mpsc::channel::<Result<Work, SnapshotError>>(1024);
+    let (tx, mut rx) = mpsc::channel::<Result<Work, SnapshotError>>(ROW_BATCHES_QUEUED);
     let mut handles = Vec::new();
     for client in clients {
         let queue = Arc::clone(&queue);
@@ -299,26 +307,28 @@ pub(super) async fn emit_snapshot(
         };
         let Some(work) = work else { break };
         match work? {
-            Work::Row { table, fields } => {
-                let tuple = Tuple(
-                    fields
-                        .into_iter()
-                        .map(|f| f.map_or(Datum::Null, |s| Datum::Text(Bytes::from(s))))
-                        .collect(),
-                );
-                let t = &mut tables[table];
-                t.rows += 1;
-                total_rows += 1;
-                progress.row();
-                let previous = t.pending.replace((tuple, t.rows == 1));
-                if let Some((row, first_in_table)) = previous {
-                    let m = marker(
-                        std::mem::take(&mut first_overall),
-                        first_in_table,
-                        false,
-                        false,
+            Work::Rows { table, rows } => {
+                for fields in rows {
+                    let tuple = Tuple(
+                        fields
+                            .into_iter()
+                            .map(|f| f.map_or(Datum::Null, Datum::Text))
+                            .collect(),
                     );
-                    emit_row(stream, relation_ids[table], &row, source(point, m), txn).await?;
+                    let t = &mut tables[table];
+                    t.rows += 1;
+                    total_rows += 1;
+                    progress.row();
+                    let previous = t.pending.replace((tuple, t.rows == 1));
+                    if let Some((row, first_in_table)) = previous {
+                        let m = marker(
+                            std::mem::take(&mut first_overall),
+                            first_in_table,
+                            false,
+                            false,
+                        );
+                        emit_row(stream, relation_ids[table], &row, source(point, m), txn).await?;
+                    }
                 }
             }
             Work::ChunkDone { table } => {
@@ -400,9 +410,18 @@ async fn read_chunk(
             _ => SnapshotError::WorkerGone,
         })?;
     futures::pin_mut!(rows);
+    let mut batch = Vec::with_capacity(ROW_BATCH);
     while let Some(row) = rows.next().await {
-        let fields = row?;
-        tx.send(Ok(Work::Row { table, fields }))
+        batch.push(row?);
+        if batch.len() == ROW_BATCH {
+            let rows = std::mem::replace(&mut batch, Vec::with_capacity(ROW_BATCH));
+            tx.send(Ok(Work::Rows { table, rows }))
+                .await
+                .map_err(|_| SnapshotError::WorkerGone)?;
+        }
+    }
+    if !batch.is_empty() {
+        tx.send(Ok(Work::Rows { table, rows: batch }))
             .await
             .map_err(|_| SnapshotError::WorkerGone)?;
     }

@@ -282,7 +282,7 @@ pub async fn run_once(
         )
         .with_start_lsn(start.into())
         .with_ack_lsn(start.into())
-        .with_status_interval(stream.config.status_interval)
+        .with_status_interval(client_status_interval(&stream.config))
         .with_options(SESSION_OPTIONS)
         .with_application_name(format!("pgcdc-kafka-{}", stream.config.topic_prefix));
     let mut client = match temporary {
@@ -318,7 +318,7 @@ async fn create_temporary_slot(
     let repl = config
         .pg()
         .replication_config(config.slot_name.clone(), config.publication_name.clone())
-        .with_status_interval(config.status_interval)
+        .with_status_interval(client_status_interval(config))
         .with_options(SESSION_OPTIONS)
         .with_application_name(format!("pgcdc-kafka-{}", config.topic_prefix));
     let failed = |error| SetupError::TemporarySlot {
@@ -348,6 +348,19 @@ async fn create_temporary_slot(
     Ok((session, point))
 }
 
+/// The replication client's status cadence: at most [`FEEDBACK_TICK`]. The
+/// confirmed position itself is handed to the client only every
+/// `--status-interval` ([`Stream::stream`]); the short cadence lets the
+/// last one of a stopping run reach the server at once instead of on the
+/// next `--status-interval` tick (pgwire-replication sends no status of its
+/// own before CopyDone).
+fn client_status_interval(config: &RunConfig) -> Duration {
+    config.status_interval.min(FEEDBACK_TICK)
+}
+
+/// See [`client_status_interval`].
+const FEEDBACK_TICK: Duration = Duration::from_millis(100);
+
 impl Stream<'_> {
     /// Reads until `stop` resolves, the stream catches up (bounded runs), or
     /// an error; returns why it stopped.
@@ -362,6 +375,10 @@ impl Stream<'_> {
         // shutdown timeout), so a graceful stop leaves nothing half sent to
         // be repeated by the next run.
         let mut stopping: Option<(StopReason, Instant)> = None;
+        // The acknowledged position goes to the client at most once per
+        // `--status-interval` (the client reports every FEEDBACK_TICK).
+        let mut reported = Instant::now();
+        let mut unreported: Option<Lsn> = None;
         loop {
             if let Some((reason, deadline)) = stopping {
                 if self.txn.is_none() || Instant::now() >= deadline {
@@ -390,6 +407,8 @@ impl Stream<'_> {
                 .batch_deadline()
                 .filter(|_| self.txn.is_none())
                 .map(tokio::time::Instant::from_std);
+            let report_due = unreported
+                .map(|_| tokio::time::Instant::from_std(reported + self.config.status_interval));
             tokio::select! {
                 biased;
                 reason = &mut stop, if stopping.is_none() => {
@@ -419,8 +438,20 @@ impl Stream<'_> {
                         }
                         return Err(PipelineError::Delivery(failure));
                     }
-                    client.update_applied_lsn(p.acked.into());
-                    tracing::trace!(lsn = %p.acked, "confirming");
+                    if reported.elapsed() >= self.config.status_interval {
+                        client.update_applied_lsn(p.acked.into());
+                        tracing::trace!(lsn = %p.acked, "confirming");
+                        (reported, unreported) = (Instant::now(), None);
+                    } else {
+                        unreported = Some(p.acked);
+                    }
+                }
+                () = sleep_until_some(report_due), if report_due.is_some() => {
+                    if let Some(lsn) = unreported.take() {
+                        client.update_applied_lsn(lsn.into());
+                        tracing::trace!(%lsn, "confirming");
+                        reported = Instant::now();
+                    }
                 }
                 event = client.recv() => {
                     match event.map_err(PipelineError::Stream)? {
@@ -908,7 +939,8 @@ impl Stream<'_> {
         let acked = self.acked();
         client.update_applied_lsn(acked.into());
         // The client reports on its status cadence; wait for it to tell the server.
-        let deadline = Instant::now() + self.config.status_interval * 3 + Duration::from_secs(1);
+        let deadline =
+            Instant::now() + client_status_interval(self.config) * 3 + Duration::from_secs(1);
         let metrics = client.metrics();
         while Lsn::from(metrics.last_applied_lsn()) < acked && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;

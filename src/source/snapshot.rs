@@ -16,7 +16,7 @@
 //! value decoder parses for streamed changes, one row at a time: memory stays
 //! bounded whatever the table size.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use tokio_postgres::Client;
 
@@ -206,7 +206,7 @@ pub async fn copy_rows(
     client: &Client,
     relation: &Relation,
     range: PageRange,
-) -> Result<impl Stream<Item = Result<Vec<Option<String>>, SnapshotReadError>>, SetupError> {
+) -> Result<impl Stream<Item = Result<Vec<Option<Bytes>>, SnapshotReadError>>, SetupError> {
     let statement = copy_statement(relation, range);
     let table = format!("{}.{}", relation.namespace, relation.name);
     let stream = client
@@ -215,23 +215,28 @@ pub async fn copy_rows(
         .map_err(query_error(format!("reading {table}")))?;
     let mut pending = Vec::new();
     let rows = stream.flat_map(move |chunk: Result<Bytes, tokio_postgres::Error>| {
-        let items: Vec<Result<Vec<Option<String>>, SnapshotReadError>> = match chunk {
+        let items: Vec<Result<Vec<Option<Bytes>>, SnapshotReadError>> = match chunk {
             Err(error) => vec![Err(SnapshotReadError::Copy {
                 table: table.clone(),
                 error,
             })],
             Ok(bytes) => {
+                // Postgres sends a CopyData message per row; a line split
+                // across messages waits in `pending` for its end.
                 pending.extend_from_slice(&bytes);
                 let mut rows = Vec::new();
-                while let Some(newline) = pending.iter().position(|&b| b == b'\n') {
-                    let line: Vec<u8> = pending.drain(..=newline).collect();
-                    rows.push(parse_copy_line(&line[..newline]).map_err(|problem| {
+                let mut consumed = 0;
+                while let Some(newline) = pending[consumed..].iter().position(|&b| b == b'\n') {
+                    let line = &pending[consumed..consumed + newline];
+                    consumed += newline + 1;
+                    rows.push(parse_copy_line(line).map_err(|problem| {
                         SnapshotReadError::Format(CopyFormatError {
                             table: table.clone(),
                             problem,
                         })
                     }));
                 }
+                pending.drain(..consumed);
                 rows
             }
         };
@@ -253,20 +258,29 @@ pub enum SnapshotReadError {
     Format(CopyFormatError),
 }
 
-/// Parses one line of COPY text format (without its newline).
-pub fn parse_copy_line(line: &[u8]) -> Result<Vec<Option<String>>, &'static str> {
-    let mut fields = Vec::new();
+/// Parses one line of COPY text format (without its newline): the fields
+/// are unescaped into one buffer and handed out as slices of it, one
+/// allocation per row; `None` for `\N`. UTF-8 is checked where the values
+/// are decoded, as for the stream's.
+pub fn parse_copy_line(line: &[u8]) -> Result<Vec<Option<Bytes>>, &'static str> {
+    let mut out = BytesMut::with_capacity(line.len());
+    let mut ranges = Vec::new();
     for raw in line.split(|&b| b == b'\t') {
         if raw == b"\\N" {
-            fields.push(None);
+            ranges.push(None);
             continue;
         }
-        let mut out = Vec::with_capacity(raw.len());
+        let start = out.len();
+        if !raw.contains(&b'\\') {
+            out.put_slice(raw);
+            ranges.push(Some(start..out.len()));
+            continue;
+        }
         let mut i = 0;
         while i < raw.len() {
             let b = raw[i];
             if b != b'\\' {
-                out.push(b);
+                out.put_u8(b);
                 i += 1;
                 continue;
             }
@@ -275,12 +289,12 @@ pub fn parse_copy_line(line: &[u8]) -> Result<Vec<Option<String>>, &'static str>
             };
             i += 2;
             match next {
-                b'b' => out.push(0x08),
-                b'f' => out.push(0x0c),
-                b'n' => out.push(b'\n'),
-                b'r' => out.push(b'\r'),
-                b't' => out.push(b'\t'),
-                b'v' => out.push(0x0b),
+                b'b' => out.put_u8(0x08),
+                b'f' => out.put_u8(0x0c),
+                b'n' => out.put_u8(b'\n'),
+                b'r' => out.put_u8(b'\r'),
+                b't' => out.put_u8(b'\t'),
+                b'v' => out.put_u8(0x0b),
                 b'0'..=b'7' => {
                     let mut value = u32::from(next - b'0');
                     let mut digits = 1;
@@ -294,7 +308,7 @@ pub fn parse_copy_line(line: &[u8]) -> Result<Vec<Option<String>>, &'static str>
                             _ => break,
                         }
                     }
-                    out.push((value & 0xFF) as u8);
+                    out.put_u8((value & 0xFF) as u8);
                 }
                 b'x' => {
                     let hex = |b: u8| (b as char).to_digit(16);
@@ -307,16 +321,18 @@ pub fn parse_copy_line(line: &[u8]) -> Result<Vec<Option<String>>, &'static str>
                         value = value * 16 + second;
                         i += 1;
                     }
-                    out.push(value as u8);
+                    out.put_u8(value as u8);
                 }
-                other => out.push(other),
+                other => out.put_u8(other),
             }
         }
-        fields.push(Some(
-            String::from_utf8(out).map_err(|_| "a field is not valid UTF-8")?,
-        ));
+        ranges.push(Some(start..out.len()));
     }
-    Ok(fields)
+    let out = out.freeze();
+    Ok(ranges
+        .into_iter()
+        .map(|range| range.map(|r| out.slice(r)))
+        .collect())
 }
 
 #[cfg(test)]
@@ -329,11 +345,11 @@ mod tests {
         assert_eq!(
             parse_copy_line(line).expect("valid"),
             vec![
-                Some("1".to_owned()),
+                Some(Bytes::from_static(b"1")),
                 None,
-                Some("a\tb\nc\\d".to_owned()),
-                Some("AB".to_owned()),
-                Some(String::new()),
+                Some(Bytes::from_static(b"a\tb\nc\\d")),
+                Some(Bytes::from_static(b"AB")),
+                Some(Bytes::new()),
             ]
         );
         assert!(parse_copy_line(b"ends\\").is_err());
