@@ -100,6 +100,20 @@ fn ca_file() -> String {
 /// Runs the binary with `args` and `env` until it exits (killing it after
 /// `timeout`), and returns its output.
 async fn run_binary(args: Vec<String>, env: Vec<(String, String)>, timeout: Duration) -> Output {
+    let described = format!("pgcdc-kafka {args:?}");
+    try_run_binary(args, env, timeout)
+        .await
+        .unwrap_or_else(|stderr| {
+            panic!("{described} still ran after {timeout:?}; stderr:\n{stderr}")
+        })
+}
+
+/// [`run_binary`], returning the stderr of a run killed at `timeout` as the error.
+async fn try_run_binary(
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+) -> Result<Output, String> {
     tokio::task::spawn_blocking(move || {
         let mut child = Command::new(BIN)
             .args(&args)
@@ -114,14 +128,11 @@ async fn run_binary(args: Vec<String>, env: Vec<(String, String)>, timeout: Dura
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let output = child.wait_with_output().expect("output");
-                panic!(
-                    "pgcdc-kafka {args:?} still ran after {timeout:?}; stderr:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
+                return Err(String::from_utf8_lossy(&output.stderr).into_owned());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        child.wait_with_output().expect("output")
+        Ok(child.wait_with_output().expect("output"))
     })
     .await
     .expect("join")
@@ -495,4 +506,101 @@ async fn a_wrong_kafka_password_stops_with_an_authentication_error() {
         "the password leaked:\n{all}"
     );
     assert_no_secret(&all);
+}
+
+/// Every Kafka client that runs before the producer sends anything (the look
+/// for an earlier run's topics, topic creation, the snapshot's flush, the
+/// transactional producer's initialization) stops on a refused login as the
+/// producer does, instead of retrying it like an unreachable broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_kafka_password_stops_a_first_start() {
+    let servers = secure()
+        .kafka
+        .sasl_plaintext_bootstrap_servers()
+        .expect("sasl_plaintext");
+    const WRONG: &str = "not-the-password-7c1";
+    let env = vec![("PGCDC_KAFKA_SASL_PASSWORD".to_owned(), WRONG.to_owned())];
+    // Without the fix each of these retries forever (every attempt ends in a
+    // timeout of 10 to 60 s); with it each stops within seconds.
+    let limit = Duration::from_secs(40);
+    let starts: [(&str, &[&str]); 5] = [
+        ("earlier topics", &["--snapshot-mode", "initial"]),
+        (
+            "topic creation",
+            &["--snapshot-mode", "when_needed", "--topic-partitions", "1"],
+        ),
+        ("snapshot flush", &["--snapshot-mode", "when_needed"]),
+        (
+            "exactly-once snapshot",
+            &[
+                "--snapshot-mode",
+                "when_needed",
+                "--delivery",
+                "exactly-once",
+            ],
+        ),
+        (
+            "exactly-once stream",
+            &["--snapshot-mode", "never", "--delivery", "exactly-once"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (what, extra) in starts {
+        let s = least_privilege_scenario("sec_sasl_first", ROLE);
+        s.sql("INSERT INTO items VALUES (1, 'needs kafka')");
+        let url = pg_url(
+            &s,
+            &format!("{ROLE}:{ROLE_PASSWORD}"),
+            "127.0.0.1",
+            "sslmode=require",
+        );
+        let mut args = run_args(
+            &s,
+            &url,
+            &strings(&[
+                "--bootstrap-servers",
+                &servers,
+                "--kafka-security-protocol",
+                "sasl_plaintext",
+                "--kafka-sasl-mechanism",
+                "SCRAM-SHA-256",
+                "--kafka-sasl-username",
+                SASL_USER,
+            ]),
+        );
+        args.extend(strings(extra));
+        let started = Instant::now();
+        let output = match try_run_binary(args, env.clone(), limit).await {
+            Ok(output) => output,
+            Err(stderr) => {
+                let last: Vec<&str> = stderr.lines().rev().take(5).collect();
+                failures.push(format!(
+                    "{what}: still running after {limit:?}; last lines: {last:#?}"
+                ));
+                continue;
+            }
+        };
+        let all = text(&output);
+        eprintln!("{what}: stopped after {:?}", started.elapsed());
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{what}: exit code; output:\n{all}"
+        );
+        assert!(
+            all.contains("kafka refused this connector's credentials")
+                && all.contains("--kafka-sasl-password-file"),
+            "{what}: the error names the credentials and where they come from:\n{all}"
+        );
+        assert!(!all.contains(WRONG), "{what}: the password leaked:\n{all}");
+        assert_no_secret(&all);
+        if !extra.contains(&"never") {
+            assert_eq!(
+                s.confirmed_flush_lsn(),
+                None,
+                "{what}: the snapshot's slot is not promoted"
+            );
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -145,7 +145,7 @@ mod lsn_text {
 
 /// A consumer / admin client configuration with the connection and security
 /// settings of the producer's, and none of its producer-only ones.
-fn client_config(producer: &ClientConfig) -> ClientConfig {
+pub(crate) fn client_config(producer: &ClientConfig) -> ClientConfig {
     const PRODUCER_ONLY: &[&str] = &[
         "enable.idempotence",
         "acks",
