@@ -15,14 +15,20 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{consume, Scenario};
-use pgcdc_testcontainers::{Kafka, Postgres, PostgresOptions, TestCa, SASL_PASSWORD, SASL_USER};
+use common::avro_reader::AvroReader;
+use common::{consume, consume_raw, Scenario};
+use pgcdc_testcontainers::{
+    Kafka, Postgres, PostgresOptions, SchemaRegistry, TestCa, SASL_PASSWORD, SASL_USER,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
 /// The password role, with REPLICATION and nothing else cluster-wide.
 const ROLE: &str = "cdc";
 const ROLE_PASSWORD: &str = "cdc-Pw-5e0b9a77";
+/// What the registry's basic auth proxy lets through.
+const REGISTRY_USER: &str = "cdc-registry";
+const REGISTRY_PASSWORD: &str = "Reg-Pw-3f9d21c4";
 /// The role that logs in with a client certificate.
 const CERT_ROLE: &str = "cdc_cert";
 
@@ -148,7 +154,7 @@ fn text(output: &Output) -> String {
 
 /// Asserts that no secret of the suite appears in `output`.
 fn assert_no_secret(output: &str) {
-    for secret in [ROLE_PASSWORD, SASL_PASSWORD] {
+    for secret in [ROLE_PASSWORD, SASL_PASSWORD, REGISTRY_PASSWORD] {
         assert!(
             !output.contains(secret),
             "a secret appears in the output:\n{output}"
@@ -603,4 +609,123 @@ async fn a_wrong_kafka_password_stops_a_first_start() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Avro through a registry that demands basic auth (Apicurio behind
+/// `BasicAuthProxy`): the right credentials, by flag and by file, register
+/// the schemas and deliver; a wrong password stops the connector with the
+/// registry's 401 and the flags to check, confirming nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_through_a_registry_demanding_basic_auth() {
+    let registry = SchemaRegistry::shared();
+    let proxy = registry
+        .basic_auth_proxy(REGISTRY_USER, REGISTRY_PASSWORD)
+        .unwrap_or_else(|e| panic!("auth proxy: {}", e.report()));
+    let s = least_privilege_scenario("sec_registry", ROLE);
+    let url = pg_url(
+        &s,
+        &format!("{ROLE}:{ROLE_PASSWORD}"),
+        "127.0.0.1",
+        "sslmode=require",
+    );
+    let servers = secure().kafka.bootstrap_servers();
+    let proxy_url = proxy.url();
+    let avro = |auth: &[&str]| {
+        let mut kafka = strings(&[
+            "--bootstrap-servers",
+            &servers,
+            "--format",
+            "avro",
+            "--schema-registry-url",
+            &proxy_url,
+        ]);
+        kafka.extend(strings(auth));
+        run_args(&s, &url, &kafka)
+    };
+    let credentials = format!("{REGISTRY_USER}:{REGISTRY_PASSWORD}");
+
+    // The snapshot, with the flag.
+    s.sql("INSERT INTO items VALUES (1, 'snapshot')");
+    let output = run_binary(
+        avro(&["--schema-registry-basic-auth", &credentials]),
+        vec![],
+        Duration::from_secs(90),
+    )
+    .await;
+    let all = text(&output);
+    assert!(output.status.success(), "the snapshot run: {all}");
+    assert_no_secret(&all);
+
+    // A change, with the file.
+    let file = secure().ca.dir().join(format!("{}-registry", s.db));
+    std::fs::write(&file, format!("{credentials}\n")).expect("write");
+    s.sql("INSERT INTO items VALUES (2, 'new')");
+    let output = run_binary(
+        avro(&[
+            "--schema-registry-basic-auth-file",
+            &file.display().to_string(),
+        ]),
+        vec![],
+        Duration::from_secs(90),
+    )
+    .await;
+    let all = text(&output);
+    assert!(output.status.success(), "the streaming run: {all}");
+    assert_no_secret(&all);
+
+    let topic = s.topic("items");
+    let records = consume_raw(&servers, &topic, 2, Duration::from_secs(30)).await;
+    let reader = AvroReader::new(registry);
+    let ops: Vec<String> = records
+        .iter()
+        .map(|r| {
+            let value = reader.json(r.value.as_deref().expect("a value"));
+            value["op"].as_str().expect("op").to_owned()
+        })
+        .collect();
+    assert_eq!(ops, ["r", "c"]);
+    let (status, subjects) = registry.get("/subjects").expect("subjects");
+    assert_eq!(status, 200, "{subjects}");
+    for subject in [format!("{topic}-key"), format!("{topic}-value")] {
+        assert!(
+            subjects.contains(&format!("\"{subject}\"")),
+            "{subject} registered: {subjects}"
+        );
+    }
+    assert!(
+        proxy.forwarded() > 0,
+        "the registrations went through the proxy"
+    );
+    assert_eq!(proxy.rejected(), 0, "no request lacked the credentials");
+
+    // A wrong password: the registry's 401 stops the connector.
+    let before = s.current_lsn();
+    s.sql("INSERT INTO items VALUES (3, 'refused')");
+    let wrong = "Wrong-Reg-Pw-77";
+    let output = run_binary(
+        avro(&[
+            "--schema-registry-basic-auth",
+            &format!("{REGISTRY_USER}:{wrong}"),
+        ]),
+        vec![],
+        Duration::from_secs(60),
+    )
+    .await;
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "exit code; output:\n{all}");
+    assert!(
+        all.contains("schema registry refused access (HTTP 401")
+            && all.contains("--schema-registry-basic-auth-file"),
+        "the error names the refusal and the flags:\n{all}"
+    );
+    assert!(!all.contains(wrong), "the wrong password leaked:\n{all}");
+    assert_no_secret(&all);
+    assert!(proxy.rejected() > 0, "the proxy refused the wrong password");
+    let confirmed = s.confirmed_flush_lsn().expect("the slot exists");
+    assert!(
+        confirmed <= before,
+        "nothing is confirmed past the refused change: {confirmed} > {before}"
+    );
+    let after = consume_raw(&servers, &topic, 3, Duration::from_secs(5)).await;
+    assert_eq!(after.len(), 2, "nothing more reached the topic");
 }
