@@ -516,8 +516,9 @@ async fn a_wrong_kafka_password_stops_with_an_authentication_error() {
 
 /// Every Kafka client that runs before the producer sends anything (the look
 /// for an earlier run's topics, topic creation, the snapshot's flush, the
-/// transactional producer's initialization) stops on a refused login as the
-/// producer does, instead of retrying it like an unreachable broker.
+/// transactional producer's initialization), and a snapshot waiting at the
+/// in-flight bound, stop on a refused login as the producer does, instead of
+/// retrying it like an unreachable broker or waiting out message.timeout.ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_kafka_password_stops_a_first_start() {
     let servers = secure()
@@ -529,8 +530,17 @@ async fn a_wrong_kafka_password_stops_a_first_start() {
     // Without the fix each of these retries forever (every attempt ends in a
     // timeout of 10 to 60 s); with it each stops within seconds.
     let limit = Duration::from_secs(40);
-    let starts: [(&str, &[&str]); 5] = [
+    let starts: [(&str, &[&str]); 6] = [
         ("earlier topics", &["--snapshot-mode", "initial"]),
+        (
+            "in-flight bound",
+            &[
+                "--snapshot-mode",
+                "when_needed",
+                "--max-in-flight-messages",
+                "1",
+            ],
+        ),
         (
             "topic creation",
             &["--snapshot-mode", "when_needed", "--topic-partitions", "1"],
@@ -553,7 +563,7 @@ async fn a_wrong_kafka_password_stops_a_first_start() {
     let mut failures = Vec::new();
     for (what, extra) in starts {
         let s = least_privilege_scenario("sec_sasl_first", ROLE);
-        s.sql("INSERT INTO items VALUES (1, 'needs kafka')");
+        s.sql("INSERT INTO items VALUES (1, 'needs kafka'), (2, 'and more')");
         let url = pg_url(
             &s,
             &format!("{ROLE}:{ROLE_PASSWORD}"),

@@ -508,10 +508,6 @@ impl KafkaSink {
     }
 
     async fn produce(&self, record: EncodedRecord, tracked: bool) -> Result<(), SinkError> {
-        // Nothing will be delivered; stop handing records over.
-        if let Some(refused) = self.shared.refused_login() {
-            return Err(refused.into());
-        }
         if let Some(eos) = &self.eos {
             let mut batch = eos.batch();
             if batch.opened.is_none() {
@@ -530,21 +526,7 @@ impl KafkaSink {
         let byte_permits = u32::try_from(record.size())
             .unwrap_or(u32::MAX)
             .clamp(1, self.max_bytes);
-        // Permits are given back by the delivery callback, not on drop.
-        let permits = async {
-            if let Ok(p) = self.shared.messages.acquire().await {
-                p.forget();
-            }
-            if let Ok(p) = self.shared.bytes.acquire_many(byte_permits).await {
-                p.forget();
-            }
-        };
-        // After a refused login no delivery report frees a permit before
-        // message.timeout.ms, so waiting for one would only delay the stop.
-        tokio::select! {
-            () = permits => {}
-            refused = self.shared.refusal() => return Err(refused.into()),
-        }
+        self.take_permits(byte_permits).await?;
         let txn = tracked.then_some(record.txn);
         if let Some(txn) = txn {
             self.shared.tracker().sent(txn);
@@ -595,6 +577,32 @@ impl KafkaSink {
                 }
             }
         }
+    }
+
+    /// Takes one message permit and `byte_permits` byte permits, waiting
+    /// while the in-flight bound is reached. They are given back by the
+    /// delivery callback, not on drop. After a refused login no delivery
+    /// report frees a permit before message.timeout.ms, so a wait ends at
+    /// the refusal instead (a permit already taken is not given back: the
+    /// attempt ends, and the next one makes a new sink).
+    async fn take_permits(&self, byte_permits: u32) -> Result<(), LoginRefused> {
+        let (messages, bytes) = (&self.shared.messages, &self.shared.bytes);
+        // The usual case, without the refusal's watch on the hot path.
+        match messages.try_acquire() {
+            Ok(permit) => permit.forget(),
+            Err(_) => tokio::select! {
+                permit = messages.acquire() => permit.map(|p| p.forget()).unwrap_or(()),
+                refused = self.shared.refusal() => return Err(refused),
+            },
+        }
+        match bytes.try_acquire_many(byte_permits) {
+            Ok(permit) => permit.forget(),
+            Err(_) => tokio::select! {
+                permit = bytes.acquire_many(byte_permits) => permit.map(|p| p.forget()).unwrap_or(()),
+                refused = self.shared.refusal() => return Err(refused),
+            },
+        }
+        Ok(())
     }
 
     /// Messages handed to the producer and not yet acknowledged or failed.
