@@ -46,8 +46,8 @@ pub struct SlotLost {
 pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String>, PipelineError> {
     let client_config = transactional::client_config(&config.producer_config());
     let prefix = format!("{}{}", config.topic_prefix, config.topic_delimiter);
-    let probe = tokio::task::spawn_blocking(move || -> Result<Vec<String>, PipelineError> {
-        let failed = |e: KafkaError| PipelineError::PreviousRun(e.to_string());
+    let probe = tokio::task::spawn_blocking(move || -> Result<Vec<String>, Interrupted<String>> {
+        let failed = |e: KafkaError| Interrupted::Failed(e.to_string());
         // A consumer without a group, not an admin client: polling it serves
         // the client's error callbacks, where a refused login shows.
         let client: BaseConsumer<LoginWatch> = client_config
@@ -63,7 +63,7 @@ pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String
             },
         )
         .map_err(|interrupted| match interrupted {
-            Interrupted::Refused(refused) => SinkError::from(refused).into(),
+            Interrupted::Refused(refused) => Interrupted::Refused(refused),
             Interrupted::Failed(e) => failed(e),
         })?;
         let mut found = Vec::new();
@@ -84,9 +84,14 @@ pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String
         found.sort();
         Ok(found)
     });
-    probe
-        .await
-        .map_err(|_| PipelineError::PreviousRun("the Kafka probe task panicked".into()))?
+    match probe.await {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(Interrupted::Refused(refused))) => Err(SinkError::from(refused).into()),
+        Ok(Err(Interrupted::Failed(reason))) => Err(PipelineError::PreviousRun(reason)),
+        Err(_) => Err(PipelineError::PreviousRun(
+            "the Kafka probe task panicked".into(),
+        )),
+    }
 }
 
 /// The error for a missing slot whose topics hold `topics`.
