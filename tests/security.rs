@@ -350,6 +350,41 @@ async fn verify_ca_with_kafka_sasl_plain() {
     assert_eq!(ops, expected_ops());
 }
 
+/// `--delivery exactly-once` over SASL: the progress topic's admin client
+/// and consumer log in with the producer's password too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_over_sasl_scram() {
+    let s = least_privilege_scenario("sec_eos_sasl", ROLE);
+    let url = pg_url(&s, ROLE, "127.0.0.1", "sslmode=require");
+    let servers = secure()
+        .kafka
+        .sasl_plaintext_bootstrap_servers()
+        .expect("sasl_plaintext");
+    let kafka = strings(&[
+        "--bootstrap-servers",
+        &servers,
+        "--kafka-security-protocol",
+        "sasl_plaintext",
+        "--kafka-sasl-mechanism",
+        "SCRAM-SHA-256",
+        "--kafka-sasl-username",
+        SASL_USER,
+        "--delivery",
+        "exactly-once",
+    ]);
+    let ops = round_trip(
+        &s,
+        &url,
+        &kafka,
+        &[
+            ("PGCDC_PG_PASSWORD", ROLE_PASSWORD),
+            ("PGCDC_KAFKA_SASL_PASSWORD", SASL_PASSWORD),
+        ],
+    )
+    .await;
+    assert_eq!(ops, expected_ops());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_certificate_login() {
     let s = least_privilege_scenario("sec_cert", CERT_ROLE);
