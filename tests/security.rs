@@ -774,3 +774,53 @@ async fn avro_through_a_registry_demanding_basic_auth() {
     let after = consume_raw(&servers, &topic, 3, Duration::from_secs(5)).await;
     assert_eq!(after.len(), 2, "nothing more reached the topic");
 }
+
+/// `check` names a refused Kafka login too, instead of a metadata timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_a_refused_kafka_login() {
+    let s = least_privilege_scenario("sec_check_sasl", ROLE);
+    let url = pg_url(
+        &s,
+        &format!("{ROLE}:{ROLE_PASSWORD}"),
+        "127.0.0.1",
+        "sslmode=require",
+    );
+    let servers = secure()
+        .kafka
+        .sasl_plaintext_bootstrap_servers()
+        .expect("sasl_plaintext");
+    const WRONG: &str = "not-the-password-c4e";
+    let args = strings(&[
+        "check",
+        "--pg-url",
+        &url,
+        "--topic-prefix",
+        &s.prefix,
+        "--slot",
+        &s.slot,
+        "--publication",
+        &s.publication,
+        "--bootstrap-servers",
+        &servers,
+        "--kafka-security-protocol",
+        "sasl_plaintext",
+        "--kafka-sasl-mechanism",
+        "SCRAM-SHA-256",
+        "--kafka-sasl-username",
+        SASL_USER,
+        "--kafka-sasl-password",
+        WRONG,
+    ]);
+    let started = Instant::now();
+    let output = run_binary(args, vec![], Duration::from_secs(60)).await;
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "exit code; output:\n{all}");
+    assert!(
+        all.lines().any(|l| l.starts_with("FAIL kafka:")
+            && l.contains("kafka refused this connector's credentials")),
+        "the kafka check names the refused login:\n{all}"
+    );
+    assert!(!all.contains(WRONG), "the password leaked:\n{all}");
+    assert_no_secret(&all);
+    eprintln!("check stopped after {:?}", started.elapsed());
+}
