@@ -19,12 +19,15 @@ use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use serde::Serialize;
 use tokio_postgres::Client;
 
 use crate::config::{Format, PublicationAutocreateMode, RunConfig, SnapshotMode};
 use crate::http::HealthPolicy;
+use crate::sink::login::{self, Interrupted, LoginWatch};
+use crate::sink::transactional;
 use crate::source::setup;
 
 /// `pgcdc-kafka check`: the flags of `run`, and how long each probe may take.
@@ -1080,16 +1083,29 @@ fn probe_kafka(
     topics: &[String],
     timeout: Duration,
 ) -> Result<KafkaFacts, String> {
+    // Metadata through a consumer, whose polling serves the error callback
+    // where a refused login shows (the admin client's never does): the
+    // report then names the credentials instead of a timeout.
+    let probe: BaseConsumer<LoginWatch> = transactional::client_config(config)
+        .create_with_context(LoginWatch::default())
+        .map_err(|e: rdkafka::error::KafkaError| e.to_string())?;
+    let metadata = login::in_slices(
+        timeout,
+        |limit| probe.fetch_metadata(None, limit),
+        login::is_wait_for_broker,
+        || {
+            while probe.poll(Duration::ZERO).is_some() {}
+            probe.context().refused()
+        },
+    )
+    .map_err(|interrupted| match interrupted {
+        Interrupted::Refused(refused) => refused.to_string(),
+        // KafkaError's Display already names its code, its only source.
+        Interrupted::Failed(e) => format!("{e} (waited {})", humantime::format_duration(timeout)),
+    })?;
     let admin: AdminClient<DefaultClientContext> = config
         .create()
         .map_err(|e: rdkafka::error::KafkaError| e.to_string())?;
-    let metadata = admin.inner().fetch_metadata(None, timeout).map_err(|e| {
-        format!(
-            // KafkaError's Display already names its code, its only source.
-            "{e} (waited {})",
-            humantime::format_duration(timeout)
-        )
-    })?;
     let brokers: Vec<i32> = metadata.brokers().iter().map(|b| b.id()).collect();
     let existing: BTreeSet<String> = metadata
         .topics()

@@ -1,4 +1,10 @@
 //! The `pgcdc-kafka` command.
+//!
+//! Exit codes: 0 success (a stop on request or at `--max-run`, a caught-up
+//! bounded run that delivered everything, a check that passed); 1 an error
+//! that stopped it (or a failed check); 2 invalid flags or configuration;
+//! [`EXIT_INCOMPLETE`] (3) a `--stop-when-caught-up` run that reached its
+//! target but stopped before Kafka acknowledged all it had read.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -14,6 +20,12 @@ use pgcdc_kafka::pipeline::Shutdown;
 use pgcdc_kafka::source::signal::SnapshotArgs;
 use pgcdc_kafka::status::StatusArgs;
 use tracing_subscriber::EnvFilter;
+
+/// A bounded run that reached its target with records Kafka had not
+/// acknowledged when the drain ended (a failed delivery, or
+/// `--shutdown-timeout` spent waiting): not a success for a scheduler, though
+/// nothing is lost (the slot stays before them and the next run sends them).
+const EXIT_INCOMPLETE: u8 = 3;
 
 /// PostgreSQL change data capture into Kafka, Debezium-compatible.
 #[derive(Debug, Parser)]
@@ -322,6 +334,17 @@ async fn main() -> ExitCode {
                                 tracing::warn!(%error, "cannot serialize the run summary")
                             }
                         },
+                    }
+                    if summary.is_incomplete() {
+                        tracing::error!(
+                            confirmed_lsn = %summary.confirmed_lsn,
+                            exit_code = EXIT_INCOMPLETE,
+                            "the run caught up, but Kafka did not acknowledge every record it read \
+                             before the drain ended (a delivery failed, or --shutdown-timeout \
+                             passed); the slot is confirmed only up to the last acknowledged \
+                             transaction, so the next run sends the rest again"
+                        );
+                        return ExitCode::from(EXIT_INCOMPLETE);
                     }
                     ExitCode::SUCCESS
                 }

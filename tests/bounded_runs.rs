@@ -16,6 +16,17 @@ const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
 /// Runs the binary to completion and returns its JSON summary.
 async fn run_bounded(s: &Scenario, kafka: &Kafka, extra: &[&str]) -> Json {
+    let (code, summary, stderr) = run_bounded_exit(s, kafka, extra).await;
+    assert_eq!(code, Some(0), "bounded run exits 0; stderr:\n{stderr}");
+    summary
+}
+
+/// Runs the binary to completion; returns its exit code, JSON summary and stderr.
+async fn run_bounded_exit(
+    s: &Scenario,
+    kafka: &Kafka,
+    extra: &[&str],
+) -> (Option<i32>, Json, String) {
     let mut args = vec![
         "--log-format".to_owned(),
         "json".to_owned(),
@@ -26,18 +37,15 @@ async fn run_bounded(s: &Scenario, kafka: &Kafka, extra: &[&str]) -> Json {
         .await
         .expect("join")
         .expect("binary runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "bounded run exits 0; stderr:\n{stderr}"
-    );
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout
         .lines()
         .last()
         .unwrap_or_else(|| panic!("a summary on stdout; stderr:\n{stderr}"));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("summary is JSON ({e}): {line}"))
+    let summary =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("summary is JSON ({e}): {line}"));
+    (output.status.code(), summary, stderr)
 }
 
 fn lsn_field(summary: &Json, field: &str) -> Lsn {
@@ -322,4 +330,79 @@ async fn bounded_runs_with_a_snapshot_and_exactly_once() {
         "every row, after {runs} time-limited runs"
     );
     assert!(ids.values().all(|&n| n == 1), "each exactly once");
+}
+
+/// A `--stop-when-caught-up` run whose records fail to deliver while it
+/// drains (its broker was killed) reached its target but is not a success:
+/// it exits 3, not 0, says why, and confirms nothing past those records; the
+/// next run, with the broker back, delivers them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caught_up_run_whose_records_fail_to_deliver_exits_3() {
+    let kafka = Kafka::launch().unwrap_or_else(|e| panic!("private kafka: {}", e.report()));
+    let s = Scenario::new(Postgres::shared(), "undelivered");
+    s.sql("CREATE TABLE pending (id int PRIMARY KEY)");
+    // Creates the slot.
+    run_bounded(&s, &kafka, &["--stop-when-caught-up"]).await;
+    let before = s.current_lsn();
+    s.sql("INSERT INTO pending SELECT generate_series(1, 100)");
+
+    // The broker this test started, killed by its pid (Kafka::kill).
+    let pid = kafka.pid();
+    assert!(pid.is_some(), "a local broker with a pid");
+    kafka
+        .kill()
+        .unwrap_or_else(|e| panic!("kill the broker: {}", e.report()));
+    // The records are read at once (the target is the WAL end at start),
+    // then fail after message.timeout.ms while the run drains.
+    let undelivered = [
+        "--stop-when-caught-up",
+        "--status-interval",
+        "200ms",
+        "--kafka-property",
+        "message.timeout.ms=4000",
+    ];
+    let (code, summary, stderr) = tokio::time::timeout(
+        Duration::from_secs(60),
+        run_bounded_exit(&s, &kafka, &undelivered),
+    )
+    .await
+    .expect("the run stops by itself");
+    assert_eq!(
+        code,
+        Some(3),
+        "exit code; summary {summary}; stderr:\n{stderr}"
+    );
+    assert_eq!(summary["stopped"], "caught_up", "{summary}");
+    assert_eq!(summary["caught_up"], false, "{summary}");
+    assert!(
+        stderr.contains("Kafka did not acknowledge every record it read"),
+        "{stderr}"
+    );
+    let confirmed = s.confirmed_flush_lsn().expect("the slot exists");
+    assert!(
+        confirmed <= before,
+        "nothing past the undelivered records is confirmed: {confirmed} > {before}"
+    );
+    assert!(lsn_field(&summary, "confirmed_lsn") <= before, "{summary}");
+
+    // With the broker back the next run delivers them and succeeds.
+    kafka
+        .start()
+        .unwrap_or_else(|e| panic!("restart the broker: {}", e.report()));
+    let summary = run_bounded(&s, &kafka, &["--stop-when-caught-up"]).await;
+    assert_eq!(summary["caught_up"], true, "{summary}");
+    let records = consume(
+        &kafka.bootstrap_servers(),
+        &s.topic("pending"),
+        100,
+        Duration::from_secs(30),
+    )
+    .await;
+    let mut ids: Vec<i64> = records
+        .iter()
+        .filter_map(|r| r.value.as_ref()?["payload"]["after"]["id"].as_i64())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids, (1..=100).collect::<Vec<_>>(), "every record delivered");
 }

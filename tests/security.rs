@@ -15,14 +15,20 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{consume, Scenario};
-use pgcdc_testcontainers::{Kafka, Postgres, PostgresOptions, TestCa, SASL_PASSWORD, SASL_USER};
+use common::avro_reader::AvroReader;
+use common::{consume, consume_raw, Scenario};
+use pgcdc_testcontainers::{
+    Kafka, Postgres, PostgresOptions, SchemaRegistry, TestCa, SASL_PASSWORD, SASL_USER,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
 /// The password role, with REPLICATION and nothing else cluster-wide.
 const ROLE: &str = "cdc";
 const ROLE_PASSWORD: &str = "cdc-Pw-5e0b9a77";
+/// What the registry's basic auth proxy lets through.
+const REGISTRY_USER: &str = "cdc-registry";
+const REGISTRY_PASSWORD: &str = "Reg-Pw-3f9d21c4";
 /// The role that logs in with a client certificate.
 const CERT_ROLE: &str = "cdc_cert";
 
@@ -100,6 +106,20 @@ fn ca_file() -> String {
 /// Runs the binary with `args` and `env` until it exits (killing it after
 /// `timeout`), and returns its output.
 async fn run_binary(args: Vec<String>, env: Vec<(String, String)>, timeout: Duration) -> Output {
+    let described = format!("pgcdc-kafka {args:?}");
+    try_run_binary(args, env, timeout)
+        .await
+        .unwrap_or_else(|stderr| {
+            panic!("{described} still ran after {timeout:?}; stderr:\n{stderr}")
+        })
+}
+
+/// [`run_binary`], returning the stderr of a run killed at `timeout` as the error.
+async fn try_run_binary(
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+) -> Result<Output, String> {
     tokio::task::spawn_blocking(move || {
         let mut child = Command::new(BIN)
             .args(&args)
@@ -114,14 +134,11 @@ async fn run_binary(args: Vec<String>, env: Vec<(String, String)>, timeout: Dura
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let output = child.wait_with_output().expect("output");
-                panic!(
-                    "pgcdc-kafka {args:?} still ran after {timeout:?}; stderr:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
+                return Err(String::from_utf8_lossy(&output.stderr).into_owned());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        child.wait_with_output().expect("output")
+        Ok(child.wait_with_output().expect("output"))
     })
     .await
     .expect("join")
@@ -137,7 +154,7 @@ fn text(output: &Output) -> String {
 
 /// Asserts that no secret of the suite appears in `output`.
 fn assert_no_secret(output: &str) {
-    for secret in [ROLE_PASSWORD, SASL_PASSWORD] {
+    for secret in [ROLE_PASSWORD, SASL_PASSWORD, REGISTRY_PASSWORD] {
         assert!(
             !output.contains(secret),
             "a secret appears in the output:\n{output}"
@@ -333,6 +350,41 @@ async fn verify_ca_with_kafka_sasl_plain() {
     assert_eq!(ops, expected_ops());
 }
 
+/// `--delivery exactly-once` over SASL: the progress topic's admin client
+/// and consumer log in with the producer's password too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_over_sasl_scram() {
+    let s = least_privilege_scenario("sec_eos_sasl", ROLE);
+    let url = pg_url(&s, ROLE, "127.0.0.1", "sslmode=require");
+    let servers = secure()
+        .kafka
+        .sasl_plaintext_bootstrap_servers()
+        .expect("sasl_plaintext");
+    let kafka = strings(&[
+        "--bootstrap-servers",
+        &servers,
+        "--kafka-security-protocol",
+        "sasl_plaintext",
+        "--kafka-sasl-mechanism",
+        "SCRAM-SHA-256",
+        "--kafka-sasl-username",
+        SASL_USER,
+        "--delivery",
+        "exactly-once",
+    ]);
+    let ops = round_trip(
+        &s,
+        &url,
+        &kafka,
+        &[
+            ("PGCDC_PG_PASSWORD", ROLE_PASSWORD),
+            ("PGCDC_KAFKA_SASL_PASSWORD", SASL_PASSWORD),
+        ],
+    )
+    .await;
+    assert_eq!(ops, expected_ops());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_certificate_login() {
     let s = least_privilege_scenario("sec_cert", CERT_ROLE);
@@ -495,4 +547,280 @@ async fn a_wrong_kafka_password_stops_with_an_authentication_error() {
         "the password leaked:\n{all}"
     );
     assert_no_secret(&all);
+}
+
+/// Every Kafka client that runs before the producer sends anything (the look
+/// for an earlier run's topics, topic creation, the snapshot's flush, the
+/// transactional producer's initialization), and a snapshot waiting at the
+/// in-flight bound, stop on a refused login as the producer does, instead of
+/// retrying it like an unreachable broker or waiting out message.timeout.ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_kafka_password_stops_a_first_start() {
+    let servers = secure()
+        .kafka
+        .sasl_plaintext_bootstrap_servers()
+        .expect("sasl_plaintext");
+    const WRONG: &str = "not-the-password-7c1";
+    let env = vec![("PGCDC_KAFKA_SASL_PASSWORD".to_owned(), WRONG.to_owned())];
+    // Without the fix each of these retries forever (every attempt ends in a
+    // timeout of 10 to 60 s); with it each stops within seconds.
+    let limit = Duration::from_secs(40);
+    let starts: [(&str, &[&str]); 6] = [
+        ("earlier topics", &["--snapshot-mode", "initial"]),
+        (
+            "in-flight bound",
+            &[
+                "--snapshot-mode",
+                "when_needed",
+                "--max-in-flight-messages",
+                "1",
+            ],
+        ),
+        (
+            "topic creation",
+            &["--snapshot-mode", "when_needed", "--topic-partitions", "1"],
+        ),
+        ("snapshot flush", &["--snapshot-mode", "when_needed"]),
+        (
+            "exactly-once snapshot",
+            &[
+                "--snapshot-mode",
+                "when_needed",
+                "--delivery",
+                "exactly-once",
+            ],
+        ),
+        (
+            "exactly-once stream",
+            &["--snapshot-mode", "never", "--delivery", "exactly-once"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (what, extra) in starts {
+        let s = least_privilege_scenario("sec_sasl_first", ROLE);
+        s.sql("INSERT INTO items VALUES (1, 'needs kafka'), (2, 'and more')");
+        let url = pg_url(
+            &s,
+            &format!("{ROLE}:{ROLE_PASSWORD}"),
+            "127.0.0.1",
+            "sslmode=require",
+        );
+        let mut args = run_args(
+            &s,
+            &url,
+            &strings(&[
+                "--bootstrap-servers",
+                &servers,
+                "--kafka-security-protocol",
+                "sasl_plaintext",
+                "--kafka-sasl-mechanism",
+                "SCRAM-SHA-256",
+                "--kafka-sasl-username",
+                SASL_USER,
+            ]),
+        );
+        args.extend(strings(extra));
+        let started = Instant::now();
+        let output = match try_run_binary(args, env.clone(), limit).await {
+            Ok(output) => output,
+            Err(stderr) => {
+                let last: Vec<&str> = stderr.lines().rev().take(5).collect();
+                failures.push(format!(
+                    "{what}: still running after {limit:?}; last lines: {last:#?}"
+                ));
+                continue;
+            }
+        };
+        let all = text(&output);
+        eprintln!("{what}: stopped after {:?}", started.elapsed());
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{what}: exit code; output:\n{all}"
+        );
+        assert!(
+            all.contains("kafka refused this connector's credentials")
+                && all.contains("--kafka-sasl-password-file"),
+            "{what}: the error names the credentials and where they come from:\n{all}"
+        );
+        assert!(!all.contains(WRONG), "{what}: the password leaked:\n{all}");
+        assert_no_secret(&all);
+        if !extra.contains(&"never") {
+            assert_eq!(
+                s.confirmed_flush_lsn(),
+                None,
+                "{what}: the snapshot's slot is not promoted"
+            );
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Avro through a registry that demands basic auth (Apicurio behind
+/// `BasicAuthProxy`): the right credentials, by flag and by file, register
+/// the schemas and deliver; a wrong password stops the connector with the
+/// registry's 401 and the flags to check, confirming nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_through_a_registry_demanding_basic_auth() {
+    let registry = SchemaRegistry::shared();
+    let proxy = registry
+        .basic_auth_proxy(REGISTRY_USER, REGISTRY_PASSWORD)
+        .unwrap_or_else(|e| panic!("auth proxy: {}", e.report()));
+    let s = least_privilege_scenario("sec_registry", ROLE);
+    let url = pg_url(
+        &s,
+        &format!("{ROLE}:{ROLE_PASSWORD}"),
+        "127.0.0.1",
+        "sslmode=require",
+    );
+    let servers = secure().kafka.bootstrap_servers();
+    let proxy_url = proxy.url();
+    let avro = |auth: &[&str]| {
+        let mut kafka = strings(&[
+            "--bootstrap-servers",
+            &servers,
+            "--format",
+            "avro",
+            "--schema-registry-url",
+            &proxy_url,
+        ]);
+        kafka.extend(strings(auth));
+        run_args(&s, &url, &kafka)
+    };
+    let credentials = format!("{REGISTRY_USER}:{REGISTRY_PASSWORD}");
+
+    // The snapshot, with the flag.
+    s.sql("INSERT INTO items VALUES (1, 'snapshot')");
+    let output = run_binary(
+        avro(&["--schema-registry-basic-auth", &credentials]),
+        vec![],
+        Duration::from_secs(90),
+    )
+    .await;
+    let all = text(&output);
+    assert!(output.status.success(), "the snapshot run: {all}");
+    assert_no_secret(&all);
+
+    // A change, with the file.
+    let file = secure().ca.dir().join(format!("{}-registry", s.db));
+    std::fs::write(&file, format!("{credentials}\n")).expect("write");
+    s.sql("INSERT INTO items VALUES (2, 'new')");
+    let output = run_binary(
+        avro(&[
+            "--schema-registry-basic-auth-file",
+            &file.display().to_string(),
+        ]),
+        vec![],
+        Duration::from_secs(90),
+    )
+    .await;
+    let all = text(&output);
+    assert!(output.status.success(), "the streaming run: {all}");
+    assert_no_secret(&all);
+
+    let topic = s.topic("items");
+    let records = consume_raw(&servers, &topic, 2, Duration::from_secs(30)).await;
+    let reader = AvroReader::new(registry);
+    let ops: Vec<String> = records
+        .iter()
+        .map(|r| {
+            let value = reader.json(r.value.as_deref().expect("a value"));
+            value["op"].as_str().expect("op").to_owned()
+        })
+        .collect();
+    assert_eq!(ops, ["r", "c"]);
+    let (status, subjects) = registry.get("/subjects").expect("subjects");
+    assert_eq!(status, 200, "{subjects}");
+    for subject in [format!("{topic}-key"), format!("{topic}-value")] {
+        assert!(
+            subjects.contains(&format!("\"{subject}\"")),
+            "{subject} registered: {subjects}"
+        );
+    }
+    assert!(
+        proxy.forwarded() > 0,
+        "the registrations went through the proxy"
+    );
+    assert_eq!(proxy.rejected(), 0, "no request lacked the credentials");
+
+    // A wrong password: the registry's 401 stops the connector.
+    let before = s.current_lsn();
+    s.sql("INSERT INTO items VALUES (3, 'refused')");
+    let wrong = "Wrong-Reg-Pw-77";
+    let output = run_binary(
+        avro(&[
+            "--schema-registry-basic-auth",
+            &format!("{REGISTRY_USER}:{wrong}"),
+        ]),
+        vec![],
+        Duration::from_secs(60),
+    )
+    .await;
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "exit code; output:\n{all}");
+    assert!(
+        all.contains("schema registry refused access (HTTP 401")
+            && all.contains("--schema-registry-basic-auth-file"),
+        "the error names the refusal and the flags:\n{all}"
+    );
+    assert!(!all.contains(wrong), "the wrong password leaked:\n{all}");
+    assert_no_secret(&all);
+    assert!(proxy.rejected() > 0, "the proxy refused the wrong password");
+    let confirmed = s.confirmed_flush_lsn().expect("the slot exists");
+    assert!(
+        confirmed <= before,
+        "nothing is confirmed past the refused change: {confirmed} > {before}"
+    );
+    let after = consume_raw(&servers, &topic, 3, Duration::from_secs(5)).await;
+    assert_eq!(after.len(), 2, "nothing more reached the topic");
+}
+
+/// `check` names a refused Kafka login too, instead of a metadata timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_a_refused_kafka_login() {
+    let s = least_privilege_scenario("sec_check_sasl", ROLE);
+    let url = pg_url(
+        &s,
+        &format!("{ROLE}:{ROLE_PASSWORD}"),
+        "127.0.0.1",
+        "sslmode=require",
+    );
+    let servers = secure()
+        .kafka
+        .sasl_plaintext_bootstrap_servers()
+        .expect("sasl_plaintext");
+    const WRONG: &str = "not-the-password-c4e";
+    let args = strings(&[
+        "check",
+        "--pg-url",
+        &url,
+        "--topic-prefix",
+        &s.prefix,
+        "--slot",
+        &s.slot,
+        "--publication",
+        &s.publication,
+        "--bootstrap-servers",
+        &servers,
+        "--kafka-security-protocol",
+        "sasl_plaintext",
+        "--kafka-sasl-mechanism",
+        "SCRAM-SHA-256",
+        "--kafka-sasl-username",
+        SASL_USER,
+        "--kafka-sasl-password",
+        WRONG,
+    ]);
+    let started = Instant::now();
+    let output = run_binary(args, vec![], Duration::from_secs(60)).await;
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "exit code; output:\n{all}");
+    assert!(
+        all.lines().any(|l| l.starts_with("FAIL kafka:")
+            && l.contains("kafka refused this connector's credentials")),
+        "the kafka check names the refused login:\n{all}"
+    );
+    assert!(!all.contains(WRONG), "the password leaked:\n{all}");
+    assert_no_secret(&all);
+    eprintln!("check stopped after {:?}", started.elapsed());
 }

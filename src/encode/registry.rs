@@ -119,8 +119,9 @@ pub enum RegistryError {
         message: String,
     },
     #[error(
-        "schema registry refused access (HTTP {status}: {message}); check \
-         --schema-registry-basic-auth"
+        "schema registry refused access (HTTP {status}: {message}); check the user:password \
+         of --schema-registry-basic-auth (or PGCDC_SCHEMA_REGISTRY_BASIC_AUTH, \
+         --schema-registry-basic-auth-file) and its rights on the subject"
     )]
     Unauthorized { status: u16, message: String },
     #[error(

@@ -180,6 +180,18 @@ pub struct RunSummary {
     pub acked_lsn: Lsn,
 }
 
+impl RunSummary {
+    /// Whether a `--stop-when-caught-up` run reached its target but stopped
+    /// before Kafka acknowledged everything it had read (a delivery failed
+    /// while draining, or `--shutdown-timeout` passed). Nothing past the
+    /// unacknowledged records was confirmed; the next run sends them again.
+    /// The binary exits with a distinct code then, so a scheduler does not
+    /// read it as success.
+    pub fn is_incomplete(&self) -> bool {
+        self.stopped == StopReason::CaughtUp && !self.caught_up
+    }
+}
+
 fn serialize_lsn<S: serde::Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(lsn)
 }
@@ -347,6 +359,21 @@ async fn drop_slot_on_stop(config: &RunConfig) -> Result<(), PipelineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_caught_up_stop_that_did_not_drain_is_incomplete() {
+        let summary = |stopped, caught_up| RunSummary {
+            stopped,
+            caught_up,
+            ..RunSummary::default()
+        };
+        assert!(summary(StopReason::CaughtUp, false).is_incomplete());
+        assert!(!summary(StopReason::CaughtUp, true).is_incomplete());
+        // Behind by design: a time limit or a request stops where it is.
+        assert!(!summary(StopReason::TimeLimit, false).is_incomplete());
+        assert!(!summary(StopReason::Requested, false).is_incomplete());
+        assert!(!summary(StopReason::SnapshotCompleted, false).is_incomplete());
+    }
 
     #[test]
     fn server_errors_are_classified_by_sqlstate() {

@@ -11,11 +11,13 @@
 
 use std::time::Duration;
 
-use rdkafka::admin::AdminClient;
-use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 
 use super::PipelineError;
 use crate::config::RunConfig;
+use crate::sink::login::{self, Interrupted, LoginWatch};
+use crate::sink::{transactional, SinkError};
 
 /// How long the metadata and watermark requests may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,17 +41,31 @@ pub struct SlotLost {
 
 /// The topics under `<prefix>.` that hold at least one record (empty on a
 /// first run). A Kafka that cannot be asked is an error: the answer decides
-/// whether a snapshot may be taken.
+/// whether a snapshot may be taken. Retried, unless the broker refused the
+/// login (see [`crate::sink::login`]).
 pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String>, PipelineError> {
-    let client_config = config.producer_config();
+    let client_config = transactional::client_config(&config.producer_config());
     let prefix = format!("{}{}", config.topic_prefix, config.topic_delimiter);
-    let probe = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
-        let admin: AdminClient<DefaultClientContext> =
-            client_config.create().map_err(|e| e.to_string())?;
-        let client = admin.inner();
-        let metadata = client
-            .fetch_metadata(None, TIMEOUT)
-            .map_err(|e| e.to_string())?;
+    let probe = tokio::task::spawn_blocking(move || -> Result<Vec<String>, Interrupted<String>> {
+        let failed = |e: KafkaError| Interrupted::Failed(e.to_string());
+        // A consumer without a group, not an admin client: polling it serves
+        // the client's error callbacks, where a refused login shows.
+        let client: BaseConsumer<LoginWatch> = client_config
+            .create_with_context(LoginWatch::default())
+            .map_err(failed)?;
+        let metadata = login::in_slices(
+            TIMEOUT,
+            |limit| client.fetch_metadata(None, limit),
+            login::is_wait_for_broker,
+            || {
+                while client.poll(Duration::ZERO).is_some() {}
+                client.context().refused()
+            },
+        )
+        .map_err(|interrupted| match interrupted {
+            Interrupted::Refused(refused) => Interrupted::Refused(refused),
+            Interrupted::Failed(e) => failed(e),
+        })?;
         let mut found = Vec::new();
         for topic in metadata.topics() {
             if topic.error().is_some() || !topic.name().starts_with(&prefix) {
@@ -58,7 +74,7 @@ pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String
             for partition in topic.partitions() {
                 let (low, high) = client
                     .fetch_watermarks(topic.name(), partition.id(), TIMEOUT)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(failed)?;
                 if high > low || high > 0 {
                     found.push(topic.name().to_owned());
                     break;
@@ -68,10 +84,14 @@ pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String
         found.sort();
         Ok(found)
     });
-    probe
-        .await
-        .map_err(|_| PipelineError::PreviousRun("the Kafka probe task panicked".into()))?
-        .map_err(PipelineError::PreviousRun)
+    match probe.await {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(Interrupted::Refused(refused))) => Err(SinkError::from(refused).into()),
+        Ok(Err(Interrupted::Failed(reason))) => Err(PipelineError::PreviousRun(reason)),
+        Err(_) => Err(PipelineError::PreviousRun(
+            "the Kafka probe task panicked".into(),
+        )),
+    }
 }
 
 /// The error for a missing slot whose topics hold `topics`.

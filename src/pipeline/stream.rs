@@ -24,7 +24,7 @@ use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::topics::TopicCreator;
 use crate::sink::transactional::{self, EosSettings};
-use crate::sink::{EncodedRecord, KafkaSink, Progress};
+use crate::sink::{EncodedRecord, KafkaSink, Progress, SinkError};
 use crate::source::pgoutput::{self, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
 use crate::source::setup::{self, SetupError, SlotStatus};
@@ -966,9 +966,14 @@ impl Stream<'_> {
 
     /// Creates `topic` if topic creation is configured and it is new.
     pub(super) async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<(), PipelineError> {
-        match &mut self.topics {
-            Some(topics) => Ok(topics.ensure(topic).await?),
-            None => Ok(()),
+        let Some(topics) = &mut self.topics else {
+            return Ok(());
+        };
+        // The admin client reports a refused login only as a timeout; the
+        // producer, connected by now, tells it at once.
+        tokio::select! {
+            created = topics.ensure(topic) => Ok(created?),
+            refused = self.sink.login_refused() => Err(SinkError::from(refused).into()),
         }
     }
 }

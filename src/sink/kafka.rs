@@ -33,6 +33,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 use tokio::sync::{watch, Semaphore};
 
+use super::login::{self, Interrupted, LoginRefused};
 use super::transactional::{self, EosSettings, IncrementalProgress, ProgressRecord};
 use crate::checkpoint::{AckTracker, TxnId};
 use crate::lsn::Lsn;
@@ -127,12 +128,8 @@ pub enum SinkError {
              Run one instance per slot"
     )]
     SnapshotRace { slot: String },
-    #[error(
-        "kafka refused this connector's credentials: {reason}; check --kafka-sasl-mechanism, \
-             --kafka-sasl-username and the password (--kafka-sasl-password, \
-             PGCDC_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file)"
-    )]
-    Authentication { reason: String },
+    #[error(transparent)]
+    Authentication(#[from] LoginRefused),
     #[error("progress topic {topic:?}: could not {action}")]
     Progress {
         topic: String,
@@ -229,6 +226,27 @@ impl Shared {
         self.progress.send_modify(|p| p.acked = acked);
     }
 
+    /// The refused login, when that is the failure published.
+    fn refused_login(&self) -> Option<LoginRefused> {
+        match self.progress.borrow().failure.as_deref() {
+            Some(SinkError::Authentication(refused)) => Some(refused.clone()),
+            _ => None,
+        }
+    }
+
+    /// Resolves once the broker refuses the producer's login.
+    async fn refusal(&self) -> LoginRefused {
+        let mut progress = self.progress.subscribe();
+        let refused =
+            |p: &Progress| matches!(p.failure.as_deref(), Some(SinkError::Authentication(_)));
+        if progress.wait_for(refused).await.is_err() {
+            // The sender lives in `self`: it cannot be gone while we wait.
+            std::future::pending::<()>().await;
+        }
+        self.refused_login()
+            .unwrap_or_else(|| unreachable!("waited for a refusal"))
+    }
+
     fn publish_failure(&self, error: SinkError) {
         self.progress.send_modify(|p| {
             if p.failure.is_none() {
@@ -246,20 +264,12 @@ pub struct DeliveryContext {
 impl ClientContext for DeliveryContext {
     /// librdkafka's client-level errors. A refused login fails every
     /// attempt the same way, so it stops the connector with the fix rather
-    /// than being retried like an unreachable broker; the rest are logged
-    /// and surface through delivery reports.
+    /// than being retried like an unreachable broker (see [`super::login`]);
+    /// the rest are logged and surface through delivery reports.
     fn error(&self, error: KafkaError, reason: &str) {
-        let refused = matches!(
-            error.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed)
-        );
-        if refused {
-            tracing::error!(reason, "kafka refused the credentials");
-            self.shared.publish_failure(SinkError::Authentication {
-                reason: reason.to_owned(),
-            });
-        } else {
-            tracing::warn!(%error, reason, "kafka client error");
+        match LoginRefused::from_client_error(&error, reason) {
+            Some(refused) => self.shared.publish_failure(refused.into()),
+            None => tracing::warn!(%error, reason, "kafka client error"),
         }
     }
 
@@ -529,13 +539,7 @@ impl KafkaSink {
         let byte_permits = u32::try_from(record.size())
             .unwrap_or(u32::MAX)
             .clamp(1, self.max_bytes);
-        // Permits are given back by the delivery callback, not on drop.
-        if let Ok(p) = self.shared.messages.acquire().await {
-            p.forget();
-        }
-        if let Ok(p) = self.shared.bytes.acquire_many(byte_permits).await {
-            p.forget();
-        }
+        self.take_permits(byte_permits).await?;
         let txn = tracked.then_some(record.txn);
         if let Some(txn) = txn {
             self.shared.tracker().sent(txn);
@@ -586,6 +590,32 @@ impl KafkaSink {
                 }
             }
         }
+    }
+
+    /// Takes one message permit and `byte_permits` byte permits, waiting
+    /// while the in-flight bound is reached. They are given back by the
+    /// delivery callback, not on drop. After a refused login no delivery
+    /// report frees a permit before message.timeout.ms, so a wait ends at
+    /// the refusal instead (a permit already taken is not given back: the
+    /// attempt ends, and the next one makes a new sink).
+    async fn take_permits(&self, byte_permits: u32) -> Result<(), LoginRefused> {
+        let (messages, bytes) = (&self.shared.messages, &self.shared.bytes);
+        // The usual case, without the refusal's watch on the hot path.
+        match messages.try_acquire() {
+            Ok(permit) => permit.forget(),
+            Err(_) => tokio::select! {
+                permit = messages.acquire() => permit.map(|p| p.forget()).unwrap_or(()),
+                refused = self.shared.refusal() => return Err(refused),
+            },
+        }
+        match bytes.try_acquire_many(byte_permits) {
+            Ok(permit) => permit.forget(),
+            Err(_) => tokio::select! {
+                permit = bytes.acquire_many(byte_permits) => permit.map(|p| p.forget()).unwrap_or(()),
+                refused = self.shared.refusal() => return Err(refused),
+            },
+        }
+        Ok(())
     }
 
     /// Messages handed to the producer and not yet acknowledged or failed.
@@ -650,12 +680,29 @@ impl KafkaSink {
         };
         let sink = Arc::clone(self);
         let timeout = Duration::from_secs(60);
-        tokio::task::spawn_blocking(move || sink.producer.init_transactions(timeout))
-            .await
-            .map_err(|_| SinkError::FlushTimeout(timeout))?
-            .map_err(|e| {
-                transactional::transaction_error(&eos.settings.transactional_id, "initialize", e)
-            })?;
+        // librdkafka's init_transactions may be called again after it timed
+        // out, and resumes: slices let a refused login stop it early.
+        let initialized = tokio::task::spawn_blocking(move || {
+            login::in_slices(
+                timeout,
+                |limit| sink.producer.init_transactions(limit),
+                |e| matches!(e, KafkaError::Transaction(e) if e.is_retriable()),
+                || sink.shared.refused_login(),
+            )
+        })
+        .await
+        .map_err(|_| SinkError::FlushTimeout(timeout))?;
+        match initialized {
+            Ok(()) => {}
+            Err(Interrupted::Refused(refused)) => return Err(refused.into()),
+            Err(Interrupted::Failed(e)) => {
+                return Err(transactional::transaction_error(
+                    &eos.settings.transactional_id,
+                    "initialize",
+                    e,
+                ))
+            }
+        }
         tracing::info!(transactional_id = %eos.settings.transactional_id, "transactional producer initialized");
         transactional::ensure_progress_topic(&eos.client, &eos.settings.progress_topic).await?;
         let client = eos.client.clone();
@@ -831,6 +878,13 @@ impl KafkaSink {
         }
     }
 
+    /// Resolves once the broker refuses the producer's login (never, if it
+    /// does not): for waits on other Kafka clients, which the refusal would
+    /// only reach as a timeout.
+    pub async fn login_refused(&self) -> LoginRefused {
+        self.shared.refusal().await
+    }
+
     /// Whether a delivery of this attempt has failed.
     pub fn delivery_failed(&self) -> bool {
         self.shared.progress.borrow().failure.is_some()
@@ -856,12 +910,24 @@ impl KafkaSink {
     }
 
     /// Waits, off the async runtime, for every queued message to be delivered
-    /// or to fail.
+    /// or to fail; after a refused login, at most a slice of `timeout` (no
+    /// message would be delivered before `message.timeout.ms`).
     pub async fn flush(self: &Arc<Self>, timeout: Duration) -> Result<(), SinkError> {
         let sink = Arc::clone(self);
-        tokio::task::spawn_blocking(move || sink.producer.flush(timeout))
-            .await
-            .map_err(|_| SinkError::FlushTimeout(timeout))?
-            .map_err(|_| SinkError::FlushTimeout(timeout))
+        let flushed = tokio::task::spawn_blocking(move || {
+            login::in_slices(
+                timeout,
+                |limit| sink.producer.flush(limit),
+                |_| true,
+                || sink.shared.refused_login(),
+            )
+        })
+        .await
+        .map_err(|_| SinkError::FlushTimeout(timeout))?;
+        match flushed {
+            Ok(()) => Ok(()),
+            Err(Interrupted::Refused(refused)) => Err(refused.into()),
+            Err(Interrupted::Failed(_)) => Err(SinkError::FlushTimeout(timeout)),
+        }
     }
 }

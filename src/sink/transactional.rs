@@ -154,7 +154,7 @@ mod lsn_text {
 
 /// A consumer / admin client configuration with the connection and security
 /// settings of the producer's, and none of its producer-only ones.
-fn client_config(producer: &ClientConfig) -> ClientConfig {
+pub(crate) fn client_config(producer: &ClientConfig) -> ClientConfig {
     const PRODUCER_ONLY: &[&str] = &[
         "enable.idempotence",
         "acks",
@@ -179,11 +179,11 @@ fn client_config(producer: &ClientConfig) -> ClientConfig {
         "compression.codec",
         "sticky.partitioning.linger.ms",
     ];
-    let mut client = ClientConfig::new();
-    for (key, value) in producer.config_map() {
-        if !PRODUCER_ONLY.contains(&key) {
-            client.set(key, value);
-        }
+    // Cloned and pruned, not rebuilt from `config_map()`: that one shows
+    // secrets (sasl.password, ssl.key.password) as a placeholder.
+    let mut client = producer.clone();
+    for key in PRODUCER_ONLY {
+        client.remove(key);
     }
     client
 }
@@ -375,6 +375,23 @@ pub(super) fn is_fenced(error: &KafkaError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_config_keeps_the_secrets_and_drops_producer_settings() {
+        let mut producer = ClientConfig::new();
+        producer
+            .set("bootstrap.servers", "b:9092")
+            .set("sasl.password", "pw")
+            .set("ssl.key.password", "kpw")
+            .set("enable.idempotence", "true")
+            .set("transactional.id", "t");
+        let client = client_config(&producer);
+        assert_eq!(client.get("sasl.password"), Some("pw"));
+        assert_eq!(client.get("ssl.key.password"), Some("kpw"));
+        assert_eq!(client.get("bootstrap.servers"), Some("b:9092"));
+        assert_eq!(client.get("enable.idempotence"), None);
+        assert_eq!(client.get("transactional.id"), None);
+    }
 
     #[test]
     fn exactly_once_flags_are_validated() {

@@ -16,7 +16,10 @@
 //! Tests isolate themselves through unique names ([`unique_name`],
 //! [`Postgres::create_database`]), so they may run in parallel. Fault tests
 //! that stop and restart a service start a private one with
-//! [`Postgres::launch`] / [`Kafka::launch`] instead.
+//! [`Postgres::launch`] / [`Kafka::launch`] instead. [`FaultProxy`] puts
+//! network faults between a client and a service; [`BasicAuthProxy`] puts
+//! HTTP basic auth in front of the registry
+//! ([`SchemaRegistry::basic_auth_proxy`]).
 //!
 //! # No leaked processes
 //! Every service runs under a small `bash` watchdog whose standard input is a
@@ -42,6 +45,7 @@
 //!   `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`).
 //! * `PGCDC_JAVA_HOME`: a JDK to prefer (else `JAVA_HOME`, `PATH`, `/usr/lib/jvm`).
 
+mod auth_proxy;
 mod cache;
 #[cfg(feature = "docker")]
 mod docker;
@@ -57,6 +61,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use auth_proxy::BasicAuthProxy;
 pub use cache::{cache_dir, KAFKA_VERSION, REGISTRY_VERSION};
 pub use error::{Error, Report};
 pub use kafka::{Kafka, SASL_PASSWORD, SASL_USER};

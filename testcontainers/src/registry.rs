@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::process::{self, Launch, Local, Runner};
-use crate::{cache, BackendKind, Error, Result, TestCa};
+use crate::{cache, BackendKind, BasicAuthProxy, Error, Result, TestCa};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Path of the Confluent-compatible API.
@@ -105,6 +105,14 @@ impl SchemaRegistry {
     pub fn https_url(&self) -> Option<String> {
         self.tls_port
             .map(|port| format!("https://127.0.0.1:{port}{CCOMPAT}"))
+    }
+
+    /// A proxy in front of this registry's HTTP port that demands basic auth
+    /// with `user:password` (Apicurio cannot without an OIDC server); its
+    /// [`url`](BasicAuthProxy::url) is the Confluent API base.
+    pub fn basic_auth_proxy(&self, user: &str, password: &str) -> Result<BasicAuthProxy> {
+        let target = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
+        BasicAuthProxy::start(target, CCOMPAT, user, password)
     }
 
     /// The HTTP port.
