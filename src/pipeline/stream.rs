@@ -282,7 +282,7 @@ pub async fn run_once(
         )
         .with_start_lsn(start.into())
         .with_ack_lsn(start.into())
-        .with_status_interval(client_status_interval(&stream.config))
+        .with_status_interval(client_status_interval(stream.config))
         .with_options(SESSION_OPTIONS)
         .with_application_name(format!("pgcdc-kafka-{}", stream.config.topic_prefix));
     let mut client = match temporary {
