@@ -8,7 +8,7 @@
 //! A third figure bounds what any connector could reach here: the same
 //! number of records, copies of the snapshot's first record (same key and
 //! value bytes), produced straight from this process with the connector's
-//! producer defaults (acks=all, idempotence) to a new topic (the broker's
+//! producer defaults (acks=all, idempotence, lz4) to a new topic (the broker's
 //! default partition count, like the connector's): Kafka's ingest rate on
 //! this machine, with no reading, decoding or encoding.
 
@@ -159,7 +159,7 @@ fn topic_records(kafka: &Kafka, topic: &str) -> Result<u64> {
 }
 
 /// Produces `rows` copies of `topic`'s first record to a new, auto-created
-/// topic, as the connector's producer would (acks=all, idempotence);
+/// topic, as the connector's producer would (acks=all, idempotence, lz4);
 /// returns the time to the last acknowledgement and the record's key +
 /// value size. One key: with more than one partition the connector spreads
 /// its records, this does not (the topic's partition count is printed).
@@ -196,10 +196,13 @@ fn kafka_alone(kafka: &Kafka, topic: &str, rows: u64) -> Result<(f64, usize)> {
         }
     };
     let target = format!("{topic}.kafka_alone");
+    // The connector's producer settings (RunConfig::producer_config).
     let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .set("acks", "all")
         .set("enable.idempotence", "true")
+        .set("compression.type", "lz4")
+        .set("linger.ms", "5")
         .create()?;
     let started = Instant::now();
     for _ in 0..rows {
