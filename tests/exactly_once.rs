@@ -9,13 +9,11 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::process::{ConnectorProcess, LogDir};
 use common::{wait_until, Scenario};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::sink::kafka::InFlightLimits;
@@ -27,7 +25,6 @@ use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::Value as Json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// The connector's restart backoff doubles from 1 s per failed attempt.
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(90);
@@ -462,132 +459,6 @@ fn verify_exactly_once(
     verified
 }
 
-// ---------------------------------------------------------------------------
-// The connector binary as a child process
-// ---------------------------------------------------------------------------
-
-struct ConnectorProcess {
-    child: Mutex<Child>,
-    pid: u32,
-    log: PathBuf,
-}
-
-impl ConnectorProcess {
-    fn spawn(args: &[String], log: PathBuf) -> Self {
-        let stderr = File::create(&log).expect("create connector log");
-        let child = Command::new(BIN)
-            .arg("run")
-            .args(args)
-            .env("PGCDC_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("connector binary starts");
-        ConnectorProcess {
-            pid: child.id(),
-            child: Mutex::new(child),
-            log,
-        }
-    }
-
-    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
-        self.child.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn exited(&self) -> Option<ExitStatus> {
-        self.child().try_wait().expect("try_wait")
-    }
-
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn assert_running(&self, when: &str) {
-        if let Some(status) = self.exited() {
-            panic!(
-                "the connector (pid {}) exited ({status}) {when}; its log:\n{}",
-                self.pid,
-                self.log_text()
-            );
-        }
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.pid.to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill {signal} {} failed", self.pid);
-    }
-
-    fn kill_9(&self) -> ExitStatus {
-        self.signal("-9");
-        self.child().wait().expect("wait for the killed connector")
-    }
-
-    /// SIGTERM; asserts a clean exit within the timeout.
-    async fn terminate(&self) {
-        self.signal("-TERM");
-        let status = self.wait_exit(TIMEOUT).await;
-        assert_eq!(
-            status.code(),
-            Some(0),
-            "graceful exit; log:\n{}",
-            self.log_text()
-        );
-    }
-
-    async fn wait_exit(&self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.exited() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the connector did not exit within {timeout:?}; its log:\n{}",
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for ConnectorProcess {
-    fn drop(&mut self) {
-        if self.exited().is_none() {
-            let _ = Command::new("kill")
-                .args(["-9", &self.pid.to_string()])
-                .status();
-            let _ = self.child().wait();
-        }
-    }
-}
-
-/// Connector logs; removed when the test passes.
-struct LogDir(PathBuf);
-
-impl LogDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(unique_name(name));
-        fs::create_dir_all(&dir).expect("create log dir");
-        LogDir(dir)
-    }
-
-    fn path(&self, instance: usize) -> PathBuf {
-        self.0.join(format!("connector-{instance:02}.log"))
-    }
-}
-
-impl Drop for LogDir {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 fn eos_args(s: &Scenario, bootstrap: &str, extra: &[&str]) -> Vec<String> {
     let mut flags = vec!["--delivery", "exactly-once", "--status-interval", "250ms"];
     flags.extend_from_slice(extra);
@@ -637,7 +508,7 @@ async fn kill_minus_9_under_load_delivers_exactly_once() {
     let logs = LogDir::new("exactly_once_kill9");
     println!(
         "[eos kill -9] seed {seed} (EXACTLY_ONCE_SEED={seed} repeats it); logs in {}",
-        logs.0.display()
+        logs.dir().display()
     );
     let args = eos_args(&s, &bootstrap, &[]);
     let mut connector = ConnectorProcess::spawn(&args, logs.path(0));
@@ -673,7 +544,7 @@ async fn kill_minus_9_under_load_delivers_exactly_once() {
     stop_writer.store(true, Ordering::Relaxed);
     let stats = writer.await.expect("writer");
     await_caught_up(&s, &connector).await;
-    connector.terminate().await;
+    connector.terminate_cleanly(TIMEOUT).await;
 
     let consumed = read_committed(&bootstrap, &all_topics(&s)).await;
     let verified = verify_exactly_once(&s, &consumed, true);
@@ -741,7 +612,7 @@ async fn crash_between_kafka_commit_and_slot_confirm_duplicates_nothing() {
     await_caught_up(&s, &second).await;
     let changes = changes + write_blocking(&s, &mut workload, 10);
     await_caught_up(&s, &second).await;
-    second.terminate().await;
+    second.terminate_cleanly(TIMEOUT).await;
     let log = second.log_text();
     assert!(
         log.contains("kafka already holds transactions the slot did not confirm"),
@@ -830,7 +701,7 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
     stop_writer.store(true, Ordering::Relaxed);
     let stats = writer.await.expect("writer");
     await_caught_up(&s, &third).await;
-    third.terminate().await;
+    third.terminate_cleanly(TIMEOUT).await;
     let consumed = read_committed(&bootstrap, &all_topics(&s)).await;
     let verified = verify_exactly_once(&s, &consumed, true);
     assert_eq!(verified.changes, stats.changes);
@@ -942,7 +813,7 @@ async fn snapshot_is_transactional() {
     };
     let changes = write_blocking(&s, &mut workload, 20);
     await_caught_up(&s, &third).await;
-    third.terminate().await;
+    third.terminate_cleanly(TIMEOUT).await;
 
     let consumed = read_committed(&bootstrap, &all_topics(&s)).await;
     let verified = verify_exactly_once(&s, &consumed, true);
@@ -1010,7 +881,7 @@ async fn transaction_longer_than_the_kafka_timeout_stops_clearly_and_loses_nothi
 
     let second = ConnectorProcess::spawn(&eos_args(&s, &bootstrap, &[]), logs.path(1));
     await_caught_up(&s, &second).await;
-    second.terminate().await;
+    second.terminate_cleanly(TIMEOUT).await;
     // The big rows are inserts of version 1 into accounts.
     let consumed = read_committed(&bootstrap, &all_topics(&s)).await;
     let verified = verify_exactly_once(&s, &consumed, true);
@@ -1123,7 +994,7 @@ async fn bench_exactly_once_vs_at_least_once() {
         })
         .await
         .expect("latency thread");
-        connector.terminate().await;
+        connector.terminate_cleanly(TIMEOUT).await;
         latencies.sort();
         println!(
             "[bench] {mode}: commit-to-visible latency over 50 single-row transactions: \

@@ -5,6 +5,7 @@
 
 pub mod avro_reader;
 pub mod compacted;
+pub mod process;
 
 use std::time::{Duration, Instant};
 

@@ -16,13 +16,11 @@ mod common;
 mod registry;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::process::{ConnectorProcess, LogDir};
 use common::{consume, wait_until, Record, Running, Scenario};
 use pgcdc_kafka::error_chain;
 use pgcdc_kafka::lsn::Lsn;
@@ -31,7 +29,6 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::Value as Json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a recovery may take: the connector's backoff doubles from 1 s
 /// with every failed attempt (up to 60 s), and one fault can cost several.
@@ -521,134 +518,6 @@ fn init_logs() {
         .with_env_filter(filter)
         .with_test_writer()
         .try_init();
-}
-
-// ---------------------------------------------------------------------------
-// The connector binary as a child process
-// ---------------------------------------------------------------------------
-
-/// One `pgcdc-kafka run` process, stderr to `log`. Killed (by pid) on drop
-/// if still running, so a failing test leaves nothing behind.
-struct ConnectorProcess {
-    child: Mutex<Child>,
-    pid: u32,
-    log: PathBuf,
-    started: Instant,
-}
-
-impl ConnectorProcess {
-    fn spawn(args: &[String], log: PathBuf) -> Self {
-        let stderr = File::create(&log).expect("create connector log");
-        let child = Command::new(BIN)
-            .arg("run")
-            .args(args)
-            .env("PGCDC_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("connector binary starts");
-        ConnectorProcess {
-            pid: child.id(),
-            child: Mutex::new(child),
-            log,
-            started: Instant::now(),
-        }
-    }
-
-    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
-        self.child.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The exit status if the process has ended.
-    fn exited(&self) -> Option<ExitStatus> {
-        self.child().try_wait().expect("try_wait")
-    }
-
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Panics, with the log, if the process has ended by itself.
-    fn assert_running(&self, when: &str) {
-        if let Some(status) = self.exited() {
-            panic!(
-                "the connector (pid {}) exited by itself ({status}) {when}; its log {}:\n{}",
-                self.pid,
-                self.log.display(),
-                self.log_text()
-            );
-        }
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.pid.to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill {signal} {} failed", self.pid);
-    }
-
-    /// `kill -9`, then reaps the process.
-    fn kill_9(&self) -> ExitStatus {
-        self.signal("-9");
-        self.child().wait().expect("wait for the killed connector")
-    }
-
-    /// SIGTERM, then waits up to `timeout` for the exit.
-    async fn terminate(&self, timeout: Duration) -> ExitStatus {
-        self.signal("-TERM");
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.exited() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the connector did not exit within {timeout:?} of SIGTERM; its log:\n{}",
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for ConnectorProcess {
-    fn drop(&mut self) {
-        if self.exited().is_none() {
-            let _ = Command::new("kill")
-                .args(["-9", &self.pid.to_string()])
-                .status();
-            let _ = self.child().wait();
-        }
-    }
-}
-
-/// A temp dir for the connector logs; removed when the test passes.
-struct LogDir(PathBuf);
-
-impl LogDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(unique_name(name));
-        fs::create_dir_all(&dir).expect("create log dir");
-        LogDir(dir)
-    }
-
-    fn path(&self, instance: usize) -> PathBuf {
-        self.0.join(format!("connector-{instance:02}.log"))
-    }
-
-    fn dir(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for LogDir {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------

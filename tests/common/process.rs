@@ -1,0 +1,152 @@
+//! The connector binary as a child process, for the tests that kill it
+//! (`kill -9`, SIGTERM) and restart it, with its log in a temp dir.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use pgcdc_testcontainers::unique_name;
+
+const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
+
+/// One `pgcdc-kafka run` process, stderr to `log`. Killed (by pid) on drop
+/// if still running, so a failing test leaves nothing behind.
+pub struct ConnectorProcess {
+    child: Mutex<Child>,
+    pid: u32,
+    log: PathBuf,
+    pub started: Instant,
+}
+
+impl ConnectorProcess {
+    pub fn spawn(args: &[String], log: PathBuf) -> Self {
+        let stderr = File::create(&log).expect("create connector log");
+        let child = Command::new(BIN)
+            .arg("run")
+            .args(args)
+            .env("PGCDC_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("connector binary starts");
+        ConnectorProcess {
+            pid: child.id(),
+            child: Mutex::new(child),
+            log,
+            started: Instant::now(),
+        }
+    }
+
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The exit status if the process has ended.
+    pub fn exited(&self) -> Option<ExitStatus> {
+        self.child().try_wait().expect("try_wait")
+    }
+
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Panics, with the log, if the process has ended by itself.
+    pub fn assert_running(&self, when: &str) {
+        if let Some(status) = self.exited() {
+            panic!(
+                "the connector (pid {}) exited by itself ({status}) {when}; its log {}:\n{}",
+                self.pid,
+                self.log.display(),
+                self.log_text()
+            );
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} {} failed", self.pid);
+    }
+
+    /// `kill -9`, then reaps the process.
+    pub fn kill_9(&self) -> ExitStatus {
+        self.signal("-9");
+        self.child().wait().expect("wait for the killed connector")
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself.
+    pub async fn wait_exit(&self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.exited() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the connector did not exit within {timeout:?}; its log:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM, then waits up to `timeout` for the exit.
+    pub async fn terminate(&self, timeout: Duration) -> ExitStatus {
+        self.signal("-TERM");
+        self.wait_exit(timeout).await
+    }
+
+    /// SIGTERM; asserts a clean exit (code 0) within `timeout`.
+    pub async fn terminate_cleanly(&self, timeout: Duration) {
+        let status = self.terminate(timeout).await;
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "graceful exit on SIGTERM; log:\n{}",
+            self.log_text()
+        );
+    }
+}
+
+impl Drop for ConnectorProcess {
+    fn drop(&mut self) {
+        if self.exited().is_none() {
+            let _ = Command::new("kill")
+                .args(["-9", &self.pid.to_string()])
+                .status();
+            let _ = self.child().wait();
+        }
+    }
+}
+
+/// A temp dir for the connector logs; removed when the test passes.
+pub struct LogDir(PathBuf);
+
+impl LogDir {
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(unique_name(name));
+        fs::create_dir_all(&dir).expect("create log dir");
+        LogDir(dir)
+    }
+
+    pub fn path(&self, instance: usize) -> PathBuf {
+        self.0.join(format!("connector-{instance:02}.log"))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for LogDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
