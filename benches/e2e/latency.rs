@@ -34,34 +34,23 @@ pub fn run(
         "SELECT pg_create_logical_replication_slot('bench_latency', 'pgoutput')",
     )?;
     let topic = format!("{db}.public.bench");
-    let mut args: Vec<String> = [
-        "--log-format",
-        "json",
-        "run",
-        "--pg-url",
-        &pg.url(&db),
-        "--bootstrap-servers",
-        &kafka.bootstrap_servers(),
-        "--topic-prefix",
+    let mut args = super::run_args(
+        (pg, &db, kafka),
         &db,
-        "--slot",
         "bench_latency",
-        "--publication",
-        "bench",
-        "--snapshot-mode",
-        "never",
-        "--stop-when-caught-up",
-        "idle",
-        "--idle-timeout",
-        "10s",
-        "--topic-partitions",
-        "1",
-        "--topic-config",
-        "message.timestamp.type=LogAppendTime",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+        &[
+            "--snapshot-mode",
+            "never",
+            "--stop-when-caught-up",
+            "idle",
+            "--idle-timeout",
+            "10s",
+            "--topic-partitions",
+            "1",
+            "--topic-config",
+            "message.timestamp.type=LogAppendTime",
+        ],
+    );
     args.extend(connector_args.iter().cloned());
     let connector =
         std::thread::spawn(move || run_connector(&args, &[]).map_err(|e| e.to_string()));

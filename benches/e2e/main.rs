@@ -333,32 +333,13 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         formats.push(("avro", "bench_avro"));
     }
     for (format, slot) in formats {
-        let mut args: Vec<String> = [
-            "--log-format",
-            "json",
-            "run",
-            "--pg-url",
-            &pg.url(&db),
-            "--bootstrap-servers",
-            &kafka.bootstrap_servers(),
-            "--topic-prefix",
+        let mut args = run_args(
+            (pg, &db, kafka),
             &format!("{db}_{format}"),
-            "--slot",
             slot,
-            "--publication",
-            "bench",
-            "--snapshot-mode",
-            "never",
-            "--stop-when-caught-up",
-            "--format",
-            format,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if let Some(r) = registry.filter(|_| format == "avro") {
-            args.extend(["--schema-registry-url".to_owned(), r.url()]);
-        }
+            &["--snapshot-mode", "never", "--stop-when-caught-up"],
+        );
+        with_format(&mut args, format, registry);
         match kind {
             'u' => args.extend(["--envelope".to_owned(), "unwrap".to_owned()]),
             'o' => args.extend(["--outbox-table".to_owned(), "public.bench".to_owned()]),
@@ -430,6 +411,39 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
     }
     pg.execute(&db, "CHECKPOINT")?;
     Ok(out)
+}
+
+/// The `pgcdc-kafka` arguments every workload passes (JSON logs, `run`
+/// against database `db`, publication `bench`), then `extra`.
+fn run_args(
+    (pg, db, kafka): (&Postgres, &str, &Kafka),
+    topic_prefix: &str,
+    slot: &str,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut args: Vec<String> = ["--log-format", "json", "run", "--pg-url"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(pg.url(db));
+    args.extend(["--bootstrap-servers".to_owned(), kafka.bootstrap_servers()]);
+    for (flag, value) in [
+        ("--topic-prefix", topic_prefix),
+        ("--slot", slot),
+        ("--publication", "bench"),
+    ] {
+        args.extend([flag.to_owned(), value.to_owned()]);
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// `--format`, and the registry's URL for Avro.
+fn with_format(args: &mut Vec<String>, format: &str, registry: Option<&SchemaRegistry>) {
+    args.extend(["--format".to_owned(), format.to_owned()]);
+    if let Some(r) = registry.filter(|_| format == "avro") {
+        args.extend(["--schema-registry-url".to_owned(), r.url()]);
+    }
 }
 
 /// `pg_recvlogical` drains `slot` to `end_lsn` into /dev/null: its wall

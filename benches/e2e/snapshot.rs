@@ -72,33 +72,18 @@ pub fn run(
     for format in formats {
         let prefix = format!("{db}_{format}");
         let slot = format!("bench_snapshot_{format}");
-        let mut args: Vec<String> = [
-            "--log-format",
-            "json",
-            "run",
-            "--pg-url",
-            &pg.url(&db),
-            "--bootstrap-servers",
-            &kafka.bootstrap_servers(),
-            "--topic-prefix",
+        let mut args = super::run_args(
+            (pg, &db, kafka),
             &prefix,
-            "--slot",
             &slot,
-            "--publication",
-            "bench",
-            "--snapshot-mode",
-            "initial_only",
-            "--snapshot-workers",
-            &workers.to_string(),
-            "--format",
-            format,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if let Some(r) = registry.filter(|_| format == "avro") {
-            args.extend(["--schema-registry-url".to_owned(), r.url()]);
-        }
+            &[
+                "--snapshot-mode",
+                "initial_only",
+                "--snapshot-workers",
+                &workers.to_string(),
+            ],
+        );
+        super::with_format(&mut args, format, registry);
         args.extend(connector_args.iter().cloned());
         let run = run_connector(&args, wrap)?;
         let topic = format!("{prefix}.public.bench");
