@@ -17,13 +17,12 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use apache_avro::types::Value as Avro;
+use common::process::{ConnectorProcess, LogDir};
 use common::{consume, consume_all, wait_until, Record, Scenario};
 use pgcdc_kafka::pipeline::{HeartbeatError, PipelineError};
 use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
@@ -657,52 +656,6 @@ async fn failing_action_queries() {
 // kill -9: no END is lost
 // ---------------------------------------------------------------------------
 
-const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
-
-/// A connector process, killed on drop.
-struct Process(Mutex<Child>);
-
-impl Process {
-    fn spawn(args: &[String], log: &std::path::Path) -> Self {
-        let child = Command::new(BIN)
-            .arg("run")
-            .args(args)
-            .env("PGCDC_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(log).expect("log file"))
-            .spawn()
-            .expect("connector binary starts");
-        Process(Mutex::new(child))
-    }
-
-    fn signal(&self, signal: &str) {
-        let mut child = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args([signal, &child.id().to_string()])
-            .status();
-        let _ = child.wait();
-    }
-
-    fn assert_running(&self, log: &std::path::Path) {
-        let status = self.0.lock().unwrap().try_wait().expect("try_wait");
-        assert!(
-            status.is_none(),
-            "connector exited ({status:?}): {}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.signal("-9");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_loses_no_end() {
     let kafka = Kafka::shared();
@@ -712,13 +665,11 @@ async fn kill_9_loses_no_end() {
     s.sql("CREATE TABLE a (id int PRIMARY KEY)");
     s.sql("CREATE TABLE b (id int PRIMARY KEY)");
     let args = s.args(&bootstrap, &["--provide-transaction-metadata", "true"]);
-    let logs = std::env::temp_dir().join(unique_name("txmeta_kill"));
-    std::fs::create_dir_all(&logs).expect("log dir");
+    let logs = LogDir::new("txmeta_kill");
 
     // The first instance creates the slot; then a writer commits two-table
     // transactions and records their xids.
-    let first_log = logs.join("connector-0.log");
-    let mut first = Some(Process::spawn(&args, &first_log));
+    let mut first = Some(ConnectorProcess::spawn(&args, logs.path(0)));
     wait_until(TIMEOUT, "the slot", || async {
         s.confirmed_flush_lsn().is_some()
     })
@@ -757,8 +708,9 @@ async fn kill_9_loses_no_end() {
     };
 
     for round in 0..3 {
-        let log = logs.join(format!("connector-{round}.log"));
-        let process = first.take().unwrap_or_else(|| Process::spawn(&args, &log));
+        let process = first
+            .take()
+            .unwrap_or_else(|| ConnectorProcess::spawn(&args, logs.path(round as usize)));
         wait_until(TIMEOUT, "the slot", || async {
             s.confirmed_flush_lsn().is_some()
         })
@@ -769,20 +721,19 @@ async fn kill_9_loses_no_end() {
         })
         .await;
         tokio::time::sleep(Duration::from_millis(300 + 400 * round)).await;
-        process.assert_running(&log);
-        process.signal("-9");
+        process.assert_running("before kill -9");
+        process.kill_9();
     }
     stop.store(true, Ordering::Relaxed);
     writer.await.expect("writer");
-    let log = logs.join("connector-last.log");
-    let process = Process::spawn(&args, &log);
+    let process = ConnectorProcess::spawn(&args, logs.path(9));
     let end = s.current_lsn();
     wait_until(TIMEOUT, "the last instance to catch up", || async {
         s.confirmed_flush_lsn().is_some_and(|l| l >= end)
     })
     .await;
-    process.assert_running(&log);
-    process.signal("-TERM");
+    process.assert_running("after catching up");
+    process.terminate(TIMEOUT).await;
 
     let committed = xids.lock().unwrap().clone();
     assert!(committed.len() > 20, "{} transactions", committed.len());
@@ -829,5 +780,4 @@ async fn kill_9_loses_no_end() {
             "event of {id} without END"
         );
     }
-    let _ = std::fs::remove_dir_all(&logs);
 }
