@@ -19,14 +19,13 @@ use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use serde::Serialize;
 use tokio_postgres::Client;
 
 use crate::config::{Format, PublicationAutocreateMode, RunConfig, SnapshotMode};
 use crate::http::HealthPolicy;
-use crate::sink::login::{self, Interrupted, LoginWatch};
+use crate::sink::login::{self, Interrupted};
 use crate::sink::transactional;
 use crate::source::setup;
 
@@ -1083,26 +1082,16 @@ fn probe_kafka(
     topics: &[String],
     timeout: Duration,
 ) -> Result<KafkaFacts, String> {
-    // Metadata through a consumer, whose polling serves the error callback
-    // where a refused login shows (the admin client's never does): the
-    // report then names the credentials instead of a timeout.
-    let probe: BaseConsumer<LoginWatch> = transactional::client_config(config)
-        .create_with_context(LoginWatch::default())
-        .map_err(|e: rdkafka::error::KafkaError| e.to_string())?;
-    let metadata = login::in_slices(
-        timeout,
-        |limit| probe.fetch_metadata(None, limit),
-        login::is_wait_for_broker,
-        || {
-            while probe.poll(Duration::ZERO).is_some() {}
-            probe.context().refused()
-        },
-    )
-    .map_err(|interrupted| match interrupted {
-        Interrupted::Refused(refused) => refused.to_string(),
-        // KafkaError's Display already names its code, its only source.
-        Interrupted::Failed(e) => format!("{e} (waited {})", humantime::format_duration(timeout)),
-    })?;
+    // Metadata through a watched consumer: a refused login is reported as
+    // such, naming the credentials, instead of as a timeout.
+    let (_, metadata) = login::watched_metadata(&transactional::client_config(config), timeout)
+        .map_err(|interrupted| match interrupted {
+            Interrupted::Refused(refused) => refused.to_string(),
+            // KafkaError's Display already names its code, its only source.
+            Interrupted::Failed(e) => {
+                format!("{e} (waited {})", humantime::format_duration(timeout))
+            }
+        })?;
     let admin: AdminClient<DefaultClientContext> = config
         .create()
         .map_err(|e: rdkafka::error::KafkaError| e.to_string())?;

@@ -11,12 +11,12 @@
 
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 
 use super::PipelineError;
 use crate::config::RunConfig;
-use crate::sink::login::{self, Interrupted, LoginWatch};
+use crate::sink::login::{self, Interrupted};
 use crate::sink::{transactional, SinkError};
 
 /// How long the metadata and watermark requests may take.
@@ -48,24 +48,13 @@ pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String
     let prefix = format!("{}{}", config.topic_prefix, config.topic_delimiter);
     let probe = tokio::task::spawn_blocking(move || -> Result<Vec<String>, Interrupted<String>> {
         let failed = |e: KafkaError| Interrupted::Failed(e.to_string());
-        // A consumer without a group, not an admin client: polling it serves
-        // the client's error callbacks, where a refused login shows.
-        let client: BaseConsumer<LoginWatch> = client_config
-            .create_with_context(LoginWatch::default())
-            .map_err(failed)?;
-        let metadata = login::in_slices(
-            TIMEOUT,
-            |limit| client.fetch_metadata(None, limit),
-            login::is_wait_for_broker,
-            || {
-                while client.poll(Duration::ZERO).is_some() {}
-                client.context().refused()
-            },
-        )
-        .map_err(|interrupted| match interrupted {
-            Interrupted::Refused(refused) => Interrupted::Refused(refused),
-            Interrupted::Failed(e) => failed(e),
-        })?;
+        let (client, metadata) =
+            login::watched_metadata(&client_config, TIMEOUT).map_err(|interrupted| {
+                match interrupted {
+                    Interrupted::Refused(refused) => Interrupted::Refused(refused),
+                    Interrupted::Failed(e) => failed(e),
+                }
+            })?;
         let mut found = Vec::new();
         for topic in metadata.topics() {
             if topic.error().is_some() || !topic.name().starts_with(&prefix) {

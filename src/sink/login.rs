@@ -27,8 +27,10 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::ClientContext;
+use rdkafka::metadata::Metadata;
+use rdkafka::{ClientConfig, ClientContext};
 
 /// The broker refused this connector's credentials.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -136,6 +138,30 @@ pub fn in_slices<T, E>(
             }
         }
     }
+}
+
+/// A consumer without a group (polling it serves the error callback, where
+/// a refused login shows; an admin client's never does) created from
+/// `config`, and the cluster's metadata through it, waited for up to
+/// `timeout` in [`in_slices`]. `config` must hold no producer-only keys
+/// (see [`crate::sink::transactional::client_config`]).
+pub fn watched_metadata(
+    config: &ClientConfig,
+    timeout: Duration,
+) -> Result<(BaseConsumer<LoginWatch>, Metadata), Interrupted<KafkaError>> {
+    let client: BaseConsumer<LoginWatch> = config
+        .create_with_context(LoginWatch::default())
+        .map_err(Interrupted::Failed)?;
+    let metadata = in_slices(
+        timeout,
+        |limit| client.fetch_metadata(None, limit),
+        is_wait_for_broker,
+        || {
+            while client.poll(Duration::ZERO).is_some() {}
+            client.context().refused()
+        },
+    )?;
+    Ok((client, metadata))
 }
 
 /// Whether a metadata request failed only because no broker answered in
