@@ -74,6 +74,14 @@ fn secure() -> &'static Secure {
     })
 }
 
+/// The secured broker's SASL_PLAINTEXT listener.
+fn sasl_plaintext_servers() -> String {
+    secure()
+        .kafka
+        .sasl_plaintext_bootstrap_servers()
+        .expect("sasl_plaintext")
+}
+
 /// A database with a table the role may read and a publication it owns:
 /// exactly the grants of docs/SECURITY.md.
 fn least_privilege_scenario(name: &str, role: &str) -> Scenario {
@@ -330,10 +338,7 @@ async fn verify_ca_with_kafka_sasl_plain() {
     let password_file = s.db.clone() + "-sasl";
     let password_file = secure().ca.dir().join(password_file);
     std::fs::write(&password_file, SASL_PASSWORD).expect("write");
-    let servers = secure()
-        .kafka
-        .sasl_plaintext_bootstrap_servers()
-        .expect("sasl_plaintext");
+    let servers = sasl_plaintext_servers();
     let kafka = strings(&[
         "--bootstrap-servers",
         &servers,
@@ -356,10 +361,7 @@ async fn verify_ca_with_kafka_sasl_plain() {
 async fn exactly_once_over_sasl_scram() {
     let s = least_privilege_scenario("sec_eos_sasl", ROLE);
     let url = pg_url(&s, ROLE, "127.0.0.1", "sslmode=require");
-    let servers = secure()
-        .kafka
-        .sasl_plaintext_bootstrap_servers()
-        .expect("sasl_plaintext");
+    let servers = sasl_plaintext_servers();
     let kafka = strings(&[
         "--bootstrap-servers",
         &servers,
@@ -504,10 +506,7 @@ async fn a_wrong_kafka_password_stops_with_an_authentication_error() {
         "127.0.0.1",
         "sslmode=require",
     );
-    let servers = secure()
-        .kafka
-        .sasl_plaintext_bootstrap_servers()
-        .expect("sasl_plaintext");
+    let servers = sasl_plaintext_servers();
     let mut args = run_args(
         &s,
         &url,
@@ -556,10 +555,7 @@ async fn a_wrong_kafka_password_stops_with_an_authentication_error() {
 /// retrying it like an unreachable broker or waiting out message.timeout.ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_kafka_password_stops_a_first_start() {
-    let servers = secure()
-        .kafka
-        .sasl_plaintext_bootstrap_servers()
-        .expect("sasl_plaintext");
+    let servers = sasl_plaintext_servers();
     const WRONG: &str = "not-the-password-7c1";
     let env = vec![("PGCDC_KAFKA_SASL_PASSWORD".to_owned(), WRONG.to_owned())];
     // Without the fix each of these retries forever (every attempt ends in a
@@ -785,10 +781,7 @@ async fn check_names_a_refused_kafka_login() {
         "127.0.0.1",
         "sslmode=require",
     );
-    let servers = secure()
-        .kafka
-        .sasl_plaintext_bootstrap_servers()
-        .expect("sasl_plaintext");
+    let servers = sasl_plaintext_servers();
     const WRONG: &str = "not-the-password-c4e";
     let args = strings(&[
         "check",
