@@ -129,18 +129,8 @@ async fn kill_between_kafka_ack_and_lsn_confirm_resends_only_the_window() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop_writer.store(true, Ordering::Relaxed);
     let stats = writer.await.expect("writer task");
-    let end = s.current_lsn();
-    wait_until(
-        RECOVERY_TIMEOUT,
-        "the last connector to confirm past the last write",
-        || async {
-            connector.assert_running("while catching up");
-            s.confirmed_flush_lsn().is_some_and(|c| c >= end)
-        },
-    )
-    .await;
-    let status = connector.terminate(TIMEOUT).await;
-    assert_eq!(status.code(), Some(0), "graceful exit on SIGTERM");
+    await_confirmed_past(&s, s.current_lsn(), Some(&connector)).await;
+    connector.terminate_cleanly(TIMEOUT).await;
 
     let source = source_rows(&s, &TABLES);
     let consumed = read_topics(&bootstrap, &topics, Some(TIMEOUT)).await;

@@ -510,6 +510,44 @@ fn topics_of(s: &Scenario, tables: &[&str]) -> Vec<String> {
     tables.iter().map(|t| s.topic(t)).collect()
 }
 
+/// Waits until the slot is confirmed at or past `end`, the last write;
+/// with `connector`, panics if that process exits meanwhile.
+async fn await_confirmed_past(s: &Scenario, end: Lsn, connector: Option<&ConnectorProcess>) {
+    wait_until(
+        RECOVERY_TIMEOUT,
+        "the slot confirmed past the last write",
+        || async {
+            if let Some(connector) = connector {
+                connector.assert_running("while catching up");
+            }
+            s.confirmed_flush_lsn().is_some_and(|c| c >= end)
+        },
+    )
+    .await;
+}
+
+/// Every row of `tables` against its topic (read back from `bootstrap`
+/// with `decode`) through [`verify`]; asserts that the `written` changes
+/// are exactly the ones the tables account for.
+async fn verify_tables(
+    scenario: &str,
+    s: &Scenario,
+    bootstrap: &str,
+    tables: &[&str],
+    written: u64,
+    decode: Decode,
+) -> Verified {
+    let source = source_rows(s, tables);
+    let consumed =
+        read_topics_decoded(bootstrap, &topics_of(s, tables), Some(TIMEOUT), decode).await;
+    let verified = verify(scenario, written, &source, &consumed);
+    assert_eq!(
+        verified.changes, written,
+        "the count of committed changes matches the tables"
+    );
+    verified
+}
+
 /// Logs of the in-process connectors, shown with a failing test's output.
 fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PGCDC_LOG")
@@ -631,15 +669,7 @@ async fn kill_minus_9_under_load_loses_nothing() {
     let stats = writer.await.expect("writer task");
     let end = s.current_lsn();
     let catch_up = Instant::now();
-    wait_until(
-        RECOVERY_TIMEOUT,
-        "the last connector to confirm past the last write",
-        || async {
-            connector.assert_running("while catching up");
-            s.confirmed_flush_lsn().is_some_and(|c| c >= end)
-        },
-    )
-    .await;
+    await_confirmed_past(&s, end, Some(&connector)).await;
     println!(
         "[kill -9] {} transactions written; last instance caught up {:?} after the writer stopped",
         stats.transactions,
@@ -654,13 +684,15 @@ async fn kill_minus_9_under_load_loses_nothing() {
     );
     assert!(log.contains("stopped"), "reports the stop: {log}");
 
-    let source = source_rows(&s, &TABLES);
-    let consumed = read_topics(&bootstrap, &topics_of(&s, &TABLES), Some(TIMEOUT)).await;
-    let verified = verify("kill -9", stats.changes, &source, &consumed);
-    assert_eq!(
-        verified.changes, stats.changes,
-        "the writer's count of committed changes matches the tables"
-    );
+    let verified = verify_tables(
+        "kill -9",
+        &s,
+        &bootstrap,
+        &TABLES,
+        stats.changes,
+        json_decoder(),
+    )
+    .await;
     assert!(
         streaming_kills > 0,
         "at least one kill hit a streaming connector"
@@ -834,18 +866,17 @@ async fn postgres_restart_and_connection_cut_are_survived() {
         fault.elapsed()
     );
 
-    let end = s.current_lsn();
-    wait_until(
-        RECOVERY_TIMEOUT,
-        "slot confirmed past the last write",
-        || async { s.confirmed_flush_lsn().is_some_and(|c| c >= end) },
+    await_confirmed_past(&s, s.current_lsn(), None).await;
+    running.stop().await;
+    verify_tables(
+        "postgres faults",
+        &s,
+        &bootstrap,
+        &TABLES,
+        written,
+        json_decoder(),
     )
     .await;
-    running.stop().await;
-    let source = source_rows(&s, &TABLES);
-    let consumed = read_topics(&bootstrap, &topics_of(&s, &TABLES), Some(TIMEOUT)).await;
-    let verified = verify("postgres faults", written, &source, &consumed);
-    assert_eq!(verified.changes, written);
     pg.stop(StopMode::Fast)
         .unwrap_or_else(|e| panic!("postgres stops: {}", e.report()));
 }
@@ -1254,18 +1285,17 @@ async fn network_faults_through_a_proxy_lose_nothing() {
         "the connector reconnected to Postgres through the proxy"
     );
 
-    let end = s.current_lsn();
-    wait_until(
-        RECOVERY_TIMEOUT,
-        "slot confirmed past the last write",
-        || async { s.confirmed_flush_lsn().is_some_and(|c| c >= end) },
+    await_confirmed_past(&s, s.current_lsn(), None).await;
+    running.stop().await;
+    verify_tables(
+        "network faults",
+        &s,
+        &direct,
+        &TABLES,
+        written,
+        json_decoder(),
     )
     .await;
-    running.stop().await;
-    let source = source_rows(&s, &TABLES);
-    let consumed = read_topics(&direct, &topics_of(&s, &TABLES), Some(TIMEOUT)).await;
-    let verified = verify("network faults", written, &source, &consumed);
-    assert_eq!(verified.changes, written);
 }
 
 // ---------------------------------------------------------------------------

@@ -133,28 +133,17 @@ async fn kill_during_schema_registration_loses_nothing() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop_writer.store(true, Ordering::Relaxed);
     let stats = writer.await.expect("writer task");
-    let end = s.current_lsn();
-    wait_until(
-        RECOVERY_TIMEOUT,
-        "the last connector to confirm past the last write",
-        || async {
-            connector.assert_running("while catching up");
-            s.confirmed_flush_lsn().is_some_and(|c| c >= end)
-        },
-    )
-    .await;
-    let status = connector.terminate(TIMEOUT).await;
-    assert_eq!(status.code(), Some(0), "graceful exit on SIGTERM");
-    let source = source_rows(&s, &TABLES);
-    let consumed = read_topics_decoded(
+    await_confirmed_past(&s, s.current_lsn(), Some(&connector)).await;
+    connector.terminate_cleanly(TIMEOUT).await;
+    verify_tables(
+        SCENARIO,
+        &s,
         &bootstrap,
-        &topics_of(&s, &TABLES),
-        Some(TIMEOUT),
+        &TABLES,
+        stats.changes + probes,
         avro_decoder(registry),
     )
     .await;
-    let verified = verify(SCENARIO, stats.changes + probes, &source, &consumed);
-    assert_eq!(verified.changes, stats.changes + probes);
 }
 
 /// The registry becomes unreachable (open connections reset, new ones
@@ -240,19 +229,9 @@ async fn registry_down_during_a_schema_change_loses_nothing() {
 
     stop_writer.store(true, Ordering::Relaxed);
     let stats = writer.await.expect("writer task");
-    let end = s.current_lsn();
-    wait_until(
-        RECOVERY_TIMEOUT,
-        "slot confirmed past the last write",
-        || async { s.confirmed_flush_lsn().is_some_and(|c| c >= end) },
-    )
-    .await;
+    await_confirmed_past(&s, s.current_lsn(), None).await;
     running.stop().await;
-    let source = source_rows(&s, &TABLES);
-    let consumed =
-        read_topics_decoded(&bootstrap, &topics_of(&s, &TABLES), Some(TIMEOUT), decode).await;
     // The marker rows are changes too, written by the test, not the writer.
     let written = stats.changes + rounds as u64;
-    let verified = verify(SCENARIO, written, &source, &consumed);
-    assert_eq!(verified.changes, written);
+    verify_tables(SCENARIO, &s, &bootstrap, &TABLES, written, decode).await;
 }
