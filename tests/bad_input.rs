@@ -308,6 +308,17 @@ async fn a_huge_row_stops_with_a_clear_error_and_is_not_confirmed() {
         assert!(message.contains(part), "{part:?} missing from: {message}");
     }
     println!("[huge row] stopped with: {message}");
+    assert_slot_holds(&s, &xid).await;
+    let all = consume(&bootstrap, &topic, 2, Duration::from_secs(2)).await;
+    assert_eq!(all.len(), 1, "nothing of the huge row was sent");
+}
+
+/// After the connector stopped: the slot still holds transaction `xid`
+/// (peeked, which consumes nothing), so the next run receives it again.
+/// The confirmed LSN is not the measure: a keepalive may confirm into the
+/// middle of a transaction's WAL, or past other databases' writes, and
+/// Postgres re-sends by commit position.
+async fn assert_slot_holds(s: &Scenario, xid: &str) {
     wait_until(TIMEOUT, "the walsender to let go of the slot", || async {
         s.query_one(&format!(
             "SELECT active::text FROM pg_replication_slots WHERE slot_name = '{}'",
@@ -325,10 +336,8 @@ async fn a_huge_row_stops_with_a_clear_error_and_is_not_confirmed() {
     assert_ne!(
         pending.as_deref(),
         Some("0"),
-        "the slot still holds the huge row's transaction {xid}"
+        "the slot still holds transaction {xid}"
     );
-    let all = consume(&bootstrap, &topic, 2, Duration::from_secs(2)).await;
-    assert_eq!(all.len(), 1, "nothing of the huge row was sent");
 }
 
 /// Avro names are `[A-Za-z_][A-Za-z0-9_]*`. Column names outside that
@@ -347,8 +356,15 @@ async fn column_names_avro_cannot_express_stop_avro_and_pass_in_json() {
         &["--format", "avro", "--schema-registry-url", &registry.url()],
     );
     slot_created(&s).await;
-    let before = s.current_lsn();
-    s.sql("INSERT INTO odd VALUES (1, 1, 'dash', 'accent')");
+    let xid =
+        s.pg.query(
+            &s.db,
+            "INSERT INTO odd VALUES (1, 1, 'dash', 'accent') RETURNING xmin::text",
+        )
+        .expect("the insert")
+        .remove(0)
+        .remove(0)
+        .expect("xmin");
     let error = running
         .wait_for_exit(TIMEOUT)
         .await
@@ -363,7 +379,7 @@ async fn column_names_avro_cannot_express_stop_avro_and_pass_in_json() {
     ] {
         assert!(message.contains(part), "{part:?} missing from: {message}");
     }
-    assert!(s.confirmed_flush_lsn().expect("slot") <= before);
+    assert_slot_holds(&s, &xid).await;
 
     let running = s.start(&bootstrap, &[]);
     let records = consume(&bootstrap, &s.topic("odd"), 1, TIMEOUT).await;
