@@ -41,6 +41,7 @@ fn table(name: &str, columns: &[(&str, ConnectSchema)]) -> Arc<TableSchema> {
         relation_id: name.len() as u32,
         schema: "public".into(),
         table: name.into(),
+        qualified_name: format!("public.{name}").into(),
         key_schema: Some(envelope::key_schema(&topic, &[&columns[0]])),
         envelope_schema: envelope::envelope_schema(&topic, &row),
         row_schema: row,

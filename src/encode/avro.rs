@@ -614,6 +614,7 @@ mod tests {
             relation_id: 1,
             schema: "public".into(),
             table: "t".into(),
+            qualified_name: "public.t".into(),
             topic: topic.into(),
             key_schema: (!key.is_empty()).then(|| envelope::key_schema(topic, &key_columns)),
             envelope_schema: envelope::envelope_schema(topic, &row),

@@ -56,6 +56,9 @@ pub struct TableSchema {
     pub relation_id: u32,
     pub schema: String,
     pub table: String,
+    /// `<schema>.<table>`, as metrics and transaction blocks name the table
+    /// (built once, not per event).
+    pub qualified_name: Arc<str>,
     /// `<prefix>.<schema>.<table>`
     pub topic: Arc<str>,
     pub columns: Vec<ColumnSchema>,

@@ -347,6 +347,7 @@ impl RelationCache {
             relation_id: relation.id,
             schema: relation.namespace.clone(),
             table: relation.name.clone(),
+            qualified_name: format!("{}.{}", relation.namespace, relation.name).into(),
             topic,
             columns,
             key_columns,

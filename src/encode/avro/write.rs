@@ -570,6 +570,7 @@ mod tests {
             relation_id: 1,
             schema: "public".into(),
             table: "t".into(),
+            qualified_name: "public.t".into(),
             topic: topic.into(),
             key_schema: None,
             envelope_schema: envelope::envelope_schema(topic, &table_row),

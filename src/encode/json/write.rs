@@ -311,6 +311,7 @@ mod tests {
             relation_id: 1,
             schema: "public".into(),
             table: "t\"ü".into(),
+            qualified_name: "public.t\"ü".into(),
             topic: topic.into(),
             key_schema: Some(envelope::key_schema(topic, &[&columns[0], &columns[1]])),
             envelope_schema: envelope::envelope_schema(topic, &row),

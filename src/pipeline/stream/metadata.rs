@@ -114,7 +114,7 @@ impl Metadata {
     /// transaction; `None` when metadata is off or no transaction is open.
     pub(super) fn event(&mut self, table: &TableSchema) -> Option<TransactionBlock> {
         let open = self.open.as_mut()?;
-        Some(open.event(&format!("{}.{}", table.schema, table.table)))
+        Some(open.event(&table.qualified_name))
     }
 
     /// As [`Metadata::event`], for a transactional logical decoding message.
