@@ -398,7 +398,11 @@ impl Metrics {
     }
 
     fn now_mark(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis())
+        self.mark_at(Instant::now())
+    }
+
+    fn mark_at(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.started).as_millis())
             .unwrap_or(u64::MAX - 1)
             .saturating_add(1)
     }
@@ -464,9 +468,9 @@ impl Metrics {
     }
 
     /// A message from the server arrived; `keepalive` when it was one.
-    pub fn server_message(&self, keepalive: bool) {
+    pub fn server_message(&self, at: Instant, keepalive: bool) {
         self.server_message_at
-            .store(self.now_mark(), Ordering::Relaxed);
+            .store(self.mark_at(at), Ordering::Relaxed);
         if keepalive {
             self.last_keepalive_micros
                 .store(unix_micros(), Ordering::Relaxed);

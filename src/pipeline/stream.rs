@@ -361,6 +361,10 @@ fn client_status_interval(config: &RunConfig) -> Duration {
 /// See [`client_status_interval`].
 const FEEDBACK_TICK: Duration = Duration::from_millis(100);
 
+/// Events handled back to back inside a transaction before the stream loop
+/// looks at its other branches again (see [`Stream::handle_burst`]).
+const RECV_BURST: usize = 256;
+
 impl Stream<'_> {
     /// Reads until `stop` resolves, the stream catches up (bounded runs), or
     /// an error; returns why it stopped.
@@ -455,11 +459,7 @@ impl Stream<'_> {
                 }
                 event = client.recv() => {
                     match event.map_err(PipelineError::Stream)? {
-                        Some(event) => {
-                            let started = Instant::now();
-                            self.handle(event).await?;
-                            self.metrics.handled(started.elapsed());
-                        }
+                        Some(event) => self.handle_burst(client, event).await?,
                         None => return Err(PipelineError::StreamEnded),
                     }
                 }
@@ -472,11 +472,41 @@ impl Stream<'_> {
         self.txn.is_none() && self.target.is_some_and(|target| self.received >= target)
     }
 
-    async fn handle(&mut self, event: ReplicationEvent) -> Result<(), PipelineError> {
-        self.metrics
-            .server_message(matches!(event, ReplicationEvent::KeepAlive { .. }));
-        if !matches!(event, ReplicationEvent::KeepAlive { .. }) {
-            self.last_activity = Instant::now();
+    /// Handles `first`, then, while a transaction is open, the events the
+    /// client already holds (up to [`RECV_BURST`]) without a trip through the
+    /// `select!` in [`Self::stream`] for each: inside a transaction its other
+    /// branches wait for the Commit anyway, except a stop request and a
+    /// delivery failure, which now wait at most one burst.
+    async fn handle_burst(
+        &mut self,
+        client: &mut ReplicationClient,
+        first: ReplicationEvent,
+    ) -> Result<(), PipelineError> {
+        let mut event = first;
+        let mut started = Instant::now();
+        for _ in 0..RECV_BURST {
+            self.handle(event, started).await?;
+            // One clock read per event: it ends this one and starts the next.
+            let now = Instant::now();
+            self.metrics.handled(now - started);
+            started = now;
+            if self.txn.is_none() {
+                break;
+            }
+            match client.try_recv() {
+                Some(next) => event = next.map_err(PipelineError::Stream)?,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles one event, received at `now`.
+    async fn handle(&mut self, event: ReplicationEvent, now: Instant) -> Result<(), PipelineError> {
+        let keepalive = matches!(event, ReplicationEvent::KeepAlive { .. });
+        self.metrics.server_message(now, keepalive);
+        if !keepalive {
+            self.last_activity = now;
         }
         match event {
             ReplicationEvent::Begin {
@@ -802,8 +832,8 @@ impl Stream<'_> {
                 .await?;
             bytes += key_bytes;
         }
-        let table = format!("{}.{}", event.table.schema, event.table.table);
-        self.metrics.event(&table, event.op.code(), bytes);
+        self.metrics
+            .event(&event.table.qualified_name, event.op.code(), bytes);
         Ok(())
     }
 
@@ -835,8 +865,8 @@ impl Stream<'_> {
             self.sink.send(record).await?;
         }
         self.summary.events += 1;
-        let table = format!("{}.{}", event.table.schema, event.table.table);
-        self.metrics.event(&table, event.op.code(), bytes);
+        self.metrics
+            .event(&event.table.qualified_name, event.op.code(), bytes);
         Ok(())
     }
 

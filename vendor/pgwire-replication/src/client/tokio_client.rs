@@ -298,6 +298,16 @@ impl ReplicationClient {
         }
     }
 
+    /// The next replication event if one is already buffered, without
+    /// waiting (pgcdc-kafka patch: lets a consumer drain a burst without a
+    /// trip through its `select!` per event).
+    ///
+    /// `None` when nothing is buffered, and also when the worker has ended:
+    /// [`recv()`](Self::recv) then reports how it ended.
+    pub fn try_recv(&mut self) -> Option<Result<ReplicationEvent>> {
+        self.rx.try_recv().ok()
+    }
+
     async fn handle_worker_shutdown(&mut self) -> Result<Option<ReplicationEvent>> {
         let join = self
             .join
