@@ -627,12 +627,18 @@ fn decode_timestamptz(text: &str, type_modifier: i32) -> Parsed<String> {
     let days = i64::try_from(utc.div_euclid(i128::from(MICROS_PER_DAY)))
         .map_err(|_| Fault::OutOfRange("a date"))?;
     let (year, month, day) = civil_from_days(days);
-    let year = match year {
-        y if y > 9999 => format!("+{y}"),
-        y if y < 0 => format!("-{:04}", -y),
-        y => format!("{y:04}"),
-    };
-    let mut out = format!("{year}-{month:02}-{day:02}T");
+    let mut out = String::with_capacity(32);
+    if year > 9999 {
+        out.push('+');
+    } else if year < 0 {
+        out.push('-');
+    }
+    push_padded(&mut out, u64::from(year.unsigned_abs()), 4);
+    out.push('-');
+    push_padded(&mut out, u64::from(month), 2);
+    out.push('-');
+    push_padded(&mut out, u64::from(day), 2);
+    out.push('T');
     let digits = Some(time_precision(type_modifier)).filter(|p| *p > 0);
     push_time(
         &mut out,
@@ -646,26 +652,49 @@ fn decode_timestamptz(text: &str, type_modifier: i32) -> Parsed<String> {
 /// Appends `HH:MM:SS` and the fraction: `digits` fixed digits, or (None) Java's
 /// `ISO_LOCAL_TIME` style, trailing zeros trimmed and nothing for zero.
 fn push_time(out: &mut String, micros: i64, digits: Option<u32>) {
+    let micros = micros.unsigned_abs();
     let (secs, frac) = (micros / 1_000_000, micros % 1_000_000);
-    let _ = write!(
-        out,
-        "{:02}:{:02}:{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    );
-    let frac = format!("{frac:06}");
-    match digits {
-        Some(n) => {
-            out.push('.');
-            out.push_str(&frac[..n as usize]);
-        }
-        None if micros % 1_000_000 != 0 => {
-            out.push('.');
-            out.push_str(frac.trim_end_matches('0'));
-        }
-        None => {}
+    push_padded(out, secs / 3600, 2);
+    out.push(':');
+    push_padded(out, secs / 60 % 60, 2);
+    out.push(':');
+    push_padded(out, secs % 60, 2);
+    let mut fraction = [0u8; 6];
+    let mut rest = frac;
+    for digit in fraction.iter_mut().rev() {
+        *digit = b'0' + (rest % 10) as u8;
+        rest /= 10;
     }
+    let kept = match digits {
+        Some(n) => n as usize,
+        None => 6 - fraction.iter().rev().take_while(|d| **d == b'0').count(),
+    };
+    if digits.is_some() || kept > 0 {
+        out.push('.');
+        // ASCII digits only.
+        out.extend(fraction[..kept.min(6)].iter().map(|d| char::from(*d)));
+    }
+}
+
+/// Appends `value` in decimal, zero-padded to at least `width` digits
+/// (`format!("{value:0width$}")` without the formatting machinery, which
+/// was a visible share of decoding a row with timestamps).
+fn push_padded(out: &mut String, value: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = value;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for _ in (digits.len() - at)..width {
+        out.push('0');
+    }
+    out.extend(digits[at..].iter().map(|d| char::from(*d)));
 }
 
 /// TIMETZ as Debezium's `ZonedTime`: shifted to UTC (wrapping around midnight), e.g.
