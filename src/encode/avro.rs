@@ -331,13 +331,14 @@ impl AvroEncoder {
         &mut self,
         table: &Arc<TableSchema>,
     ) -> Result<&TableSchemas, EncodeError> {
-        let schemas = match self.tables.remove(&table.relation_id) {
-            Some(cached) if Arc::ptr_eq(&cached.table, table) => cached,
-            previous => {
-                self.register_table(table, previous.map(|p| p.table))
-                    .await?
-            }
-        };
+        let fresh = |cached: &TableSchemas| Arc::ptr_eq(&cached.table, table);
+        if self.tables.get(&table.relation_id).is_some_and(fresh) {
+            // Looked up twice (a returned borrow may not fall through), but
+            // not moved out and back in on every event.
+            return Ok(&self.tables[&table.relation_id]);
+        }
+        let previous = self.tables.remove(&table.relation_id).map(|p| p.table);
+        let schemas = self.register_table(table, previous).await?;
         Ok(self
             .tables
             .entry(table.relation_id)
