@@ -546,20 +546,25 @@ impl KafkaSink {
         }
         self.shared.metrics.record_enqueued(u64::from(byte_permits));
 
-        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-        for (key, value) in &record.headers {
-            headers = headers.insert(Header {
-                key,
-                value: Some(value.as_slice()),
-            });
-        }
         let opaque = Box::new(Delivery {
             txn,
             byte_permits,
             enqueued: Instant::now(),
         });
         let mut base: BaseRecord<'_, [u8], [u8], Box<Delivery>> =
-            BaseRecord::with_opaque_to(&record.topic, opaque).headers(headers);
+            BaseRecord::with_opaque_to(&record.topic, opaque);
+        // Most records have none; an empty header list would still be a
+        // librdkafka allocation per message.
+        if !record.headers.is_empty() {
+            let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+            for (key, value) in &record.headers {
+                headers = headers.insert(Header {
+                    key,
+                    value: Some(value.as_slice()),
+                });
+            }
+            base = base.headers(headers);
+        }
         if let Some(key) = &record.key {
             base = base.key(key.as_slice());
         }
