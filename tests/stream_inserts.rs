@@ -276,3 +276,39 @@ async fn json_without_schemas_is_the_bare_payload() {
     assert_eq!(value["op"], "c");
     running.stop().await;
 }
+
+/// Transactions larger than the batch of events the connector handles back
+/// to back (256), between small ones, arrive whole: every row exactly once,
+/// in commit order, and the run's summary counts them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_larger_than_a_receive_burst_arrive_whole() {
+    let pg = Postgres::shared();
+    let kafka = Kafka::shared();
+    let s = Scenario::new(pg, "big_txns");
+    s.sql("CREATE TABLE rows (id int PRIMARY KEY)");
+    let running = s.start(&kafka.bootstrap_servers(), &[]);
+    wait_until(TIMEOUT, "slot created", || async {
+        s.confirmed_flush_lsn().is_some()
+    })
+    .await;
+
+    s.sql("INSERT INTO rows SELECT generate_series(1, 1000)");
+    s.sql("INSERT INTO rows VALUES (1001)");
+    s.sql("INSERT INTO rows SELECT generate_series(1002, 1769)");
+    let records = consume(&kafka.bootstrap_servers(), &s.topic("rows"), 1769, TIMEOUT).await;
+    let ids: Vec<i64> = records
+        .iter()
+        .map(|r| {
+            r.key.as_ref().expect("a key")["payload"]["id"]
+                .as_i64()
+                .expect("an id")
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        (1..=1769).collect::<Vec<_>>(),
+        "every row once, in order"
+    );
+    let summary = running.stop().await;
+    assert_eq!((summary.transactions, summary.events), (3, 1769));
+}

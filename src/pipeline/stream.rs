@@ -484,21 +484,24 @@ impl Stream<'_> {
     ) -> Result<(), PipelineError> {
         let mut event = first;
         let mut started = Instant::now();
-        for _ in 0..RECV_BURST {
+        let mut handled = 0;
+        loop {
             self.handle(event, started).await?;
+            handled += 1;
             // One clock read per event: it ends this one and starts the next.
             let now = Instant::now();
             self.metrics.handled(now - started);
             started = now;
-            if self.txn.is_none() {
-                break;
+            // Take the next event only to handle it: one taken and dropped
+            // here would be a change lost.
+            if self.txn.is_none() || handled == RECV_BURST {
+                return Ok(());
             }
             match client.try_recv() {
                 Some(next) => event = next.map_err(PipelineError::Stream)?,
-                None => break,
+                None => return Ok(()),
             }
         }
-        Ok(())
     }
 
     /// Handles one event, received at `now`.
