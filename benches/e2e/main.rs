@@ -352,10 +352,13 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         let events = run.summary["events"].as_u64().unwrap_or(0);
         let complete = events == changes && run.summary["caught_up"] == json!(true);
         if !complete {
-            eprintln!(
-                "  WARNING: expected {changes} events, caught up; summary: {}",
+            // A run that lost or skipped changes has no figure worth printing.
+            return Err(format!(
+                "the connector ({format}) did not deliver all {changes} changes and catch up; \
+                 summary: {}",
                 run.summary
-            );
+            )
+            .into());
         }
         eprintln!(
             "  connector ({format}): {:.2} s, {:.2} CPU s, peak RSS {} MB, walsender {} CPU s",

@@ -95,7 +95,9 @@ pub fn run(
             run.peak_rss_kb / 1024
         );
         if delivered != rows {
-            eprintln!("  WARNING: expected {rows} records in the topic, found {delivered}");
+            return Err(
+                format!("the snapshot ({format}) left {delivered} records, not {rows}").into(),
+            );
         }
         let (alone_s, record_bytes) = kafka_alone(kafka, &topic, rows)?;
         eprintln!("  Kafka alone, {rows} copies of a {record_bytes}-byte record: {alone_s:.2} s");
