@@ -343,8 +343,12 @@ async fn a_caught_up_run_whose_records_fail_to_deliver_exits_3() {
     s.sql("CREATE TABLE pending (id int PRIMARY KEY)");
     // Creates the slot.
     run_bounded(&s, &kafka, &["--stop-when-caught-up"]).await;
-    let before = s.current_lsn();
     s.sql("INSERT INTO pending SELECT generate_series(1, 100)");
+    // The WAL position right after the commit: the slot must stay before it.
+    // (Not the position before the INSERT: while the connector has nothing
+    // open it may confirm an idle keepalive's position, which can pass other
+    // databases' writes made before this commit.)
+    let committed = s.current_lsn();
 
     // The broker this test started, killed by its pid (Kafka::kill).
     let pid = kafka.pid();
@@ -380,10 +384,13 @@ async fn a_caught_up_run_whose_records_fail_to_deliver_exits_3() {
     );
     let confirmed = s.confirmed_flush_lsn().expect("the slot exists");
     assert!(
-        confirmed <= before,
-        "nothing past the undelivered records is confirmed: {confirmed} > {before}"
+        confirmed < committed,
+        "the undelivered records are confirmed: {confirmed} >= {committed}"
     );
-    assert!(lsn_field(&summary, "confirmed_lsn") <= before, "{summary}");
+    assert!(
+        lsn_field(&summary, "confirmed_lsn") < committed,
+        "{summary}"
+    );
 
     // With the broker back the next run delivers them and succeeds.
     kafka
