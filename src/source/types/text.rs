@@ -633,7 +633,7 @@ fn decode_timestamptz(text: &str, type_modifier: i32) -> Parsed<String> {
     } else if year < 0 {
         out.push('-');
     }
-    push_padded(&mut out, u64::from(year.unsigned_abs()), 4);
+    push_padded(&mut out, year.unsigned_abs(), 4);
     out.push('-');
     push_padded(&mut out, u64::from(month), 2);
     out.push('-');
