@@ -806,7 +806,7 @@ impl Stream<'_> {
                 .await;
         }
         let topic = Arc::clone(&event.table.topic);
-        let key = self.encoder.key(event).await?;
+        let mut key = self.encoder.key(event).await?;
         let value = self
             .encoder
             .value(event, transaction.as_ref(), now_micros())
@@ -816,7 +816,8 @@ impl Stream<'_> {
         self.sink
             .send(EncodedRecord {
                 topic: Arc::clone(&topic),
-                key: key.clone(),
+                // The key is needed again only for a tombstone.
+                key: if tombstone { key.clone() } else { key.take() },
                 value: Some(value),
                 headers,
                 txn,
