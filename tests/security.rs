@@ -82,6 +82,31 @@ fn sasl_plaintext_servers() -> String {
         .expect("sasl_plaintext")
 }
 
+/// Kafka over the SASL_PLAINTEXT listener as `SASL_USER` with
+/// SCRAM-SHA-256; the password is given separately, by each test its way.
+fn scram_plaintext_kafka() -> Vec<String> {
+    strings(&[
+        "--bootstrap-servers",
+        &sasl_plaintext_servers(),
+        "--kafka-security-protocol",
+        "sasl_plaintext",
+        "--kafka-sasl-mechanism",
+        "SCRAM-SHA-256",
+        "--kafka-sasl-username",
+        SASL_USER,
+    ])
+}
+
+/// The role's URL with its password, over TLS without verification.
+fn role_url_with_password(s: &Scenario) -> String {
+    pg_url(
+        s,
+        &format!("{ROLE}:{ROLE_PASSWORD}"),
+        "127.0.0.1",
+        "sslmode=require",
+    )
+}
+
 /// A database with a table the role may read and a publication it owns:
 /// exactly the grants of docs/SECURITY.md.
 fn least_privilege_scenario(name: &str, role: &str) -> Scenario {
@@ -361,19 +386,8 @@ async fn verify_ca_with_kafka_sasl_plain() {
 async fn exactly_once_over_sasl_scram() {
     let s = least_privilege_scenario("sec_eos_sasl", ROLE);
     let url = pg_url(&s, ROLE, "127.0.0.1", "sslmode=require");
-    let servers = sasl_plaintext_servers();
-    let kafka = strings(&[
-        "--bootstrap-servers",
-        &servers,
-        "--kafka-security-protocol",
-        "sasl_plaintext",
-        "--kafka-sasl-mechanism",
-        "SCRAM-SHA-256",
-        "--kafka-sasl-username",
-        SASL_USER,
-        "--delivery",
-        "exactly-once",
-    ]);
+    let mut kafka = scram_plaintext_kafka();
+    kafka.extend(strings(&["--delivery", "exactly-once"]));
     let ops = round_trip(
         &s,
         &url,
@@ -500,27 +514,8 @@ async fn postgres_tls_and_login_failures_are_clear() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_kafka_password_stops_with_an_authentication_error() {
     let s = least_privilege_scenario("sec_sasl_wrong", ROLE);
-    let url = pg_url(
-        &s,
-        &format!("{ROLE}:{ROLE_PASSWORD}"),
-        "127.0.0.1",
-        "sslmode=require",
-    );
-    let servers = sasl_plaintext_servers();
-    let mut args = run_args(
-        &s,
-        &url,
-        &strings(&[
-            "--bootstrap-servers",
-            &servers,
-            "--kafka-security-protocol",
-            "sasl_plaintext",
-            "--kafka-sasl-mechanism",
-            "SCRAM-SHA-256",
-            "--kafka-sasl-username",
-            SASL_USER,
-        ]),
-    );
+    let url = role_url_with_password(&s);
+    let mut args = run_args(&s, &url, &scram_plaintext_kafka());
     // Streaming only: the first Kafka client is then the producer.
     args.extend(strings(&["--snapshot-mode", "never"]));
     let env = vec![(
@@ -555,7 +550,6 @@ async fn a_wrong_kafka_password_stops_with_an_authentication_error() {
 /// retrying it like an unreachable broker or waiting out message.timeout.ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_kafka_password_stops_a_first_start() {
-    let servers = sasl_plaintext_servers();
     const WRONG: &str = "not-the-password-7c1";
     let env = vec![("PGCDC_KAFKA_SASL_PASSWORD".to_owned(), WRONG.to_owned())];
     // Without the fix each of these retries forever (every attempt ends in a
@@ -595,26 +589,8 @@ async fn a_wrong_kafka_password_stops_a_first_start() {
     for (what, extra) in starts {
         let s = least_privilege_scenario("sec_sasl_first", ROLE);
         s.sql("INSERT INTO items VALUES (1, 'needs kafka'), (2, 'and more')");
-        let url = pg_url(
-            &s,
-            &format!("{ROLE}:{ROLE_PASSWORD}"),
-            "127.0.0.1",
-            "sslmode=require",
-        );
-        let mut args = run_args(
-            &s,
-            &url,
-            &strings(&[
-                "--bootstrap-servers",
-                &servers,
-                "--kafka-security-protocol",
-                "sasl_plaintext",
-                "--kafka-sasl-mechanism",
-                "SCRAM-SHA-256",
-                "--kafka-sasl-username",
-                SASL_USER,
-            ]),
-        );
+        let url = role_url_with_password(&s);
+        let mut args = run_args(&s, &url, &scram_plaintext_kafka());
         args.extend(strings(extra));
         let started = Instant::now();
         let output = match try_run_binary(args, env.clone(), limit).await {
@@ -663,12 +639,7 @@ async fn avro_through_a_registry_demanding_basic_auth() {
         .basic_auth_proxy(REGISTRY_USER, REGISTRY_PASSWORD)
         .unwrap_or_else(|e| panic!("auth proxy: {}", e.report()));
     let s = least_privilege_scenario("sec_registry", ROLE);
-    let url = pg_url(
-        &s,
-        &format!("{ROLE}:{ROLE_PASSWORD}"),
-        "127.0.0.1",
-        "sslmode=require",
-    );
+    let url = role_url_with_password(&s);
     let servers = secure().kafka.bootstrap_servers();
     let proxy_url = proxy.url();
     let avro = |auth: &[&str]| {
@@ -779,15 +750,9 @@ async fn avro_through_a_registry_demanding_basic_auth() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_names_a_refused_kafka_login() {
     let s = least_privilege_scenario("sec_check_sasl", ROLE);
-    let url = pg_url(
-        &s,
-        &format!("{ROLE}:{ROLE_PASSWORD}"),
-        "127.0.0.1",
-        "sslmode=require",
-    );
-    let servers = sasl_plaintext_servers();
+    let url = role_url_with_password(&s);
     const WRONG: &str = "not-the-password-c4e";
-    let args = strings(&[
+    let mut args = strings(&[
         "check",
         "--pg-url",
         &url,
@@ -797,17 +762,9 @@ async fn check_names_a_refused_kafka_login() {
         &s.slot,
         "--publication",
         &s.publication,
-        "--bootstrap-servers",
-        &servers,
-        "--kafka-security-protocol",
-        "sasl_plaintext",
-        "--kafka-sasl-mechanism",
-        "SCRAM-SHA-256",
-        "--kafka-sasl-username",
-        SASL_USER,
-        "--kafka-sasl-password",
-        WRONG,
     ]);
+    args.extend(scram_plaintext_kafka());
+    args.extend(strings(&["--kafka-sasl-password", WRONG]));
     let started = Instant::now();
     let output = run_binary(args, vec![], Duration::from_secs(60)).await;
     let all = text(&output);
