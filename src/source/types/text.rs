@@ -659,20 +659,25 @@ fn push_time(out: &mut String, micros: i64, digits: Option<u32>) {
     push_padded(out, secs / 60 % 60, 2);
     out.push(':');
     push_padded(out, secs % 60, 2);
-    let mut fraction = [0u8; 6];
-    let mut rest = frac;
-    for digit in fraction.iter_mut().rev() {
-        *digit = b'0' + (rest % 10) as u8;
-        rest /= 10;
+    // The fraction's leading `width` of its 6 digits: as many as asked, or
+    // all but the trailing zeros.
+    let (mut value, mut width) = (frac, 6);
+    match digits {
+        Some(n) => {
+            width = n.min(6);
+            value = frac / 10u64.pow(6 - width);
+        }
+        None => {
+            while width > 0 && value % 10 == 0 {
+                (value, width) = (value / 10, width - 1);
+            }
+        }
     }
-    let kept = match digits {
-        Some(n) => n as usize,
-        None => 6 - fraction.iter().rev().take_while(|d| **d == b'0').count(),
-    };
-    if digits.is_some() || kept > 0 {
+    if digits.is_some() || width > 0 {
         out.push('.');
-        // ASCII digits only.
-        out.extend(fraction[..kept.min(6)].iter().map(|d| char::from(*d)));
+    }
+    if width > 0 {
+        push_padded(out, value, width as usize);
     }
 }
 
