@@ -604,19 +604,17 @@ impl KafkaSink {
     /// the refusal instead (a permit already taken is not given back: the
     /// attempt ends, and the next one makes a new sink).
     async fn take_permits(&self, byte_permits: u32) -> Result<(), LoginRefused> {
-        let (messages, bytes) = (&self.shared.messages, &self.shared.bytes);
+        self.take(&self.shared.messages, 1).await?;
+        self.take(&self.shared.bytes, byte_permits).await
+    }
+
+    /// Takes `n` permits of `semaphore` for good (see [`Self::take_permits`]).
+    async fn take(&self, semaphore: &Semaphore, n: u32) -> Result<(), LoginRefused> {
         // The usual case, without the refusal's watch on the hot path.
-        match messages.try_acquire() {
+        match semaphore.try_acquire_many(n) {
             Ok(permit) => permit.forget(),
             Err(_) => tokio::select! {
-                permit = messages.acquire() => permit.map(|p| p.forget()).unwrap_or(()),
-                refused = self.shared.refusal() => return Err(refused),
-            },
-        }
-        match bytes.try_acquire_many(byte_permits) {
-            Ok(permit) => permit.forget(),
-            Err(_) => tokio::select! {
-                permit = bytes.acquire_many(byte_permits) => permit.map(|p| p.forget()).unwrap_or(()),
+                permit = semaphore.acquire_many(n) => permit.map(|p| p.forget()).unwrap_or(()),
                 refused = self.shared.refusal() => return Err(refused),
             },
         }
