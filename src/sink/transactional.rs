@@ -41,7 +41,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::kafka::SinkError;
+use super::error::SinkError;
 use crate::config::RunConfig;
 use crate::lsn::Lsn;
 pub use crate::source::signal::Progress as IncrementalProgress;
