@@ -116,9 +116,14 @@ impl Drop for Handle {
 }
 
 /// PostgreSQL with logical decoding, on host port `port`.
-pub(crate) fn postgres(port: u16, user: &str, password: &str) -> Result<Handle> {
+pub(crate) fn postgres(
+    port: u16,
+    user: &str,
+    password: &str,
+    settings: &[(&str, &str)],
+) -> Result<Handle> {
     let mut cmd = vec!["postgres".to_owned()];
-    for (name, value) in crate::postgres::SETTINGS {
+    for (name, value) in settings {
         cmd.extend(["-c".to_owned(), format!("{name}={value}")]);
     }
     let request = GenericImage::new("postgres", "15")

@@ -21,8 +21,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::ClientConfig;
 
-use crate::process::{self, block_on, run, Launch, Local, Runner};
+use crate::process::{self, block_on, run, Launch, Local};
 use crate::proxy::FaultProxy;
+use crate::runner::Runner;
 use crate::{cache, BackendKind, Error, Result};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);

@@ -55,6 +55,7 @@ mod postgres;
 mod process;
 mod proxy;
 mod registry;
+mod runner;
 mod tls;
 
 use std::collections::hash_map::RandomState;

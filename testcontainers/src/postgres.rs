@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 
-use crate::process::{self, block_on, run, Launch, Local, Runner};
+use crate::process::{self, block_on, run, Launch, Local};
+use crate::runner::Runner;
 use crate::{unique_name, BackendKind, Error, Result, TestCa};
 
 const USER: &str = "postgres";
@@ -96,7 +97,8 @@ impl Postgres {
             #[cfg(feature = "docker")]
             BackendKind::Docker => {
                 let port = process::free_port()?;
-                let runner = Runner::Docker(crate::docker::postgres(port, USER, PASSWORD)?);
+                let runner =
+                    Runner::Docker(crate::docker::postgres(port, USER, PASSWORD, SETTINGS)?);
                 Postgres {
                     runner,
                     port,

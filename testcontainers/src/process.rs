@@ -292,58 +292,6 @@ impl Local {
     }
 }
 
-/// A local process or a container behind one service's API.
-// One per service instance: a few hundred bytes either way do not matter.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub(crate) enum Runner {
-    Local(Local),
-    #[cfg(feature = "docker")]
-    Docker(crate::docker::Handle),
-}
-
-impl Runner {
-    /// Starts the service (no-op when running) and waits until `probe` passes.
-    pub fn start(
-        &self,
-        timeout: Duration,
-        probe: impl FnMut() -> Result<(), String>,
-    ) -> Result<()> {
-        match self {
-            Self::Local(local) => local.start(timeout, probe),
-            #[cfg(feature = "docker")]
-            Self::Docker(handle) => handle.start(timeout, probe),
-        }
-    }
-
-    /// Sends `signal` (`TERM`, `INT`, `QUIT`, `KILL`) and waits for the exit.
-    pub fn stop(&self, signal: &str, timeout: Duration) -> Result<()> {
-        match self {
-            Self::Local(local) => local.stop(signal, timeout),
-            #[cfg(feature = "docker")]
-            Self::Docker(handle) => handle.stop(signal == "KILL" || signal == "QUIT"),
-        }
-    }
-
-    /// The service's pid while a local process runs it.
-    pub fn pid(&self) -> Option<u32> {
-        match self {
-            Self::Local(local) => local.pid(),
-            #[cfg(feature = "docker")]
-            Self::Docker(_) => None,
-        }
-    }
-
-    /// The log file of a local service.
-    pub fn log(&self) -> Option<&Path> {
-        match self {
-            Self::Local(local) => Some(&local.launch.log),
-            #[cfg(feature = "docker")]
-            Self::Docker(_) => None,
-        }
-    }
-}
-
 /// Polls `probe` every 100 ms until it passes, `alive` fails, or `timeout`.
 pub(crate) fn poll_ready(
     service: &'static str,

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::process::{self, Launch, Local, Runner};
+use crate::process::{self, Launch, Local};
+use crate::runner::Runner;
 use crate::{cache, BackendKind, BasicAuthProxy, Error, Result, TestCa};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
