@@ -7,10 +7,11 @@ pub mod debezium;
 mod file;
 pub mod layers;
 pub mod security;
+pub mod setting;
 pub mod show;
 
-pub use layers::{ConfigSources, LoadError, Origin, Origins, Problem};
 pub use security::{SaslMechanism, SecurityProtocol};
+pub use setting::{ConfigSources, LoadError, Origin, Origins, Problem};
 
 use std::collections::BTreeMap;
 use std::fmt;

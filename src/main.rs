@@ -142,7 +142,10 @@ fn parse() -> Result<(Cli, Option<Layered>), ExitCode> {
         .clone();
     let resolved = layers::resolve(&cmd, leaf);
     if resolved.incomplete {
-        eprintln!("error: {}", layers::LoadError(resolved.problems));
+        eprintln!(
+            "error: {}",
+            pgcdc_kafka::config::LoadError(resolved.problems)
+        );
         return Err(ExitCode::from(2));
     }
     // The top-level flags as given, then the subcommand with its resolved flags.

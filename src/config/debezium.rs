@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::layers::{self, ArgIndex, Origin, Problem, Setting, Shape};
+use super::setting::{self, ArgIndex, Origin, Problem, Setting, Shape};
 
 mod files;
 mod groups;
@@ -65,7 +65,7 @@ impl Mapping {
     fn reject(&mut self, property: &str, value: &str, reason: impl Into<String>) {
         self.rejected.push(Rejected {
             property: property.to_owned(),
-            value: (!layers::is_secret_name(property)).then(|| value.to_owned()),
+            value: (!setting::is_secret_name(property)).then(|| value.to_owned()),
             reason: reason.into(),
         });
     }
@@ -74,7 +74,7 @@ impl Mapping {
 /// Reads a connector configuration file into settings, every problem, and
 /// the properties accepted without effect (with the reason).
 pub(super) fn read(path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>, Ignored) {
-    let text = match layers::read_file(path, "--debezium-config") {
+    let text = match setting::read_file(path, "--debezium-config") {
         Ok(text) => text,
         Err(problem) => return (Vec::new(), vec![problem], Vec::new()),
     };

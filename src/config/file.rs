@@ -6,11 +6,11 @@ use std::path::Path;
 
 use toml::Value;
 
-use super::layers::{self, ArgIndex, Origin, Problem, Setting, Shape};
+use super::setting::{self, ArgIndex, Origin, Problem, Setting, Shape};
 
 /// Reads the file into settings, and every problem with it.
 pub(super) fn read(path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>) {
-    let text = match layers::read_file(path, "--config") {
+    let text = match setting::read_file(path, "--config") {
         Ok(text) => text,
         Err(problem) => return (Vec::new(), vec![problem]),
     };

@@ -8,7 +8,8 @@ use std::fmt::Write;
 use clap::{Arg, ArgMatches, Command};
 use toml::Value;
 
-use super::layers::{is_secret_name, raw_values, ArgIndex, Origins, Shape};
+use super::layers::raw_values;
+use super::setting::{is_secret_name, ArgIndex, Origins, Shape};
 
 /// Written in place of a secret.
 pub const REDACTED: &str = "<redacted>";
