@@ -168,7 +168,7 @@ fn main() {
                 ],
             ),
         ] {
-            let mut transforms = Transforms::from_config(&config(&extra), info());
+            let mut transforms = Transforms::new(&config(&extra).transform, info());
             let started = Instant::now();
             let mut bytes = 0;
             for e in &events {
@@ -186,8 +186,10 @@ fn main() {
         let events: Vec<ChangeEvent> = (0..EVENTS)
             .map(|i| event(&outbox, outbox_row(i), i))
             .collect();
-        let mut transforms =
-            Transforms::from_config(&config(&["--outbox-table", "public.outbox"]), info());
+        let mut transforms = Transforms::new(
+            &config(&["--outbox-table", "public.outbox"]).transform,
+            info(),
+        );
         let started = Instant::now();
         let mut bytes = 0;
         for e in &events {

@@ -155,7 +155,7 @@ pub async fn run(args: &CheckArgs) -> Report {
     let config = &args.run;
     let tables = check_postgres(config, &args.health, args.timeout, &mut report).await;
     check_kafka(config, tables.as_deref(), args.timeout, &mut report).await;
-    if config.format == Format::Avro {
+    if config.encode.format == Format::Avro {
         check_registry(config, args.timeout, &mut report).await;
     }
     report
@@ -654,7 +654,8 @@ async fn check_publication(
             .collect(),
     };
     // Only the tables the include/exclude lists select are streamed.
-    let selection = crate::select::Selection::from_config(config).unwrap_or_default();
+    let selection =
+        crate::select::Selection::new(&config.select, &config.tables).unwrap_or_default();
     let mut names = names;
     names.retain(|(schema, table)| selection.includes_table(schema, table));
     let tables = match table_info(client, &names).await {
@@ -965,7 +966,7 @@ struct KafkaFacts {
 /// The topics the tables' records go to (after --topic-delimiter and
 /// --topic-route), each once.
 fn table_topics(config: &RunConfig, tables: &[TableInfo]) -> Vec<String> {
-    let router = crate::select::TopicRouter::from_config(config)
+    let router = crate::select::TopicRouter::from_options(&config.select, &config.topic_prefix)
         .unwrap_or_else(|_| crate::select::TopicRouter::new(&config.topic_prefix));
     let mut topics: Vec<String> = tables
         .iter()
@@ -1142,7 +1143,7 @@ fn probe_kafka(
 // ----- schema registry --------------------------------------------------------
 
 async fn check_registry(config: &RunConfig, timeout: Duration, report: &mut Report) {
-    let Some(url) = config.schema_registry_url.as_deref() else {
+    let Some(url) = config.encode.schema_registry_url.as_deref() else {
         report.fail(
             "schema registry",
             "--format avro without --schema-registry-url",
@@ -1184,7 +1185,7 @@ async fn probe_registry(
         .use_rustls_tls()
         .connect_timeout(timeout)
         .timeout(timeout);
-    if let Some(path) = &config.schema_registry_ca {
+    if let Some(path) = &config.encode.schema_registry_ca {
         let file = path.clone();
         let pem = tokio::task::spawn_blocking(move || std::fs::read(file))
             .await
@@ -1215,7 +1216,7 @@ async fn probe_registry(
         reqwest::header::ACCEPT,
         "application/vnd.schemaregistry.v1+json, application/json",
     );
-    if let Some(auth) = config.schema_registry_auth() {
+    if let Some(auth) = config.encode.schema_registry_auth() {
         let (user, password) = auth.expose().split_once(':').ok_or_else(|| {
             problem(
                 "--schema-registry-basic-auth is not user:password".into(),

@@ -13,6 +13,11 @@ pub mod show;
 pub use security::{SaslMechanism, SecurityProtocol};
 pub use setting::{ConfigSources, LoadError, Origin, Origins, Problem};
 
+pub use crate::encode::options::{AvroLogicalTypes, EncodeOptions, Format, SubjectNameStrategy};
+pub use crate::options::{ConfigError, Invalid, Secret};
+pub use crate::select::SelectOptions;
+pub use crate::transform::options::TransformOptions;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
@@ -70,52 +75,8 @@ pub struct RunConfig {
     #[arg(long = "table", env = "PGCDC_TABLES", value_delimiter = ',')]
     pub tables: Vec<String>,
 
-    /// Embed the Kafka Connect schema in every JSON key and value
-    /// (JsonConverter's schemas.enable).
-    #[arg(long, env = "PGCDC_JSON_SCHEMAS", default_value_t = true, action = clap::ArgAction::Set)]
-    pub json_schemas: bool,
-
-    /// Encoding of keys and values: json (Kafka Connect JsonConverter) or avro
-    /// (Confluent AvroConverter, with schemas in --schema-registry-url).
-    #[arg(long, env = "PGCDC_FORMAT", value_enum, default_value = "json")]
-    pub format: Format,
-
-    /// Confluent-compatible schema registry base URL (needed for --format avro).
-    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_URL")]
-    pub schema_registry_url: Option<String>,
-
-    /// Schema registry basic auth, user:password.
-    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_BASIC_AUTH")]
-    pub schema_registry_basic_auth: Option<Secret>,
-
-    /// File holding the schema registry's basic auth, user:password (a
-    /// trailing newline is ignored).
-    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_BASIC_AUTH_FILE", value_parser = security::read_secret_file)]
-    pub schema_registry_basic_auth_file: Option<Secret>,
-
-    /// PEM file of the CA that signs the schema registry's TLS certificate.
-    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_CA")]
-    pub schema_registry_ca: Option<std::path::PathBuf>,
-
-    /// Avro types for dates, times and decimals: debezium (Debezium's Connect
-    /// types: plain int/long/string with connect.name) or native (Avro logical types).
-    #[arg(
-        long,
-        env = "PGCDC_AVRO_LOGICAL_TYPES",
-        value_enum,
-        default_value = "debezium"
-    )]
-    pub avro_logical_types: AvroLogicalTypes,
-
-    /// Registry subject names: topic (<topic>-key / <topic>-value) or record
-    /// (the record's full name).
-    #[arg(
-        long,
-        env = "PGCDC_SUBJECT_NAME_STRATEGY",
-        value_enum,
-        default_value = "topic"
-    )]
-    pub subject_name_strategy: SubjectNameStrategy,
+    #[command(flatten)]
+    pub encode: EncodeOptions,
 
     /// When to snapshot existing rows (Debezium's snapshot.mode): initial
     /// (when the slot is new), initial_only (snapshot, then exit), never /
@@ -262,137 +223,11 @@ pub struct RunConfig {
     )]
     pub hstore_handling: HstoreHandling,
     // --- transforms ---
-    /// Outbox tables (schema.table, repeatable or comma separated): each row
-    /// inserted into one becomes an event on the topic its routing column
-    /// names (Debezium's outbox EventRouter); their deletes produce nothing.
-    #[arg(
-        long = "outbox-table",
-        env = "PGCDC_OUTBOX_TABLE",
-        value_delimiter = ','
-    )]
-    pub outbox_tables: Vec<String>,
-
-    /// Outbox column with the event id, sent as the `id` header (table.field.event.id).
-    #[arg(long, env = "PGCDC_OUTBOX_FIELD_EVENT_ID", default_value = "id")]
-    pub outbox_field_event_id: String,
-
-    /// Outbox column with the record key, the aggregate id (table.field.event.key).
-    #[arg(
-        long,
-        env = "PGCDC_OUTBOX_FIELD_EVENT_KEY",
-        default_value = "aggregateid"
-    )]
-    pub outbox_field_event_key: String,
-
-    /// Outbox column with the event type, sent as the `eventType` header when present.
-    #[arg(long, env = "PGCDC_OUTBOX_FIELD_EVENT_TYPE", default_value = "type")]
-    pub outbox_field_event_type: String,
-
-    /// Outbox column with the payload, the record value as it is (table.field.event.payload).
-    #[arg(long, env = "PGCDC_OUTBOX_FIELD_PAYLOAD", default_value = "payload")]
-    pub outbox_field_payload: String,
-
-    /// Outbox column whose value names the topic (route.by.field).
-    #[arg(
-        long,
-        env = "PGCDC_OUTBOX_ROUTE_BY_FIELD",
-        default_value = "aggregatetype"
-    )]
-    pub outbox_route_by_field: String,
-
-    /// Topic of outbox events; ${routedByValue} is the routing column's value
-    /// (route.topic.replacement).
-    #[arg(
-        long,
-        env = "PGCDC_OUTBOX_ROUTE_TOPIC_REPLACEMENT",
-        default_value = "outbox.event.${routedByValue}"
-    )]
-    pub outbox_route_topic_replacement: String,
-
-    /// More outbox columns for each event: column:header[:alias] adds a
-    /// header, column:envelope[:alias] makes the value {payload, alias...}
-    /// (table.fields.additional.placement).
-    #[arg(long, env = "PGCDC_OUTBOX_ADDITIONAL_PLACEMENT", default_value = "", value_parser = crate::transform::parse_additional_placement)]
-    pub outbox_additional_placement: crate::transform::AdditionalPlacement,
-
-    /// Value of records of non-outbox tables: debezium (the change event
-    /// envelope) or unwrap (the row itself, as ExtractNewRecordState).
-    #[arg(long, env = "PGCDC_ENVELOPE", value_enum, default_value = "debezium")]
-    pub envelope: crate::transform::EnvelopeMode,
-
-    /// With --envelope unwrap, what a delete becomes: drop, tombstone,
-    /// rewrite (the before row with __deleted "true") or rewrite-with-tombstone
-    /// (delete.tombstone.handling.mode).
-    #[arg(
-        long,
-        env = "PGCDC_UNWRAP_DELETE_HANDLING",
-        value_enum,
-        default_value = "tombstone"
-    )]
-    pub unwrap_delete_handling: crate::transform::DeleteHandling,
-
-    /// With --envelope unwrap, envelope fields added to the value as
-    /// __<name>: e.g. op,table,lsn,source.ts_ms (add.fields).
-    #[arg(long, env = "PGCDC_UNWRAP_ADD_FIELDS", default_value = "", value_parser = crate::transform::parse_metadata_fields)]
-    pub unwrap_add_fields: crate::transform::MetadataFields,
-
-    /// With --envelope unwrap, envelope fields added as __<name> headers (add.headers).
-    #[arg(long, env = "PGCDC_UNWRAP_ADD_HEADERS", default_value = "", value_parser = crate::transform::parse_metadata_fields)]
-    pub unwrap_add_headers: crate::transform::MetadataFields,
+    #[command(flatten)]
+    pub transform: TransformOptions,
     // --- selection and routing ---
-    /// Schemas to capture: comma-separated regexes matching the whole schema
-    /// name, ignoring case (`\,` for a comma in one); Debezium's schema.include.list.
-    #[arg(long, env = "PGCDC_SCHEMA_INCLUDE_LIST")]
-    pub schema_include_list: Option<String>,
-
-    /// Schemas not to capture (schema.exclude.list); not with --schema-include-list.
-    #[arg(long, env = "PGCDC_SCHEMA_EXCLUDE_LIST")]
-    pub schema_exclude_list: Option<String>,
-
-    /// Tables to capture: comma-separated regexes matching the whole
-    /// `schema.table`, ignoring case (table.include.list).
-    #[arg(long, env = "PGCDC_TABLE_INCLUDE_LIST")]
-    pub table_include_list: Option<String>,
-
-    /// Tables not to capture (table.exclude.list); not with --table-include-list.
-    #[arg(long, env = "PGCDC_TABLE_EXCLUDE_LIST")]
-    pub table_exclude_list: Option<String>,
-
-    /// Columns to capture: regexes matching `schema.table.column`; the others
-    /// vanish from schemas and values (column.include.list).
-    #[arg(long, env = "PGCDC_COLUMN_INCLUDE_LIST")]
-    pub column_include_list: Option<String>,
-
-    /// Columns to leave out (column.exclude.list); key columns cannot be left out.
-    #[arg(long, env = "PGCDC_COLUMN_EXCLUDE_LIST")]
-    pub column_exclude_list: Option<String>,
-
-    /// Key columns per table, overriding the primary key (message.key.columns):
-    /// `schema.table:col1,col2;schema2.table2:colA`, the table part a regex.
-    #[arg(long, env = "PGCDC_MESSAGE_KEY_COLUMNS")]
-    pub message_key_columns: Option<String>,
-
-    /// Between the parts of topic names: <prefix><d><schema><d><table> (topic.delimiter).
-    #[arg(long, env = "PGCDC_TOPIC_DELIMITER", default_value = ".")]
-    pub topic_delimiter: String,
-
-    /// REGEX=REPLACEMENT (repeatable; the first match wins): records whose
-    /// default topic the regex matches go to the replacement, `$1` naming
-    /// groups (Debezium's ByLogicalTableRouter topic.regex / topic.replacement).
-    #[arg(long, env = "PGCDC_TOPIC_ROUTE")]
-    pub topic_route: Vec<String>,
-
-    /// Key field added to routed records, holding their default topic (key.field.name).
-    #[arg(
-        long,
-        env = "PGCDC_TOPIC_ROUTE_KEY_FIELD",
-        default_value = "__dbz__physicalTableIdentifier"
-    )]
-    pub topic_route_key_field: String,
-
-    /// Whether routed keys get --topic-route-key-field (key.enforce.uniqueness).
-    #[arg(long, env = "PGCDC_TOPIC_ROUTE_KEY_UNIQUENESS", default_value_t = true, action = clap::ArgAction::Set)]
-    pub topic_route_key_uniqueness: bool,
+    #[command(flatten)]
+    pub select: SelectOptions,
 
     /// Partitions of topics the connector creates; with --topic-replication-factor
     /// or --topic-config, each topic is created on first use if missing.
@@ -679,56 +514,6 @@ pub enum Delivery {
     ExactlyOnce,
 }
 
-/// Encoding of keys and values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Json,
-    Avro,
-}
-
-/// How Avro schemas represent temporal and decimal columns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AvroLogicalTypes {
-    /// Debezium-compatible: the Connect types, as the Confluent AvroConverter writes them.
-    Debezium,
-    /// Avro's own logical types (date, time-micros, timestamp-micros, uuid, decimal).
-    Native,
-}
-
-/// How registry subjects are named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SubjectNameStrategy {
-    /// `<topic>-key` and `<topic>-value` (TopicNameStrategy).
-    Topic,
-    /// The record's full name (RecordNameStrategy).
-    Record,
-}
-
-/// A secret: parsed like a string, never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// The secret itself, for handing to a client.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::str::FromStr for Secret {
-    type Err = std::convert::Infallible;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Secret(s.to_owned()))
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -772,19 +557,6 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("expected key=value, got {s:?}"))?;
     Ok((k.trim().to_owned(), v.trim().to_owned()))
 }
-
-/// A configuration value that fails validation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invalid {
-    pub field: &'static str,
-    pub value: String,
-    pub constraint: String,
-}
-
-/// Every invalid field at once.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid configuration:{}", .0.iter().map(|i| format!("\n  {}: {:?} {}", i.field, i.value, i.constraint)).collect::<String>())]
-pub struct ConfigError(pub Vec<Invalid>);
 
 /// Suffix of the slot that exists only while an initial snapshot runs.
 pub const SNAPSHOT_SLOT_SUFFIX: &str = "_snapshot";
@@ -896,7 +668,7 @@ impl RunConfig {
              (it also names Avro schemas)",
         );
         check(
-            self.format != Format::Avro || is_avro_namespace(&self.topic_prefix),
+            self.encode.format != Format::Avro || is_avro_namespace(&self.topic_prefix),
             "topic-prefix",
             &self.topic_prefix,
             "with --format avro must be dot-separated Avro names (letters, digits and '_', \
@@ -963,7 +735,7 @@ impl RunConfig {
             "must be at least 1024",
         );
         check(
-            self.format != Format::Avro || self.schema_registry_url.is_some(),
+            self.encode.format != Format::Avro || self.encode.schema_registry_url.is_some(),
             "schema-registry-url",
             "",
             "is required with --format avro",
@@ -1025,42 +797,9 @@ impl RunConfig {
             );
         }
         // --- transforms ---
-        for table in &self.outbox_tables {
-            check(
-                table
-                    .split_once('.')
-                    .is_some_and(|(s, t)| !s.is_empty() && !t.is_empty()),
-                "outbox-table",
-                table,
-                "must be schema.table",
-            );
+        for problem in self.transform.validate() {
+            check(false, problem.field, &problem.value, &problem.constraint);
         }
-        for (field, value) in [
-            ("outbox-field-event-id", &self.outbox_field_event_id),
-            ("outbox-field-event-key", &self.outbox_field_event_key),
-            ("outbox-field-event-type", &self.outbox_field_event_type),
-            ("outbox-field-payload", &self.outbox_field_payload),
-            ("outbox-route-by-field", &self.outbox_route_by_field),
-            (
-                "outbox-route-topic-replacement",
-                &self.outbox_route_topic_replacement,
-            ),
-        ] {
-            check(
-                !value.trim().is_empty(),
-                field,
-                value,
-                "must name a column (or a topic)",
-            );
-        }
-        let unwrapping = self.envelope == crate::transform::EnvelopeMode::Unwrap;
-        check(
-            unwrapping
-                || (self.unwrap_add_fields.0.is_empty() && self.unwrap_add_headers.0.is_empty()),
-            "unwrap-add-fields",
-            "",
-            "and --unwrap-add-headers need --envelope unwrap",
-        );
         check(
             !self.slot_temporary
                 || matches!(self.snapshot_mode, SnapshotMode::Never | SnapshotMode::NoData),
@@ -1101,10 +840,12 @@ impl RunConfig {
             }
         }
         // --- selection and routing ---
-        if let Err(invalid) = crate::select::Selection::from_config(self) {
+        if let Err(invalid) = crate::select::Selection::new(&self.select, &self.tables) {
             problems.extend(invalid);
         }
-        if let Err(invalid) = crate::select::TopicRouter::from_config(self) {
+        if let Err(invalid) =
+            crate::select::TopicRouter::from_options(&self.select, &self.topic_prefix)
+        {
             problems.extend(invalid);
         }
         for (flag, value) in [
@@ -1121,8 +862,8 @@ impl RunConfig {
         }
         problems.extend(self.pg_password.problems(&self.pg_url));
         problems.extend(self.kafka_security.problems(self));
-        if self.schema_registry_basic_auth.is_some()
-            && self.schema_registry_basic_auth_file.is_some()
+        if self.encode.schema_registry_basic_auth.is_some()
+            && self.encode.schema_registry_basic_auth_file.is_some()
         {
             problems.push(Invalid {
                 field: "schema-registry-basic-auth",
@@ -1140,9 +881,12 @@ impl RunConfig {
 
     /// The topic of transaction BEGIN/END records.
     pub fn transaction_topic(&self) -> String {
-        self.transaction_topic
-            .clone()
-            .unwrap_or_else(|| format!("{}{}transaction", self.topic_prefix, self.topic_delimiter))
+        self.transaction_topic.clone().unwrap_or_else(|| {
+            format!(
+                "{}{}transaction",
+                self.topic_prefix, self.select.topic_delimiter
+            )
+        })
     }
 
     /// The topic of heartbeat records: `<heartbeat-topics-prefix>.<topic-prefix>`
@@ -1150,7 +894,7 @@ impl RunConfig {
     pub fn heartbeat_topic(&self) -> String {
         format!(
             "{}{}{}",
-            self.heartbeat_topics_prefix, self.topic_delimiter, self.topic_prefix
+            self.heartbeat_topics_prefix, self.select.topic_delimiter, self.topic_prefix
         )
     }
 
@@ -1226,6 +970,14 @@ impl RunConfig {
         config
     }
 
+    /// The selection and the topic router of these flags, or every problem
+    /// with them.
+    pub fn selection(
+        &self,
+    ) -> Result<(crate::select::Selection, crate::select::TopicRouter), ConfigError> {
+        crate::select::build(&self.select, &self.tables, &self.topic_prefix)
+    }
+
     /// The PostgreSQL connection: `--pg-url` with `--pg-password` (or the
     /// file's) applied.
     pub fn pg(&self) -> PgUrl {
@@ -1233,13 +985,6 @@ impl RunConfig {
             Some(password) => self.pg_url.with_password(password),
             None => self.pg_url.clone(),
         }
-    }
-
-    /// The schema registry's `user:password`, from the flag or its file.
-    pub fn schema_registry_auth(&self) -> Option<&Secret> {
-        self.schema_registry_basic_auth
-            .as_ref()
-            .or(self.schema_registry_basic_auth_file.as_ref())
     }
 }
 

@@ -18,15 +18,81 @@
 //! distinct. Everything here is compiled once at start and consulted once
 //! per Relation message, never per row.
 
+use clap::Args;
 use regex::{Regex, RegexBuilder};
 
-use crate::config::{ConfigError, Invalid, RunConfig};
+use crate::options::{ConfigError, Invalid};
 
-/// The selection and the topic router of `config`, or every problem with them.
-pub fn from_config(config: &RunConfig) -> Result<(Selection, TopicRouter), ConfigError> {
+/// What is captured and how topics are named (the include/exclude lists,
+/// `--message-key-columns`, `--topic-delimiter`, `--topic-route*`).
+/// Flattened into `run`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct SelectOptions {
+    /// Schemas to capture: comma-separated regexes matching the whole schema
+    /// name, ignoring case (`\,` for a comma in one); Debezium's schema.include.list.
+    #[arg(long, env = "PGCDC_SCHEMA_INCLUDE_LIST")]
+    pub schema_include_list: Option<String>,
+
+    /// Schemas not to capture (schema.exclude.list); not with --schema-include-list.
+    #[arg(long, env = "PGCDC_SCHEMA_EXCLUDE_LIST")]
+    pub schema_exclude_list: Option<String>,
+
+    /// Tables to capture: comma-separated regexes matching the whole
+    /// `schema.table`, ignoring case (table.include.list).
+    #[arg(long, env = "PGCDC_TABLE_INCLUDE_LIST")]
+    pub table_include_list: Option<String>,
+
+    /// Tables not to capture (table.exclude.list); not with --table-include-list.
+    #[arg(long, env = "PGCDC_TABLE_EXCLUDE_LIST")]
+    pub table_exclude_list: Option<String>,
+
+    /// Columns to capture: regexes matching `schema.table.column`; the others
+    /// vanish from schemas and values (column.include.list).
+    #[arg(long, env = "PGCDC_COLUMN_INCLUDE_LIST")]
+    pub column_include_list: Option<String>,
+
+    /// Columns to leave out (column.exclude.list); key columns cannot be left out.
+    #[arg(long, env = "PGCDC_COLUMN_EXCLUDE_LIST")]
+    pub column_exclude_list: Option<String>,
+
+    /// Key columns per table, overriding the primary key (message.key.columns):
+    /// `schema.table:col1,col2;schema2.table2:colA`, the table part a regex.
+    #[arg(long, env = "PGCDC_MESSAGE_KEY_COLUMNS")]
+    pub message_key_columns: Option<String>,
+
+    /// Between the parts of topic names: <prefix><d><schema><d><table> (topic.delimiter).
+    #[arg(long, env = "PGCDC_TOPIC_DELIMITER", default_value = ".")]
+    pub topic_delimiter: String,
+
+    /// REGEX=REPLACEMENT (repeatable; the first match wins): records whose
+    /// default topic the regex matches go to the replacement, `$1` naming
+    /// groups (Debezium's ByLogicalTableRouter topic.regex / topic.replacement).
+    #[arg(long, env = "PGCDC_TOPIC_ROUTE")]
+    pub topic_route: Vec<String>,
+
+    /// Key field added to routed records, holding their default topic (key.field.name).
+    #[arg(
+        long,
+        env = "PGCDC_TOPIC_ROUTE_KEY_FIELD",
+        default_value = "__dbz__physicalTableIdentifier"
+    )]
+    pub topic_route_key_field: String,
+
+    /// Whether routed keys get --topic-route-key-field (key.enforce.uniqueness).
+    #[arg(long, env = "PGCDC_TOPIC_ROUTE_KEY_UNIQUENESS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub topic_route_key_uniqueness: bool,
+}
+
+/// The selection and the topic router of `options` (with the legacy
+/// `--table` list and the topic prefix), or every problem with them.
+pub fn build(
+    options: &SelectOptions,
+    tables: &[String],
+    prefix: &str,
+) -> Result<(Selection, TopicRouter), ConfigError> {
     match (
-        Selection::from_config(config),
-        TopicRouter::from_config(config),
+        Selection::new(options, tables),
+        TopicRouter::from_options(options, prefix),
     ) {
         (Ok(selection), Ok(router)) => Ok((selection, router)),
         (selection, router) => Err(ConfigError(
@@ -76,7 +142,7 @@ pub struct Selection {
 impl Selection {
     /// Compiles the filters of `config`, or names every flag and pattern
     /// that is wrong.
-    pub fn from_config(config: &RunConfig) -> Result<Self, Vec<Invalid>> {
+    pub fn new(options: &SelectOptions, tables: &[String]) -> Result<Self, Vec<Invalid>> {
         let mut problems = Vec::new();
         let filter = |include_flag: &'static str,
                       include: Option<&str>,
@@ -101,53 +167,52 @@ impl Selection {
         };
         let schemas = filter(
             "schema-include-list",
-            config.schema_include_list.as_deref(),
+            options.schema_include_list.as_deref(),
             "schema-exclude-list",
-            config.schema_exclude_list.as_deref(),
+            options.schema_exclude_list.as_deref(),
             &mut problems,
         );
         // `--table a.b,c.d` is an exact-name include list.
-        let legacy_tables = (!config.tables.is_empty()).then(|| {
-            config
-                .tables
+        let legacy_tables = (!tables.is_empty()).then(|| {
+            tables
                 .iter()
                 .map(|t| regex::escape(t).replace(',', "\\,"))
                 .collect::<Vec<_>>()
                 .join(",")
         });
-        if legacy_tables.is_some() && nonempty(config.table_include_list.as_deref()).is_some() {
+        if legacy_tables.is_some() && nonempty(options.table_include_list.as_deref()).is_some() {
             problems.push(Invalid {
                 field: "table",
-                value: config.tables.join(","),
+                value: tables.join(","),
                 constraint:
                     "cannot be combined with --table-include-list; --table is an exact-name \
                              include list, put its tables into --table-include-list"
                         .to_owned(),
             });
         }
-        let table_include = config
+        let table_include = options
             .table_include_list
             .as_deref()
             .or(legacy_tables.as_deref());
         let tables = filter(
-            if config.table_include_list.is_some() || legacy_tables.is_none() {
+            if options.table_include_list.is_some() || legacy_tables.is_none() {
                 "table-include-list"
             } else {
                 "table"
             },
             table_include,
             "table-exclude-list",
-            config.table_exclude_list.as_deref(),
+            options.table_exclude_list.as_deref(),
             &mut problems,
         );
         let columns = filter(
             "column-include-list",
-            config.column_include_list.as_deref(),
+            options.column_include_list.as_deref(),
             "column-exclude-list",
-            config.column_exclude_list.as_deref(),
+            options.column_exclude_list.as_deref(),
             &mut problems,
         );
-        let key_columns = match nonempty(config.message_key_columns.as_deref()) {
+        let key_columns = match nonempty(options.message_key_columns.as_deref()) {
             None => Vec::new(),
             Some(spec) => parse_key_columns(spec, &mut problems),
         };
@@ -310,25 +375,25 @@ impl TopicRouter {
         }
     }
 
-    /// The router `config` describes, or every flag that is wrong.
-    pub fn from_config(config: &RunConfig) -> Result<Self, Vec<Invalid>> {
+    /// The router `options` describe under `prefix`, or every flag that is wrong.
+    pub fn from_options(options: &SelectOptions, prefix: &str) -> Result<Self, Vec<Invalid>> {
         let mut problems = Vec::new();
-        if config.topic_delimiter.is_empty()
-            || !config
+        if options.topic_delimiter.is_empty()
+            || !options
                 .topic_delimiter
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         {
             problems.push(Invalid {
                 field: "topic-delimiter",
-                value: config.topic_delimiter.clone(),
+                value: options.topic_delimiter.clone(),
                 constraint: "must be one or more of the characters Kafka allows in topic names \
                              (letters, digits, '.', '_', '-')"
                     .to_owned(),
             });
         }
         let mut routes = Vec::new();
-        for route in &config.topic_route {
+        for route in &options.topic_route {
             let Some((pattern, replacement)) = route.split_once('=') else {
                 problems.push(Invalid {
                     field: "topic-route",
@@ -360,11 +425,11 @@ impl TopicRouter {
                 }),
             }
         }
-        let uniqueness = config.topic_route_key_uniqueness && !routes.is_empty();
-        if uniqueness && config.topic_route_key_field.trim().is_empty() {
+        let uniqueness = options.topic_route_key_uniqueness && !routes.is_empty();
+        if uniqueness && options.topic_route_key_field.trim().is_empty() {
             problems.push(Invalid {
                 field: "topic-route-key-field",
-                value: config.topic_route_key_field.clone(),
+                value: options.topic_route_key_field.clone(),
                 constraint: "must name a key field (or pass --topic-route-key-uniqueness false)"
                     .to_owned(),
             });
@@ -373,10 +438,10 @@ impl TopicRouter {
             return Err(problems);
         }
         Ok(TopicRouter {
-            prefix: config.topic_prefix.clone(),
-            delimiter: config.topic_delimiter.clone(),
+            prefix: prefix.to_owned(),
+            delimiter: options.topic_delimiter.clone(),
             routes,
-            key_field: uniqueness.then(|| config.topic_route_key_field.clone()),
+            key_field: uniqueness.then(|| options.topic_route_key_field.clone()),
         })
     }
 
@@ -512,14 +577,33 @@ pub fn sanitized_topic(name: &str) -> String {
 mod tests {
     use super::*;
 
-    fn config(args: &[&str]) -> RunConfig {
-        let mut argv = vec!["--pg-url", "postgres://u@h/d", "--topic-prefix", "app"];
-        argv.extend_from_slice(args);
-        RunConfig::from_args(argv).expect("arguments parse")
+    /// `run`'s flags that the selection reads.
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        select: SelectOptions,
+        #[arg(long = "table", value_delimiter = ',')]
+        tables: Vec<String>,
+    }
+
+    fn config(args: &[&str]) -> Flags {
+        use clap::Parser;
+        Flags::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+            .expect("arguments parse")
+    }
+
+    impl Flags {
+        fn selection(&self) -> Result<Selection, Vec<Invalid>> {
+            Selection::new(&self.select, &self.tables)
+        }
+
+        fn router(&self) -> Result<TopicRouter, Vec<Invalid>> {
+            TopicRouter::from_options(&self.select, "app")
+        }
     }
 
     fn selection(args: &[&str]) -> Selection {
-        Selection::from_config(&config(args)).expect("valid selection")
+        config(args).selection().expect("valid selection")
     }
 
     #[test]
@@ -574,7 +658,7 @@ mod tests {
 
     #[test]
     fn invalid_settings_name_flag_and_pattern() {
-        let problems = Selection::from_config(&config(&[
+        let problems = config(&[
             "--table-include-list",
             "public.(a",
             "--schema-include-list",
@@ -583,7 +667,8 @@ mod tests {
             "t",
             "--message-key-columns",
             "public.a",
-        ]))
+        ])
+        .selection()
         .expect_err("invalid");
         let fields: Vec<_> = problems
             .iter()
@@ -601,14 +686,15 @@ mod tests {
 
     #[test]
     fn routes_use_java_group_syntax_and_first_match_wins() {
-        let r = TopicRouter::from_config(&config(&[
+        let r = config(&[
             "--topic-route",
             "app\\.public\\.shard_(\\d+)=app.shards",
             "--topic-route",
             "(.*)\\.public\\.(.*)=$1.all_$2",
             "--topic-delimiter",
             ".",
-        ]))
+        ])
+        .router()
         .expect("valid");
         assert_eq!(r.route("app.public.shard_1").as_deref(), Some("app.shards"));
         assert_eq!(
@@ -625,7 +711,7 @@ mod tests {
 
     #[test]
     fn table_topics_replace_what_kafka_does_not_allow() {
-        let r = TopicRouter::from_config(&config(&[])).expect("valid");
+        let r = config(&[]).router().expect("valid");
         assert_eq!(r.table_topic("public", "orders"), "app.public.orders");
         assert_eq!(
             r.table_topic("Schéma", "my \"table\" 😀"),
@@ -636,10 +722,10 @@ mod tests {
 
     #[test]
     fn delimiter_shapes_topics() {
-        let r = TopicRouter::from_config(&config(&["--topic-delimiter", "_"])).expect("valid");
+        let r = config(&["--topic-delimiter", "_"]).router().expect("valid");
         assert_eq!(r.table_topic("public", "t"), "app_public_t");
         assert_eq!(r.message_topic(), "app_message");
         assert_eq!(r.key_field(), None, "no routes, no key field");
-        assert!(TopicRouter::from_config(&config(&["--topic-delimiter", "/"])).is_err());
+        assert!(config(&["--topic-delimiter", "/"]).router().is_err());
     }
 }

@@ -14,18 +14,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{Invalid, RunConfig, Secret};
-
-/// Reads a secret from a file, without its trailing newline.
-pub fn read_secret_file(path: &str) -> Result<Secret, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the secret file {path}: {e}"))?;
-    let secret = text.trim_end_matches(['\n', '\r']);
-    if secret.is_empty() {
-        return Err(format!("the secret file {path} is empty"));
-    }
-    Ok(secret.parse().unwrap_or_else(|never| match never {}))
-}
+use super::RunConfig;
+use crate::options::{read_secret_file, Invalid, Secret};
 
 /// The PostgreSQL password, kept out of the URL.
 #[derive(Debug, Clone, Default, Args)]

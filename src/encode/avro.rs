@@ -30,7 +30,7 @@ pub mod write;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::{AvroLogicalTypes, RunConfig, SubjectNameStrategy};
+use super::options::{AvroLogicalTypes, EncodeOptions, SubjectNameStrategy};
 use crate::event::envelope::{self, ConnectorInfo};
 use crate::event::metadata::TransactionBlock;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
@@ -118,28 +118,31 @@ struct Target<'a> {
 }
 
 impl AvroEncoder {
-    /// An encoder using the registry `config` names.
+    /// An encoder using the registry `options` name.
     ///
     /// # Errors
     /// When the registry settings are invalid (nothing is sent yet: an
     /// unreachable registry shows at the first event).
-    pub async fn from_config(config: &RunConfig, info: ConnectorInfo) -> Result<Self, EncodeError> {
-        let url = config
+    pub async fn from_options(
+        options: &EncodeOptions,
+        info: ConnectorInfo,
+    ) -> Result<Self, EncodeError> {
+        let url = options
             .schema_registry_url
             .as_deref()
             .ok_or(EncodeError::RegistrySetup(RegistryError::MissingUrl))?;
         let registry = SchemaRegistry::new(
             url,
-            config.schema_registry_auth(),
-            config.schema_registry_ca.as_deref(),
+            options.schema_registry_auth(),
+            options.schema_registry_ca.as_deref(),
         )
         .await
         .map_err(EncodeError::RegistrySetup)?;
         Ok(AvroEncoder::new(
             info,
             registry,
-            config.avro_logical_types,
-            config.subject_name_strategy,
+            options.avro_logical_types,
+            options.subject_name_strategy,
         ))
     }
 

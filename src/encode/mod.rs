@@ -7,17 +7,18 @@
 
 pub mod avro;
 pub mod json;
+pub mod options;
 pub mod registry;
 
 use std::fmt;
 use std::sync::Arc;
 
-use crate::config::{Format, RunConfig};
 use crate::event::envelope::ConnectorInfo;
 use crate::event::metadata::{self, Heartbeat, TransactionBlock, TransactionBoundary};
 use crate::event::value::{ConnectSchema, Value};
 use crate::event::{ChangeEvent, MessageEvent};
 use crate::metrics::Metrics;
+use options::{EncodeOptions, Format};
 
 use avro::AvroEncoder;
 use json::JsonEncoder;
@@ -181,12 +182,12 @@ pub enum Encoder {
 }
 
 impl Encoder {
-    /// The encoder `config` asks for.
-    pub async fn from_config(config: &RunConfig, info: ConnectorInfo) -> Result<Self, EncodeError> {
-        match config.format {
-            Format::Json => Ok(Encoder::Json(JsonEncoder::new(info, config.json_schemas))),
+    /// The encoder `options` ask for.
+    pub async fn new(options: &EncodeOptions, info: ConnectorInfo) -> Result<Self, EncodeError> {
+        match options.format {
+            Format::Json => Ok(Encoder::Json(JsonEncoder::new(info, options.json_schemas))),
             Format::Avro => Ok(Encoder::Avro(Box::new(
-                AvroEncoder::from_config(config, info).await?,
+                AvroEncoder::from_options(options, info).await?,
             ))),
         }
     }

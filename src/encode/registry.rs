@@ -37,7 +37,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 
-use crate::config::Secret;
+use crate::options::Secret;
 
 /// How long connecting to the registry may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

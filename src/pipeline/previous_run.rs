@@ -45,7 +45,7 @@ pub struct SlotLost {
 /// login (see [`crate::sink::login`]).
 pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String>, PipelineError> {
     let client_config = transactional::client_config(&config.producer_config());
-    let prefix = format!("{}{}", config.topic_prefix, config.topic_delimiter);
+    let prefix = format!("{}{}", config.topic_prefix, config.select.topic_delimiter);
     let probe = tokio::task::spawn_blocking(move || -> Result<Vec<String>, Interrupted<String>> {
         let failed = |e: KafkaError| Interrupted::Failed(e.to_string());
         let (client, metadata) =

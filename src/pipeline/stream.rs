@@ -97,7 +97,7 @@ pub async fn run_once(
     first: bool,
     metrics: &Arc<Metrics>,
 ) -> Result<(), PipelineError> {
-    let (selection, router) = crate::select::from_config(config)?;
+    let (selection, router) = config.selection()?;
     let sql = setup::connect(&config.pg()).await?;
     let status = setup::prepare(&sql, config, &selection).await?;
     let types = setup::load_types(&sql).await?;
@@ -212,8 +212,8 @@ pub async fn run_once(
         relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
             .with_selection(Arc::new(selection), Arc::new(router.clone())),
         topics: TopicCreator::from_config(config)?,
-        transforms: Transforms::from_config(config, info.clone()),
-        encoder: Encoder::from_config(config, info)
+        transforms: Transforms::new(&config.transform, info.clone()),
+        encoder: Encoder::new(&config.encode, info)
             .await?
             .with_metrics(Arc::clone(metrics)),
         sink: Arc::new(sink),

@@ -73,7 +73,6 @@ pub struct Progress {
     pub failure: Option<Arc<SinkError>>,
 }
 
-
 /// How often librdkafka reports its statistics (read for the retry count).
 const STATISTICS_INTERVAL_MS: &str = "5000";
 

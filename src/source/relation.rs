@@ -524,10 +524,9 @@ mod tests {
         let mut argv = vec!["--pg-url", "postgres://u@h/d", "--topic-prefix", "app"];
         argv.extend_from_slice(args);
         let config = RunConfig::from_args(argv).expect("flags");
-        RelationCache::new("app", ValueOptions::default(), TypeRegistry::default()).with_selection(
-            Arc::new(Selection::from_config(&config).expect("selection")),
-            Arc::new(TopicRouter::from_config(&config).expect("router")),
-        )
+        let (selection, router) = config.selection().expect("selection");
+        RelationCache::new("app", ValueOptions::default(), TypeRegistry::default())
+            .with_selection(Arc::new(selection), Arc::new(router))
     }
 
     /// `public.<name>` with int4 `id` (primary key), text `secret`, int4 `v`.

@@ -19,6 +19,7 @@
 //! their serialized or registered forms by identity and the hot path does no
 //! schema work and no HTTP.
 
+pub mod options;
 pub mod outbox;
 pub mod unwrap;
 
@@ -29,7 +30,6 @@ use base64::Engine;
 use clap::ValueEnum;
 
 use crate::checkpoint::TxnId;
-use crate::config::RunConfig;
 use crate::encode::{EncodeError, Encoder};
 use crate::event::envelope::ConnectorInfo;
 use crate::event::metadata::TransactionBlock;
@@ -37,6 +37,7 @@ use crate::event::value::Value;
 use crate::event::{ChangeEvent, TableSchema};
 use crate::lsn::Lsn;
 use crate::sink::EncodedRecord;
+use options::TransformOptions;
 
 use outbox::OutboxRouter;
 use unwrap::Unwrap;
@@ -293,13 +294,12 @@ pub struct Transforms {
 }
 
 impl Transforms {
-    /// The transforms `config` asks for; `info` fills the envelope fields
+    /// The transforms `options` ask for; `info` fills the envelope fields
     /// unwrap may add.
-    pub fn from_config(config: &RunConfig, info: ConnectorInfo) -> Self {
+    pub fn new(options: &TransformOptions, info: ConnectorInfo) -> Self {
         Transforms {
-            outbox: (!config.outbox_tables.is_empty()).then(|| OutboxRouter::from_config(config)),
-            unwrap: (config.envelope == EnvelopeMode::Unwrap)
-                .then(|| Unwrap::from_config(config, info)),
+            outbox: (!options.outbox_tables.is_empty()).then(|| OutboxRouter::new(options)),
+            unwrap: (options.envelope == EnvelopeMode::Unwrap).then(|| Unwrap::new(options, info)),
         }
     }
 
@@ -474,10 +474,16 @@ mod tests {
         );
     }
 
-    fn parse(args: &[&str]) -> Result<RunConfig, clap::Error> {
-        let mut argv = vec!["--pg-url", "postgres://u@h/d", "--topic-prefix", "app"];
-        argv.extend_from_slice(args);
-        RunConfig::from_args(argv)
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        transform: TransformOptions,
+    }
+
+    fn parse(args: &[&str]) -> Result<TransformOptions, clap::Error> {
+        use clap::Parser;
+        let argv = std::iter::once("run").chain(args.iter().copied());
+        Flags::try_parse_from(argv).map(|f| f.transform)
     }
 
     #[test]
@@ -520,7 +526,7 @@ mod tests {
             "op",
         ])
         .expect("parses");
-        c.validate().expect("valid");
+        assert_eq!(c.validate(), []);
         assert_eq!(c.outbox_tables, ["public.a", "s.b", "public.c"]);
         assert_eq!(
             c.unwrap_delete_handling,
@@ -535,13 +541,7 @@ mod tests {
         assert!(parse(&["--outbox-additional-placement", "x:partition"]).is_err());
         assert!(parse(&["--unwrap-delete-handling", "none"]).is_err());
         let c = parse(&["--outbox-table", "outbox", "--unwrap-add-fields", "op"]).expect("parses");
-        let fields: Vec<&str> = c
-            .validate()
-            .expect_err("invalid")
-            .0
-            .iter()
-            .map(|i| i.field)
-            .collect();
+        let fields: Vec<&str> = c.validate().iter().map(|i| i.field).collect();
         assert_eq!(fields, ["outbox-table", "unwrap-add-fields"]);
     }
 

@@ -40,9 +40,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::options::TransformOptions;
 use super::{header_value, intern, AdditionalField, Placement, Topic, TransformError};
 use crate::checkpoint::TxnId;
-use crate::config::RunConfig;
 use crate::encode::{json, Encoder, RecordPart};
 use crate::event::value::{ConnectSchema, Field, Value};
 use crate::event::{ChangeEvent, Op, TableSchema};
@@ -105,9 +105,9 @@ struct Route {
 }
 
 impl OutboxRouter {
-    /// The router `config` sets up.
-    pub fn from_config(config: &RunConfig) -> Self {
-        let additional: Vec<(AdditionalField, &'static str)> = config
+    /// The router `options` set up.
+    pub fn new(options: &TransformOptions) -> Self {
+        let additional: Vec<(AdditionalField, &'static str)> = options
             .outbox_additional_placement
             .0
             .iter()
@@ -115,23 +115,23 @@ impl OutboxRouter {
             .collect();
         let type_header = !additional.iter().any(|(f, alias)| {
             f.placement == Placement::Header
-                && (f.column == config.outbox_field_event_type || *alias == TYPE_HEADER)
+                && (f.column == options.outbox_field_event_type || *alias == TYPE_HEADER)
         });
         OutboxRouter {
-            tables: config
+            tables: options
                 .outbox_tables
                 .iter()
                 .filter_map(|t| t.split_once('.'))
                 .map(|(s, t)| (s.to_owned(), t.to_owned()))
                 .collect(),
             columns: Columns {
-                id: config.outbox_field_event_id.clone(),
-                key: config.outbox_field_event_key.clone(),
-                kind: config.outbox_field_event_type.clone(),
-                payload: config.outbox_field_payload.clone(),
-                route: config.outbox_route_by_field.clone(),
+                id: options.outbox_field_event_id.clone(),
+                key: options.outbox_field_event_key.clone(),
+                kind: options.outbox_field_event_type.clone(),
+                payload: options.outbox_field_payload.clone(),
+                route: options.outbox_route_by_field.clone(),
             },
-            replacement: config.outbox_route_topic_replacement.as_str().into(),
+            replacement: options.outbox_route_topic_replacement.as_str().into(),
             additional,
             type_header,
             resolved: HashMap::new(),

@@ -21,11 +21,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::options::TransformOptions;
 use super::{
     header_value, intern, struct_field, Block, DeleteHandling, MetadataField, Stamp, TransformError,
 };
 use crate::checkpoint::TxnId;
-use crate::config::RunConfig;
 use crate::encode::{Encoder, RecordPart};
 use crate::event::envelope::{self, ConnectorInfo};
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
@@ -55,12 +55,12 @@ struct UnwrapSchema {
 }
 
 impl Unwrap {
-    /// Unwrap as `config` sets it up; `info` fills the `source` fields.
-    pub fn from_config(config: &RunConfig, info: ConnectorInfo) -> Self {
+    /// Unwrap as `options` set it up; `info` fills the `source` fields.
+    pub fn new(options: &TransformOptions, info: ConnectorInfo) -> Self {
         Unwrap {
-            delete: config.unwrap_delete_handling,
-            fields: config.unwrap_add_fields.0.clone(),
-            headers: config
+            delete: options.unwrap_delete_handling,
+            fields: options.unwrap_add_fields.0.clone(),
+            headers: options
                 .unwrap_add_headers
                 .0
                 .iter()

@@ -37,7 +37,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value as Json};
 
-use crate::config::AvroLogicalTypes;
+use crate::encode::options::AvroLogicalTypes;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 
 /// Kafka Connect's decimal logical type.

@@ -13,7 +13,7 @@
 use apache_avro::types::Value as AvroValue;
 
 use super::schema::{is_avro_decimal, null_first, NativeType};
-use crate::config::AvroLogicalTypes;
+use crate::encode::options::AvroLogicalTypes;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 
 /// Debezium's TIMESTAMP `infinity` sentinel (pgjdbc's `DATE_POSITIVE_INFINITY`), µs.

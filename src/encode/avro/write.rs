@@ -20,7 +20,7 @@ use std::io::Write;
 
 use super::schema::{is_avro_decimal, null_first, NativeType};
 use super::value::zoned_timestamp_micros;
-use crate::config::AvroLogicalTypes;
+use crate::encode::options::AvroLogicalTypes;
 use crate::event::envelope::ConnectorInfo;
 use crate::event::metadata::{transaction_value, TransactionBlock};
 use crate::event::value::{ConnectSchema, ConnectType, Value};

@@ -1,0 +1,91 @@
+//! The encoding stage's options: JSON or Avro, and the schema registry.
+//! Flattened into `run`'s flags; the encoder is built from these alone.
+
+use clap::{Args, ValueEnum};
+
+use crate::options::{read_secret_file, Secret};
+
+/// Encoding of keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Json,
+    Avro,
+}
+
+/// How Avro schemas represent temporal and decimal columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AvroLogicalTypes {
+    /// Debezium-compatible: the Connect types, as the Confluent AvroConverter writes them.
+    Debezium,
+    /// Avro's own logical types (date, time-micros, timestamp-micros, uuid, decimal).
+    Native,
+}
+
+/// How registry subjects are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SubjectNameStrategy {
+    /// `<topic>-key` and `<topic>-value` (TopicNameStrategy).
+    Topic,
+    /// The record's full name (RecordNameStrategy).
+    Record,
+}
+
+/// How keys and values are encoded (`--format` and the registry's flags).
+#[derive(Debug, Clone, Args)]
+pub struct EncodeOptions {
+    /// Embed the Kafka Connect schema in every JSON key and value
+    /// (JsonConverter's schemas.enable).
+    #[arg(long, env = "PGCDC_JSON_SCHEMAS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub json_schemas: bool,
+
+    /// Encoding of keys and values: json (Kafka Connect JsonConverter) or avro
+    /// (Confluent AvroConverter, with schemas in --schema-registry-url).
+    #[arg(long, env = "PGCDC_FORMAT", value_enum, default_value = "json")]
+    pub format: Format,
+
+    /// Confluent-compatible schema registry base URL (needed for --format avro).
+    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_URL")]
+    pub schema_registry_url: Option<String>,
+
+    /// Schema registry basic auth, user:password.
+    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_BASIC_AUTH")]
+    pub schema_registry_basic_auth: Option<Secret>,
+
+    /// File holding the schema registry's basic auth, user:password (a
+    /// trailing newline is ignored).
+    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_BASIC_AUTH_FILE", value_parser = read_secret_file)]
+    pub schema_registry_basic_auth_file: Option<Secret>,
+
+    /// PEM file of the CA that signs the schema registry's TLS certificate.
+    #[arg(long, env = "PGCDC_SCHEMA_REGISTRY_CA")]
+    pub schema_registry_ca: Option<std::path::PathBuf>,
+
+    /// Avro types for dates, times and decimals: debezium (Debezium's Connect
+    /// types: plain int/long/string with connect.name) or native (Avro logical types).
+    #[arg(
+        long,
+        env = "PGCDC_AVRO_LOGICAL_TYPES",
+        value_enum,
+        default_value = "debezium"
+    )]
+    pub avro_logical_types: AvroLogicalTypes,
+
+    /// Registry subject names: topic (<topic>-key / <topic>-value) or record
+    /// (the record's full name).
+    #[arg(
+        long,
+        env = "PGCDC_SUBJECT_NAME_STRATEGY",
+        value_enum,
+        default_value = "topic"
+    )]
+    pub subject_name_strategy: SubjectNameStrategy,
+}
+
+impl EncodeOptions {
+    /// The schema registry's `user:password`, from the flag or its file.
+    pub fn schema_registry_auth(&self) -> Option<&Secret> {
+        self.schema_registry_basic_auth
+            .as_ref()
+            .or(self.schema_registry_basic_auth_file.as_ref())
+    }
+}
