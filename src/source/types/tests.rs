@@ -395,12 +395,7 @@ fn display_names_the_type_with_its_modifier() {
 }
 
 #[test]
-fn md5_and_name_uuid_match_java() {
-    let hex = |b: [u8; 16]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    assert_eq!(hex(md5(b"")), "d41d8cd98f00b204e9800998ecf8427e");
-    assert_eq!(hex(md5(b"abc")), "900150983cd24fb0d6963f7d28e17f72");
-    let long = [b'a'; 200];
-    assert_eq!(hex(md5(&long)), "887f30b43b2867f4a9accceee7d16e6c");
+fn name_uuid_matches_java() {
     // java.util.UUID.nameUUIDFromBytes("__debezium_unavailable_value".getBytes())
     assert_eq!(
         name_uuid_from_bytes(DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER.as_bytes()),
