@@ -4,10 +4,23 @@
 #
 #   scripts/vendor-crate.sh rdkafka-sys 4.10.0+2.12.1
 #   scripts/vendor-crate.sh pgwire-replication 0.5.0
+#
+# With --check, nothing is replaced: the copy is re-created in a temporary
+# directory and compared with vendor/<crate>; any difference (a file edited
+# by hand, a patch not in vendor/patches/) fails with the diff. Without a
+# version, --check reads it from vendor/<crate>/Cargo.toml. `.ci/run` checks
+# every vendored crate this way.
+#
+#   scripts/vendor-crate.sh --check rdkafka-sys
 set -euo pipefail
-name="${1:?usage: $0 <crate> <version>}"
-version="${2:?usage: $0 <crate> <version>}"
+check=false
+if [[ "${1:-}" == --check ]]; then check=true; shift; fi
+name="${1:?usage: $0 [--check] <crate> <version>}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
+if [[ -z "${2:-}" && $check == true ]]; then
+    version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/vendor/$name/Cargo.toml" | head -1)
+fi
+version="${2:-${version:?usage: $0 [--check] <crate> <version>}}"
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 
 crate=$(find "$cargo_home/registry/cache" -name "$name-$version.crate" 2>/dev/null | head -1)
@@ -37,6 +50,18 @@ patches=("$root/vendor/patches/$name"/*.patch)
 for patch in "${patches[@]}"; do
     patch -d "$src" -p1 --no-backup-if-mismatch < "$patch"
 done
+if [[ $check == true ]]; then
+    if diff -r "$src" "$root/vendor/$name" > "$work/diff"; then
+        echo "vendor/$name is exactly $name $version with ${#patches[@]} patch(es)"
+        rm -rf "$work"
+        exit 0
+    fi
+    echo "vendor/$name differs from $name $version with vendor/patches/$name/*.patch:" >&2
+    head -200 "$work/diff" >&2
+    echo "put every change in a patch under vendor/patches/$name/ and re-create the copy with $0 $name $version" >&2
+    rm -rf "$work"
+    exit 1
+fi
 rm -rf "${root:?}/vendor/$name"
 mv "$src" "$root/vendor/$name"
 rm -rf "$work"
