@@ -14,6 +14,8 @@ pub use security::{SaslMechanism, SecurityProtocol};
 pub use setting::{ConfigSources, LoadError, Origin, Origins, Problem};
 
 pub use crate::encode::options::{AvroLogicalTypes, EncodeOptions, Format, SubjectNameStrategy};
+use crate::naming::Names;
+pub use crate::naming::SNAPSHOT_SLOT_SUFFIX;
 pub use crate::options::{ConfigError, Invalid, Secret};
 pub use crate::select::SelectOptions;
 pub use crate::transform::options::TransformOptions;
@@ -558,9 +560,6 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
     Ok((k.trim().to_owned(), v.trim().to_owned()))
 }
 
-/// Suffix of the slot that exists only while an initial snapshot runs.
-pub const SNAPSHOT_SLOT_SUFFIX: &str = "_snapshot";
-
 /// librdkafka settings the delivery guarantee depends on; a pass-through
 /// property may not contradict them.
 const PINNED_PRODUCER_SETTINGS: &[(&str, &str)] =
@@ -760,7 +759,8 @@ impl RunConfig {
             );
         }
         check(
-            is_topic_name(&self.heartbeat_topics_prefix) && self.heartbeat_topic().len() <= 249,
+            is_topic_name(&self.heartbeat_topics_prefix)
+                && self.names().heartbeat_topic().len() <= 249,
             "heartbeat-topics-prefix",
             &self.heartbeat_topics_prefix,
             "must be letters, digits, '.', '_' or '-', and with '.<topic-prefix>' at most 249 \
@@ -809,7 +809,7 @@ impl RunConfig {
         );
         // --- exactly-once ---
         if self.delivery == Delivery::ExactlyOnce {
-            let name = self.connector_name();
+            let name = self.names().connector_name();
             check(
                 !name.is_empty()
                     && name.len() <= 200
@@ -819,9 +819,9 @@ impl RunConfig {
                 "must be 1-200 characters without spaces (it names the transactional.id)",
             );
             check(
-                is_topic_prefix(&self.progress_topic()),
+                is_topic_prefix(&self.names().progress_topic()),
                 "progress-topic",
-                &self.progress_topic(),
+                &self.names().progress_topic(),
                 "must contain only letters, digits, '.', '_' or '-'",
             );
             check(
@@ -879,43 +879,17 @@ impl RunConfig {
         }
     }
 
-    /// The topic of transaction BEGIN/END records.
-    pub fn transaction_topic(&self) -> String {
-        self.transaction_topic.clone().unwrap_or_else(|| {
-            format!(
-                "{}{}transaction",
-                self.topic_prefix, self.select.topic_delimiter
-            )
-        })
-    }
-
-    /// The topic of heartbeat records: `<heartbeat-topics-prefix>.<topic-prefix>`
-    /// (with `--topic-delimiter` in place of the dot, as Debezium names them).
-    pub fn heartbeat_topic(&self) -> String {
-        format!(
-            "{}{}{}",
-            self.heartbeat_topics_prefix, self.select.topic_delimiter, self.topic_prefix
-        )
-    }
-
-    // --- exactly-once ---
-    /// `--connector-name`, or the topic prefix.
-    pub fn connector_name(&self) -> String {
-        self.connector_name
-            .clone()
-            .unwrap_or_else(|| self.topic_prefix.clone())
-    }
-
-    /// The transactional.id of `--delivery exactly-once`.
-    pub fn transactional_id(&self) -> String {
-        format!("pgcdc-kafka-{}", self.connector_name())
-    }
-
-    /// `--progress-topic`, or `<prefix>.progress`.
-    pub fn progress_topic(&self) -> String {
-        self.progress_topic
-            .clone()
-            .unwrap_or_else(|| format!("{}.progress", self.topic_prefix))
+    /// The names derived from these settings (topics, ids, slots).
+    pub fn names(&self) -> Names {
+        Names {
+            prefix: self.topic_prefix.clone(),
+            delimiter: self.select.topic_delimiter.clone(),
+            connector: self.connector_name.clone(),
+            slot: self.slot_name.clone(),
+            transaction_topic: self.transaction_topic.clone(),
+            heartbeat_topics_prefix: self.heartbeat_topics_prefix.clone(),
+            progress_topic: self.progress_topic.clone(),
+        }
     }
 
     /// Parallel snapshot connections.
@@ -923,11 +897,6 @@ impl RunConfig {
         self.snapshot_workers.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
         })
-    }
-
-    /// The slot that exists only while the initial snapshot runs.
-    pub fn snapshot_slot_name(&self) -> String {
-        format!("{}{SNAPSHOT_SLOT_SUFFIX}", self.slot_name)
     }
 
     /// How column values are decoded.
@@ -955,7 +924,7 @@ impl RunConfig {
         settings.insert("partitioner", "murmur2_random".to_owned());
         settings.insert("compression.type", "lz4".to_owned());
         settings.insert("linger.ms", "5".to_owned());
-        settings.insert("client.id", format!("pgcdc-kafka-{}", self.topic_prefix));
+        settings.insert("client.id", self.names().client_id());
         let mut config = ClientConfig::new();
         for (k, v) in settings {
             config.set(k, v);
@@ -1118,9 +1087,9 @@ mod tests {
     fn transaction_metadata_and_heartbeat_flags() {
         let c = parse(&["--topic-prefix", "app"]);
         assert!(!c.provide_transaction_metadata);
-        assert_eq!(c.transaction_topic(), "app.transaction");
+        assert_eq!(c.names().transaction_topic(), "app.transaction");
         assert!(c.heartbeat_interval.is_zero());
-        assert_eq!(c.heartbeat_topic(), "__debezium-heartbeat.app");
+        assert_eq!(c.names().heartbeat_topic(), "__debezium-heartbeat.app");
         c.validate().expect("valid");
         let c = parse(&[
             "--topic-prefix",
@@ -1135,9 +1104,9 @@ mod tests {
             "hb",
         ]);
         assert!(c.provide_transaction_metadata);
-        assert_eq!(c.transaction_topic(), "txns");
+        assert_eq!(c.names().transaction_topic(), "txns");
         assert_eq!(c.heartbeat_interval, Duration::from_secs(10));
-        assert_eq!(c.heartbeat_topic(), "hb.app");
+        assert_eq!(c.names().heartbeat_topic(), "hb.app");
         c.validate().expect("valid");
         let bad = parse(&[
             "--topic-prefix",

@@ -27,6 +27,7 @@ pub mod event;
 pub mod http;
 pub mod lsn;
 pub mod metrics;
+pub mod naming;
 pub mod options;
 pub mod pipeline;
 pub mod progress;

@@ -21,6 +21,7 @@
 use clap::Args;
 use regex::{Regex, RegexBuilder};
 
+use crate::naming::Names;
 use crate::options::{ConfigError, Invalid};
 
 /// What is captured and how topics are named (the include/exclude lists,
@@ -357,8 +358,7 @@ fn parse_key_columns(spec: &str, problems: &mut Vec<Invalid>) -> Vec<(Regex, Vec
 /// Topic names: the default `<prefix><d><schema><d><table>`, and routes.
 #[derive(Debug, Clone)]
 pub struct TopicRouter {
-    prefix: String,
-    delimiter: String,
+    names: Names,
     routes: Vec<(Regex, String)>,
     /// The key field naming the original topic on routed records, if any.
     key_field: Option<String>,
@@ -368,8 +368,7 @@ impl TopicRouter {
     /// Default names only, with `.` between the parts.
     pub fn new(prefix: &str) -> Self {
         TopicRouter {
-            prefix: prefix.to_owned(),
-            delimiter: ".".to_owned(),
+            names: Names::new(prefix),
             routes: Vec::new(),
             key_field: None,
         }
@@ -438,8 +437,10 @@ impl TopicRouter {
             return Err(problems);
         }
         Ok(TopicRouter {
-            prefix: prefix.to_owned(),
-            delimiter: options.topic_delimiter.clone(),
+            names: Names {
+                delimiter: options.topic_delimiter.clone(),
+                ..Names::new(prefix)
+            },
             routes,
             key_field: uniqueness.then(|| options.topic_route_key_field.clone()),
         })
@@ -450,8 +451,7 @@ impl TopicRouter {
     /// Debezium's `TopicNamingStrategy.sanitizedTopicName` does (routes see
     /// the sanitized name).
     pub fn table_topic(&self, schema: &str, table: &str) -> String {
-        let d = &self.delimiter;
-        sanitized_topic(&format!("{}{d}{schema}{d}{table}", self.prefix))
+        self.names.table_topic(schema, table)
     }
 
     /// The topic a table's records go to: routed, or the default.
@@ -462,7 +462,7 @@ impl TopicRouter {
 
     /// The topic of `pg_logical_emit_message` records.
     pub fn message_topic(&self) -> String {
-        format!("{}{}message", self.prefix, self.delimiter)
+        self.names.message_topic()
     }
 
     /// Where records of `topic` go when a route matches it.
@@ -543,34 +543,6 @@ pub enum SelectionError {
     InvalidTopic { table: String, topic: String },
     #[error("the key of {table} already has a column named {field:?}, the field --topic-route adds to routed keys; choose another --topic-route-key-field")]
     KeyFieldConflict { table: String, field: String },
-}
-
-/// Whether `topic` is a legal Kafka topic name.
-pub fn is_valid_topic(topic: &str) -> bool {
-    !topic.is_empty()
-        && topic.len() <= 249
-        && topic != "."
-        && topic != ".."
-        && topic.chars().all(is_topic_char)
-}
-
-/// Whether Kafka allows `c` in a topic name: `[a-zA-Z0-9._-]`.
-pub fn is_topic_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
-}
-
-/// `name` with each character Kafka does not allow in a topic name replaced
-/// by `_`: one `_` per UTF-16 unit, since Debezium replaces Java `char`s (so
-/// an emoji, a surrogate pair, becomes `__`).
-pub fn sanitized_topic(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        match is_topic_char(c) {
-            true => out.push(c),
-            false => out.extend(std::iter::repeat_n('_', c.len_utf16())),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -717,7 +689,7 @@ mod tests {
             r.table_topic("Schéma", "my \"table\" 😀"),
             "app.Sch_ma.my__table____"
         );
-        assert!(is_valid_topic(&r.table_topic("ü", "☃")));
+        assert!(crate::naming::is_valid_topic(&r.table_topic("ü", "☃")));
     }
 
     #[test]

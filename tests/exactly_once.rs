@@ -666,7 +666,7 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
     // 2. Another producer initializes the same transactional.id: the
     //    running instance is fenced and stops.
     let config = RunConfig::from_args(&args).expect("flags");
-    let transactional_id = config.transactional_id();
+    let transactional_id = config.names().transactional_id();
     let (usurper, _progress) = KafkaSink::transactional(
         &transactional::producer_config(&config),
         InFlightLimits {

@@ -411,14 +411,17 @@ impl AvroEncoder {
 
     /// The subject of `part` of records on `topic` described by `connect`.
     fn subject(&self, topic: &str, part: RecordPart, connect: &ConnectSchema) -> String {
-        // RecordNameStrategy names records; a primitive (an outbox payload
-        // column) has no record name, so it keeps the topic's subject.
-        match (self.subjects, connect.name.as_deref()) {
-            (SubjectNameStrategy::Record, Some(name)) if connect.kind == ConnectType::Struct => {
-                name.to_owned()
-            }
-            _ => format!("{topic}-{part}"),
-        }
+        // Only a struct has a record name to register under.
+        let record = connect
+            .name
+            .as_deref()
+            .filter(|_| connect.kind == ConnectType::Struct);
+        crate::naming::subject(
+            self.subjects == SubjectNameStrategy::Record,
+            topic,
+            part,
+            record,
+        )
     }
 
     /// Counts registrations and registry errors into `metrics`.

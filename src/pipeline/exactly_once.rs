@@ -35,8 +35,8 @@ pub(super) async fn start_streaming(
         let server = setup::current_wal_lsn(&stream.sql).await?;
         if record.lsn > server {
             return Err(SinkError::ProgressAhead {
-                topic: stream.config.progress_topic(),
-                connector: stream.config.connector_name(),
+                topic: stream.config.names().progress_topic(),
+                connector: stream.config.names().connector_name(),
                 recorded: record.lsn,
                 server,
             }
@@ -109,7 +109,8 @@ pub(super) async fn recover_committed_snapshot(
     if config.delivery != Delivery::ExactlyOnce {
         return Ok(None);
     }
-    let Some(point) = setup::confirmed_flush_lsn(sql, &config.snapshot_slot_name()).await? else {
+    let Some(point) = setup::confirmed_flush_lsn(sql, &config.names().snapshot_slot()).await?
+    else {
         return Ok(None);
     };
     let (sink, _progress) = KafkaSink::transactional(

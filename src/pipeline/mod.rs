@@ -345,7 +345,7 @@ pub async fn run_with_metrics(
 async fn drop_slot_on_stop(config: &RunConfig) -> Result<(), PipelineError> {
     let sql = crate::source::setup::connect(&config.pg()).await?;
     // The working slot too, left behind when a stop interrupted a snapshot.
-    for slot in [config.slot_name.clone(), config.snapshot_slot_name()] {
+    for slot in [config.slot_name.clone(), config.names().snapshot_slot()] {
         crate::source::setup::drop_slot_when_inactive(&sql, &slot, config.shutdown_timeout).await?;
     }
     tracing::warn!(

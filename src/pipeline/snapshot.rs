@@ -82,12 +82,12 @@ pub(super) async fn export_slot(
     config: &RunConfig,
     sql: &tokio_postgres::Client,
 ) -> Result<ExportedSlot, PipelineError> {
-    let working = config.snapshot_slot_name();
+    let working = config.names().snapshot_slot();
     setup::drop_slot(sql, &working).await?;
     let repl = config
         .pg()
         .replication_config(working.clone(), config.publication_name.clone())
-        .with_application_name(format!("pgcdc-kafka-{}-snapshot", config.topic_prefix));
+        .with_application_name(config.names().snapshot_application_name());
     let create_error = |error| SnapshotError::CreateSlot {
         slot: working.clone(),
         error,
@@ -127,7 +127,7 @@ pub(super) async fn promote_slot(
     config: &RunConfig,
     sql: &tokio_postgres::Client,
 ) -> Result<(), SetupError> {
-    let working = config.snapshot_slot_name();
+    let working = config.names().snapshot_slot();
     setup::copy_slot(sql, &working, &config.slot_name).await?;
     setup::drop_slot(sql, &working).await?;
     tracing::info!(slot = %config.slot_name, "snapshot complete; slot ready for streaming");

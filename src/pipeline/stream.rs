@@ -120,7 +120,7 @@ pub async fn run_once(
         }
         SlotStatus::Ready { confirmed_flush } => {
             // A working slot left by a crash between promoting and dropping it.
-            setup::drop_slot(&sql, &config.snapshot_slot_name()).await?;
+            setup::drop_slot(&sql, &config.names().snapshot_slot()).await?;
             if config.snapshot_mode == SnapshotMode::InitialOnly {
                 tracing::info!(slot = %config.slot_name, "the slot exists, so its snapshot was taken; nothing to do");
                 summary.stopped = StopReason::SnapshotCompleted;
@@ -140,7 +140,7 @@ pub async fn run_once(
         }
         SlotStatus::Missing
             if config.snapshot_mode == SnapshotMode::Initial
-                && setup::slot_status(&sql, &config.snapshot_slot_name()).await?
+                && setup::slot_status(&sql, &config.names().snapshot_slot()).await?
                     == SlotStatus::Missing =>
         {
             // Not an interrupted snapshot (its working slot would exist): a

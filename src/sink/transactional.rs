@@ -75,9 +75,9 @@ pub struct EosSettings {
 impl EosSettings {
     pub fn from_config(config: &RunConfig) -> Self {
         EosSettings {
-            transactional_id: config.transactional_id(),
-            connector_name: config.connector_name(),
-            progress_topic: config.progress_topic(),
+            transactional_id: config.names().transactional_id(),
+            connector_name: config.names().connector_name(),
+            progress_topic: config.names().progress_topic(),
             limits: BatchLimits {
                 transactions: config.eos_max_batch_transactions,
                 bytes: config.eos_max_batch_bytes,
@@ -102,7 +102,7 @@ fn transaction_timeout(config: &RunConfig) -> Duration {
 /// producer's, plus the transactional.id and the transaction timeout.
 pub fn producer_config(config: &RunConfig) -> ClientConfig {
     let mut client = config.producer_config();
-    client.set("transactional.id", config.transactional_id());
+    client.set("transactional.id", config.names().transactional_id());
     if client.get("transaction.timeout.ms").is_none() {
         client.set(
             "transaction.timeout.ms",
@@ -498,7 +498,7 @@ mod tests {
         let consumer = client_config(&client);
         assert_eq!(consumer.get("transactional.id"), None);
         assert_eq!(consumer.get("bootstrap.servers"), Some("127.0.0.1:9092"));
-        assert_eq!(config.progress_topic(), "app.progress");
+        assert_eq!(config.names().progress_topic(), "app.progress");
 
         let named = RunConfig::from_args([
             "--pg-url",
@@ -511,7 +511,7 @@ mod tests {
             "transaction.timeout.ms=60000",
         ])
         .expect("parses");
-        assert_eq!(named.transactional_id(), "pgcdc-kafka-orders");
+        assert_eq!(named.names().transactional_id(), "pgcdc-kafka-orders");
         assert_eq!(
             EosSettings::from_config(&named).transaction_timeout,
             Duration::from_secs(60)

@@ -29,7 +29,8 @@ use crate::event::envelope;
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ColumnSchema, Row, TableSchema};
 use crate::lsn::Lsn;
-use crate::select::{is_topic_char, is_valid_topic, Selection, SelectionError, TopicRouter};
+use crate::naming::{is_topic_char, is_valid_topic};
+use crate::select::{Selection, SelectionError, TopicRouter};
 use crate::source::pgoutput::{Datum, Relation, ReplicaIdentity, Tuple};
 use crate::source::types::{self, PgType, TypeRegistry, ValueError, ValueOptions};
 

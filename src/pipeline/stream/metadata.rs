@@ -97,14 +97,14 @@ impl Metadata {
         let heartbeat = (!config.heartbeat_interval.is_zero()).then(|| Schedule {
             interval: config.heartbeat_interval,
             due: Instant::now() + config.heartbeat_interval,
-            topic: config.heartbeat_topic().into(),
+            topic: config.names().heartbeat_topic().into(),
             server_name: config.topic_prefix.as_str().into(),
             action_query: config.heartbeat_action_query.clone(),
         });
         Metadata {
             transaction_topic: config
                 .provide_transaction_metadata
-                .then(|| config.transaction_topic().into()),
+                .then(|| config.names().transaction_topic().into()),
             open: None,
             heartbeat,
         }
