@@ -27,7 +27,7 @@ use crate::config::{Format, PublicationAutocreateMode, RunConfig, SnapshotMode};
 use crate::http::HealthPolicy;
 use crate::sink::login::{self, Interrupted};
 use crate::sink::transactional;
-use crate::source::setup;
+use crate::source::{catalog, setup};
 
 /// `pgcdc-kafka check`: the flags of `run`, and how long each probe may take.
 #[derive(Debug, Clone, clap::Args)]
@@ -163,46 +163,13 @@ pub async fn run(args: &CheckArgs) -> Report {
 
 // ----- PostgreSQL -----------------------------------------------------------
 
-/// A table the connector would stream, with what decides its keys and
-/// before-images.
-#[derive(Debug, Clone)]
-struct TableInfo {
-    name: String,
-    /// `pg_class.relreplident`: d(efault), n(othing), f(ull), i(ndex).
-    replica_identity: char,
-    has_primary_key: bool,
-    owned: bool,
-}
+use catalog::Table as TableInfo;
 
-/// Server settings and the role, read in one query.
+/// The server's settings and the connecting role, read once.
 struct ServerFacts {
-    version: String,
-    wal_level: String,
-    max_replication_slots: i64,
-    used_slots: i64,
-    max_wal_senders: i64,
-    used_wal_senders: i64,
-    max_slot_wal_keep_size: Option<String>,
-    user: String,
-    superuser: bool,
-    replication: bool,
-    can_create_in_database: bool,
-    /// Milliseconds; 0 disables it.
-    wal_sender_timeout_ms: i64,
+    server: catalog::Server,
+    role: catalog::Role,
 }
-
-const SERVER_FACTS: &str = "\
-    SELECT current_setting('server_version'), \
-           current_setting('wal_level'), \
-           current_setting('max_replication_slots')::int8, \
-           (SELECT count(*) FROM pg_replication_slots), \
-           current_setting('max_wal_senders')::int8, \
-           (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender'), \
-           current_setting('max_slot_wal_keep_size', true), \
-           current_user::text, r.rolsuper, r.rolreplication, \
-           has_database_privilege(current_database(), 'CREATE'), \
-           (SELECT setting::int8 FROM pg_settings WHERE name = 'wal_sender_timeout') \
-    FROM pg_roles r WHERE r.rolname = current_user";
 
 /// `--signal-data-collection`: the table incremental snapshots need.
 async fn check_signal_table(client: &Client, config: &RunConfig, report: &mut Report) {
@@ -282,42 +249,44 @@ async fn check_postgres(
         "postgres",
         format!(
             "connected to {} (PostgreSQL {}) as {}",
-            config.pg_url, facts.version, facts.user
+            config.pg_url, facts.server.version, facts.role.name
         ),
     );
 
-    if facts.wal_level == "logical" {
+    if facts.server.wal_level == "logical" {
         report.pass("wal_level", "logical");
     } else {
         report.fail(
             "wal_level",
             format!(
                 "is {}; logical decoding needs wal_level = logical",
-                facts.wal_level
+                facts.server.wal_level
             ),
             "as a superuser run ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL \
              (on a managed service set its logical replication parameter)",
         );
     }
 
-    if facts.superuser || facts.replication {
-        let how = if facts.superuser {
+    if facts.role.may_replicate() {
+        let how = if facts.role.superuser {
             "is a superuser"
-        } else {
+        } else if facts.role.replication {
             "has REPLICATION"
+        } else {
+            "is a member of rds_replication"
         };
-        report.pass("role", format!("{} {how}", facts.user));
+        report.pass("role", format!("{} {how}", facts.role.name));
     } else {
         report.fail(
             "role",
             format!(
                 "{} has neither REPLICATION nor SUPERUSER, so it may not use replication slots",
-                facts.user
+                facts.role.name
             ),
             format!(
                 "as a superuser run ALTER ROLE {} REPLICATION (on Amazon RDS: GRANT rds_replication TO {})",
-                setup::quote_ident(&facts.user),
-                setup::quote_ident(&facts.user)
+                setup::quote_ident(&facts.role.name),
+                setup::quote_ident(&facts.role.name)
             ),
         );
     }
@@ -335,21 +304,8 @@ async fn check_postgres(
 }
 
 async fn server_facts(client: &Client) -> Result<ServerFacts, tokio_postgres::Error> {
-    let row = client.query_one(SERVER_FACTS, &[]).await?;
-    Ok(ServerFacts {
-        version: row.get(0),
-        wal_level: row.get(1),
-        max_replication_slots: row.get(2),
-        used_slots: row.get(3),
-        max_wal_senders: row.get(4),
-        used_wal_senders: row.get(5),
-        max_slot_wal_keep_size: row.get(6),
-        user: row.get(7),
-        superuser: row.get(8),
-        replication: row.get(9),
-        can_create_in_database: row.get(10),
-        wal_sender_timeout_ms: row.get(11),
-    })
+    let (server, role) = catalog::server(client).await?;
+    Ok(ServerFacts { server, role })
 }
 
 struct SlotOutcome {
@@ -369,15 +325,7 @@ async fn check_slot(
         config.snapshot_mode,
         SnapshotMode::Never | SnapshotMode::NoData
     );
-    // row_to_json keeps this working across versions whose view has other columns.
-    let row = client
-        .query_opt(
-            "SELECT row_to_json(s)::text, current_database()::text \
-             FROM pg_replication_slots s WHERE slot_name = $1",
-            &[slot],
-        )
-        .await;
-    let row = match row {
+    let row = match catalog::slot(client, slot).await {
         Ok(row) => row,
         Err(error) => {
             report.fail(
@@ -393,15 +341,15 @@ async fn check_slot(
             };
         }
     };
-    let free = facts.max_replication_slots - facts.used_slots;
-    let Some(row) = row else {
+    let free = facts.server.max_replication_slots - facts.server.used_slots;
+    let Some(found) = row else {
         let needed = if snapshot_wanted { 2 } else { 1 };
         if free >= needed {
             report.pass(
                 "replication slot",
                 format!(
                     "{slot:?} does not exist and will be created ({free} of {} slots free{})",
-                    facts.max_replication_slots,
+                    facts.server.max_replication_slots,
                     if snapshot_wanted {
                         "; the initial snapshot uses a second one while it runs"
                     } else {
@@ -414,7 +362,7 @@ async fn check_slot(
                 "replication slot",
                 format!(
                     "{slot:?} does not exist and {free} of {} slots are free; the connector needs {needed}",
-                    facts.max_replication_slots
+                    facts.server.max_replication_slots
                 ),
                 "raise max_replication_slots (takes a restart), or drop unused slots with \
                  SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active AND slot_name = '...'",
@@ -424,36 +372,33 @@ async fn check_slot(
             snapshot_needed: snapshot_wanted,
         };
     };
-    let json: String = row.get(0);
-    let database: String = row.get(1);
-    let info: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
-    let text = |key: &str| info.get(key).and_then(|v| v.as_str()).map(str::to_owned);
     let other_slot = "pass another --slot, or drop this one if nothing uses it";
-    if text("slot_type").as_deref() != Some("logical") {
+    if !found.is_logical() {
         report.fail(
             "replication slot",
             format!("{slot:?} is a physical slot"),
             other_slot,
         );
-    } else if text("plugin").as_deref() != Some("pgoutput") {
+    } else if !found.is_pgoutput() {
         report.fail(
             "replication slot",
             format!(
                 "{slot:?} uses plugin {:?}, not pgoutput",
-                text("plugin").unwrap_or_default()
+                found.plugin.unwrap_or_default()
             ),
             other_slot,
         );
-    } else if text("database").as_deref() != Some(database.as_str()) {
+    } else if !found.in_current_database() {
         report.fail(
             "replication slot",
             format!(
-                "{slot:?} belongs to database {:?}, not {database:?}",
-                text("database").unwrap_or_default()
+                "{slot:?} belongs to database {:?}, not {:?}",
+                found.database.unwrap_or_default(),
+                found.current_database
             ),
             other_slot,
         );
-    } else if text("wal_status").as_deref() == Some("lost") {
+    } else if found.is_lost() {
         if config.snapshot_mode == SnapshotMode::WhenNeeded {
             report.warn(
                 "replication slot",
@@ -471,10 +416,10 @@ async fn check_slot(
             "run with --snapshot-mode when_needed to drop it and take a new snapshot, and raise \
              max_slot_wal_keep_size",
         );
-    } else if info.get("active").and_then(|v| v.as_bool()) == Some(true) {
-        let pid = info
-            .get("active_pid")
-            .map(ToString::to_string)
+    } else if found.active {
+        let pid = found
+            .active_pid
+            .map(|pid| pid.to_string())
             .unwrap_or_default();
         report.warn(
             "replication slot",
@@ -486,7 +431,9 @@ async fn check_slot(
             "replication slot",
             format!(
                 "{slot:?} exists (pgoutput, confirmed up to {}); streaming resumes there",
-                text("confirmed_flush_lsn").unwrap_or_else(|| "?".into())
+                found
+                    .confirmed_flush_lsn
+                    .map_or_else(|| "?".to_owned(), |lsn| lsn.to_string())
             ),
         );
     }
@@ -496,19 +443,19 @@ async fn check_slot(
 }
 
 fn check_wal_senders(facts: &ServerFacts, snapshot_needed: bool, report: &mut Report) {
-    let free = facts.max_wal_senders - facts.used_wal_senders;
+    let free = facts.server.max_wal_senders - facts.server.used_wal_senders;
     let needed = if snapshot_needed { 2 } else { 1 };
     if free >= needed {
         report.pass(
             "wal senders",
-            format!("{free} of {} free", facts.max_wal_senders),
+            format!("{free} of {} free", facts.server.max_wal_senders),
         );
     } else {
         report.fail(
             "wal senders",
             format!(
                 "{free} of {} max_wal_senders are free; the connector needs {needed}",
-                facts.max_wal_senders
+                facts.server.max_wal_senders
             ),
             "raise max_wal_senders (takes a restart), or stop unused replication connections",
         );
@@ -516,7 +463,7 @@ fn check_wal_senders(facts: &ServerFacts, snapshot_needed: bool, report: &mut Re
 }
 
 fn check_retention(facts: &ServerFacts, report: &mut Report) {
-    match facts.max_slot_wal_keep_size.as_deref() {
+    match facts.server.max_slot_wal_keep_size.as_deref() {
         None => report.warn(
             "max_slot_wal_keep_size",
             "this PostgreSQL (before 13) cannot cap what a slot retains: a stopped or \
@@ -544,7 +491,8 @@ fn check_retention(facts: &ServerFacts, report: &mut Report) {
 /// stalled connection. An idle server sends keepalives about once per
 /// wal_sender_timeout, and none when the timeout is disabled.
 fn check_sender_timeout(facts: &ServerFacts, health: &HealthPolicy, report: &mut Report) {
-    let timeout = Duration::from_millis(u64::try_from(facts.wal_sender_timeout_ms).unwrap_or(0));
+    let timeout =
+        Duration::from_millis(u64::try_from(facts.server.wal_sender_timeout_ms).unwrap_or(0));
     let silence = humantime::format_duration(health.max_silence);
     if timeout.is_zero() {
         report.warn(
@@ -586,13 +534,7 @@ async fn check_publication(
     report: &mut Report,
 ) -> Option<Vec<TableInfo>> {
     let publication = &config.publication_name;
-    let row = client
-        .query_opt(
-            "SELECT puballtables, pubupdate, pubdelete, pg_get_userbyid(pubowner)::text \
-             FROM pg_publication WHERE pubname = $1",
-            &[publication],
-        )
-        .await;
+    let row = catalog::publication(client, publication).await;
     let row = match row {
         Ok(row) => row,
         Err(error) => {
@@ -605,15 +547,8 @@ async fn check_publication(
         }
     };
     let names: Vec<(String, String)> = match &row {
-        Some(_) => match client
-            .query(
-                "SELECT schemaname::text, tablename::text FROM pg_publication_tables \
-                 WHERE pubname = $1 ORDER BY 1, 2",
-                &[publication],
-            )
-            .await
-        {
-            Ok(rows) => rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+        Some(_) => match catalog::published_tables(client, publication).await {
+            Ok(tables) => tables,
             Err(error) => {
                 report.fail(
                     "publication",
@@ -623,18 +558,8 @@ async fn check_publication(
                 return None;
             }
         },
-        None if config.tables.is_empty() => match client
-            .query(
-                "SELECT n.nspname::text, c.relname::text FROM pg_class c \
-                 JOIN pg_namespace n ON n.oid = c.relnamespace \
-                 WHERE c.relkind = 'r' AND c.relpersistence = 'p' \
-                   AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
-                   AND n.nspname NOT LIKE 'pg\\_%' ORDER BY 1, 2",
-                &[],
-            )
-            .await
-        {
-            Ok(rows) => rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+        None if config.tables.is_empty() => match catalog::user_tables(client).await {
+            Ok(tables) => tables,
             Err(error) => {
                 report.fail(
                     "publication",
@@ -658,7 +583,7 @@ async fn check_publication(
         crate::select::Selection::new(&config.select, &config.tables).unwrap_or_default();
     let mut names = names;
     names.retain(|(schema, table)| selection.includes_table(schema, table));
-    let tables = match table_info(client, &names).await {
+    let tables = match catalog::tables(client, &names).await {
         Ok(tables) => tables,
         Err(error) => {
             report.fail(
@@ -674,10 +599,10 @@ async fn check_publication(
     };
 
     match row {
-        Some(row) => {
-            let all: bool = row.get(0);
-            let (updates, deletes): (bool, bool) = (row.get(1), row.get(2));
-            let owner: String = row.get(3);
+        Some(found) => {
+            let all = found.all_tables;
+            let (updates, deletes) = (found.updates, found.deletes);
+            let owner = found.owner;
             let scope = if all {
                 "FOR ALL TABLES".to_owned()
             } else {
@@ -730,7 +655,7 @@ async fn check_publication(
                     "no table matches the include/exclude lists",
                     "check --schema-include-list / --table-include-list and their exclude lists",
                 );
-            } else if facts.superuser || not_owned.is_empty() {
+            } else if facts.role.superuser || not_owned.is_empty() {
                 report.pass(
                     "publication",
                     format!(
@@ -743,7 +668,7 @@ async fn check_publication(
                     "publication",
                     format!(
                         "{publication:?} does not exist, and {} does not own {}",
-                        facts.user,
+                        facts.role.name,
                         not_owned.join(", ")
                     ),
                     "run the connector once as the tables' owner or a superuser, or create the \
@@ -752,7 +677,7 @@ async fn check_publication(
             }
         }
         None if config.tables.is_empty() => {
-            if facts.superuser {
+            if facts.role.superuser {
                 report.pass(
                     "publication",
                     format!("{publication:?} does not exist and will be created FOR ALL TABLES"),
@@ -762,13 +687,13 @@ async fn check_publication(
                     "publication",
                     format!(
                         "{publication:?} does not exist, and creating it FOR ALL TABLES needs a superuser; {} is not one",
-                        facts.user
+                        facts.role.name
                     ),
                     format!(
                         "have a superuser run CREATE PUBLICATION {} FOR ALL TABLES, or pass \
                          --table schema.table,... naming tables {} owns",
                         setup::quote_ident(publication),
-                        facts.user
+                        facts.role.name
                     ),
                 );
             }
@@ -791,25 +716,25 @@ async fn check_publication(
                     format!("--table names tables that do not exist: {}", list(&missing)),
                     "name existing tables as schema.table",
                 );
-            } else if !facts.superuser && !facts.can_create_in_database {
+            } else if !facts.role.superuser && !facts.role.can_create_in_database {
                 report.fail(
                     "publication",
                     format!(
                         "{publication:?} does not exist and {} may not create objects in this database",
-                        facts.user
+                        facts.role.name
                     ),
                     format!(
                         "GRANT CREATE ON DATABASE {} TO {}, or have the owner create the publication",
                         setup::quote_ident(&config.pg_url.dbname()),
-                        setup::quote_ident(&facts.user)
+                        setup::quote_ident(&facts.role.name)
                     ),
                 );
-            } else if !facts.superuser && !not_owned.is_empty() {
+            } else if !facts.role.superuser && !not_owned.is_empty() {
                 report.fail(
                     "publication",
                     format!(
                         "{publication:?} does not exist, and {} does not own {}, so it cannot create it",
-                        facts.user,
+                        facts.role.name,
                         list(&not_owned)
                     ),
                     format!(
@@ -830,35 +755,6 @@ async fn check_publication(
         }
     }
     Some(tables)
-}
-
-async fn table_info(
-    client: &Client,
-    names: &[(String, String)],
-) -> Result<Vec<TableInfo>, tokio_postgres::Error> {
-    let schemas: Vec<&str> = names.iter().map(|(s, _)| s.as_str()).collect();
-    let tables: Vec<&str> = names.iter().map(|(_, t)| t.as_str()).collect();
-    let rows = client
-        .query(
-            "SELECT n.nspname::text || '.' || c.relname::text, c.relreplident::text, \
-                    EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary), \
-                    pg_has_role(c.relowner, 'USAGE') \
-             FROM unnest($1::text[], $2::text[]) AS wanted(schema_name, table_name) \
-             JOIN pg_namespace n ON n.nspname = wanted.schema_name \
-             JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = wanted.table_name \
-             ORDER BY 1",
-            &[&schemas, &tables],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| TableInfo {
-            name: r.get(0),
-            replica_identity: r.get::<_, String>(1).chars().next().unwrap_or('d'),
-            has_primary_key: r.get(2),
-            owned: r.get(3),
-        })
-        .collect())
 }
 
 fn check_tables(config: &RunConfig, tables: &[TableInfo], report: &mut Report) {

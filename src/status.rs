@@ -19,10 +19,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{PgUrl, SNAPSHOT_SLOT_SUFFIX};
+use crate::config::PgUrl;
 use crate::lsn::Lsn;
 use crate::metrics::{names, Phase};
-use crate::source::setup;
+use crate::naming::SNAPSHOT_SLOT_SUFFIX;
+use crate::source::{catalog, setup};
 
 /// `pgcdc-kafka status`.
 #[derive(Debug, Clone, clap::Args)]
@@ -184,14 +185,6 @@ pub async fn run(args: &StatusArgs) -> StatusReport {
     report
 }
 
-const SLOT_QUERY: &str = "\
-    WITH pos AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() \
-                             ELSE pg_current_wal_lsn() END AS lsn) \
-    SELECT row_to_json(s)::text, pos.lsn::text, \
-           pg_wal_lsn_diff(pos.lsn, s.restart_lsn)::int8, \
-           pg_wal_lsn_diff(pos.lsn, s.confirmed_flush_lsn)::int8 \
-    FROM pg_replication_slots s, pos WHERE s.slot_name = $1";
-
 async fn read_slots(
     args: &StatusArgs,
 ) -> Result<(Option<SlotState>, Option<SlotState>), setup::SetupError> {
@@ -203,14 +196,14 @@ async fn read_slots(
     let read = |slot: String| {
         let client = &client;
         async move {
-            let row = client
-                .query_opt(SLOT_QUERY, &[&slot])
-                .await
-                .map_err(|error| setup::SetupError::Query {
-                    action: format!("reading replication slot {slot:?}"),
-                    error,
-                })?;
-            Ok::<_, setup::SetupError>(row.map(|row| slot_state(&slot, &row)))
+            let found =
+                catalog::slot(client, &slot)
+                    .await
+                    .map_err(|error| setup::SetupError::Query {
+                        action: format!("reading replication slot {slot:?}"),
+                        error,
+                    })?;
+            Ok::<_, setup::SetupError>(found.map(SlotState::from))
         }
     };
     let slot = read(args.slot_name.clone()).await?;
@@ -218,27 +211,22 @@ async fn read_slots(
     Ok((slot, snapshot))
 }
 
-fn slot_state(slot: &str, row: &tokio_postgres::Row) -> SlotState {
-    let json: String = row.get(0);
-    let info: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
-    let text = |key: &str| info.get(key).and_then(|v| v.as_str()).map(str::to_owned);
-    let lsn = |key: &str| text(key).and_then(|s| s.parse().ok());
-    SlotState {
-        slot: slot.to_owned(),
-        plugin: text("plugin"),
-        database: text("database"),
-        active: info
-            .get("active")
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false),
-        active_pid: info.get("active_pid").and_then(|v| v.as_i64()),
-        restart_lsn: lsn("restart_lsn"),
-        confirmed_flush_lsn: lsn("confirmed_flush_lsn"),
-        server_lsn: row.get::<_, Option<String>>(1).and_then(|s| s.parse().ok()),
-        retained_wal_bytes: row.get(2),
-        unconfirmed_wal_bytes: row.get(3),
-        wal_status: text("wal_status"),
-        safe_wal_size: info.get("safe_wal_size").and_then(|v| v.as_i64()),
+impl From<catalog::Slot> for SlotState {
+    fn from(slot: catalog::Slot) -> Self {
+        SlotState {
+            slot: slot.name,
+            plugin: slot.plugin,
+            database: slot.database,
+            active: slot.active,
+            active_pid: slot.active_pid,
+            restart_lsn: slot.restart_lsn,
+            confirmed_flush_lsn: slot.confirmed_flush_lsn,
+            server_lsn: slot.server_lsn,
+            retained_wal_bytes: slot.retained_wal_bytes,
+            unconfirmed_wal_bytes: slot.unconfirmed_wal_bytes,
+            wal_status: slot.wal_status,
+            safe_wal_size: slot.safe_wal_size,
+        }
     }
 }
 

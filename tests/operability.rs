@@ -474,6 +474,40 @@ async fn check_reports_a_role_without_replication() {
     );
 }
 
+/// `check` and `run` read the role from the same catalog facts: a role
+/// that Amazon RDS lets replicate through membership of `rds_replication`
+/// (not the REPLICATION attribute) passes `check` as it is accepted by `run`
+/// (check used to fail it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_accepts_a_role_that_replicates_through_rds_replication() {
+    let pg = Postgres::shared();
+    let s = Scenario::new(pg, "rdsrepl");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let role = unique_name("rds");
+    pg.execute(
+        "postgres",
+        &format!(
+            "DO $$ BEGIN CREATE ROLE rds_replication; \
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$; \
+             CREATE ROLE {role} LOGIN PASSWORD 'pw' IN ROLE rds_replication"
+        ),
+    )
+    .expect("create roles");
+    let url = format!("postgres://{role}:pw@127.0.0.1:{}/{}", pg.port(), s.db);
+    let (_, stdout, _) = run_binary(check_args(
+        &url,
+        &s,
+        &Kafka::shared().bootstrap_servers(),
+        &[],
+    ))
+    .await;
+    let role_line = line(&stdout, "PASS", "role");
+    assert!(
+        role_line.contains(&format!("{role} is a member of rds_replication")),
+        "{role_line}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_names_tables_without_a_key_and_an_unreachable_kafka() {
     let s = Scenario::new(Postgres::shared(), "nokey");

@@ -1,6 +1,7 @@
 //! The Postgres side: slot and publication setup, the pgoutput decoder, the
 //! relation cache, value decoding and the signal table.
 
+pub mod catalog;
 pub mod pgoutput;
 pub mod relation;
 pub mod setup;

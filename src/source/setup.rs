@@ -8,6 +8,7 @@ use crate::source::tls::{MakeRustlsConnect, SslMode, TlsSettingError};
 use crate::config::{PgUrl, RunConfig};
 use crate::lsn::Lsn;
 use crate::select::Selection;
+use crate::source::catalog;
 use crate::source::relation::CatalogColumn;
 use crate::source::types::{CatalogError, CatalogRow, TypeRegistry, CATALOG_QUERY};
 
@@ -198,87 +199,52 @@ pub async fn prepare(
     config: &RunConfig,
     selection: &Selection,
 ) -> Result<SlotStatus, SetupError> {
-    let wal_level: String = client
-        .query_one("SHOW wal_level", &[])
+    let (server, role) = catalog::server(client)
         .await
-        .map_err(query_error("reading wal_level"))?
-        .get(0);
-    if wal_level != "logical" {
-        return Err(SetupError::WalLevel(wal_level));
+        .map_err(query_error("reading the server's settings and the role"))?;
+    if server.wal_level != "logical" {
+        return Err(SetupError::WalLevel(server.wal_level));
     }
-    check_replication_privilege(client).await?;
-    ensure_publication(client, config, selection).await?;
+    if !role.may_replicate() {
+        return Err(SetupError::NoReplication {
+            role_sql: quote_ident(&role.name),
+            role: role.name,
+        });
+    }
+    ensure_publication(client, config, selection, server.version_num).await?;
     slot_status(client, &config.slot_name).await
-}
-
-/// Fails when the role can neither use slots nor stream (REPLICATION or
-/// SUPERUSER, or Amazon RDS's rds_replication role).
-async fn check_replication_privilege(client: &Client) -> Result<(), SetupError> {
-    let row = client
-        .query_one(
-            "SELECT current_user::text, r.rolsuper OR r.rolreplication OR EXISTS ( \
-                 SELECT 1 FROM pg_roles g WHERE g.rolname IN ('rds_replication', 'rds_superuser') \
-                   AND pg_has_role(r.oid, g.oid, 'member')) \
-             FROM pg_roles r WHERE r.rolname = current_user",
-            &[],
-        )
-        .await
-        .map_err(query_error("reading the role's attributes"))?;
-    let role: String = row.get(0);
-    if row.get::<_, bool>(1) {
-        Ok(())
-    } else {
-        Err(SetupError::NoReplication {
-            role_sql: quote_ident(&role),
-            role,
-        })
-    }
 }
 
 /// Looks the slot up and checks it is a pgoutput slot of this database.
 pub async fn slot_status(client: &Client, slot: &str) -> Result<SlotStatus, SetupError> {
-    let row = client
-        .query_opt(
-            "SELECT plugin, slot_type, database, confirmed_flush_lsn::text, \
-                    wal_status, current_database() \
-             FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
+    let found = catalog::slot(client, slot)
         .await
         .map_err(query_error(format!("looking up replication slot {slot:?}")))?;
-    let Some(row) = row else {
+    let Some(found) = found else {
         return Ok(SlotStatus::Missing);
     };
-    let plugin: Option<String> = row.get(0);
-    let slot_type: String = row.get(1);
-    let database: Option<String> = row.get(2);
-    let confirmed: Option<String> = row.get(3);
-    let wal_status: Option<String> = row.get(4);
-    let current: String = row.get(5);
-    if slot_type != "logical" {
+    if !found.is_logical() {
         return Err(SetupError::PhysicalSlot { slot: slot.into() });
     }
-    if plugin.as_deref() != Some("pgoutput") {
+    if !found.is_pgoutput() {
         return Err(SetupError::WrongPlugin {
             slot: slot.into(),
-            plugin: plugin.unwrap_or_default(),
+            plugin: found.plugin.unwrap_or_default(),
         });
     }
-    if database.as_deref() != Some(current.as_str()) {
+    if !found.in_current_database() {
         return Err(SetupError::WrongDatabase {
             slot: slot.into(),
-            expected: current,
-            actual: database.unwrap_or_default(),
+            expected: found.current_database,
+            actual: found.database.unwrap_or_default(),
         });
     }
-    if wal_status.as_deref() == Some("lost") {
+    if found.is_lost() {
         return Ok(SlotStatus::Invalidated);
     }
-    let confirmed_flush = confirmed
-        .as_deref()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(Lsn::ZERO);
-    Ok(SlotStatus::Ready { confirmed_flush })
+    Ok(SlotStatus::Ready {
+        confirmed_flush: found.confirmed_flush_lsn.unwrap_or(Lsn::ZERO),
+    })
 }
 
 /// Creates a pgoutput slot with SQL (no snapshot) and returns its position.
@@ -344,19 +310,16 @@ async fn ensure_publication(
     client: &Client,
     config: &RunConfig,
     selection: &Selection,
+    version_num: i32,
 ) -> Result<(), SetupError> {
     let publication = config.publication_name.as_str();
     let pub_sql = quote_ident(publication);
-    let existing = client
-        .query_opt(
-            "SELECT puballtables, pubviaroot FROM pg_publication WHERE pubname = $1",
-            &[&publication],
-        )
+    let existing = catalog::publication(client, publication)
         .await
         .map_err(query_error(format!(
             "looking up publication {publication:?}"
         )))?
-        .map(|row| (row.get::<_, bool>(0), row.get::<_, bool>(1)));
+        .map(|p| (p.all_tables, p.via_root));
     let via_root = config.publish_via_partition_root;
     let with = if via_root {
         " WITH (publish_via_partition_root = true)"
@@ -425,7 +388,7 @@ async fn ensure_publication(
                     );
                 }
                 Some((_, current_via_root)) => {
-                    let current = published_tables(client, publication).await?;
+                    let current = published_tables(client, publication, version_num).await?;
                     let mut wanted = tables.clone();
                     wanted.sort();
                     if current != wanted {
@@ -513,34 +476,21 @@ pub async fn selected_tables(
         .collect())
 }
 
-/// The tables named in a publication (not FOR ALL TABLES), quoted and sorted.
-async fn published_tables(client: &Client, publication: &str) -> Result<Vec<String>, SetupError> {
-    const TABLES: &str = "SELECT n.nspname::text, c.relname::text FROM pg_publication p \
-         JOIN pg_publication_rel pr ON pr.prpubid = p.oid \
-         JOIN pg_class c ON c.oid = pr.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
-         WHERE p.pubname = $1";
-    // PostgreSQL 15 added FOR TABLES IN SCHEMA; a schema entry never equals
-    // the wanted table list, so it is replaced by SET TABLE.
-    const SCHEMAS: &str = " UNION ALL SELECT n.nspname::text, '*' FROM pg_publication p \
-         JOIN pg_publication_namespace pn ON pn.pnpubid = p.oid \
-         JOIN pg_namespace n ON n.oid = pn.pnnspid WHERE p.pubname = $1";
-    let version: i32 = client
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .await
-        .map_err(query_error("reading server_version_num"))?
-        .get(0);
-    let sql = if version >= 150_000 {
-        format!("{TABLES}{SCHEMAS}")
-    } else {
-        TABLES.to_owned()
-    };
-    let rows = client
-        .query(sql.as_str(), &[&publication])
+/// The tables named in a publication (not FOR ALL TABLES), quoted and
+/// sorted. A schema entry (`FOR TABLES IN SCHEMA`, PostgreSQL 15+) shows as
+/// `schema.*`, which never equals a wanted table list, so it is replaced by
+/// SET TABLE.
+async fn published_tables(
+    client: &Client,
+    publication: &str,
+    version_num: i32,
+) -> Result<Vec<String>, SetupError> {
+    let members = catalog::publication_members(client, publication, version_num)
         .await
         .map_err(query_error(format!(
             "listing the tables of publication {publication:?}"
         )))?;
-    let mut tables: Vec<String> = rows.iter().map(|r| qualified(r.get(0), r.get(1))).collect();
+    let mut tables: Vec<String> = members.iter().map(|(s, t)| qualified(s, t)).collect();
     tables.sort();
     Ok(tables)
 }
@@ -554,14 +504,10 @@ pub async fn drop_slot_when_inactive(
 ) -> Result<(), SetupError> {
     let deadline = std::time::Instant::now() + timeout;
     loop {
-        let active: Option<bool> = client
-            .query_opt(
-                "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
-                &[&slot],
-            )
+        let active = catalog::slot(client, slot)
             .await
             .map_err(query_error(format!("looking up replication slot {slot:?}")))?
-            .map(|r| r.get(0));
+            .map(|found| found.active);
         match active {
             None => return Ok(()),
             Some(false) => return drop_slot(client, slot).await,
@@ -604,16 +550,10 @@ pub async fn catalog_columns(
 
 /// The slot's confirmed position now (for tests and status).
 pub async fn confirmed_flush_lsn(client: &Client, slot: &str) -> Result<Option<Lsn>, SetupError> {
-    let row = client
-        .query_opt(
-            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
+    Ok(catalog::slot(client, slot)
         .await
-        .map_err(query_error(format!("reading replication slot {slot:?}")))?;
-    Ok(row
-        .and_then(|r| r.get::<_, Option<String>>(0))
-        .and_then(|s| s.parse().ok()))
+        .map_err(query_error(format!("reading replication slot {slot:?}")))?
+        .and_then(|found| found.confirmed_flush_lsn))
 }
 
 /// Loads every user-defined type (enums, domains, arrays of them, extension
