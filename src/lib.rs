@@ -19,8 +19,8 @@
 //! confirmed after the Kafka commit, and a restart skips what Kafka already
 //! holds ([`sink::transactional`]).
 
-pub mod check;
 pub mod checkpoint;
+pub mod command;
 pub mod config;
 pub mod encode;
 pub mod event;
@@ -34,7 +34,6 @@ pub mod progress;
 pub mod select;
 pub mod sink;
 pub mod source;
-pub mod status;
 pub mod transform;
 
 /// An error and its chain of sources, joined by `": "`, for one log line.

@@ -1,31 +1,18 @@
 //! The `pgcdc-kafka` command.
 //!
-//! Exit codes: 0 success (a stop on request or at `--max-run`, a caught-up
-//! bounded run that delivered everything, a check that passed); 1 an error
-//! that stopped it (or a failed check); 2 invalid flags or configuration;
-//! [`EXIT_INCOMPLETE`] (3) a `--stop-when-caught-up` run that reached its
-//! target but stopped before Kafka acknowledged all it had read.
+//! Parses the command line, through the configuration layers for the
+//! subcommands that take `run`'s flags, and hands each subcommand to its
+//! module in [`pgcdc_kafka::command`], which also lists the exit codes.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use pgcdc_kafka::check::CheckArgs;
-use pgcdc_kafka::config::{layers, show, ConfigSources, LogFormat, Origins, Problem, RunConfig};
-use pgcdc_kafka::http::{HealthPolicy, HttpServer};
-use pgcdc_kafka::metrics::Metrics;
-use pgcdc_kafka::pipeline::Shutdown;
-use pgcdc_kafka::source::signal::SnapshotArgs;
-use pgcdc_kafka::status::StatusArgs;
+use pgcdc_kafka::command::{self, check::CheckArgs, snapshot::SnapshotArgs, status::StatusArgs};
+use pgcdc_kafka::config::{layers, ConfigSources, LogFormat, Origins, Problem, RunConfig};
+use pgcdc_kafka::http::HealthPolicy;
 use tracing_subscriber::EnvFilter;
-
-/// A bounded run that reached its target with records Kafka had not
-/// acknowledged when the drain ended (a failed delivery, or
-/// `--shutdown-timeout` spent waiting): not a success for a scheduler, though
-/// nothing is lost (the slot stays before them and the next run sends them).
-const EXIT_INCOMPLETE: u8 = 3;
 
 /// PostgreSQL change data capture into Kafka, Debezium-compatible.
 #[derive(Debug, Parser)]
@@ -218,34 +205,6 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(error) => {
-            tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops gracefully");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
-/// Prints a `check` or `status` report on stdout: as text, or as one JSON
-/// object with --log-format json.
-fn print_report<R: std::fmt::Display + serde::Serialize>(format: LogFormat, report: &R) {
-    match format {
-        LogFormat::Text => println!("{report}"),
-        LogFormat::Json => match serde_json::to_string(report) {
-            Ok(json) => println!("{json}"),
-            Err(error) => tracing::warn!(%error, "cannot serialize the report"),
-        },
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let (cli, layered) = match parse() {
@@ -256,13 +215,10 @@ async fn main() -> ExitCode {
     match cli.command {
         Command::Config(ConfigCommand::Show(args)) => {
             if let Some(l) = &layered {
-                print!("{}", show::render(&l.cmd, &l.matches, &l.origins));
-                if !l.ignored.is_empty() {
-                    println!("\n# Debezium properties accepted without effect:");
-                    for (property, reason) in &l.ignored {
-                        println!("#   {property}: {reason}");
-                    }
-                }
+                print!(
+                    "{}",
+                    command::config::render(&l.cmd, &l.matches, &l.origins, &l.ignored)
+                );
             }
             if configuration_is_valid(layered.as_ref(), &args.config) {
                 ExitCode::SUCCESS
@@ -274,88 +230,17 @@ async fn main() -> ExitCode {
             if !configuration_is_valid(layered.as_ref(), &args.run) {
                 return ExitCode::from(2);
             }
-            let report = pgcdc_kafka::check::run(&args).await;
-            print_report(cli.log_format, &report);
-            if report.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
+            command::check::execute(&args, cli.log_format).await
         }
-        Command::Status(args) => {
-            let report = pgcdc_kafka::status::run(&args).await;
-            print_report(cli.log_format, &report);
-            if report.ok() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-        Command::Snapshot(args) => match pgcdc_kafka::source::signal::send(&args).await {
-            Ok(sent) => {
-                print_report(cli.log_format, &sent);
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                eprintln!("error: {}", pgcdc_kafka::error_chain(&error));
-                ExitCode::FAILURE
-            }
-        },
+        Command::Status(args) => command::status::execute(&args, cli.log_format).await,
+        Command::Snapshot(args) => command::snapshot::execute(&args, cli.log_format).await,
         Command::Run(args) => {
             let RunArgs { config, health, .. } = *args;
             if !configuration_is_valid(layered.as_ref(), &config) {
                 return ExitCode::from(2);
             }
-            for (property, reason) in layered.iter().flat_map(|l| &l.ignored) {
-                tracing::info!(%property, %reason, "debezium property accepted without effect");
-            }
-            let (stop, shutdown) = Shutdown::new();
-            let metrics = Arc::new(Metrics::new());
-            if let Some(addr) = config.metrics_addr {
-                match HttpServer::bind(addr, Arc::clone(&metrics), health).await {
-                    Ok(server) => {
-                        tokio::spawn(server.serve(std::future::pending()));
-                    }
-                    Err(error) => {
-                        tracing::error!(error = %pgcdc_kafka::error_chain(&error), "cannot start the metrics endpoint");
-                        return ExitCode::FAILURE;
-                    }
-                }
-            }
-            tokio::spawn(async move {
-                shutdown_signal().await;
-                let _ = stop.send(true);
-            });
-            match pgcdc_kafka::pipeline::run_with_metrics(config, shutdown, metrics).await {
-                Ok(summary) => {
-                    // The run's report, on stdout: one human line, or one JSON object.
-                    match cli.log_format {
-                        LogFormat::Text => println!("pgcdc-kafka: {summary}"),
-                        LogFormat::Json => match serde_json::to_string(&summary) {
-                            Ok(json) => println!("{json}"),
-                            Err(error) => {
-                                tracing::warn!(%error, "cannot serialize the run summary")
-                            }
-                        },
-                    }
-                    if summary.is_incomplete() {
-                        tracing::error!(
-                            confirmed_lsn = %summary.confirmed_lsn,
-                            exit_code = EXIT_INCOMPLETE,
-                            "the run caught up, but Kafka did not acknowledge every record it read \
-                             before the drain ended (a delivery failed, or --shutdown-timeout \
-                             passed); the slot is confirmed only up to the last acknowledged \
-                             transaction, so the next run sends the rest again"
-                        );
-                        return ExitCode::from(EXIT_INCOMPLETE);
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(error) => {
-                    tracing::error!(error = %pgcdc_kafka::error_chain(&error), "stopped on error");
-                    ExitCode::FAILURE
-                }
-            }
+            let ignored = layered.map(|l| l.ignored).unwrap_or_default();
+            command::run::execute(config, health, &ignored, cli.log_format).await
         }
     }
 }

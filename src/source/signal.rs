@@ -23,8 +23,7 @@
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 
-use crate::config::PgUrl;
-use crate::source::setup::{self, quote_ident, SetupError};
+use crate::source::setup::{quote_ident, SetupError};
 
 /// The `type` of a signal that starts an incremental snapshot.
 pub const EXECUTE_SNAPSHOT: &str = "execute-snapshot";
@@ -329,11 +328,7 @@ pub async fn problems(
             format!("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO <the connector's role>", table.sql()),
         ));
     }
-    let publication_exists = client
-        .query_opt(
-            "SELECT 1 FROM pg_publication WHERE pubname = $1",
-            &[&publication],
-        )
+    let publication_exists = super::catalog::publication(client, publication)
         .await
         .map_err(query_error(format!(
             "looking up publication {publication:?}"
@@ -348,98 +343,6 @@ pub async fn problems(
         ));
     }
     Ok(problems)
-}
-
-/// `pgcdc-kafka snapshot`: asks a running connector, through its signal
-/// table, for an incremental snapshot of some tables (or to stop one).
-#[derive(Debug, Clone, clap::Args)]
-pub struct SnapshotArgs {
-    /// PostgreSQL connection URL of the captured database.
-    #[arg(long, env = "PGCDC_PG_URL")]
-    pub pg_url: PgUrl,
-
-    /// The connector's signal table, schema.table.
-    #[arg(long, env = "PGCDC_SIGNAL_DATA_COLLECTION")]
-    pub signal_data_collection: String,
-
-    /// Send stop-snapshot instead of execute-snapshot (without tables: stop
-    /// the whole incremental snapshot).
-    #[arg(long)]
-    pub stop: bool,
-
-    /// Tables to snapshot, schema.table.
-    #[arg(required_unless_present = "stop")]
-    pub tables: Vec<String>,
-}
-
-/// Why `pgcdc-kafka snapshot` failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SignalError {
-    #[error("--signal-data-collection {0:?} must name a table as schema.table")]
-    BadTable(String),
-    #[error("table {0:?} must be named as schema.table")]
-    BadDataCollection(String),
-    #[error(transparent)]
-    Sql(#[from] SetupError),
-}
-
-/// What `pgcdc-kafka snapshot` inserted.
-#[derive(Debug, Clone, Serialize)]
-pub struct SentSignal {
-    pub table: String,
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub data: String,
-}
-
-impl std::fmt::Display for SentSignal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "inserted into {}: id={} type={} data={}",
-            self.table, self.id, self.kind, self.data
-        )
-    }
-}
-
-/// Inserts the signal row `args` describe.
-pub async fn send(args: &SnapshotArgs) -> Result<SentSignal, SignalError> {
-    let table = SignalTable::parse(&args.signal_data_collection)
-        .ok_or_else(|| SignalError::BadTable(args.signal_data_collection.clone()))?;
-    if let Some(bad) = args.tables.iter().find(|t| SignalTable::parse(t).is_none()) {
-        return Err(SignalError::BadDataCollection(bad.clone()));
-    }
-    let kind = if args.stop {
-        STOP_SNAPSHOT
-    } else {
-        EXECUTE_SNAPSHOT
-    };
-    let data =
-        serde_json::json!({"data-collections": args.tables, "type": "incremental"}).to_string();
-    let client = setup::connect(&args.pg_url).await?;
-    let id = format!(
-        "pgcdc-cli-{:x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    );
-    client
-        .execute(
-            &format!(
-                "INSERT INTO {} (id, type, data) VALUES ($1, $2, $3)",
-                table.sql()
-            ),
-            &[&id, &kind, &data],
-        )
-        .await
-        .map_err(query_error(format!("inserting a signal into {table}")))?;
-    Ok(SentSignal {
-        table: table.to_string(),
-        id,
-        kind,
-        data,
-    })
 }
 
 #[cfg(test)]

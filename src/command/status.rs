@@ -475,6 +475,20 @@ impl fmt::Display for StatusReport {
     }
 }
 
+/// Runs `pgcdc-kafka status`: prints the report; 0 when it found nothing wrong, 1 otherwise.
+pub async fn execute(
+    args: &StatusArgs,
+    format: crate::config::LogFormat,
+) -> std::process::ExitCode {
+    let report = run(args).await;
+    super::print_report(format, &report);
+    if report.ok() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
