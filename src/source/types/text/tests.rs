@@ -1,7 +1,9 @@
 //! Unit tests of the text decoder, with hand-worked and reference values.
 
 use super::*;
-use crate::source::types::{numeric_precision_scale, TimePrecision, TypeRegistry};
+use crate::source::types::{
+    numeric_precision_scale, IntervalHandling, TimePrecision, TypeRegistry,
+};
 use proptest::prelude::*;
 
 fn opts() -> ValueOptions {
