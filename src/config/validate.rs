@@ -11,52 +11,77 @@ use super::{
     SNAPSHOT_SLOT_SUFFIX,
 };
 
+/// The problems found so far, in the order they are reported.
+struct Problems(Vec<Invalid>);
+
+impl Problems {
+    /// Records `field` = `value` as violating `constraint` unless `ok`.
+    fn check(&mut self, ok: bool, field: &'static str, value: &str, constraint: &str) {
+        if !ok {
+            self.0.push(Invalid {
+                field,
+                value: value.to_owned(),
+                constraint: constraint.to_owned(),
+            });
+        }
+    }
+}
+
 impl RunConfig {
     /// Checks every field, reporting all problems together.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let mut problems = Vec::new();
-        let mut check = |ok: bool, field: &'static str, value: &str, constraint: &str| {
-            if !ok {
-                problems.push(Invalid {
-                    field,
-                    value: value.to_owned(),
-                    constraint: constraint.to_owned(),
-                });
-            }
-        };
-        check(
+        let mut p = Problems(Vec::new());
+        self.check_names_and_snapshot(&mut p);
+        self.check_metadata(&mut p);
+        self.check_kafka_properties(&mut p);
+        for problem in self.transform.validate() {
+            p.0.push(problem);
+        }
+        self.check_temporary_slot(&mut p);
+        self.check_exactly_once(&mut p);
+        self.check_selection_and_secrets(&mut p);
+        if p.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError(p.0))
+        }
+    }
+
+    /// The prefix, slot and publication names, the snapshot and bounded-run flags, the tables.
+    fn check_names_and_snapshot(&self, p: &mut Problems) {
+        p.check(
             is_topic_prefix(&self.topic_prefix),
             "topic-prefix",
             &self.topic_prefix,
             "must start with a letter or '_' and contain only letters, digits, '.', '_' or '-' \
              (it also names Avro schemas)",
         );
-        check(
+        p.check(
             self.encode.format != Format::Avro || is_avro_namespace(&self.topic_prefix),
             "topic-prefix",
             &self.topic_prefix,
             "with --format avro must be dot-separated Avro names (letters, digits and '_', \
              each part starting with a letter or '_'): it is the namespace of every schema",
         );
-        check(
+        p.check(
             is_identifier(&self.slot_name),
             "slot",
             &self.slot_name,
             "must be 1-63 lowercase letters, digits or '_' (PostgreSQL's rule for slot names)",
         );
-        check(
+        p.check(
             !self.publication_name.is_empty() && self.publication_name.len() <= 63,
             "publication",
             &self.publication_name,
             "must be 1-63 characters",
         );
-        check(
+        p.check(
             !self.bootstrap_servers.trim().is_empty(),
             "bootstrap-servers",
             &self.bootstrap_servers,
             "must name at least one host:port",
         );
-        check(
+        p.check(
             self.slot_name.len() <= 63 - SNAPSHOT_SLOT_SUFFIX.len(),
             "slot",
             &self.slot_name,
@@ -65,13 +90,13 @@ impl RunConfig {
                 63 - SNAPSHOT_SLOT_SUFFIX.len()
             ),
         );
-        check(
+        p.check(
             self.snapshot_workers != Some(0) && self.snapshot_chunk_pages > 0,
             "snapshot-workers",
             &format!("{:?}", self.snapshot_workers),
             "and --snapshot-chunk-pages must be at least 1",
         );
-        check(
+        p.check(
             self.signal_data_collection.as_deref().is_none_or(|t| {
                 t.split_once('.')
                     .is_some_and(|(s, t)| !s.is_empty() && !t.is_empty())
@@ -80,32 +105,32 @@ impl RunConfig {
             self.signal_data_collection.as_deref().unwrap_or(""),
             "must name a table as schema.table",
         );
-        check(
+        p.check(
             self.incremental_snapshot_chunk_size > 0,
             "incremental-snapshot-chunk-size",
             &self.incremental_snapshot_chunk_size.to_string(),
             "must be at least 1",
         );
-        check(
+        p.check(
             self.max_in_flight_messages > 0,
             "max-in-flight-messages",
             &self.max_in_flight_messages.to_string(),
             "must be at least 1",
         );
-        check(
+        p.check(
             self.max_in_flight_bytes >= 1024,
             "max-in-flight-bytes",
             &self.max_in_flight_bytes.to_string(),
             "must be at least 1024",
         );
-        check(
+        p.check(
             self.encode.format != Format::Avro || self.encode.schema_registry_url.is_some(),
             "schema-registry-url",
             "",
             "is required with --format avro",
         );
         for table in &self.tables {
-            check(
+            p.check(
                 table
                     .split_once('.')
                     .is_some_and(|(s, t)| !s.is_empty() && !t.is_empty()),
@@ -114,16 +139,19 @@ impl RunConfig {
                 "must be schema.table",
             );
         }
-        // --- transaction metadata and heartbeats ---
+    }
+
+    /// Transaction metadata and heartbeats.
+    fn check_metadata(&self, p: &mut Problems) {
         if let Some(topic) = &self.transaction_topic {
-            check(
+            p.check(
                 is_topic_name(topic),
                 "transaction-topic",
                 topic,
                 "must be 1-249 letters, digits, '.', '_' or '-' (a Kafka topic name)",
             );
         }
-        check(
+        p.check(
             is_topic_name(&self.heartbeat_topics_prefix)
                 && self.names().heartbeat_topic().len() <= 249,
             "heartbeat-topics-prefix",
@@ -131,13 +159,13 @@ impl RunConfig {
             "must be letters, digits, '.', '_' or '-', and with '.<topic-prefix>' at most 249 \
              characters (a Kafka topic name)",
         );
-        check(
+        p.check(
             self.heartbeat_action_query.is_none() || !self.heartbeat_interval.is_zero(),
             "heartbeat-action-query",
             "",
             "runs at each heartbeat, so it needs --heartbeat-interval (e.g. 10s)",
         );
-        check(
+        p.check(
             self.heartbeat_action_query
                 .as_deref()
                 .is_none_or(|q| !q.trim().is_empty()),
@@ -145,37 +173,44 @@ impl RunConfig {
             "",
             "must not be empty",
         );
+    }
+
+    /// Pass-through producer properties never contradict a typed setting.
+    fn check_kafka_properties(&self, p: &mut Problems) {
         for (key, value) in &self.kafka_properties {
             if let Some((_, pinned)) = PINNED_PRODUCER_SETTINGS.iter().find(|(k, _)| k == key) {
-                check(
+                p.check(
                     value == pinned,
                     "kafka-property",
                     &format!("{key}={value}"),
                     &format!("contradicts the delivery guarantee, which needs {key}={pinned}"),
                 );
             }
-            check(
+            p.check(
                 key != "bootstrap.servers",
                 "kafka-property",
                 key,
                 "is set by --bootstrap-servers",
             );
         }
-        // --- transforms ---
-        for problem in self.transform.validate() {
-            check(false, problem.field, &problem.value, &problem.constraint);
-        }
-        check(
+    }
+
+    /// A temporary slot cannot carry a snapshot.
+    fn check_temporary_slot(&self, p: &mut Problems) {
+        p.check(
             !self.slot_temporary
                 || matches!(self.snapshot_mode, SnapshotMode::Never | SnapshotMode::NoData),
             "slot-temporary",
             "true",
             "needs --snapshot-mode never or no_data: a temporary slot cannot carry a snapshot's position to a later run",
         );
-        // --- exactly-once ---
+    }
+
+    /// `--delivery exactly-once` and its batching flags.
+    fn check_exactly_once(&self, p: &mut Problems) {
         if self.delivery == Delivery::ExactlyOnce {
             let name = self.names().connector_name();
-            check(
+            p.check(
                 !name.is_empty()
                     && name.len() <= 200
                     && !name.chars().any(|c| c.is_control() || c.is_whitespace()),
@@ -183,20 +218,20 @@ impl RunConfig {
                 &name,
                 "must be 1-200 characters without spaces (it names the transactional.id)",
             );
-            check(
+            p.check(
                 is_topic_prefix(&self.names().progress_topic()),
                 "progress-topic",
                 &self.names().progress_topic(),
                 "must contain only letters, digits, '.', '_' or '-'",
             );
-            check(
+            p.check(
                 self.eos_max_batch_transactions > 0 && self.eos_max_batch_bytes > 0,
                 "eos-max-batch-transactions",
                 &self.eos_max_batch_transactions.to_string(),
                 "and --eos-max-batch-bytes must be at least 1",
             );
             for (key, _) in &self.kafka_properties {
-                check(
+                p.check(
                     key != "transactional.id",
                     "kafka-property",
                     key,
@@ -204,43 +239,41 @@ impl RunConfig {
                 );
             }
         }
-        // --- selection and routing ---
+    }
+
+    /// Selection and routing, topic creation, and the secrets given twice.
+    fn check_selection_and_secrets(&self, p: &mut Problems) {
         if let Err(invalid) = crate::select::Selection::new(&self.select, &self.tables) {
-            problems.extend(invalid);
+            p.0.extend(invalid);
         }
         if let Err(invalid) =
             crate::select::TopicRouter::from_options(&self.select, &self.topic_prefix)
         {
-            problems.extend(invalid);
+            p.0.extend(invalid);
         }
         for (flag, value) in [
             ("topic-partitions", self.topic_partitions),
             ("topic-replication-factor", self.topic_replication_factor),
         ] {
             if let Some(n) = value.filter(|&n| n < 1) {
-                problems.push(Invalid {
+                p.0.push(Invalid {
                     field: flag,
                     value: n.to_string(),
                     constraint: "must be at least 1".to_owned(),
                 });
             }
         }
-        problems.extend(self.pg_password.problems(&self.pg_url));
-        problems.extend(self.kafka_security.problems(self));
+        p.0.extend(self.pg_password.problems(&self.pg_url));
+        p.0.extend(self.kafka_security.problems(self));
         if self.encode.schema_registry_basic_auth.is_some()
             && self.encode.schema_registry_basic_auth_file.is_some()
         {
-            problems.push(Invalid {
+            p.0.push(Invalid {
                 field: "schema-registry-basic-auth",
                 value: String::new(),
                 constraint: "and --schema-registry-basic-auth-file are both set; give it once"
                     .to_owned(),
             });
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError(problems))
         }
     }
 }
