@@ -447,84 +447,79 @@ async fn check_publication(
     };
 
     match row {
-        Some(found) => {
-            let all = found.all_tables;
-            let (updates, deletes) = (found.updates, found.deletes);
-            let owner = found.owner;
-            let scope = if all {
-                "FOR ALL TABLES".to_owned()
-            } else {
-                format!("{} tables", names.len())
-            };
-            if !updates || !deletes {
-                report.warn(
-                    "publication",
-                    format!("{publication:?} ({scope}, owner {owner}) does not publish updates or deletes"),
-                    format!(
-                        "ALTER PUBLICATION {} SET (publish = 'insert, update, delete, truncate')",
-                        setup::quote_ident(publication)
-                    ),
-                );
-            } else if !all && names.is_empty() {
-                report.fail(
-                    "publication",
-                    format!("{publication:?} exists but has no tables"),
-                    format!(
-                        "ALTER PUBLICATION {} ADD TABLE schema.table, ...",
-                        setup::quote_ident(publication)
-                    ),
-                );
-            } else {
-                report.pass("publication", format!("{publication:?} exists ({scope})"));
-            }
-        }
-        None if config.publication_autocreate_mode == PublicationAutocreateMode::Disabled => {
+        Some(found) => report_existing(report, publication, found, &names),
+        None => report_missing(report, config, facts, &names, &tables),
+    }
+    Some(tables)
+}
+
+/// The verdict on a publication that exists (`names`: the tables it
+/// publishes, before the selection).
+fn report_existing(
+    report: &mut Report,
+    publication: &str,
+    found: catalog::Publication,
+    names: &[(String, String)],
+) {
+    let all = found.all_tables;
+    let (updates, deletes) = (found.updates, found.deletes);
+    let owner = found.owner;
+    let scope = if all {
+        "FOR ALL TABLES".to_owned()
+    } else {
+        format!("{} tables", names.len())
+    };
+    if !updates || !deletes {
+        report.warn(
+            "publication",
+            format!("{publication:?} ({scope}, owner {owner}) does not publish updates or deletes"),
+            format!(
+                "ALTER PUBLICATION {} SET (publish = 'insert, update, delete, truncate')",
+                setup::quote_ident(publication)
+            ),
+        );
+    } else if !all && names.is_empty() {
+        report.fail(
+            "publication",
+            format!("{publication:?} exists but has no tables"),
+            format!(
+                "ALTER PUBLICATION {} ADD TABLE schema.table, ...",
+                setup::quote_ident(publication)
+            ),
+        );
+    } else {
+        report.pass("publication", format!("{publication:?} exists ({scope})"));
+    }
+}
+
+/// The verdict on a missing publication: whether `run` can create it, as
+/// --publication-autocreate-mode says, with this role.
+fn report_missing(
+    report: &mut Report,
+    config: &RunConfig,
+    facts: &ServerFacts,
+    names: &[(String, String)],
+    tables: &[TableInfo],
+) {
+    let publication = &config.publication_name;
+    match config.publication_autocreate_mode {
+        PublicationAutocreateMode::Disabled => {
             report.fail(
                 "publication",
                 format!(
                     "{publication:?} does not exist and --publication-autocreate-mode disabled \
-                     does not create it"
+                 does not create it"
                 ),
                 format!(
-                    "create it: CREATE PUBLICATION {} FOR TABLE schema.table, ... (or FOR ALL TABLES)",
-                    setup::quote_ident(publication)
-                ),
+                "create it: CREATE PUBLICATION {} FOR TABLE schema.table, ... (or FOR ALL TABLES)",
+                setup::quote_ident(publication)
+            ),
             );
         }
-        None if config.publication_autocreate_mode == PublicationAutocreateMode::Filtered => {
-            let not_owned: Vec<&str> = tables
-                .iter()
-                .filter(|t| !t.owned)
-                .map(|t| t.name.as_str())
-                .collect();
-            if tables.is_empty() {
-                report.fail(
-                    "publication",
-                    "no table matches the include/exclude lists",
-                    "check --schema-include-list / --table-include-list and their exclude lists",
-                );
-            } else if facts.role.superuser || not_owned.is_empty() {
-                report.pass(
-                    "publication",
-                    format!(
-                        "{publication:?} does not exist and will be created FOR TABLE the {} selected tables",
-                        tables.len()
-                    ),
-                );
-            } else {
-                report.fail(
-                    "publication",
-                    format!(
-                        "{publication:?} does not exist, and {} does not own {}",
-                        facts.role.name,
-                        not_owned.join(", ")
-                    ),
-                    "run the connector once as the tables' owner or a superuser, or create the \
-                     publication yourself",
-                );
-            }
+        PublicationAutocreateMode::Filtered => {
+            report_filtered_publication(report, config, facts, tables)
         }
-        None if config.tables.is_empty() => {
+        PublicationAutocreateMode::AllTables if config.tables.is_empty() => {
             if facts.role.superuser {
                 report.pass(
                     "publication",
@@ -532,77 +527,129 @@ async fn check_publication(
                 );
             } else {
                 report.fail(
-                    "publication",
-                    format!(
-                        "{publication:?} does not exist, and creating it FOR ALL TABLES needs a superuser; {} is not one",
-                        facts.role.name
-                    ),
-                    format!(
-                        "have a superuser run CREATE PUBLICATION {} FOR ALL TABLES, or pass \
-                         --table schema.table,... naming tables {} owns",
-                        setup::quote_ident(publication),
-                        facts.role.name
-                    ),
-                );
+                "publication",
+                format!(
+                    "{publication:?} does not exist, and creating it FOR ALL TABLES needs a superuser; {} is not one",
+                    facts.role.name
+                ),
+                format!(
+                    "have a superuser run CREATE PUBLICATION {} FOR ALL TABLES, or pass \
+                     --table schema.table,... naming tables {} owns",
+                    setup::quote_ident(publication),
+                    facts.role.name
+                ),
+            );
             }
         }
-        None => {
-            let missing: Vec<&str> = names
-                .iter()
-                .zip(&config.tables)
-                .filter(|((s, t), _)| !tables.iter().any(|i| i.name == format!("{s}.{t}")))
-                .map(|(_, given)| given.as_str())
-                .collect();
-            let not_owned: Vec<&str> = tables
-                .iter()
-                .filter(|t| !t.owned)
-                .map(|t| t.name.as_str())
-                .collect();
-            if !missing.is_empty() {
-                report.fail(
-                    "publication",
-                    format!("--table names tables that do not exist: {}", list(&missing)),
-                    "name existing tables as schema.table",
-                );
-            } else if !facts.role.superuser && !facts.role.can_create_in_database {
-                report.fail(
-                    "publication",
-                    format!(
-                        "{publication:?} does not exist and {} may not create objects in this database",
-                        facts.role.name
-                    ),
-                    format!(
-                        "GRANT CREATE ON DATABASE {} TO {}, or have the owner create the publication",
-                        setup::quote_ident(&config.pg_url.dbname()),
-                        setup::quote_ident(&facts.role.name)
-                    ),
-                );
-            } else if !facts.role.superuser && !not_owned.is_empty() {
-                report.fail(
-                    "publication",
-                    format!(
-                        "{publication:?} does not exist, and {} does not own {}, so it cannot create it",
-                        facts.role.name,
-                        list(&not_owned)
-                    ),
-                    format!(
-                        "have the owner or a superuser run CREATE PUBLICATION {} FOR TABLE {}",
-                        setup::quote_ident(publication),
-                        config.tables.join(", ")
-                    ),
-                );
-            } else {
-                report.pass(
-                    "publication",
-                    format!(
-                        "{publication:?} does not exist and will be created for {} tables",
-                        tables.len()
-                    ),
-                );
-            }
+        PublicationAutocreateMode::AllTables => {
+            report_table_list_publication(report, config, facts, names, tables)
         }
     }
-    Some(tables)
+}
+
+/// `--publication-autocreate-mode filtered`: `run` creates it for the selected tables it may publish.
+fn report_filtered_publication(
+    report: &mut Report,
+    config: &RunConfig,
+    facts: &ServerFacts,
+    tables: &[TableInfo],
+) {
+    let publication = &config.publication_name;
+    let not_owned: Vec<&str> = tables
+        .iter()
+        .filter(|t| !t.owned)
+        .map(|t| t.name.as_str())
+        .collect();
+    if tables.is_empty() {
+        report.fail(
+            "publication",
+            "no table matches the include/exclude lists",
+            "check --schema-include-list / --table-include-list and their exclude lists",
+        );
+    } else if facts.role.superuser || not_owned.is_empty() {
+        report.pass(
+            "publication",
+            format!(
+            "{publication:?} does not exist and will be created FOR TABLE the {} selected tables",
+            tables.len()
+        ),
+        );
+    } else {
+        report.fail(
+            "publication",
+            format!(
+                "{publication:?} does not exist, and {} does not own {}",
+                facts.role.name,
+                not_owned.join(", ")
+            ),
+            "run the connector once as the tables' owner or a superuser, or create the \
+         publication yourself",
+        );
+    }
+}
+
+/// `--table` with a missing publication: `run` creates it FOR TABLE that list.
+fn report_table_list_publication(
+    report: &mut Report,
+    config: &RunConfig,
+    facts: &ServerFacts,
+    names: &[(String, String)],
+    tables: &[TableInfo],
+) {
+    let publication = &config.publication_name;
+    let missing: Vec<&str> = names
+        .iter()
+        .zip(&config.tables)
+        .filter(|((s, t), _)| !tables.iter().any(|i| i.name == format!("{s}.{t}")))
+        .map(|(_, given)| given.as_str())
+        .collect();
+    let not_owned: Vec<&str> = tables
+        .iter()
+        .filter(|t| !t.owned)
+        .map(|t| t.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        report.fail(
+            "publication",
+            format!("--table names tables that do not exist: {}", list(&missing)),
+            "name existing tables as schema.table",
+        );
+    } else if !facts.role.superuser && !facts.role.can_create_in_database {
+        report.fail(
+            "publication",
+            format!(
+                "{publication:?} does not exist and {} may not create objects in this database",
+                facts.role.name
+            ),
+            format!(
+                "GRANT CREATE ON DATABASE {} TO {}, or have the owner create the publication",
+                setup::quote_ident(&config.pg_url.dbname()),
+                setup::quote_ident(&facts.role.name)
+            ),
+        );
+    } else if !facts.role.superuser && !not_owned.is_empty() {
+        report.fail(
+            "publication",
+            format!(
+                "{publication:?} does not exist, and {} does not own {}, so it cannot create it",
+                facts.role.name,
+                list(&not_owned)
+            ),
+            format!(
+                "have the owner or a superuser run CREATE PUBLICATION {} FOR TABLE {}",
+                setup::quote_ident(publication),
+                config.tables.join(", ")
+            ),
+        );
+    } else {
+        report.pass(
+            "publication",
+            format!(
+                "{publication:?} does not exist and will be created for {} tables",
+                tables.len()
+            ),
+        );
+    }
 }
 
 pub(super) fn check_tables(config: &RunConfig, tables: &[TableInfo], report: &mut Report) {
