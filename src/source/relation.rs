@@ -198,104 +198,9 @@ impl RelationCache {
         let by_name: HashMap<&str, &CatalogColumn> =
             catalog.iter().map(|c| (c.name.as_str(), c)).collect();
 
-        // Positions (in the Relation message) of the captured columns.
-        let positions: Vec<usize> = relation
-            .columns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| {
-                self.selection
-                    .includes_column(&relation.namespace, &relation.name, &c.name)
-            })
-            .map(|(i, _)| i)
-            .collect();
-
-        let full_identity = relation.replica_identity == ReplicaIdentity::Full;
-        let mut column_types = Vec::with_capacity(positions.len());
-        let not_null = |name: &str| {
-            by_name
-                .get(name)
-                .is_some_and(|i| i.not_null || i.primary_key_position.is_some())
-        };
-        let columns: Vec<ColumnSchema> = positions
-            .iter()
-            .map(|&position| {
-                let c = &relation.columns[position];
-                let ty = self.types.resolve(c.type_oid, c.type_modifier);
-                // Outside REPLICA IDENTITY FULL a before-image holds only the
-                // identity columns: the others are unknown there, so null.
-                let in_every_before_image = full_identity || c.is_key;
-                // An unchanged TOASTed value is null where its type cannot carry
-                // the placeholder (numeric, arrays of numbers, ...).
-                let placeholder_is_null = ty.is_varlena()
-                    && types::unavailable_value(&ty, c.type_modifier, &self.options) == Value::Null;
-                let required = not_null(&c.name) && in_every_before_image && !placeholder_is_null;
-                let mut schema = types::column_schema(&ty, c.type_modifier, &self.options);
-                schema.optional = !required;
-                column_types.push(ty);
-                ColumnSchema {
-                    name: c.name.clone(),
-                    type_oid: c.type_oid,
-                    type_modifier: c.type_modifier,
-                    schema,
-                }
-            })
-            .collect();
-
-        // The key columns as Postgres defines them, by name, before filtering.
-        let mut natural_key: Vec<(i32, &str)> = relation
-            .columns
-            .iter()
-            .filter_map(|c| {
-                by_name
-                    .get(c.name.as_str())
-                    .and_then(|i| i.primary_key_position)
-                    .map(|p| (p, c.name.as_str()))
-            })
-            .collect();
-        natural_key.sort_unstable();
-        let mut natural_key: Vec<&str> = natural_key.into_iter().map(|(_, n)| n).collect();
-        // A table dropped since this change was written is gone from the
-        // catalog: its primary key is then read from the Relation message,
-        // whose identity columns under REPLICA IDENTITY DEFAULT are the
-        // primary key's (under FULL they are every column: no key is known).
-        let dropped = catalog.is_empty() && !relation.columns.is_empty();
-        if dropped {
-            tracing::warn!(
-                table = %qualified,
-                replica_identity = ?relation.replica_identity,
-                "the table is no longer in the catalog (dropped since this change was written): \
-                 its key is taken from the replica identity (none under FULL: null keys) and \
-                 every column is optional"
-            );
-        }
-        let identity_is_the_key = relation.replica_identity == ReplicaIdentity::Index
-            || (dropped && relation.replica_identity == ReplicaIdentity::Default);
-        if natural_key.is_empty() && identity_is_the_key {
-            natural_key = relation
-                .columns
-                .iter()
-                .filter(|c| c.is_key)
-                .map(|c| c.name.as_str())
-                .collect();
-        }
-        let custom = self
-            .selection
-            .key_column_patterns(&relation.namespace, &relation.name)
-            .map(|patterns| {
-                relation
-                    .columns
-                    .iter()
-                    .filter(|c| patterns.iter().any(|p| p.is_match(&c.name)))
-                    .map(|c| c.name.as_str())
-                    .collect::<Vec<_>>()
-            })
-            .filter(|names| {
-                if names.is_empty() {
-                    tracing::warn!(table = %qualified, "--message-key-columns names no column of this table; keying it by its primary key");
-                }
-                !names.is_empty()
-            });
+        let (positions, columns, column_types) = self.captured_columns(relation, &by_name);
+        let not_null = |name: &str| is_not_null(&by_name, name);
+        let (natural_key, custom) = self.key_names(relation, catalog, &by_name, &qualified);
         let key_names = custom.clone().unwrap_or(natural_key);
         let position_of = |name: &str| columns.iter().position(|c| c.name == name);
         let mut key_columns = Vec::with_capacity(key_names.len());
@@ -365,6 +270,123 @@ impl RelationCache {
         self.definitions
             .insert(relation.id, (relation.clone(), catalog.to_vec()));
         Ok(table)
+    }
+
+    /// The captured columns of `relation` (after the column filters): their
+    /// positions in the Relation message, their schemas and their types.
+    fn captured_columns(
+        &self,
+        relation: &Relation,
+        by_name: &HashMap<&str, &CatalogColumn>,
+    ) -> (Vec<usize>, Vec<ColumnSchema>, Vec<PgType>) {
+        // Positions (in the Relation message) of the captured columns.
+        let positions: Vec<usize> = relation
+            .columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                self.selection
+                    .includes_column(&relation.namespace, &relation.name, &c.name)
+            })
+            .map(|(i, _)| i)
+            .collect();
+
+        let full_identity = relation.replica_identity == ReplicaIdentity::Full;
+        let mut column_types = Vec::with_capacity(positions.len());
+        let not_null = |name: &str| is_not_null(by_name, name);
+        let columns: Vec<ColumnSchema> = positions
+            .iter()
+            .map(|&position| {
+                let c = &relation.columns[position];
+                let ty = self.types.resolve(c.type_oid, c.type_modifier);
+                // Outside REPLICA IDENTITY FULL a before-image holds only the
+                // identity columns: the others are unknown there, so null.
+                let in_every_before_image = full_identity || c.is_key;
+                // An unchanged TOASTed value is null where its type cannot carry
+                // the placeholder (numeric, arrays of numbers, ...).
+                let placeholder_is_null = ty.is_varlena()
+                    && types::unavailable_value(&ty, c.type_modifier, &self.options) == Value::Null;
+                let required = not_null(&c.name) && in_every_before_image && !placeholder_is_null;
+                let mut schema = types::column_schema(&ty, c.type_modifier, &self.options);
+                schema.optional = !required;
+                column_types.push(ty);
+                ColumnSchema {
+                    name: c.name.clone(),
+                    type_oid: c.type_oid,
+                    type_modifier: c.type_modifier,
+                    schema,
+                }
+            })
+            .collect();
+
+        (positions, columns, column_types)
+    }
+
+    /// The key columns' names: Postgres's key (the primary key, else the
+    /// replica identity index), and the `--message-key-columns` choice when
+    /// one matches.
+    fn key_names<'r>(
+        &self,
+        relation: &'r Relation,
+        catalog: &[CatalogColumn],
+        by_name: &HashMap<&str, &CatalogColumn>,
+        qualified: &str,
+    ) -> (Vec<&'r str>, Option<Vec<&'r str>>) {
+        // The key columns as Postgres defines them, by name, before filtering.
+        let mut natural_key: Vec<(i32, &str)> = relation
+            .columns
+            .iter()
+            .filter_map(|c| {
+                by_name
+                    .get(c.name.as_str())
+                    .and_then(|i| i.primary_key_position)
+                    .map(|p| (p, c.name.as_str()))
+            })
+            .collect();
+        natural_key.sort_unstable();
+        let mut natural_key: Vec<&str> = natural_key.into_iter().map(|(_, n)| n).collect();
+        // A table dropped since this change was written is gone from the
+        // catalog: its primary key is then read from the Relation message,
+        // whose identity columns under REPLICA IDENTITY DEFAULT are the
+        // primary key's (under FULL they are every column: no key is known).
+        let dropped = catalog.is_empty() && !relation.columns.is_empty();
+        if dropped {
+            tracing::warn!(
+                table = %qualified,
+                replica_identity = ?relation.replica_identity,
+                "the table is no longer in the catalog (dropped since this change was written): \
+                 its key is taken from the replica identity (none under FULL: null keys) and \
+                 every column is optional"
+            );
+        }
+        let identity_is_the_key = relation.replica_identity == ReplicaIdentity::Index
+            || (dropped && relation.replica_identity == ReplicaIdentity::Default);
+        if natural_key.is_empty() && identity_is_the_key {
+            natural_key = relation
+                .columns
+                .iter()
+                .filter(|c| c.is_key)
+                .map(|c| c.name.as_str())
+                .collect();
+        }
+        let custom = self
+            .selection
+            .key_column_patterns(&relation.namespace, &relation.name)
+            .map(|patterns| {
+                relation
+                    .columns
+                    .iter()
+                    .filter(|c| patterns.iter().any(|p| p.is_match(&c.name)))
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|names| {
+                if names.is_empty() {
+                    tracing::warn!(table = %qualified, "--message-key-columns names no column of this table; keying it by its primary key");
+                }
+                !names.is_empty()
+            });
+        (natural_key, custom)
     }
 
     /// The names of the captured columns of `tuple` that are TOASTed and
@@ -511,6 +533,14 @@ impl RelationCache {
             .into()),
         }
     }
+}
+
+/// Whether the catalog says column `name` never holds NULL (NOT NULL, or
+/// part of the primary key).
+fn is_not_null(by_name: &HashMap<&str, &CatalogColumn>, name: &str) -> bool {
+    by_name
+        .get(name)
+        .is_some_and(|i| i.not_null || i.primary_key_position.is_some())
 }
 
 #[cfg(test)]
