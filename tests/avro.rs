@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use apache_avro::types::Value as Avro;
-use common::{wait_until, RawRecord, Scenario};
+use common::{consume_raw, wait_until, RawRecord, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::encode::registry::RegistryError;
 use pgcdc_kafka::encode::EncodeError;
@@ -33,8 +33,6 @@ use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry, TestCa};
 use serde_json::{json, Value as Json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 // ---------------------------------------------------------------------------
 // The connector, a raw consumer, and the independent Avro reader.
@@ -93,10 +91,9 @@ impl Connector {
     }
 }
 
-/// Reads `topic` from the beginning until `count` records arrived or
-/// `timeout` passed.
-async fn consume_raw(topic: &str, count: usize, timeout: Duration) -> Vec<RawRecord> {
-    common::consume_raw(&Kafka::shared().bootstrap_servers(), topic, count, timeout).await
+/// The shared broker's bootstrap servers.
+fn bootstrap() -> String {
+    Kafka::shared().bootstrap_servers()
 }
 
 /// Decodes Confluent-framed Avro with writer schemas fetched from a registry
@@ -385,7 +382,7 @@ async fn debezium_types_decode_with_the_registered_schemas() {
     s.sql("SELECT pg_logical_emit_message(true, 'audit', 'hello')");
 
     let topic = s.topic("kinds");
-    let records = consume_raw(&topic, 5, TIMEOUT).await;
+    let records = consume_raw(&bootstrap(), &topic, 5, TIMEOUT).await;
     assert_eq!(records.len(), 5, "{records:#?}");
     let mut reader = Reader::new(registry);
 
@@ -531,7 +528,7 @@ async fn debezium_types_decode_with_the_registered_schemas() {
 
     // The logical decoding message.
     let message_topic = format!("{}.message", s.prefix);
-    let messages = consume_raw(&message_topic, 1, TIMEOUT).await;
+    let messages = consume_raw(&bootstrap(), &message_topic, 1, TIMEOUT).await;
     assert_eq!(messages.len(), 1);
     let (_, key) = reader.decode(messages[0].key.as_deref().expect("key"));
     assert_eq!(plain(&key), json!({"prefix": "audit"}));
@@ -575,7 +572,7 @@ async fn native_logical_types_with_record_name_subjects() {
             (2, NULL, NULL, NULL, NULL, NULL, 'infinity', NULL, NULL, NULL)",
     );
     let topic = s.topic("moments");
-    let records = consume_raw(&topic, 2, TIMEOUT).await;
+    let records = consume_raw(&bootstrap(), &topic, 2, TIMEOUT).await;
     assert_eq!(records.len(), 2);
     let mut reader = Reader::new(registry);
     let (value_id, value) = reader.decode(records[0].value.as_deref().expect("value"));
@@ -689,7 +686,7 @@ async fn schema_evolution_registers_new_versions_before_use() {
     let subject = format!("{topic}-value");
 
     s.sql("INSERT INTO evolving VALUES (1, 'one')");
-    assert_eq!(consume_raw(&topic, 1, TIMEOUT).await.len(), 1);
+    assert_eq!(consume_raw(&bootstrap(), &topic, 1, TIMEOUT).await.len(), 1);
     // Debezium-style evolution passes a BACKWARD rule: new fields are
     // optional with default null, dropped ones were.
     set_compatibility(registry, &subject, "BACKWARD");
@@ -701,7 +698,7 @@ async fn schema_evolution_registers_new_versions_before_use() {
     s.sql("INSERT INTO evolving VALUES (4, 4)");
     s.sql("UPDATE evolving SET b = 10 WHERE id = 1");
 
-    let records = consume_raw(&topic, 5, TIMEOUT).await;
+    let records = consume_raw(&bootstrap(), &topic, 5, TIMEOUT).await;
     assert_eq!(records.len(), 5, "{records:#?}");
     let mut reader = Reader::new(registry);
     let decoded: Vec<(u32, Json)> = records
@@ -748,7 +745,7 @@ async fn incompatible_change_stops_before_the_change() {
     let subject = format!("{topic}-value");
 
     s.sql("INSERT INTO strict VALUES (1, 1)");
-    assert_eq!(consume_raw(&topic, 1, TIMEOUT).await.len(), 1);
+    assert_eq!(consume_raw(&bootstrap(), &topic, 1, TIMEOUT).await.len(), 1);
     wait_until(TIMEOUT, "the insert confirmed", || async {
         s.confirmed_flush_lsn()
             .is_some_and(|l| l >= s.current_lsn())
@@ -800,7 +797,9 @@ async fn incompatible_change_stops_before_the_change() {
         "confirmed {confirmed} past the change at {after_change}"
     );
     assert_eq!(
-        consume_raw(&topic, 2, Duration::from_secs(3)).await.len(),
+        consume_raw(&bootstrap(), &topic, 2, Duration::from_secs(3))
+            .await
+            .len(),
         1
     );
     assert_eq!(
@@ -811,7 +810,7 @@ async fn incompatible_change_stops_before_the_change() {
     // With the rule relaxed, a restart delivers the change from the slot.
     set_compatibility(registry, &subject, "NONE");
     let connector = Connector::start(&s, registry, &[]);
-    let records = consume_raw(&topic, 2, TIMEOUT).await;
+    let records = consume_raw(&bootstrap(), &topic, 2, TIMEOUT).await;
     assert_eq!(records.len(), 2);
     let mut reader = Reader::new(registry);
     let (_, value) = reader.decode(records[1].value.as_deref().expect("value"));
@@ -840,7 +839,7 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
     // Read (and decode, while the registry still has them) what was sent.
     let mut old = Reader::new(&registry);
     for topic in [&altered, &steady] {
-        let records = consume_raw(topic, 3, TIMEOUT).await;
+        let records = consume_raw(&bootstrap(), topic, 3, TIMEOUT).await;
         assert_eq!(records.len(), 3);
         for r in &records {
             old.decode(r.value.as_deref().expect("value"));
@@ -868,11 +867,15 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
         s.sql(&format!("INSERT INTO altered VALUES ({i}, 'a{i}', {i}); INSERT INTO steady VALUES ({i}, 's{i}')"));
     }
     assert_eq!(
-        consume_raw(&altered, 4, Duration::from_secs(3)).await.len(),
+        consume_raw(&bootstrap(), &altered, 4, Duration::from_secs(3))
+            .await
+            .len(),
         3
     );
     assert_eq!(
-        consume_raw(&steady, 4, Duration::from_secs(1)).await.len(),
+        consume_raw(&bootstrap(), &steady, 4, Duration::from_secs(1))
+            .await
+            .len(),
         3
     );
     let confirmed = s.confirmed_flush_lsn().expect("slot");
@@ -889,8 +892,8 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
     })
     .await
     .expect("start thread");
-    let altered_records = consume_raw(&altered, 6, Duration::from_secs(180)).await;
-    let steady_records = consume_raw(&steady, 5, TIMEOUT).await;
+    let altered_records = consume_raw(&bootstrap(), &altered, 6, Duration::from_secs(180)).await;
+    let steady_records = consume_raw(&bootstrap(), &steady, 5, TIMEOUT).await;
     assert_eq!(altered_records.len(), 6, "{altered_records:#?}");
     assert_eq!(steady_records.len(), 5, "{steady_records:#?}");
 
@@ -974,7 +977,7 @@ async fn registry_over_tls_trusts_only_the_given_ca() {
         "{message}"
     );
     assert!(message.contains("--schema-registry-ca"), "{message}");
-    assert!(consume_raw(&topic, 1, Duration::from_secs(2))
+    assert!(consume_raw(&bootstrap(), &topic, 1, Duration::from_secs(2))
         .await
         .is_empty());
 
@@ -982,7 +985,7 @@ async fn registry_over_tls_trusts_only_the_given_ca() {
     let ca_file = ca.ca_file();
     let ca_flag = ca_file.to_str().expect("utf-8 path");
     let connector = Connector::start_at(&s, &https, &["--schema-registry-ca", ca_flag]);
-    let records = consume_raw(&topic, 1, TIMEOUT).await;
+    let records = consume_raw(&bootstrap(), &topic, 1, TIMEOUT).await;
     assert_eq!(records.len(), 1);
     let mut reader = Reader::new(&registry);
     let (_, value) = reader.decode(records[0].value.as_deref().expect("value"));

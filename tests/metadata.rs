@@ -19,18 +19,14 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apache_avro::types::Value as Avro;
 use common::process::{ConnectorProcess, LogDir};
-use common::{consume, consume_all, wait_until, Record, Scenario};
+use common::{consume, consume_all, consume_raw, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_kafka::pipeline::{HeartbeatError, PipelineError};
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry};
 use serde_json::{json, Value as Json};
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn payload(record: &Record) -> &Json {
     &record.value.as_ref().expect("not a tombstone")["payload"]
@@ -284,62 +280,6 @@ async fn metadata_is_off_by_default() {
 // Avro, read back independently
 // ---------------------------------------------------------------------------
 
-/// A record read back as bytes.
-struct RawRecord {
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-}
-
-async fn consume_raw(topic: &str, count: usize) -> Vec<RawRecord> {
-    let bootstrap = Kafka::shared().bootstrap_servers();
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("group.id", unique_name("metadata_consumer"))
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        let deadline = Instant::now() + TIMEOUT;
-        let partitions = loop {
-            let metadata = consumer
-                .fetch_metadata(Some(&topic), Duration::from_secs(5))
-                .expect("metadata");
-            let found = metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == topic && t.error().is_none())
-                .map_or(0, |t| t.partitions().len());
-            if found > 0 {
-                break found;
-            }
-            assert!(Instant::now() < deadline, "topic {topic} never appeared");
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut assignment = TopicPartitionList::new();
-        for p in 0..partitions {
-            assignment
-                .add_partition_offset(&topic, p as i32, Offset::Beginning)
-                .expect("partition");
-        }
-        consumer.assign(&assignment).expect("assign");
-        let mut records = Vec::new();
-        while records.len() < count && Instant::now() < deadline {
-            let Some(message) = consumer.poll(Duration::from_millis(200)) else {
-                continue;
-            };
-            let message = message.expect("consume");
-            records.push(RawRecord {
-                key: message.key().map(<[u8]>::to_vec),
-                value: message.payload().map(<[u8]>::to_vec),
-            });
-        }
-        records
-    })
-    .await
-    .expect("consumer thread")
-}
-
 /// Decodes Confluent-framed Avro with the writer schema fetched from the
 /// registry by id (never the connector's own schemas).
 struct Reader<'r> {
@@ -436,7 +376,8 @@ async fn avro_boundaries_blocks_and_heartbeats() {
         schemas: HashMap::new(),
     };
     let txn_topic = format!("{}.transaction", s.prefix);
-    let records = consume_raw(&txn_topic, 2).await;
+    let bootstrap = kafka.bootstrap_servers();
+    let records = consume_raw(&bootstrap, &txn_topic, 2, TIMEOUT).await;
     assert_eq!(records.len(), 2);
     let (key_schema, key) = reader.decode(records[0].key.as_deref().expect("key"));
     assert_eq!(
@@ -463,7 +404,8 @@ async fn avro_boundaries_blocks_and_heartbeats() {
     });
     assert_eq!(end["ts_ms"], begin["ts_ms"]);
 
-    let a = consume_raw(&s.topic("a"), 2).await;
+    let a = consume_raw(&bootstrap, &s.topic("a"), 2, TIMEOUT).await;
+    assert_eq!(a.len(), 2, "both changes of a");
     let blocks: Vec<Json> = a
         .iter()
         .map(|r| plain(&reader.decode(r.value.as_deref().unwrap()).1)["transaction"].clone())
@@ -475,7 +417,8 @@ async fn avro_boundaries_blocks_and_heartbeats() {
             json!({"id": id, "total_order": 3, "data_collection_order": 2}),
         ]
     );
-    let b = consume_raw(&s.topic("b"), 1).await;
+    let b = consume_raw(&bootstrap, &s.topic("b"), 1, TIMEOUT).await;
+    assert_eq!(b.len(), 1, "the change of b");
     let (_, b_value) = reader.decode(b[0].value.as_deref().unwrap());
     assert_eq!(
         plain(&b_value)["transaction"],
@@ -483,7 +426,7 @@ async fn avro_boundaries_blocks_and_heartbeats() {
     );
 
     let heartbeat_topic = format!("__debezium-heartbeat.{}", s.prefix);
-    let heartbeats = consume_raw(&heartbeat_topic, 2).await;
+    let heartbeats = consume_raw(&bootstrap, &heartbeat_topic, 2, TIMEOUT).await;
     assert_eq!(heartbeats.len(), 2);
     let (hb_key_schema, hb_key) = reader.decode(heartbeats[0].key.as_deref().unwrap());
     assert_eq!(
@@ -702,6 +645,7 @@ async fn kill_9_loses_no_end() {
                     })
                     .expect("xid");
                 xids.lock().unwrap().push(xid.parse().unwrap());
+                // Pacing the load, not waiting for anything.
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
@@ -720,6 +664,9 @@ async fn kill_9_loses_no_end() {
             s.confirmed_flush_lsn().is_some_and(|l| l > before)
         })
         .await;
+        // Streaming under load for a while, longer each round, so the kills
+        // land at different points of the stream; the moment is the point,
+        // there is nothing to wait for.
         tokio::time::sleep(Duration::from_millis(300 + 400 * round)).await;
         process.assert_running("before kill -9");
         process.kill_9();

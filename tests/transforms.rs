@@ -20,116 +20,31 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apache_avro::types::Value as Avro;
-use common::{consume, consume_all, wait_until, Record, Running, Scenario};
+use common::{
+    consume, consume_all, read_raw, wait_until, RawRecord, ReadUntil, Record, Running, Scenario,
+    TIMEOUT,
+};
 use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Headers;
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::{json, Value as Json};
-
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 // ---------------------------------------------------------------------------
 // Raw records (outbox values are not JSON documents) and an Avro reader.
 // ---------------------------------------------------------------------------
 
-#[derive(Debug, Clone)]
-struct RawRecord {
-    partition: i32,
-    offset: i64,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    headers: Vec<(String, Vec<u8>)>,
-}
-
-impl RawRecord {
-    fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_slice())
-    }
-
-    fn key_text(&self) -> &str {
-        std::str::from_utf8(self.key.as_deref().expect("a key")).expect("UTF-8 key")
-    }
-}
-
-/// Reads `topic` from the beginning until `count` records arrived or
-/// `timeout` passed, then for a moment longer to catch any extra record;
+/// Reads `topic` from the beginning until `count` records arrived (or
+/// [`TIMEOUT`] passed), then for a second longer to catch a record too many;
 /// returns them in (partition, offset) order.
-async fn consume_raw(topic: &str, count: usize, timeout: Duration) -> Vec<RawRecord> {
-    let bootstrap = Kafka::shared().bootstrap_servers();
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("group.id", unique_name("transforms_consumer"))
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        let deadline = Instant::now() + timeout;
-        let partitions = loop {
-            let metadata = consumer
-                .fetch_metadata(Some(&topic), Duration::from_secs(5))
-                .expect("metadata");
-            let found = metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == topic && t.error().is_none())
-                .map_or(0, |t| t.partitions().len());
-            if found > 0 {
-                break found;
-            }
-            if Instant::now() > deadline {
-                return Vec::new();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut assignment = TopicPartitionList::new();
-        for p in 0..partitions {
-            assignment
-                .add_partition_offset(&topic, p as i32, Offset::Beginning)
-                .expect("partition");
-        }
-        consumer.assign(&assignment).expect("assign");
-        let mut records = Vec::new();
-        let mut linger: Option<Instant> = None;
-        loop {
-            if records.len() >= count && linger.is_none() {
-                linger = Some(Instant::now() + Duration::from_secs(1));
-            }
-            if linger.is_some_and(|l| Instant::now() > l) || Instant::now() > deadline {
-                break;
-            }
-            let Some(message) = consumer.poll(Duration::from_millis(200)) else {
-                continue;
-            };
-            let message = message.expect("consume");
-            let headers = message
-                .headers()
-                .map(|h| {
-                    h.iter()
-                        .map(|h| (h.key.to_owned(), h.value.unwrap_or_default().to_vec()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            records.push(RawRecord {
-                partition: message.partition(),
-                offset: message.offset(),
-                key: message.key().map(<[u8]>::to_vec),
-                value: message.payload().map(<[u8]>::to_vec),
-                headers,
-            });
-        }
-        records.sort_by_key(|r| (r.partition, r.offset));
-        records
-    })
-    .await
-    .expect("consumer thread")
+async fn consume_lingering(topic: &str, count: usize) -> Vec<RawRecord> {
+    let until = ReadUntil {
+        linger: Some(Duration::from_secs(1)),
+        ..ReadUntil::count(count, TIMEOUT)
+    };
+    let mut records = read_raw(&Kafka::shared().bootstrap_servers(), topic, until).await;
+    records.sort_by_key(|r| (r.partition, r.offset));
+    records
 }
 
 /// Decodes Confluent-framed Avro with writer schemas fetched by id.
@@ -195,14 +110,6 @@ fn plain(value: &Avro) -> Json {
         ),
         other => panic!("unexpected Avro value {other:?}"),
     }
-}
-
-fn header<'a>(record: &'a Record, name: &str) -> Option<&'a [u8]> {
-    record
-        .headers
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_slice())
 }
 
 async fn started(s: &Scenario, extra: &[&str]) -> Running {
@@ -409,7 +316,7 @@ async fn outbox_events_of_business_transactions() {
     for aggregate in [&order, &customer, &invoice, &blob] {
         let expected = by_aggregate(aggregate);
         let topic = format!("outbox.event.{aggregate}");
-        let records = consume_raw(&topic, expected.len(), TIMEOUT).await;
+        let records = consume_lingering(&topic, expected.len()).await;
         assert_eq!(
             records.len(),
             expected.len(),
@@ -456,7 +363,7 @@ async fn outbox_events_of_business_transactions() {
         }
     }
     // The order aggregate's keys, in order of the records for o-1.
-    let orders = consume_raw(&format!("outbox.event.{order}"), 6, TIMEOUT).await;
+    let orders = consume_lingering(&format!("outbox.event.{order}"), 6).await;
     let o1: Vec<&str> = orders
         .iter()
         .filter(|r| r.key_text() == "o-1")
@@ -523,7 +430,7 @@ async fn outbox_additional_columns_in_the_envelope() {
     );
     // A space is not allowed in topic names: it becomes `_`.
     let topic = format!("{topic_base}.ship_ment.events");
-    let records = consume_raw(&topic, 2, TIMEOUT).await;
+    let records = consume_lingering(&topic, 2).await;
     assert_eq!(records.len(), 2, "{records:#?}");
     let values: Vec<Json> = records
         .iter()
@@ -633,8 +540,8 @@ fn check_unwrapped(s: &Scenario, record: &Record, op: &str, row: Json, deleted: 
         .as_i64()
         .is_some_and(|t| t > 1_600_000_000_000));
     assert_eq!(payload.get("__deleted").and_then(Json::as_str), deleted);
-    assert_eq!(header(record, "__op"), Some(op.as_bytes()));
-    assert_eq!(header(record, "__db"), Some(s.db.as_bytes()));
+    assert_eq!(record.header("__op"), Some(op.as_bytes()));
+    assert_eq!(record.header("__db"), Some(s.db.as_bytes()));
     let names: Vec<&str> = schema["fields"]
         .as_array()
         .expect("fields")
@@ -694,7 +601,7 @@ async fn unwrap_deletes_as_one_tombstone() {
     check_unwrapped(&s, &r[2], "u", json!({"id": 2, "qty": 3}), None);
     assert!(r[3].value.is_none(), "the delete became a tombstone");
     assert_eq!(key_id(&r[3]), &json!(2));
-    assert_eq!(header(&r[3], "__op"), Some(&b"d"[..]));
+    assert_eq!(r[3].header("__op"), Some(&b"d"[..]));
     check_unwrapped(&s, &r[4], "c", json!({"id": 99}), None);
 }
 
@@ -721,8 +628,8 @@ async fn unwrap_deletes_rewritten_with_tombstone() {
     check_unwrapped(&s, &r[3], "d", json!({"id": 2}), Some("true"));
     assert!(r[4].value.is_none(), "Debezium's tombstone kept");
     assert_eq!(key_id(&r[4]), &json!(2));
-    assert_eq!(header(&r[4], "__op"), Some(&b"d"[..]));
-    assert_eq!(header(&r[4], "__db"), None, "a tombstone carries only __op");
+    assert_eq!(r[4].header("__op"), Some(&b"d"[..]));
+    assert_eq!(r[4].header("__db"), None, "a tombstone carries only __op");
     check_unwrapped(&s, &r[5], "c", json!({"id": 99}), Some("false"));
 }
 
@@ -766,7 +673,7 @@ async fn unwrap_and_outbox_in_avro() {
         s.sql("DELETE FROM items WHERE id = 1");
         s.sql("DELETE FROM outbox");
 
-        let records = consume_raw(&s.topic("items"), 3, TIMEOUT).await;
+        let records = consume_lingering(&s.topic("items"), 3).await;
         assert_eq!(records.len(), 3, "{mode}: {records:#?}");
         let mut reader = Reader::new(registry);
         let mut rows = Vec::new();
@@ -823,7 +730,7 @@ async fn unwrap_and_outbox_in_avro() {
 
         // The outbox event: Avro key and payload with the columns' schemas.
         let topic = format!("outbox.event.{aggregate}");
-        let events = consume_raw(&topic, 1, TIMEOUT).await;
+        let events = consume_lingering(&topic, 1).await;
         assert_eq!(
             events.len(),
             1,
@@ -870,7 +777,7 @@ async fn outbox_across_a_restart() {
     let running = started(&s, &flags).await;
     insert(1);
     insert(2);
-    assert_eq!(consume_raw(&topic, 2, TIMEOUT).await.len(), 2);
+    assert_eq!(consume_lingering(&topic, 2).await.len(), 2);
     running.stop().await;
 
     s.sql("DELETE FROM outbox");
@@ -878,7 +785,7 @@ async fn outbox_across_a_restart() {
     s.sql("DELETE FROM outbox");
     insert(4);
     let running = started(&s, &flags).await;
-    let records = consume_raw(&topic, 4, TIMEOUT).await;
+    let records = consume_lingering(&topic, 4).await;
     let payloads: Vec<&[u8]> = records
         .iter()
         .map(|r| r.value.as_deref().expect("a payload"))

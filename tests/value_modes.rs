@@ -15,20 +15,15 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
 use apache_avro::types::Value as Avro;
-use common::{consume, wait_until, Record, Scenario};
+use common::{consume, consume_raw, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::pipeline::{self, PipelineError, RunSummary, Shutdown};
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry};
 use serde_json::{json, Value as Json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Debezium's default `unavailable.value.placeholder`.
 const PLACEHOLDER: &str = "__debezium_unavailable_value";
@@ -491,51 +486,14 @@ async fn a_failing_value_is_named_but_never_shown() {
 // Avro: binary, time precision and hstore modes with the registry.
 // ---------------------------------------------------------------------------
 
-/// Reads `topic` from the beginning until `count` records arrived; values only.
+/// The values (tombstones left out) of the first `count` records of `topic`.
 async fn consume_values(topic: &str, count: usize) -> Vec<Vec<u8>> {
     let bootstrap = Kafka::shared().bootstrap_servers();
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("group.id", unique_name("modes_consumer"))
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        let deadline = Instant::now() + TIMEOUT;
-        let partitions = loop {
-            let metadata = consumer
-                .fetch_metadata(Some(&topic), Duration::from_secs(5))
-                .expect("metadata");
-            let found = metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == topic && t.error().is_none())
-                .map_or(0, |t| t.partitions().len());
-            if found > 0 {
-                break found;
-            }
-            assert!(Instant::now() < deadline, "topic {topic} never appeared");
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut assignment = TopicPartitionList::new();
-        for p in 0..partitions {
-            assignment
-                .add_partition_offset(&topic, p as i32, Offset::Beginning)
-                .expect("partition");
-        }
-        consumer.assign(&assignment).expect("assign");
-        let mut values = Vec::new();
-        while values.len() < count && Instant::now() < deadline {
-            if let Some(message) = consumer.poll(Duration::from_millis(200)) {
-                let message = message.expect("consume");
-                values.extend(message.payload().map(<[u8]>::to_vec));
-            }
-        }
-        values
-    })
-    .await
-    .expect("consumer thread")
+    consume_raw(&bootstrap, topic, count, TIMEOUT)
+        .await
+        .into_iter()
+        .filter_map(|r| r.value)
+        .collect()
 }
 
 /// Decodes Confluent-framed Avro with writer schemas fetched by id.
