@@ -8,11 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{consume, wait_until, Record, Scenario};
+use common::{consume, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn payload(record: &Record) -> &Json {
     &record.value.as_ref().expect("not a tombstone")["payload"]

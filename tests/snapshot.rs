@@ -9,11 +9,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::compacted::{latest_by_key, table_state};
-use common::{consume, consume_all, wait_until, Record, Scenario};
+use common::{consume, consume_all, wait_for, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
 
-const TIMEOUT: Duration = Duration::from_secs(90);
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,6 +51,7 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
                 ))
                 .await
                 .expect("write");
+            // Pacing the load, not waiting for anything.
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         round
@@ -76,7 +76,9 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The writer's changes stream after the snapshot too.
+    s.await_confirmed_past_now("the stream after the snapshot")
+        .await;
     let _ = stop_tx.send(true);
     let rounds = writer.await.expect("writer");
     assert!(
@@ -86,19 +88,19 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
     let expected = table_state(&s, "big");
 
     // Everything the final table holds, read back through snapshot + stream.
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    let records = loop {
+    let records = wait_for(TIMEOUT, "the topic content to equal the table", || async {
         let records = consume_all(&kafka.bootstrap_servers(), &topic, TIMEOUT).await;
-        if latest_by_key(&records) == expected {
-            break records;
+        let state = latest_by_key(&records);
+        match state == expected {
+            true => Ok(records),
+            false => Err(format!(
+                "{} keys in the topic state, {} in the table",
+                state.len(),
+                expected.len()
+            )),
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "topic content never equalled the table: {} keys in the topic state, {} in the table",
-            latest_by_key(&records).len(),
-            expected.len()
-        );
-    };
+    })
+    .await;
     let snapshot_rows: Vec<&Record> = records
         .iter()
         .filter(|r| r.value.as_ref().is_some_and(|v| v["payload"]["op"] == "r"))

@@ -6,12 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{consume, wait_until, Scenario};
+use common::{consume, hold_for, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::json;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn lsn_of(record: &common::Record) -> Lsn {
     let raw = record.value.as_ref().expect("value")["payload"]["source"]["lsn"]
@@ -222,15 +220,14 @@ async fn slot_is_not_confirmed_past_unacknowledged_transactions() {
     // For several status intervals (and keepalives), the slot must stay
     // before the unacknowledged transaction, even though Postgres keeps
     // asking for feedback.
-    let watch_until = std::time::Instant::now() + Duration::from_secs(5);
-    while std::time::Instant::now() < watch_until {
+    hold_for(Duration::from_secs(5), || async {
         let confirmed = s.confirmed_flush_lsn().expect("slot exists");
         assert!(
             confirmed < second_committed,
             "slot confirmed to {confirmed}, past the unacknowledged transaction that commits before {second_committed}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     assert!(
         !running.is_finished(),
         "the connector waits for the broker rather than stopping"

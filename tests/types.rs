@@ -23,7 +23,7 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine;
-use common::{consume, wait_until, Record, Scenario};
+use common::{consume, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_kafka::pipeline::{self, PipelineError, RunSummary, Shutdown};
@@ -33,8 +33,6 @@ use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 // ---------------------------------------------------------------------------
 // Reference helpers (independent of the connector's code).
