@@ -26,10 +26,7 @@ async fn registry() -> &'static SchemaRegistry {
 }
 
 async fn slot_created(s: &Scenario) {
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 }
 
 fn payload(record: &Record) -> &Json {

@@ -100,10 +100,7 @@ async fn added_table_is_snapshotted_while_another_streams_under_load() {
             "100",
         ],
     );
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     // Writes to both tables: t1 streams, t2's updates, deletes and inserts
     // race the chunks of its snapshot.
@@ -219,10 +216,7 @@ async fn killed_mid_snapshot_resumes_from_the_recorded_chunk() {
         .stderr(Stdio::null())
         .spawn()
         .expect("binary starts");
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     signal(&s, &["public.t"]);
     // Kill once the recorded position is well into the table.
     let mut recorded = 0i64;
@@ -301,10 +295,7 @@ async fn cli_starts_and_stops_incremental_snapshots() {
             "10",
         ],
     );
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let snapshot = |extra: &[&str]| {
         let output = Command::new(BIN)
             .args([
@@ -434,10 +425,7 @@ async fn exactly_once_carries_chunks_in_kafka_transactions() {
             "200",
         ],
     );
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     signal(&s, &["public.t"]);
     let mut round = 0;
     while progress_row(&s).is_some() || round == 0 {
@@ -579,10 +567,7 @@ async fn exactly_once_crash_after_a_chunk_commit_reads_no_row_twice() {
         CHUNK,
     ];
     let paused = PausedAfterChunkCommit::spawn(&s, kafka, &args, PAUSE_AT_CHUNK_COMMIT);
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     // Only keys divisible by 10 (and new keys above ROWS) are ever written:
     // every other row must come from the snapshot, exactly once.
@@ -724,10 +709,7 @@ async fn exactly_once_crash_after_the_last_chunk_commit_finishes_the_snapshot() 
         "100",
     ];
     let paused = PausedAfterChunkCommit::spawn(&s, kafka, &args, 11);
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     signal(&s, &["public.t"]);
     paused.wait().await;
     let row: IncrementalProgress =
@@ -823,10 +805,7 @@ async fn composite_text_keys_are_chunked_in_key_order() {
             "3",
         ],
     );
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     signal(&s, &["public.t"]);
     wait_until(TIMEOUT, "the incremental snapshot to complete", || async {
         progress_row(&s).is_none()

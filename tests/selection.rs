@@ -54,10 +54,7 @@ async fn wait_confirmed_past_now(s: &Scenario) {
 }
 
 async fn wait_for_slot(s: &Scenario) {
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 }
 
 fn ops(records: &[Record]) -> Vec<String> {

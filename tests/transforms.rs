@@ -19,10 +19,10 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use apache_avro::types::Value as Avro;
+use common::avro_reader::AvroReader;
 use common::{
     consume, consume_all, read_raw, wait_until, RawRecord, ReadUntil, Record, Running, Scenario,
     TIMEOUT,
@@ -47,51 +47,6 @@ async fn consume_lingering(topic: &str, count: usize) -> Vec<RawRecord> {
     records
 }
 
-/// Decodes Confluent-framed Avro with writer schemas fetched by id.
-struct Reader<'r> {
-    registry: &'r SchemaRegistry,
-    schemas: HashMap<u32, (Json, apache_avro::Schema)>,
-}
-
-impl<'r> Reader<'r> {
-    fn new(registry: &'r SchemaRegistry) -> Self {
-        Reader {
-            registry,
-            schemas: HashMap::new(),
-        }
-    }
-
-    fn fetch(&mut self, id: u32) -> &(Json, apache_avro::Schema) {
-        let registry = self.registry;
-        self.schemas.entry(id).or_insert_with(|| {
-            let (status, body) = registry
-                .get(&format!("/schemas/ids/{id}"))
-                .expect("registry answers");
-            assert_eq!(status, 200, "GET /schemas/ids/{id}: {body}");
-            let answer: Json = serde_json::from_str(&body).expect("JSON answer");
-            let text = answer["schema"].as_str().expect("a schema string");
-            let parsed = apache_avro::Schema::parse_str(text).expect("the writer schema parses");
-            (serde_json::from_str(text).expect("schema is JSON"), parsed)
-        })
-    }
-
-    /// The writer schema id, its JSON, and the decoded datum.
-    fn decode(&mut self, bytes: &[u8]) -> (u32, Json, Avro) {
-        assert!(bytes.len() >= 5, "too short for the Confluent header");
-        assert_eq!(bytes[0], 0, "magic byte");
-        let id = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-        let (schema_json, schema) = self.fetch(id).clone();
-        let mut body = &bytes[5..];
-        let value = apache_avro::reader::datum::GenericDatumReader::builder(&schema)
-            .build()
-            .expect("reader")
-            .read_value(&mut body)
-            .expect("the body decodes with the writer schema");
-        assert!(body.is_empty(), "{} bytes left after the datum", body.len());
-        (id, schema_json, value)
-    }
-}
-
 /// A decoded Avro value as JSON: unions unwrapped, bytes as hex.
 fn plain(value: &Avro) -> Json {
     match value {
@@ -114,10 +69,7 @@ fn plain(value: &Avro) -> Json {
 
 async fn started(s: &Scenario, extra: &[&str]) -> Running {
     let running = s.start(&Kafka::shared().bootstrap_servers(), extra);
-    wait_until(TIMEOUT, "the slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     running
 }
 
@@ -675,12 +627,17 @@ async fn unwrap_and_outbox_in_avro() {
 
         let records = consume_lingering(&s.topic("items"), 3).await;
         assert_eq!(records.len(), 3, "{mode}: {records:#?}");
-        let mut reader = Reader::new(registry);
+        let reader = AvroReader::new(registry);
         let mut rows = Vec::new();
         for record in &records {
-            let (_, _, key) = reader.decode(record.key.as_deref().expect("key"));
+            let (_, _, key) = reader.decode_with_schema(record.key.as_deref().expect("key"));
             assert_eq!(plain(&key), json!({"id": 1}));
-            rows.push(record.value.as_deref().map(|v| reader.decode(v)));
+            rows.push(
+                record
+                    .value
+                    .as_deref()
+                    .map(|v| reader.decode_with_schema(v)),
+            );
         }
         let (id, schema, created) = rows[0].clone().expect("a value");
         assert_eq!(schema["type"], "record");
@@ -736,11 +693,12 @@ async fn unwrap_and_outbox_in_avro() {
             1,
             "one event, the delete ignored: {events:#?}"
         );
-        let (_, key_schema, key) = reader.decode(events[0].key.as_deref().expect("key"));
+        let (_, key_schema, key) =
+            reader.decode_with_schema(events[0].key.as_deref().expect("key"));
         assert_eq!(plain(&key), json!("a-7"));
         assert_eq!(key_schema, json!("string"), "a null key is never encoded");
         let (_, payload_schema, payload) =
-            reader.decode(events[0].value.as_deref().expect("value"));
+            reader.decode_with_schema(events[0].value.as_deref().expect("value"));
         assert_eq!(plain(&payload), json!("{\"x\": [1]}"));
         assert_eq!(
             payload_schema,

@@ -43,10 +43,7 @@ async fn broker_killed_and_restarted_under_load_loses_nothing() {
             "message.timeout.ms=5000",
         ],
     );
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let stop_writer = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(write_continuously(
         pg,

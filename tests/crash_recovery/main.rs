@@ -626,10 +626,7 @@ async fn postgres_restart_and_connection_cut_are_survived() {
     let mut written = 0;
 
     let running = s.start(&bootstrap, &["--status-interval", "200ms"]);
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     written += workload.run_blocking(&s, 20);
     let (running, took) =
         await_all_arrived("the first batch", &s, &bootstrap, &TABLES, running).await;
@@ -763,10 +760,7 @@ async fn permanent_kafka_rejection_stops_without_confirming() {
             "message.max.bytes=5000",
         ],
     );
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     s.sql("INSERT INTO docs VALUES (1, 'small')");
     let small = consume(&bootstrap, &topic, 1, TIMEOUT).await;
     assert_eq!(small.len(), 1, "the small row arrives under the limit");
@@ -862,10 +856,7 @@ async fn transaction_larger_than_in_flight_bound_flows() {
             "200ms",
         ],
     );
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let started = Instant::now();
     s.sql(&format!(
         "INSERT INTO bulk SELECT g, 1, 'row ' || g FROM generate_series(1, {ROWS}) g"
@@ -1029,10 +1020,7 @@ async fn network_faults_through_a_proxy_lose_nothing() {
         pg_proxy.port(),
     );
     let running = s.start_args(args);
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let phase = |name: &'static str| {
         let started = Instant::now();
         move |took: Duration| {

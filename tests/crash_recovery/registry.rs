@@ -173,10 +173,7 @@ async fn registry_down_during_a_schema_change_loses_nothing() {
     println!("[{SCENARIO}] seed {seed}");
     let decode = avro_decoder(registry);
     let mut running = s.start_args(avro_args(&s, &bootstrap, &proxied_url(registry, &proxy)));
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let stop_writer = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(write_continuously(
         pg,
