@@ -50,6 +50,12 @@ async fn started_avro(s: &Scenario, registry: &SchemaRegistry, extra: &[&str]) -
     running
 }
 
+/// How long records may take to arrive after the registry is back: longer
+/// than [`TIMEOUT`], because the connector's restart backoff has kept doubling
+/// (up to 60 s) through the outage, so its next attempt may come a minute
+/// after the registry (a JVM, restarted) answers again.
+const BACK_AFTER_OUTAGE: Duration = Duration::from_secs(180);
+
 /// The shared broker's bootstrap servers.
 fn bootstrap() -> String {
     Kafka::shared().bootstrap_servers()
@@ -797,7 +803,7 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
     })
     .await
     .expect("start thread");
-    let altered_records = consume_raw(&bootstrap(), &altered, 6, Duration::from_secs(180)).await;
+    let altered_records = consume_raw(&bootstrap(), &altered, 6, BACK_AFTER_OUTAGE).await;
     let steady_records = consume_raw(&bootstrap(), &steady, 5, TIMEOUT).await;
     assert_eq!(altered_records.len(), 6, "{altered_records:#?}");
     assert_eq!(steady_records.len(), 5, "{steady_records:#?}");

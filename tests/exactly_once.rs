@@ -46,7 +46,7 @@ fn create_tables(s: &Scenario) {
 /// The workload of these tests: transactions of 3 to 6 inserts and
 /// `version + 1` updates across the three tables, each also logging
 /// `(xid, changes)` into `txn_log`.
-fn workload(seed: u64) -> Workload {
+fn eos_workload(seed: u64) -> Workload {
     Workload::new(&TABLES, seed).with_txn_log(TXN_LOG)
 }
 
@@ -391,7 +391,7 @@ async fn kill_minus_9_under_load_delivers_exactly_once() {
     let writer = tokio::spawn(write_continuously(
         s.pg,
         s.db.clone(),
-        workload(rng.next()),
+        eos_workload(rng.next()),
         Arc::clone(&stop_writer),
     ));
     let mut streaming_kills = 0;
@@ -457,7 +457,7 @@ async fn crash_between_kafka_commit_and_slot_confirm_duplicates_nothing() {
     })
     .await;
     let slot_start = s.confirmed_flush_lsn().expect("slot exists");
-    let mut workload = workload(7);
+    let mut workload = eos_workload(7);
     let changes = workload.run_blocking(&s, 60);
     let log_topic = s.topic(TXN_LOG);
     wait_until(
@@ -514,7 +514,7 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
     let writer = tokio::spawn(write_continuously(
         s.pg,
         s.db.clone(),
-        workload(11),
+        eos_workload(11),
         Arc::clone(&stop_writer),
     ));
     first.await_streaming(&s).await;
@@ -687,7 +687,7 @@ async fn snapshot_is_transactional() {
             && !log.contains("snapshot started"),
         "the working slot is promoted, no snapshot is taken again; log:\n{log}"
     );
-    let mut workload = workload(5).with_existing_rows(ROWS);
+    let mut workload = eos_workload(5).with_existing_rows(ROWS);
     let changes = workload.run_blocking(&s, 20);
     await_caught_up(&s, &third).await;
     third.terminate_cleanly(TIMEOUT).await;
@@ -706,7 +706,7 @@ async fn snapshot_is_transactional() {
 async fn transaction_longer_than_the_kafka_timeout_stops_clearly_and_loses_nothing() {
     let (s, bootstrap) = setup("eos_timeout");
     let logs = LogDir::new("exactly_once_timeout");
-    let mut workload = workload(3);
+    let mut workload = eos_workload(3);
     let first = ConnectorProcess::spawn(
         &eos_args(
             &s,

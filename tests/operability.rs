@@ -22,6 +22,12 @@ use tokio::task::JoinHandle;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
+/// How long readiness may take to return after a restarted broker or server:
+/// longer than [`TIMEOUT`], because the connector's restart backoff has kept
+/// doubling (up to 60 s) through the outage, so its next attempt may come a
+/// minute after the service is back, and the service itself must start first.
+const BACK_AFTER_OUTAGE: Duration = Duration::from_secs(180);
+
 /// `GET path` on the connector's endpoint: status code and body.
 async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let mut socket = tokio::net::TcpStream::connect(addr).await.ok()?;
@@ -101,9 +107,9 @@ impl Connector {
 
     async fn stop(self) -> RunSummary {
         let _ = self.stop.send(true);
-        tokio::time::timeout(Duration::from_secs(60), self.task)
+        tokio::time::timeout(TIMEOUT, self.task)
             .await
-            .expect("connector stops within 60 s")
+            .unwrap_or_else(|_| panic!("connector stops within {TIMEOUT:?}"))
             .expect("connector task did not panic")
             .unwrap_or_else(|e| panic!("connector failed: {}", pgcdc_kafka::error_chain(&e)))
     }
@@ -261,7 +267,7 @@ async fn readiness_follows_kafka() {
         .await
         .expect("join")
         .expect("kafka starts again");
-    c.wait_ready(200, Duration::from_secs(180)).await;
+    c.wait_ready(200, BACK_AFTER_OUTAGE).await;
     wait_until(TIMEOUT, "second record acknowledged", || async {
         c.value("pgcdc_kafka_records_acknowledged_total").await == 2.0
     })
@@ -298,7 +304,7 @@ async fn readiness_reports_restarts_while_postgres_is_away() {
         .await
         .expect("join")
         .expect("postgres starts again");
-    c.wait_ready(200, Duration::from_secs(180)).await;
+    c.wait_ready(200, BACK_AFTER_OUTAGE).await;
     assert!(c.value("pgcdc_restarts_total").await >= 1.0);
     s.sql("INSERT INTO t VALUES (1)");
     wait_until(TIMEOUT, "streaming again after the restart", || async {

@@ -89,8 +89,7 @@ async fn kill_during_schema_registration_loses_nothing() {
     let mut probes = 0;
     for round in 1..=rounds {
         // The instance streams under load before each round's change.
-        s.await_confirmed_past_now("the connector streaming under load")
-            .await;
+        connector.await_streaming(&s).await;
         let table = TABLES[round % TABLES.len()];
         let stalled = round % 2 == 1;
         if stalled {
