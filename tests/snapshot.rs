@@ -6,6 +6,8 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::compacted::{latest_by_key, table_state};
@@ -35,6 +37,8 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
     let pg = s.pg;
     let db = s.db.clone();
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let committed = Arc::new(AtomicI64::new(0));
+    let writer_committed = Arc::clone(&committed);
     let writer = tokio::spawn(async move {
         let client = pg.connect(&db).await.expect("writer connects");
         let mut round = 0i64;
@@ -51,6 +55,7 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
                 ))
                 .await
                 .expect("write");
+            writer_committed.store(round, Ordering::Relaxed);
             // Pacing the load, not waiting for anything.
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -76,9 +81,15 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
         },
     )
     .await;
-    // The writer's changes stream after the snapshot too.
-    s.await_confirmed_past_now("the stream after the snapshot")
-        .await;
+    // The writer goes on after the snapshot, so its changes stream after it
+    // too.
+    let at_promotion = committed.load(Ordering::Relaxed);
+    wait_until(
+        TIMEOUT,
+        "100 writer transactions after the snapshot",
+        || async { committed.load(Ordering::Relaxed) >= at_promotion + 100 },
+    )
+    .await;
     let _ = stop_tx.send(true);
     let rounds = writer.await.expect("writer");
     assert!(
