@@ -19,138 +19,46 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use apache_avro::types::Value as Avro;
-use common::{wait_until, RawRecord, Scenario};
-use pgcdc_kafka::config::RunConfig;
+use common::avro_reader::AvroReader;
+use common::{consume_raw, wait_until, RawRecord, Running, Scenario, TIMEOUT};
 use pgcdc_kafka::encode::registry::RegistryError;
 use pgcdc_kafka::encode::EncodeError;
 use pgcdc_kafka::lsn::Lsn;
-use pgcdc_kafka::pipeline::{self, PipelineError, RunSummary, Shutdown};
+use pgcdc_kafka::pipeline::PipelineError;
 use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry, TestCa};
 use serde_json::{json, Value as Json};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 // ---------------------------------------------------------------------------
 // The connector, a raw consumer, and the independent Avro reader.
 // ---------------------------------------------------------------------------
 
-/// A connector running in-process, whose outcome the test can await.
-struct Connector {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<Result<RunSummary, PipelineError>>,
+/// Starts the connector in-process with Avro against the registry API at
+/// `url`.
+fn start_avro(s: &Scenario, url: &str, extra: &[&str]) -> Running {
+    let mut flags = vec!["--format", "avro", "--schema-registry-url", url];
+    flags.extend_from_slice(extra);
+    s.start(&bootstrap(), &flags)
 }
 
-impl Connector {
-    fn start(s: &Scenario, registry: &SchemaRegistry, extra: &[&str]) -> Connector {
-        Connector::start_at(s, &registry.url(), extra)
-    }
-
-    /// Starts the connector against the registry API at `url`.
-    fn start_at(s: &Scenario, url: &str, extra: &[&str]) -> Connector {
-        let mut flags = vec!["--format", "avro", "--schema-registry-url", url];
-        flags.extend_from_slice(extra);
-        let config = RunConfig::from_args(s.args(&Kafka::shared().bootstrap_servers(), &flags))
-            .expect("valid flags");
-        config.validate().expect("valid config");
-        let (stop, shutdown) = Shutdown::new();
-        let task = tokio::spawn(pipeline::run(config, shutdown));
-        Connector { stop, task }
-    }
-
-    async fn started(s: &Scenario, registry: &SchemaRegistry, extra: &[&str]) -> Connector {
-        let connector = Connector::start(s, registry, extra);
-        wait_until(TIMEOUT, "the slot", || async {
-            s.confirmed_flush_lsn().is_some()
-        })
-        .await;
-        connector
-    }
-
-    /// Requests a graceful shutdown and waits for it.
-    async fn stop(self) -> RunSummary {
-        let _ = self.stop.send(true);
-        let outcome = tokio::time::timeout(Duration::from_secs(60), self.task)
-            .await
-            .expect("connector stops within 60 s")
-            .expect("connector task did not panic");
-        outcome.unwrap_or_else(|e| panic!("connector failed: {}", pgcdc_kafka::error_chain(&e)))
-    }
-
-    /// Waits for the connector to end by itself and returns how.
-    async fn exit(self, timeout: Duration) -> Result<RunSummary, PipelineError> {
-        let outcome = tokio::time::timeout(timeout, self.task)
-            .await
-            .unwrap_or_else(|_| panic!("connector still running after {timeout:?}"))
-            .expect("connector task did not panic");
-        drop(self.stop);
-        outcome
-    }
+/// [`start_avro`] against `registry`, once the slot exists.
+async fn started_avro(s: &Scenario, registry: &SchemaRegistry, extra: &[&str]) -> Running {
+    let running = start_avro(s, &registry.url(), extra);
+    s.await_slot().await;
+    running
 }
 
-/// Reads `topic` from the beginning until `count` records arrived or
-/// `timeout` passed.
-async fn consume_raw(topic: &str, count: usize, timeout: Duration) -> Vec<RawRecord> {
-    common::consume_raw(&Kafka::shared().bootstrap_servers(), topic, count, timeout).await
-}
+/// How long records may take to arrive after the registry is back: longer
+/// than [`TIMEOUT`], because the connector's restart backoff has kept doubling
+/// (up to 60 s) through the outage, so its next attempt may come a minute
+/// after the registry (a JVM, restarted) answers again.
+const BACK_AFTER_OUTAGE: Duration = Duration::from_secs(180);
 
-/// Decodes Confluent-framed Avro with writer schemas fetched from a registry
-/// by id.
-struct Reader<'r> {
-    registry: &'r SchemaRegistry,
-    schemas: HashMap<u32, (Json, apache_avro::Schema)>,
-}
-
-impl<'r> Reader<'r> {
-    fn new(registry: &'r SchemaRegistry) -> Self {
-        Reader {
-            registry,
-            schemas: HashMap::new(),
-        }
-    }
-
-    fn fetch(&mut self, id: u32) -> &(Json, apache_avro::Schema) {
-        let registry = self.registry;
-        self.schemas.entry(id).or_insert_with(|| {
-            let (status, body) = registry
-                .get(&format!("/schemas/ids/{id}"))
-                .expect("registry answers");
-            assert_eq!(status, 200, "GET /schemas/ids/{id}: {body}");
-            let answer: Json = serde_json::from_str(&body).expect("JSON answer");
-            let text = answer["schema"].as_str().expect("a schema string");
-            let parsed = apache_avro::Schema::parse_str(text).expect("the writer schema parses");
-            (serde_json::from_str(text).expect("schema is JSON"), parsed)
-        })
-    }
-
-    /// The writer schema of `id`, as the registry holds it.
-    fn schema_json(&mut self, id: u32) -> Json {
-        self.fetch(id).0.clone()
-    }
-
-    /// The schema id and the decoded value of one framed key or value.
-    fn decode(&mut self, bytes: &[u8]) -> (u32, Avro) {
-        assert!(
-            bytes.len() >= 5,
-            "too short for the Confluent header: {bytes:?}"
-        );
-        assert_eq!(bytes[0], 0, "magic byte");
-        let id = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-        let schema = &self.fetch(id).1;
-        let mut body = &bytes[5..];
-        let value = apache_avro::reader::datum::GenericDatumReader::builder(schema)
-            .build()
-            .expect("reader")
-            .read_value(&mut body)
-            .expect("the body decodes with the writer schema");
-        assert!(body.is_empty(), "{} bytes left after the datum", body.len());
-        (id, value)
-    }
+/// The shared broker's bootstrap servers.
+fn bootstrap() -> String {
+    Kafka::shared().bootstrap_servers()
 }
 
 /// A decoded value as JSON, for comparisons: unions unwrapped, bytes as
@@ -365,7 +273,7 @@ async fn debezium_types_decode_with_the_registered_schemas() {
     let registry = SchemaRegistry::shared();
     let s = Scenario::new(Postgres::shared(), "avro_types");
     s.sql(KINDS_TABLE);
-    let connector = Connector::started(&s, registry, &[]).await;
+    let connector = started_avro(&s, registry, &[]).await;
 
     s.sql(
         "INSERT INTO kinds VALUES (1, -7, 12345.67, 3.14159, true, 1.5,
@@ -385,9 +293,9 @@ async fn debezium_types_decode_with_the_registered_schemas() {
     s.sql("SELECT pg_logical_emit_message(true, 'audit', 'hello')");
 
     let topic = s.topic("kinds");
-    let records = consume_raw(&topic, 5, TIMEOUT).await;
+    let records = consume_raw(&bootstrap(), &topic, 5, TIMEOUT).await;
     assert_eq!(records.len(), 5, "{records:#?}");
-    let mut reader = Reader::new(registry);
+    let reader = AvroReader::new(registry);
 
     let mut value_ids = Vec::new();
     let mut rows = Vec::new();
@@ -456,7 +364,7 @@ async fn debezium_types_decode_with_the_registered_schemas() {
     assert_eq!(source["snapshot"], "false");
 
     // The registered schemas have Debezium's Avro layout.
-    let envelope = reader.schema_json(value_ids[0]);
+    let envelope = reader.schema(value_ids[0]);
     assert_eq!(envelope["type"], "record");
     assert_eq!(envelope["name"], "Envelope");
     assert_eq!(envelope["namespace"], json!(topic));
@@ -509,7 +417,7 @@ async fn debezium_types_decode_with_the_registered_schemas() {
         column_type(&envelope, "ratio")[1]["namespace"],
         "io.debezium.data"
     );
-    let key = reader.schema_json(rows[0].0);
+    let key = reader.schema(rows[0].0);
     assert_eq!(
         key,
         json!({"type": "record", "name": "Key", "namespace": topic,
@@ -531,7 +439,7 @@ async fn debezium_types_decode_with_the_registered_schemas() {
 
     // The logical decoding message.
     let message_topic = format!("{}.message", s.prefix);
-    let messages = consume_raw(&message_topic, 1, TIMEOUT).await;
+    let messages = consume_raw(&bootstrap(), &message_topic, 1, TIMEOUT).await;
     assert_eq!(messages.len(), 1);
     let (_, key) = reader.decode(messages[0].key.as_deref().expect("key"));
     assert_eq!(plain(&key), json!({"prefix": "audit"}));
@@ -542,7 +450,7 @@ async fn debezium_types_decode_with_the_registered_schemas() {
         json!({"prefix": "audit", "content": hex(b"hello")})
     );
     assert_eq!(
-        reader.schema_json(id)["connect.name"],
+        reader.schema(id)["connect.name"],
         "io.debezium.connector.postgresql.MessageValue"
     );
 
@@ -557,7 +465,7 @@ async fn native_logical_types_with_record_name_subjects() {
         "CREATE TABLE moments (id int PRIMARY KEY, d date, t time, t3 time(3), ts timestamp,
             ts3 timestamp(3), tstz timestamptz, u uuid, amount numeric(6,3), zt timetz)",
     );
-    let connector = Connector::started(
+    let connector = started_avro(
         &s,
         registry,
         &[
@@ -575,9 +483,9 @@ async fn native_logical_types_with_record_name_subjects() {
             (2, NULL, NULL, NULL, NULL, NULL, 'infinity', NULL, NULL, NULL)",
     );
     let topic = s.topic("moments");
-    let records = consume_raw(&topic, 2, TIMEOUT).await;
+    let records = consume_raw(&bootstrap(), &topic, 2, TIMEOUT).await;
     assert_eq!(records.len(), 2);
-    let mut reader = Reader::new(registry);
+    let reader = AvroReader::new(registry);
     let (value_id, value) = reader.decode(records[0].value.as_deref().expect("value"));
     let after = field(&value, "after");
     let expect = |sql: &str| -> i64 {
@@ -623,7 +531,7 @@ async fn native_logical_types_with_record_name_subjects() {
     assert_eq!(plain(&unwrap("amount")), json!({"unscaled": "-123456"}));
     assert_eq!(unwrap("zt"), Avro::String("08:00:00Z".into()));
 
-    let envelope = reader.schema_json(value_id);
+    let envelope = reader.schema(value_id);
     let logical = |column: &str| column_type(&envelope, column)[1].clone();
     assert_eq!(logical("d"), json!({"type": "int", "logicalType": "date"}));
     assert_eq!(
@@ -684,12 +592,12 @@ async fn schema_evolution_registers_new_versions_before_use() {
     let registry = SchemaRegistry::shared();
     let s = Scenario::new(Postgres::shared(), "avro_evolve");
     s.sql("CREATE TABLE evolving (id int PRIMARY KEY, a text)");
-    let connector = Connector::started(&s, registry, &[]).await;
+    let connector = started_avro(&s, registry, &[]).await;
     let topic = s.topic("evolving");
     let subject = format!("{topic}-value");
 
     s.sql("INSERT INTO evolving VALUES (1, 'one')");
-    assert_eq!(consume_raw(&topic, 1, TIMEOUT).await.len(), 1);
+    assert_eq!(consume_raw(&bootstrap(), &topic, 1, TIMEOUT).await.len(), 1);
     // Debezium-style evolution passes a BACKWARD rule: new fields are
     // optional with default null, dropped ones were.
     set_compatibility(registry, &subject, "BACKWARD");
@@ -701,9 +609,9 @@ async fn schema_evolution_registers_new_versions_before_use() {
     s.sql("INSERT INTO evolving VALUES (4, 4)");
     s.sql("UPDATE evolving SET b = 10 WHERE id = 1");
 
-    let records = consume_raw(&topic, 5, TIMEOUT).await;
+    let records = consume_raw(&bootstrap(), &topic, 5, TIMEOUT).await;
     assert_eq!(records.len(), 5, "{records:#?}");
-    let mut reader = Reader::new(registry);
+    let reader = AvroReader::new(registry);
     let decoded: Vec<(u32, Json)> = records
         .iter()
         .map(|r| {
@@ -743,12 +651,12 @@ async fn incompatible_change_stops_before_the_change() {
     let registry = SchemaRegistry::shared();
     let s = Scenario::new(Postgres::shared(), "avro_incompatible");
     s.sql("CREATE TABLE strict (id int PRIMARY KEY, v int)");
-    let connector = Connector::started(&s, registry, &[]).await;
+    let connector = started_avro(&s, registry, &[]).await;
     let topic = s.topic("strict");
     let subject = format!("{topic}-value");
 
     s.sql("INSERT INTO strict VALUES (1, 1)");
-    assert_eq!(consume_raw(&topic, 1, TIMEOUT).await.len(), 1);
+    assert_eq!(consume_raw(&bootstrap(), &topic, 1, TIMEOUT).await.len(), 1);
     wait_until(TIMEOUT, "the insert confirmed", || async {
         s.confirmed_flush_lsn()
             .is_some_and(|l| l >= s.current_lsn())
@@ -760,7 +668,7 @@ async fn incompatible_change_stops_before_the_change() {
     let after_change = s.current_lsn();
 
     let error = connector
-        .exit(TIMEOUT)
+        .wait_for_exit(TIMEOUT)
         .await
         .expect_err("the connector stops");
     let message = pgcdc_kafka::error_chain(&error);
@@ -800,7 +708,9 @@ async fn incompatible_change_stops_before_the_change() {
         "confirmed {confirmed} past the change at {after_change}"
     );
     assert_eq!(
-        consume_raw(&topic, 2, Duration::from_secs(3)).await.len(),
+        consume_raw(&bootstrap(), &topic, 2, Duration::from_secs(3))
+            .await
+            .len(),
         1
     );
     assert_eq!(
@@ -810,10 +720,10 @@ async fn incompatible_change_stops_before_the_change() {
 
     // With the rule relaxed, a restart delivers the change from the slot.
     set_compatibility(registry, &subject, "NONE");
-    let connector = Connector::start(&s, registry, &[]);
-    let records = consume_raw(&topic, 2, TIMEOUT).await;
+    let connector = start_avro(&s, &registry.url(), &[]);
+    let records = consume_raw(&bootstrap(), &topic, 2, TIMEOUT).await;
     assert_eq!(records.len(), 2);
-    let mut reader = Reader::new(registry);
+    let reader = AvroReader::new(registry);
     let (_, value) = reader.decode(records[1].value.as_deref().expect("value"));
     assert_eq!(plain(field(&value, "after")), json!({"id": 2, "v": "two"}));
     let summary = connector.stop().await;
@@ -829,7 +739,7 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
     let s = Scenario::new(Postgres::shared(), "avro_outage");
     s.sql("CREATE TABLE altered (id int PRIMARY KEY, v text)");
     s.sql("CREATE TABLE steady (id int PRIMARY KEY, v text)");
-    let connector = Connector::started(&s, &registry, &[]).await;
+    let connector = started_avro(&s, &registry, &[]).await;
     let (altered, steady) = (s.topic("altered"), s.topic("steady"));
 
     for i in 1..=3 {
@@ -838,9 +748,9 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
         ));
     }
     // Read (and decode, while the registry still has them) what was sent.
-    let mut old = Reader::new(&registry);
+    let old = AvroReader::new(&registry);
     for topic in [&altered, &steady] {
-        let records = consume_raw(topic, 3, TIMEOUT).await;
+        let records = consume_raw(&bootstrap(), topic, 3, TIMEOUT).await;
         assert_eq!(records.len(), 3);
         for r in &records {
             old.decode(r.value.as_deref().expect("value"));
@@ -868,11 +778,15 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
         s.sql(&format!("INSERT INTO altered VALUES ({i}, 'a{i}', {i}); INSERT INTO steady VALUES ({i}, 's{i}')"));
     }
     assert_eq!(
-        consume_raw(&altered, 4, Duration::from_secs(3)).await.len(),
+        consume_raw(&bootstrap(), &altered, 4, Duration::from_secs(3))
+            .await
+            .len(),
         3
     );
     assert_eq!(
-        consume_raw(&steady, 4, Duration::from_secs(1)).await.len(),
+        consume_raw(&bootstrap(), &steady, 4, Duration::from_secs(1))
+            .await
+            .len(),
         3
     );
     let confirmed = s.confirmed_flush_lsn().expect("slot");
@@ -889,13 +803,13 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
     })
     .await
     .expect("start thread");
-    let altered_records = consume_raw(&altered, 6, Duration::from_secs(180)).await;
-    let steady_records = consume_raw(&steady, 5, TIMEOUT).await;
+    let altered_records = consume_raw(&bootstrap(), &altered, 6, BACK_AFTER_OUTAGE).await;
+    let steady_records = consume_raw(&bootstrap(), &steady, 5, TIMEOUT).await;
     assert_eq!(altered_records.len(), 6, "{altered_records:#?}");
     assert_eq!(steady_records.len(), 5, "{steady_records:#?}");
 
-    let mut new = Reader::new(&registry);
-    let ids_after = |records: &[RawRecord], reader: &mut Reader<'_>| -> Vec<(i64, Json)> {
+    let new = AvroReader::new(&registry);
+    let ids_after = |records: &[RawRecord], reader: &AvroReader<'_>| -> Vec<(i64, Json)> {
         records[3..]
             .iter()
             .map(|r| {
@@ -905,7 +819,7 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
             .collect()
     };
     assert_eq!(
-        ids_after(&altered_records, &mut new)
+        ids_after(&altered_records, &new)
             .into_iter()
             .map(|(_, v)| v)
             .collect::<Vec<_>>(),
@@ -916,7 +830,7 @@ async fn registry_outage_loses_nothing_and_duplicates_no_version() {
         ]
     );
     assert_eq!(
-        ids_after(&steady_records, &mut new)
+        ids_after(&steady_records, &new)
             .into_iter()
             .map(|(_, v)| v)
             .collect::<Vec<_>>(),
@@ -957,9 +871,9 @@ async fn registry_over_tls_trusts_only_the_given_ca() {
 
     // Without the CA the certificate is rejected: a definite error that names
     // the fix, not an outage retried forever; nothing is sent or confirmed.
-    let untrusted = Connector::start_at(&s, &https, &[]);
+    let untrusted = start_avro(&s, &https, &[]);
     let error = untrusted
-        .exit(TIMEOUT)
+        .wait_for_exit(TIMEOUT)
         .await
         .expect_err("an untrusted registry certificate stops the connector");
     let message = pgcdc_kafka::error_chain(&error);
@@ -974,17 +888,17 @@ async fn registry_over_tls_trusts_only_the_given_ca() {
         "{message}"
     );
     assert!(message.contains("--schema-registry-ca"), "{message}");
-    assert!(consume_raw(&topic, 1, Duration::from_secs(2))
+    assert!(consume_raw(&bootstrap(), &topic, 1, Duration::from_secs(2))
         .await
         .is_empty());
 
     // With it, the schemas are registered over HTTPS and the rows delivered.
     let ca_file = ca.ca_file();
     let ca_flag = ca_file.to_str().expect("utf-8 path");
-    let connector = Connector::start_at(&s, &https, &["--schema-registry-ca", ca_flag]);
-    let records = consume_raw(&topic, 1, TIMEOUT).await;
+    let connector = start_avro(&s, &https, &["--schema-registry-ca", ca_flag]);
+    let records = consume_raw(&bootstrap(), &topic, 1, TIMEOUT).await;
     assert_eq!(records.len(), 1);
-    let mut reader = Reader::new(&registry);
+    let reader = AvroReader::new(&registry);
     let (_, value) = reader.decode(records[0].value.as_deref().expect("value"));
     assert_eq!(plain(field(&value, "after")), json!({"id": 1, "v": "one"}));
     assert_eq!(

@@ -13,13 +13,11 @@ mod common;
 use std::time::Duration;
 
 use common::avro_reader::AvroReader;
-use common::{consume, consume_raw, wait_until, Record, Scenario};
+use common::{consume, consume_raw, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_kafka::error_chain;
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry};
 use serde_json::{json, Value as Json};
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn registry() -> &'static SchemaRegistry {
     tokio::task::spawn_blocking(SchemaRegistry::shared)
@@ -28,10 +26,7 @@ async fn registry() -> &'static SchemaRegistry {
 }
 
 async fn slot_created(s: &Scenario) {
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 }
 
 fn payload(record: &Record) -> &Json {

@@ -194,6 +194,7 @@ async fn stop_when_caught_up_stops_at_the_start_target_despite_new_writes() {
                 .await
                 .expect("insert");
             n += 1;
+            // Pacing the load, not waiting for anything.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         n

@@ -8,11 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{consume, wait_until, Record, Scenario};
+use common::{consume, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn payload(record: &Record) -> &Json {
     &record.value.as_ref().expect("not a tombstone")["payload"]
@@ -53,10 +51,7 @@ async fn updates_deletes_tombstones_and_key_changes() {
     s.sql("CREATE TABLE audit (id int PRIMARY KEY, note text NOT NULL)");
     s.sql("ALTER TABLE audit REPLICA IDENTITY FULL");
     let running = s.start(&kafka.bootstrap_servers(), &[]);
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     s.sql("INSERT INTO accounts VALUES (1, 'ann', 10), (2, 'bob', 20)");
     s.sql("UPDATE accounts SET balance = 11 WHERE id = 1");
@@ -189,10 +184,7 @@ async fn unchanged_toast_truncate_and_messages() {
         &kafka.bootstrap_servers(),
         &["--skipped-operations", "none"],
     );
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     // Values large enough to be stored out of line, then an update that does not touch them.
     s.sql(
@@ -281,10 +273,7 @@ async fn skipped_truncate_by_default_and_idle_slot_keeps_advancing() {
         &kafka.bootstrap_servers(),
         &["--table", "public.published", "--status-interval", "200ms"],
     );
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     s.sql("INSERT INTO published VALUES (1)");
     s.sql("TRUNCATE published");
     s.sql("INSERT INTO published VALUES (2)");

@@ -11,10 +11,11 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::process::{ConnectorProcess, LogDir};
-use common::{wait_until, Scenario};
+use common::workload::{self, write_continuously, Workload, XorShift};
+use common::{record_count, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::sink::kafka::InFlightLimits;
 use pgcdc_kafka::sink::transactional::{self, EosSettings};
@@ -25,9 +26,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::Value as Json;
 
-const TIMEOUT: Duration = Duration::from_secs(60);
-/// The connector's restart backoff doubles from 1 s per failed attempt.
-const RECOVERY_TIMEOUT: Duration = Duration::from_secs(90);
+/// Repeats a run's randomness: its kill timings and workloads.
+const SEED_ENV: &str = "EXACTLY_ONCE_SEED";
 const TABLES: [&str; 3] = ["accounts", "orders", "items"];
 /// One row per workload transaction: its xid and how many changes it made.
 const TXN_LOG: &str = "txn_log";
@@ -36,149 +36,18 @@ const TXN_LOG: &str = "txn_log";
 // Workload
 // ---------------------------------------------------------------------------
 
-struct XorShift(u64);
-
-impl XorShift {
-    fn seeded() -> (Self, u64) {
-        let seed = std::env::var("EXACTLY_ONCE_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0x9E37_79B9, |d| d.as_nanos() as u64)
-            });
-        (XorShift(seed.max(1)), seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 fn create_tables(s: &Scenario) {
-    for table in TABLES {
-        s.sql(&format!(
-            "CREATE TABLE {table} (id bigint PRIMARY KEY, version bigint NOT NULL, note text NOT NULL)"
-        ));
-    }
+    workload::create_tables(s, &TABLES);
     s.sql(&format!(
         "CREATE TABLE {TXN_LOG} (xid bigint PRIMARY KEY, changes int NOT NULL)"
     ));
 }
 
-/// Transactions of 3 to 6 inserts and `version + 1` updates across the
-/// three tables, each also logging `(xid, changes)` into `txn_log`.
-struct Workload {
-    ids: Vec<Vec<i64>>,
-    next_id: i64,
-    rng: XorShift,
-}
-
-struct PlannedTxn {
-    sql: String,
-    inserted: Vec<(usize, i64)>,
-    changes: u64,
-}
-
-impl Workload {
-    fn new(seed: u64) -> Self {
-        Workload {
-            ids: vec![Vec::new(); TABLES.len()],
-            next_id: 1,
-            rng: XorShift(seed.max(1)),
-        }
-    }
-
-    fn plan(&mut self) -> PlannedTxn {
-        let statements = 3 + self.rng.below(4);
-        let mut sql = String::from("BEGIN;");
-        let mut inserted: Vec<(usize, i64)> = Vec::new();
-        for _ in 0..statements {
-            let t = self.rng.below(TABLES.len());
-            let candidates: Vec<i64> = self.ids[t]
-                .iter()
-                .copied()
-                .chain(inserted.iter().filter(|(i, _)| *i == t).map(|(_, id)| *id))
-                .collect();
-            if candidates.len() < 4 || self.rng.below(3) == 0 {
-                let id = self.next_id;
-                self.next_id += 1;
-                sql += &format!("INSERT INTO {} VALUES ({id}, 1, 'row {id}');", TABLES[t]);
-                inserted.push((t, id));
-            } else {
-                let id = candidates[self.rng.below(candidates.len())];
-                sql += &format!(
-                    "UPDATE {} SET version = version + 1 WHERE id = {id};",
-                    TABLES[t]
-                );
-            }
-        }
-        sql += &format!(
-            "INSERT INTO {TXN_LOG} VALUES (txid_current() % 4294967296, {statements});COMMIT;"
-        );
-        PlannedTxn {
-            sql,
-            inserted,
-            changes: statements as u64,
-        }
-    }
-
-    fn committed(&mut self, txn: PlannedTxn) -> u64 {
-        for (t, id) in txn.inserted {
-            self.ids[t].push(id);
-        }
-        txn.changes
-    }
-}
-
-#[derive(Debug, Default)]
-struct WriterStats {
-    transactions: u64,
-    changes: u64,
-}
-
-/// Commits workload transactions until `stop` is set.
-async fn write_continuously(
-    pg: &'static Postgres,
-    db: String,
-    mut workload: Workload,
-    stop: Arc<AtomicBool>,
-) -> WriterStats {
-    let client = pg
-        .connect(&db)
-        .await
-        .unwrap_or_else(|e| panic!("writer connects: {}", e.report()));
-    let mut stats = WriterStats::default();
-    while !stop.load(Ordering::Relaxed) {
-        let txn = workload.plan();
-        client
-            .batch_execute(&txn.sql)
-            .await
-            .unwrap_or_else(|e| panic!("writer transaction failed: {e}: {}", txn.sql));
-        stats.changes += workload.committed(txn);
-        stats.transactions += 1;
-        tokio::time::sleep(Duration::from_millis(4)).await;
-    }
-    stats
-}
-
-/// Runs `count` workload transactions at once.
-fn write_blocking(s: &Scenario, workload: &mut Workload, count: usize) -> u64 {
-    (0..count)
-        .map(|_| {
-            let txn = workload.plan();
-            s.sql(&txn.sql);
-            workload.committed(txn)
-        })
-        .sum()
+/// The workload of these tests: transactions of 3 to 6 inserts and
+/// `version + 1` updates across the three tables, each also logging
+/// `(xid, changes)` into `txn_log`.
+fn eos_workload(seed: u64) -> Workload {
+    Workload::new(&TABLES, seed).with_txn_log(TXN_LOG)
 }
 
 // ---------------------------------------------------------------------------
@@ -481,7 +350,7 @@ fn setup(name: &str) -> (Scenario, String) {
 async fn await_caught_up(s: &Scenario, connector: &ConnectorProcess) {
     let end = s.current_lsn();
     wait_until(
-        RECOVERY_TIMEOUT,
+        TIMEOUT,
         "the connector to confirm past the last write",
         || async {
             connector.assert_running("while catching up");
@@ -504,7 +373,7 @@ async fn kill_minus_9_under_load_delivers_exactly_once() {
     const ROUNDS: usize = 20;
     let started = Instant::now();
     let (s, bootstrap) = setup("eos_kill9");
-    let (mut rng, seed) = XorShift::seeded();
+    let (mut rng, seed) = XorShift::seeded(SEED_ENV);
     let logs = LogDir::new("exactly_once_kill9");
     println!(
         "[eos kill -9] seed {seed} (EXACTLY_ONCE_SEED={seed} repeats it); logs in {}",
@@ -522,11 +391,13 @@ async fn kill_minus_9_under_load_delivers_exactly_once() {
     let writer = tokio::spawn(write_continuously(
         s.pg,
         s.db.clone(),
-        Workload::new(rng.next()),
+        eos_workload(rng.next()),
         Arc::clone(&stop_writer),
     ));
     let mut streaming_kills = 0;
     for round in 1..=ROUNDS {
+        // A random moment from the seed is the point: the kills are to land
+        // anywhere in startup, transactions and commits.
         tokio::time::sleep(Duration::from_millis(300 + rng.below(1200) as u64)).await;
         connector.assert_running(&format!("before kill round {round}"));
         let log = connector.log_text();
@@ -540,7 +411,7 @@ async fn kill_minus_9_under_load_delivers_exactly_once() {
         );
         connector = ConnectorProcess::spawn(&args, logs.path(round));
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    connector.await_streaming(&s).await;
     stop_writer.store(true, Ordering::Relaxed);
     let stats = writer.await.expect("writer");
     await_caught_up(&s, &connector).await;
@@ -586,8 +457,8 @@ async fn crash_between_kafka_commit_and_slot_confirm_duplicates_nothing() {
     })
     .await;
     let slot_start = s.confirmed_flush_lsn().expect("slot exists");
-    let mut workload = Workload::new(7);
-    let changes = write_blocking(&s, &mut workload, 60);
+    let mut workload = eos_workload(7);
+    let changes = workload.run_blocking(&s, 60);
     let log_topic = s.topic(TXN_LOG);
     wait_until(
         TIMEOUT,
@@ -610,7 +481,7 @@ async fn crash_between_kafka_commit_and_slot_confirm_duplicates_nothing() {
 
     let second = ConnectorProcess::spawn(&eos_args(&s, &bootstrap, &[]), logs.path(1));
     await_caught_up(&s, &second).await;
-    let changes = changes + write_blocking(&s, &mut workload, 10);
+    let changes = changes + workload.run_blocking(&s, 10);
     await_caught_up(&s, &second).await;
     second.terminate_cleanly(TIMEOUT).await;
     let log = second.log_text();
@@ -643,10 +514,10 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
     let writer = tokio::spawn(write_continuously(
         s.pg,
         s.db.clone(),
-        Workload::new(11),
+        eos_workload(11),
         Arc::clone(&stop_writer),
     ));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    first.await_streaming(&s).await;
 
     // 1. Same name, same slot: refused at the slot, the first keeps running.
     let second = ConnectorProcess::spawn(&args, logs.path(1));
@@ -660,8 +531,8 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
         second_log.contains("is active"),
         "the second instance names the busy slot; log:\n{second_log}"
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    first.assert_running("after the second instance was refused");
+    // The first keeps streaming: the slot moves on past the refusal.
+    first.await_streaming(&s).await;
 
     // 2. Another producer initializes the same transactional.id: the
     //    running instance is fenced and stops.
@@ -697,7 +568,11 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
 
     // 3. A new instance takes over (fencing the usurper) and delivers the rest.
     let third = ConnectorProcess::spawn(&args, logs.path(2));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_until(TIMEOUT, "the third instance streaming", || async {
+        third.assert_running("before streaming");
+        third.log_text().contains("starting replication")
+    })
+    .await;
     stop_writer.store(true, Ordering::Relaxed);
     let stats = writer.await.expect("writer");
     await_caught_up(&s, &third).await;
@@ -726,12 +601,18 @@ async fn snapshot_is_transactional() {
 
     // 1. kill -9 in the middle of the snapshot.
     let first = ConnectorProcess::spawn(&args, logs.path(0));
+    let data = data_topics(&s);
     wait_until(TIMEOUT, "the snapshot to start producing", || async {
         first.assert_running("before the snapshot");
-        first.log_text().contains("snapshot started")
+        // Records of the open snapshot transaction count in the high
+        // watermarks, though read_committed consumers cannot see them.
+        let mut produced = 0;
+        for topic in &data {
+            produced += record_count(&bootstrap, topic).await;
+        }
+        first.log_text().contains("snapshot started") && produced > 0
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let mid_snapshot = !first.log_text().contains("snapshot complete");
     first.kill_9();
     println!(
@@ -762,7 +643,7 @@ async fn snapshot_is_transactional() {
         logs.path(1),
     );
     let second_started = Instant::now();
-    let status = second.wait_exit(RECOVERY_TIMEOUT).await;
+    let status = second.wait_exit(TIMEOUT).await;
     assert!(
         status.success(),
         "initial_only run; log:\n{}",
@@ -795,7 +676,7 @@ async fn snapshot_is_transactional() {
     ));
     s.sql(&format!("SELECT pg_drop_replication_slot('{}')", s.slot));
     let third = ConnectorProcess::spawn(&args, logs.path(2));
-    wait_until(RECOVERY_TIMEOUT, "streaming", || async {
+    wait_until(TIMEOUT, "streaming", || async {
         third.assert_running("before streaming");
         third.log_text().contains("starting replication")
     })
@@ -806,12 +687,8 @@ async fn snapshot_is_transactional() {
             && !log.contains("snapshot started"),
         "the working slot is promoted, no snapshot is taken again; log:\n{log}"
     );
-    let mut workload = Workload {
-        ids: vec![(1..=ROWS).collect(); TABLES.len()],
-        next_id: ROWS + 1,
-        rng: XorShift(5),
-    };
-    let changes = write_blocking(&s, &mut workload, 20);
+    let mut workload = eos_workload(5).with_existing_rows(ROWS);
+    let changes = workload.run_blocking(&s, 20);
     await_caught_up(&s, &third).await;
     third.terminate_cleanly(TIMEOUT).await;
 
@@ -829,7 +706,7 @@ async fn snapshot_is_transactional() {
 async fn transaction_longer_than_the_kafka_timeout_stops_clearly_and_loses_nothing() {
     let (s, bootstrap) = setup("eos_timeout");
     let logs = LogDir::new("exactly_once_timeout");
-    let mut workload = Workload::new(3);
+    let mut workload = eos_workload(3);
     let first = ConnectorProcess::spawn(
         &eos_args(
             &s,
@@ -852,13 +729,13 @@ async fn transaction_longer_than_the_kafka_timeout_stops_clearly_and_loses_nothi
             .contains("transactional producer initialized")
     })
     .await;
-    let small = write_blocking(&s, &mut workload, 5);
+    let small = workload.run_blocking(&s, 5);
     s.sql(&format!(
         "BEGIN; INSERT INTO accounts SELECT g, 1, 'big ' || g FROM generate_series(1000001, 1004000) g; \
          INSERT INTO {TXN_LOG} VALUES (txid_current() % 4294967296, 4000); COMMIT;"
     ));
     let before_big = s.current_lsn();
-    let status = first.wait_exit(RECOVERY_TIMEOUT).await;
+    let status = first.wait_exit(TIMEOUT).await;
     let log = first.log_text();
     assert!(!status.success(), "the connector stops; log:\n{log}");
     assert!(

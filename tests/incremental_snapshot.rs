@@ -12,12 +12,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::compacted::{latest_by_key, table_state};
-use common::{consume_all, wait_until, Record, Scenario};
+use common::{consume_all, record_count, wait_for, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_kafka::sink::transactional::{self, IncrementalProgress, ProgressRecord};
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
 
-const TIMEOUT: Duration = Duration::from_secs(120);
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 const SIGNALS: &str =
     "CREATE TABLE signals (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))";
@@ -101,10 +100,7 @@ async fn added_table_is_snapshotted_while_another_streams_under_load() {
             "100",
         ],
     );
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     // Writes to both tables: t1 streams, t2's updates, deletes and inserts
     // race the chunks of its snapshot.
@@ -131,12 +127,18 @@ async fn added_table_is_snapshotted_while_another_streams_under_load() {
                 ))
                 .await
                 .expect("write");
+            // Pacing the load, not waiting for anything.
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         round
     });
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // t1 streams under the load before t2 joins the publication.
+    let t1 = s.topic("t1");
+    wait_until(TIMEOUT, "the writer's changes of t1 in Kafka", || async {
+        record_count(&kafka.bootstrap_servers(), &t1).await > 0
+    })
+    .await;
     s.sql(&format!("ALTER PUBLICATION {} ADD TABLE t2", s.publication));
     signal(&s, &["public.t2"]);
     wait_for_incremental_reads(kafka, &s, "t2", 1).await;
@@ -214,10 +216,7 @@ async fn killed_mid_snapshot_resumes_from_the_recorded_chunk() {
         .stderr(Stdio::null())
         .spawn()
         .expect("binary starts");
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     signal(&s, &["public.t"]);
     // Kill once the recorded position is well into the table.
     let mut recorded = 0i64;
@@ -296,10 +295,7 @@ async fn cli_starts_and_stops_incremental_snapshots() {
             "10",
         ],
     );
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let snapshot = |extra: &[&str]| {
         let output = Command::new(BIN)
             .args([
@@ -429,10 +425,7 @@ async fn exactly_once_carries_chunks_in_kafka_transactions() {
             "200",
         ],
     );
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     signal(&s, &["public.t"]);
     let mut round = 0;
     while progress_row(&s).is_some() || round == 0 {
@@ -574,10 +567,7 @@ async fn exactly_once_crash_after_a_chunk_commit_reads_no_row_twice() {
         CHUNK,
     ];
     let paused = PausedAfterChunkCommit::spawn(&s, kafka, &args, PAUSE_AT_CHUNK_COMMIT);
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     // Only keys divisible by 10 (and new keys above ROWS) are ever written:
     // every other row must come from the snapshot, exactly once.
@@ -603,6 +593,7 @@ async fn exactly_once_crash_after_a_chunk_commit_reads_no_row_twice() {
                 ))
                 .await
                 .expect("write");
+            // Pacing the load, not waiting for anything.
             tokio::time::sleep(Duration::from_millis(3)).await;
         }
         round
@@ -718,10 +709,7 @@ async fn exactly_once_crash_after_the_last_chunk_commit_finishes_the_snapshot() 
         "100",
     ];
     let paused = PausedAfterChunkCommit::spawn(&s, kafka, &args, 11);
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     signal(&s, &["public.t"]);
     paused.wait().await;
     let row: IncrementalProgress =
@@ -805,6 +793,7 @@ async fn composite_text_keys_are_chunked_in_key_order() {
         "CREATE PUBLICATION {} FOR TABLE t, signals",
         s.publication
     ));
+    kafka.create_topic(&s.topic("t"), 1).expect("create topic");
     let running = s.start(
         &kafka.bootstrap_servers(),
         &[
@@ -816,35 +805,35 @@ async fn composite_text_keys_are_chunked_in_key_order() {
             "3",
         ],
     );
-    wait_until(TIMEOUT, "the slot to exist", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     signal(&s, &["public.t"]);
     wait_until(TIMEOUT, "the incremental snapshot to complete", || async {
         progress_row(&s).is_none()
     })
     .await;
-    let mut expected: Vec<(String, i64)> =
-        s.pg.query(&s.db, "SELECT region, id::text FROM t")
+    // The order PostgreSQL itself gives the key (region's collation
+    // included), not a Rust sort: the chunks must follow it.
+    let expected: Vec<(String, i64)> =
+        s.pg.query(&s.db, "SELECT region, id::text FROM t ORDER BY region, id")
             .expect("query")
             .into_iter()
             .map(|r| {
                 (
-                    r[0].clone().unwrap(),
-                    r[1].as_deref().unwrap().parse().unwrap(),
+                    r[0].clone().expect("region"),
+                    r[1].as_deref().expect("id").parse().expect("integer id"),
                 )
             })
             .collect();
-    expected.sort();
+    // One partition (created above), so the topic's order is the order the
+    // connector produced the reads in.
     let topic = s.topic("t");
-    wait_until(TIMEOUT, "every row as an incremental read", || {
+    let read = wait_for(TIMEOUT, "every row as an incremental read", || {
         let bootstrap = kafka.bootstrap_servers();
         let topic = topic.clone();
         let expected = &expected;
         async move {
             let records = consume_all(&bootstrap, &topic, TIMEOUT).await;
-            let mut read: Vec<(String, i64)> = incremental_reads(&records)
+            let read: Vec<(String, i64)> = incremental_reads(&records)
                 .iter()
                 .map(|r| {
                     let after = &r.value.as_ref().expect("value")["payload"]["after"];
@@ -854,10 +843,17 @@ async fn composite_text_keys_are_chunked_in_key_order() {
                     )
                 })
                 .collect();
-            read.sort();
-            read == *expected
+            match read.len() >= expected.len() {
+                true => Ok(read),
+                false => Err(format!("{} of {} rows", read.len(), expected.len())),
+            }
         }
     })
     .await;
+    assert_eq!(
+        read, expected,
+        "the incremental snapshot reads the rows once each, chunk after chunk in the key order \
+         PostgreSQL sorts them in"
+    );
     running.stop().await;
 }

@@ -19,18 +19,15 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apache_avro::types::Value as Avro;
+use common::avro_reader::AvroReader;
 use common::process::{ConnectorProcess, LogDir};
-use common::{consume, consume_all, wait_until, Record, Scenario};
+use common::{consume, consume_all, consume_raw, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_kafka::pipeline::{HeartbeatError, PipelineError};
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry};
 use serde_json::{json, Value as Json};
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn payload(record: &Record) -> &Json {
     &record.value.as_ref().expect("not a tombstone")["payload"]
@@ -101,10 +98,7 @@ async fn json_transaction_boundaries_and_blocks() {
     s.sql("CREATE TABLE items (id int PRIMARY KEY, order_id int NOT NULL)");
     s.sql("CREATE TABLE scratch (id int PRIMARY KEY)");
     let running = s.start(&bootstrap, &["--provide-transaction-metadata", "true"]);
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     // 8 events: orders 3, items 4 (the key change is a delete and a create),
     // one transactional message.
@@ -266,10 +260,7 @@ async fn metadata_is_off_by_default() {
     let s = Scenario::new(Postgres::shared(), "txmeta_off");
     s.sql("CREATE TABLE t (id int PRIMARY KEY)");
     let running = s.start(&bootstrap, &[]);
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     s.sql("INSERT INTO t VALUES (1)");
     let records = consume(&bootstrap, &s.topic("t"), 1, TIMEOUT).await;
     assert_eq!(payload(&records[0])["transaction"], Json::Null);
@@ -283,102 +274,6 @@ async fn metadata_is_off_by_default() {
 // ---------------------------------------------------------------------------
 // Avro, read back independently
 // ---------------------------------------------------------------------------
-
-/// A record read back as bytes.
-struct RawRecord {
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-}
-
-async fn consume_raw(topic: &str, count: usize) -> Vec<RawRecord> {
-    let bootstrap = Kafka::shared().bootstrap_servers();
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("group.id", unique_name("metadata_consumer"))
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        let deadline = Instant::now() + TIMEOUT;
-        let partitions = loop {
-            let metadata = consumer
-                .fetch_metadata(Some(&topic), Duration::from_secs(5))
-                .expect("metadata");
-            let found = metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == topic && t.error().is_none())
-                .map_or(0, |t| t.partitions().len());
-            if found > 0 {
-                break found;
-            }
-            assert!(Instant::now() < deadline, "topic {topic} never appeared");
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut assignment = TopicPartitionList::new();
-        for p in 0..partitions {
-            assignment
-                .add_partition_offset(&topic, p as i32, Offset::Beginning)
-                .expect("partition");
-        }
-        consumer.assign(&assignment).expect("assign");
-        let mut records = Vec::new();
-        while records.len() < count && Instant::now() < deadline {
-            let Some(message) = consumer.poll(Duration::from_millis(200)) else {
-                continue;
-            };
-            let message = message.expect("consume");
-            records.push(RawRecord {
-                key: message.key().map(<[u8]>::to_vec),
-                value: message.payload().map(<[u8]>::to_vec),
-            });
-        }
-        records
-    })
-    .await
-    .expect("consumer thread")
-}
-
-/// Decodes Confluent-framed Avro with the writer schema fetched from the
-/// registry by id (never the connector's own schemas).
-struct Reader<'r> {
-    registry: &'r SchemaRegistry,
-    schemas: HashMap<u32, (Json, apache_avro::Schema)>,
-}
-
-impl Reader<'_> {
-    fn fetch(&mut self, id: u32) -> &(Json, apache_avro::Schema) {
-        let registry = self.registry;
-        self.schemas.entry(id).or_insert_with(|| {
-            let (status, body) = registry
-                .get(&format!("/schemas/ids/{id}"))
-                .expect("registry answers");
-            assert_eq!(status, 200, "GET /schemas/ids/{id}: {body}");
-            let answer: Json = serde_json::from_str(&body).expect("JSON answer");
-            let text = answer["schema"].as_str().expect("a schema string");
-            (
-                serde_json::from_str(text).expect("schema is JSON"),
-                apache_avro::Schema::parse_str(text).expect("the writer schema parses"),
-            )
-        })
-    }
-
-    /// The writer schema (as JSON) and the decoded datum of framed bytes.
-    fn decode(&mut self, bytes: &[u8]) -> (Json, Avro) {
-        assert!(bytes.len() >= 5 && bytes[0] == 0, "Confluent framing");
-        let id = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-        let (json, schema) = self.fetch(id).clone();
-        let mut body = &bytes[5..];
-        let value = apache_avro::reader::datum::GenericDatumReader::builder(&schema)
-            .build()
-            .expect("reader")
-            .read_value(&mut body)
-            .expect("the body decodes with the writer schema");
-        assert!(body.is_empty(), "{} bytes left after the datum", body.len());
-        (json, value)
-    }
-}
 
 /// A decoded datum as JSON, unions unwrapped.
 fn plain(value: &Avro) -> Json {
@@ -422,30 +317,26 @@ async fn avro_boundaries_blocks_and_heartbeats() {
             "300ms",
         ],
     );
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let xid = run_transaction(
         &s,
         "INSERT INTO a VALUES (1); INSERT INTO b VALUES (1); INSERT INTO a VALUES (2)",
     );
 
-    let mut reader = Reader {
-        registry,
-        schemas: HashMap::new(),
-    };
+    let reader = AvroReader::new(registry);
     let txn_topic = format!("{}.transaction", s.prefix);
-    let records = consume_raw(&txn_topic, 2).await;
+    let bootstrap = kafka.bootstrap_servers();
+    let records = consume_raw(&bootstrap, &txn_topic, 2, TIMEOUT).await;
     assert_eq!(records.len(), 2);
-    let (key_schema, key) = reader.decode(records[0].key.as_deref().expect("key"));
+    let (_, key_schema, key) = reader.decode_with_schema(records[0].key.as_deref().expect("key"));
     assert_eq!(
         key_schema["connect.name"],
         "io.debezium.connector.common.TransactionMetadataKey"
     );
     let id = plain(&key)["id"].as_str().expect("id").to_owned();
     id_lsn(&id, xid);
-    let (value_schema, begin) = reader.decode(records[0].value.as_deref().expect("value"));
+    let (_, value_schema, begin) =
+        reader.decode_with_schema(records[0].value.as_deref().expect("value"));
     assert_eq!(
         value_schema["connect.name"],
         "io.debezium.connector.common.TransactionMetadataValue"
@@ -463,7 +354,8 @@ async fn avro_boundaries_blocks_and_heartbeats() {
     });
     assert_eq!(end["ts_ms"], begin["ts_ms"]);
 
-    let a = consume_raw(&s.topic("a"), 2).await;
+    let a = consume_raw(&bootstrap, &s.topic("a"), 2, TIMEOUT).await;
+    assert_eq!(a.len(), 2, "both changes of a");
     let blocks: Vec<Json> = a
         .iter()
         .map(|r| plain(&reader.decode(r.value.as_deref().unwrap()).1)["transaction"].clone())
@@ -475,7 +367,8 @@ async fn avro_boundaries_blocks_and_heartbeats() {
             json!({"id": id, "total_order": 3, "data_collection_order": 2}),
         ]
     );
-    let b = consume_raw(&s.topic("b"), 1).await;
+    let b = consume_raw(&bootstrap, &s.topic("b"), 1, TIMEOUT).await;
+    assert_eq!(b.len(), 1, "the change of b");
     let (_, b_value) = reader.decode(b[0].value.as_deref().unwrap());
     assert_eq!(
         plain(&b_value)["transaction"],
@@ -483,15 +376,17 @@ async fn avro_boundaries_blocks_and_heartbeats() {
     );
 
     let heartbeat_topic = format!("__debezium-heartbeat.{}", s.prefix);
-    let heartbeats = consume_raw(&heartbeat_topic, 2).await;
+    let heartbeats = consume_raw(&bootstrap, &heartbeat_topic, 2, TIMEOUT).await;
     assert_eq!(heartbeats.len(), 2);
-    let (hb_key_schema, hb_key) = reader.decode(heartbeats[0].key.as_deref().unwrap());
+    let (_, hb_key_schema, hb_key) =
+        reader.decode_with_schema(heartbeats[0].key.as_deref().unwrap());
     assert_eq!(
         hb_key_schema["connect.name"],
         "io.debezium.connector.common.ServerNameKey"
     );
     assert_eq!(plain(&hb_key), json!({"serverName": s.prefix}));
-    let (hb_value_schema, hb_value) = reader.decode(heartbeats[0].value.as_deref().unwrap());
+    let (_, hb_value_schema, hb_value) =
+        reader.decode_with_schema(heartbeats[0].value.as_deref().unwrap());
     assert_eq!(
         hb_value_schema["connect.name"],
         "io.debezium.connector.common.Heartbeat"
@@ -537,10 +432,7 @@ async fn heartbeats_move_the_slot_when_only_unpublished_tables_change() {
             "INSERT INTO heartbeat_log DEFAULT VALUES",
         ],
     );
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let start = s.confirmed_flush_lsn().expect("slot");
     for _ in 0..20 {
         s.sql("INSERT INTO busy (payload) SELECT md5(i::text) FROM generate_series(1, 200) i");
@@ -670,10 +562,7 @@ async fn kill_9_loses_no_end() {
     // The first instance creates the slot; then a writer commits two-table
     // transactions and records their xids.
     let mut first = Some(ConnectorProcess::spawn(&args, logs.path(0)));
-    wait_until(TIMEOUT, "the slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let stop = Arc::new(AtomicBool::new(false));
     let xids = Arc::new(Mutex::new(Vec::<u32>::new()));
     let url = pg.url(&s.db);
@@ -702,6 +591,7 @@ async fn kill_9_loses_no_end() {
                     })
                     .expect("xid");
                 xids.lock().unwrap().push(xid.parse().unwrap());
+                // Pacing the load, not waiting for anything.
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
@@ -711,15 +601,15 @@ async fn kill_9_loses_no_end() {
         let process = first
             .take()
             .unwrap_or_else(|| ConnectorProcess::spawn(&args, logs.path(round as usize)));
-        wait_until(TIMEOUT, "the slot", || async {
-            s.confirmed_flush_lsn().is_some()
-        })
-        .await;
+        s.await_slot().await;
         let before = s.confirmed_flush_lsn().unwrap();
         wait_until(TIMEOUT, "the slot to move", || async {
             s.confirmed_flush_lsn().is_some_and(|l| l > before)
         })
         .await;
+        // Streaming under load for a while, longer each round, so the kills
+        // land at different points of the stream; the moment is the point,
+        // there is nothing to wait for.
         tokio::time::sleep(Duration::from_millis(300 + 400 * round)).await;
         process.assert_running("before kill -9");
         process.kill_9();

@@ -8,9 +8,9 @@ mod common;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{wait_until, Scenario};
+use common::{wait_for, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::http::{HealthPolicy, HttpServer};
 use pgcdc_kafka::metrics::Metrics;
@@ -21,7 +21,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
-const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How long readiness may take to return after a restarted broker or server:
+/// longer than [`TIMEOUT`], because the connector's restart backoff has kept
+/// doubling (up to 60 s) through the outage, so its next attempt may come a
+/// minute after the service is back, and the service itself must start first.
+const BACK_AFTER_OUTAGE: Duration = Duration::from_secs(180);
 
 /// `GET path` on the connector's endpoint: status code and body.
 async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
@@ -91,25 +96,20 @@ impl Connector {
 
     /// Waits until `/readyz` answers `status`; returns its body.
     async fn wait_ready(&self, status: u16, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let (code, body) = self.readyz().await;
-            if code == status {
-                return body;
+        wait_for(timeout, &format!("/readyz {status}"), || async {
+            match self.readyz().await {
+                (code, body) if code == status => Ok(body),
+                (code, body) => Err(format!("{code} {body}")),
             }
-            assert!(
-                Instant::now() < deadline,
-                "timed out after {timeout:?} waiting for /readyz {status}; last: {code} {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        })
+        .await
     }
 
     async fn stop(self) -> RunSummary {
         let _ = self.stop.send(true);
-        tokio::time::timeout(Duration::from_secs(60), self.task)
+        tokio::time::timeout(TIMEOUT, self.task)
             .await
-            .expect("connector stops within 60 s")
+            .unwrap_or_else(|_| panic!("connector stops within {TIMEOUT:?}"))
             .expect("connector task did not panic")
             .unwrap_or_else(|e| panic!("connector failed: {}", pgcdc_kafka::error_chain(&e)))
     }
@@ -267,7 +267,7 @@ async fn readiness_follows_kafka() {
         .await
         .expect("join")
         .expect("kafka starts again");
-    c.wait_ready(200, Duration::from_secs(180)).await;
+    c.wait_ready(200, BACK_AFTER_OUTAGE).await;
     wait_until(TIMEOUT, "second record acknowledged", || async {
         c.value("pgcdc_kafka_records_acknowledged_total").await == 2.0
     })
@@ -304,7 +304,7 @@ async fn readiness_reports_restarts_while_postgres_is_away() {
         .await
         .expect("join")
         .expect("postgres starts again");
-    c.wait_ready(200, Duration::from_secs(180)).await;
+    c.wait_ready(200, BACK_AFTER_OUTAGE).await;
     assert!(c.value("pgcdc_restarts_total").await >= 1.0);
     s.sql("INSERT INTO t VALUES (1)");
     wait_until(TIMEOUT, "streaming again after the restart", || async {
@@ -333,20 +333,24 @@ async fn a_second_connector_on_an_active_slot_is_not_ready_and_says_why() {
     let first = start().await;
     first.wait_ready(200, TIMEOUT).await;
     let second = start().await;
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let (code, body) = second.readyz().await;
-        assert_eq!(code, 503, "{body}");
-        // Whether SQLSTATE 55006 (object in use) is retried is the
-        // pipeline's classification to make; either way readiness names it.
-        if (body.contains("restarting after a failure") || body.contains("stopped on an error"))
-            && body.contains("is active for PID")
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "second connector: {body}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for(
+        TIMEOUT,
+        "the second connector's readiness to name the busy slot",
+        || async {
+            let (code, body) = second.readyz().await;
+            assert_eq!(code, 503, "{body}");
+            // Whether SQLSTATE 55006 (object in use) is retried is the
+            // pipeline's classification to make; either way readiness names it.
+            match (body.contains("restarting after a failure")
+                || body.contains("stopped on an error"))
+                && body.contains("is active for PID")
+            {
+                true => Ok(()),
+                false => Err(body),
+            }
+        },
+    )
+    .await;
     assert_eq!(first.readyz().await.0, 200, "the first one streams on");
     let _ = second.stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(60), second.task).await;

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::avro_reader::AvroReader;
-use common::{consume, consume_raw, Scenario};
+use common::{consume, consume_raw, poll_blocking, Scenario};
 use pgcdc_testcontainers::{
     Kafka, Postgres, PostgresOptions, SchemaRegistry, TestCa, SASL_PASSWORD, SASL_USER,
 };
@@ -163,13 +163,10 @@ async fn try_run_binary(
             .spawn()
             .expect("the binary starts");
         let deadline = Instant::now() + timeout;
-        while child.try_wait().expect("wait").is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let output = child.wait_with_output().expect("output");
-                return Err(String::from_utf8_lossy(&output.stderr).into_owned());
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if poll_blocking(deadline, || child.try_wait().expect("wait")).is_none() {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("output");
+            return Err(String::from_utf8_lossy(&output.stderr).into_owned());
         }
         Ok(child.wait_with_output().expect("output"))
     })

@@ -9,7 +9,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{consume, consume_all, wait_until, Record, Scenario};
+use common::{consume, consume_all, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::pipeline::{self, PipelineError, Shutdown};
 use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
@@ -18,7 +18,6 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::ClientConfig;
 use serde_json::{json, Value as Json};
 
-const TIMEOUT: Duration = Duration::from_secs(90);
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
 fn payload(record: &Record) -> &Json {
@@ -55,10 +54,7 @@ async fn wait_confirmed_past_now(s: &Scenario) {
 }
 
 async fn wait_for_slot(s: &Scenario) {
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 }
 
 fn ops(records: &[Record]) -> Vec<String> {

@@ -6,14 +6,15 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::compacted::{latest_by_key, table_state};
-use common::{consume, consume_all, wait_until, Record, Scenario};
+use common::{consume, consume_all, wait_for, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
 
-const TIMEOUT: Duration = Duration::from_secs(90);
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,6 +37,8 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
     let pg = s.pg;
     let db = s.db.clone();
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let committed = Arc::new(AtomicI64::new(0));
+    let writer_committed = Arc::clone(&committed);
     let writer = tokio::spawn(async move {
         let client = pg.connect(&db).await.expect("writer connects");
         let mut round = 0i64;
@@ -52,6 +55,8 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
                 ))
                 .await
                 .expect("write");
+            writer_committed.store(round, Ordering::Relaxed);
+            // Pacing the load, not waiting for anything.
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         round
@@ -76,7 +81,15 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The writer goes on after the snapshot, so its changes stream after it
+    // too.
+    let at_promotion = committed.load(Ordering::Relaxed);
+    wait_until(
+        TIMEOUT,
+        "100 writer transactions after the snapshot",
+        || async { committed.load(Ordering::Relaxed) >= at_promotion + 100 },
+    )
+    .await;
     let _ = stop_tx.send(true);
     let rounds = writer.await.expect("writer");
     assert!(
@@ -86,19 +99,19 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
     let expected = table_state(&s, "big");
 
     // Everything the final table holds, read back through snapshot + stream.
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    let records = loop {
+    let records = wait_for(TIMEOUT, "the topic content to equal the table", || async {
         let records = consume_all(&kafka.bootstrap_servers(), &topic, TIMEOUT).await;
-        if latest_by_key(&records) == expected {
-            break records;
+        let state = latest_by_key(&records);
+        match state == expected {
+            true => Ok(records),
+            false => Err(format!(
+                "{} keys in the topic state, {} in the table",
+                state.len(),
+                expected.len()
+            )),
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "topic content never equalled the table: {} keys in the topic state, {} in the table",
-            latest_by_key(&records).len(),
-            expected.len()
-        );
-    };
+    })
+    .await;
     let snapshot_rows: Vec<&Record> = records
         .iter()
         .filter(|r| r.value.as_ref().is_some_and(|v| v["payload"]["op"] == "r"))

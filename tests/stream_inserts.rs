@@ -6,12 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{consume, wait_until, Scenario};
+use common::{consume, hold_for, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::json;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn lsn_of(record: &common::Record) -> Lsn {
     let raw = record.value.as_ref().expect("value")["payload"]["source"]["lsn"]
@@ -29,10 +27,7 @@ async fn inserts_arrive_as_debezium_json_keyed_by_primary_key() {
     s.sql("CREATE TABLE events (note text)");
 
     let running = s.start(&kafka.bootstrap_servers(), &[]);
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     s.sql(
         "BEGIN; \
@@ -196,10 +191,7 @@ async fn slot_is_not_confirmed_past_unacknowledged_transactions() {
     s.sql("CREATE TABLE items (id int PRIMARY KEY, label text)");
 
     let running = s.start(&kafka.bootstrap_servers(), &["--status-interval", "200ms"]);
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     s.sql("INSERT INTO items VALUES (1, 'before the outage')");
     let first = consume(&kafka.bootstrap_servers(), &s.topic("items"), 1, TIMEOUT).await;
@@ -222,15 +214,14 @@ async fn slot_is_not_confirmed_past_unacknowledged_transactions() {
     // For several status intervals (and keepalives), the slot must stay
     // before the unacknowledged transaction, even though Postgres keeps
     // asking for feedback.
-    let watch_until = std::time::Instant::now() + Duration::from_secs(5);
-    while std::time::Instant::now() < watch_until {
+    hold_for(Duration::from_secs(5), || async {
         let confirmed = s.confirmed_flush_lsn().expect("slot exists");
         assert!(
             confirmed < second_committed,
             "slot confirmed to {confirmed}, past the unacknowledged transaction that commits before {second_committed}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     assert!(
         !running.is_finished(),
         "the connector waits for the broker rather than stopping"
@@ -267,10 +258,7 @@ async fn json_without_schemas_is_the_bare_payload() {
     let s = Scenario::new(Postgres::shared(), "noschema");
     s.sql("CREATE TABLE t (id int PRIMARY KEY, v text)");
     let running = s.start(&kafka.bootstrap_servers(), &["--json-schemas", "false"]);
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     s.sql("INSERT INTO t VALUES (7, 'seven')");
     let records = consume(&kafka.bootstrap_servers(), &s.topic("t"), 1, TIMEOUT).await;
     assert_eq!(records.len(), 1);
@@ -292,10 +280,7 @@ async fn transactions_larger_than_a_receive_burst_arrive_whole() {
     let s = Scenario::new(pg, "big_txns");
     s.sql("CREATE TABLE rows (id int PRIMARY KEY)");
     let running = s.start(&kafka.bootstrap_servers(), &[]);
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
 
     s.sql("INSERT INTO rows SELECT generate_series(1, 1000)");
     s.sql("INSERT INTO rows VALUES (1001)");

@@ -19,162 +19,32 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apache_avro::types::Value as Avro;
-use common::{consume, consume_all, wait_until, Record, Running, Scenario};
+use common::avro_reader::AvroReader;
+use common::{
+    consume, consume_all, read_raw, wait_until, RawRecord, ReadUntil, Record, Running, Scenario,
+    TIMEOUT,
+};
 use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Headers;
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::{json, Value as Json};
-
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 // ---------------------------------------------------------------------------
 // Raw records (outbox values are not JSON documents) and an Avro reader.
 // ---------------------------------------------------------------------------
 
-#[derive(Debug, Clone)]
-struct RawRecord {
-    partition: i32,
-    offset: i64,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    headers: Vec<(String, Vec<u8>)>,
-}
-
-impl RawRecord {
-    fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_slice())
-    }
-
-    fn key_text(&self) -> &str {
-        std::str::from_utf8(self.key.as_deref().expect("a key")).expect("UTF-8 key")
-    }
-}
-
-/// Reads `topic` from the beginning until `count` records arrived or
-/// `timeout` passed, then for a moment longer to catch any extra record;
+/// Reads `topic` from the beginning until `count` records arrived (or
+/// [`TIMEOUT`] passed), then for a second longer to catch a record too many;
 /// returns them in (partition, offset) order.
-async fn consume_raw(topic: &str, count: usize, timeout: Duration) -> Vec<RawRecord> {
-    let bootstrap = Kafka::shared().bootstrap_servers();
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("group.id", unique_name("transforms_consumer"))
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        let deadline = Instant::now() + timeout;
-        let partitions = loop {
-            let metadata = consumer
-                .fetch_metadata(Some(&topic), Duration::from_secs(5))
-                .expect("metadata");
-            let found = metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == topic && t.error().is_none())
-                .map_or(0, |t| t.partitions().len());
-            if found > 0 {
-                break found;
-            }
-            if Instant::now() > deadline {
-                return Vec::new();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut assignment = TopicPartitionList::new();
-        for p in 0..partitions {
-            assignment
-                .add_partition_offset(&topic, p as i32, Offset::Beginning)
-                .expect("partition");
-        }
-        consumer.assign(&assignment).expect("assign");
-        let mut records = Vec::new();
-        let mut linger: Option<Instant> = None;
-        loop {
-            if records.len() >= count && linger.is_none() {
-                linger = Some(Instant::now() + Duration::from_secs(1));
-            }
-            if linger.is_some_and(|l| Instant::now() > l) || Instant::now() > deadline {
-                break;
-            }
-            let Some(message) = consumer.poll(Duration::from_millis(200)) else {
-                continue;
-            };
-            let message = message.expect("consume");
-            let headers = message
-                .headers()
-                .map(|h| {
-                    h.iter()
-                        .map(|h| (h.key.to_owned(), h.value.unwrap_or_default().to_vec()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            records.push(RawRecord {
-                partition: message.partition(),
-                offset: message.offset(),
-                key: message.key().map(<[u8]>::to_vec),
-                value: message.payload().map(<[u8]>::to_vec),
-                headers,
-            });
-        }
-        records.sort_by_key(|r| (r.partition, r.offset));
-        records
-    })
-    .await
-    .expect("consumer thread")
-}
-
-/// Decodes Confluent-framed Avro with writer schemas fetched by id.
-struct Reader<'r> {
-    registry: &'r SchemaRegistry,
-    schemas: HashMap<u32, (Json, apache_avro::Schema)>,
-}
-
-impl<'r> Reader<'r> {
-    fn new(registry: &'r SchemaRegistry) -> Self {
-        Reader {
-            registry,
-            schemas: HashMap::new(),
-        }
-    }
-
-    fn fetch(&mut self, id: u32) -> &(Json, apache_avro::Schema) {
-        let registry = self.registry;
-        self.schemas.entry(id).or_insert_with(|| {
-            let (status, body) = registry
-                .get(&format!("/schemas/ids/{id}"))
-                .expect("registry answers");
-            assert_eq!(status, 200, "GET /schemas/ids/{id}: {body}");
-            let answer: Json = serde_json::from_str(&body).expect("JSON answer");
-            let text = answer["schema"].as_str().expect("a schema string");
-            let parsed = apache_avro::Schema::parse_str(text).expect("the writer schema parses");
-            (serde_json::from_str(text).expect("schema is JSON"), parsed)
-        })
-    }
-
-    /// The writer schema id, its JSON, and the decoded datum.
-    fn decode(&mut self, bytes: &[u8]) -> (u32, Json, Avro) {
-        assert!(bytes.len() >= 5, "too short for the Confluent header");
-        assert_eq!(bytes[0], 0, "magic byte");
-        let id = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-        let (schema_json, schema) = self.fetch(id).clone();
-        let mut body = &bytes[5..];
-        let value = apache_avro::reader::datum::GenericDatumReader::builder(&schema)
-            .build()
-            .expect("reader")
-            .read_value(&mut body)
-            .expect("the body decodes with the writer schema");
-        assert!(body.is_empty(), "{} bytes left after the datum", body.len());
-        (id, schema_json, value)
-    }
+async fn consume_lingering(topic: &str, count: usize) -> Vec<RawRecord> {
+    let until = ReadUntil {
+        linger: Some(Duration::from_secs(1)),
+        ..ReadUntil::count(count, TIMEOUT)
+    };
+    let mut records = read_raw(&Kafka::shared().bootstrap_servers(), topic, until).await;
+    records.sort_by_key(|r| (r.partition, r.offset));
+    records
 }
 
 /// A decoded Avro value as JSON: unions unwrapped, bytes as hex.
@@ -197,20 +67,9 @@ fn plain(value: &Avro) -> Json {
     }
 }
 
-fn header<'a>(record: &'a Record, name: &str) -> Option<&'a [u8]> {
-    record
-        .headers
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_slice())
-}
-
 async fn started(s: &Scenario, extra: &[&str]) -> Running {
     let running = s.start(&Kafka::shared().bootstrap_servers(), extra);
-    wait_until(TIMEOUT, "the slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     running
 }
 
@@ -409,7 +268,7 @@ async fn outbox_events_of_business_transactions() {
     for aggregate in [&order, &customer, &invoice, &blob] {
         let expected = by_aggregate(aggregate);
         let topic = format!("outbox.event.{aggregate}");
-        let records = consume_raw(&topic, expected.len(), TIMEOUT).await;
+        let records = consume_lingering(&topic, expected.len()).await;
         assert_eq!(
             records.len(),
             expected.len(),
@@ -456,7 +315,7 @@ async fn outbox_events_of_business_transactions() {
         }
     }
     // The order aggregate's keys, in order of the records for o-1.
-    let orders = consume_raw(&format!("outbox.event.{order}"), 6, TIMEOUT).await;
+    let orders = consume_lingering(&format!("outbox.event.{order}"), 6).await;
     let o1: Vec<&str> = orders
         .iter()
         .filter(|r| r.key_text() == "o-1")
@@ -523,7 +382,7 @@ async fn outbox_additional_columns_in_the_envelope() {
     );
     // A space is not allowed in topic names: it becomes `_`.
     let topic = format!("{topic_base}.ship_ment.events");
-    let records = consume_raw(&topic, 2, TIMEOUT).await;
+    let records = consume_lingering(&topic, 2).await;
     assert_eq!(records.len(), 2, "{records:#?}");
     let values: Vec<Json> = records
         .iter()
@@ -633,8 +492,8 @@ fn check_unwrapped(s: &Scenario, record: &Record, op: &str, row: Json, deleted: 
         .as_i64()
         .is_some_and(|t| t > 1_600_000_000_000));
     assert_eq!(payload.get("__deleted").and_then(Json::as_str), deleted);
-    assert_eq!(header(record, "__op"), Some(op.as_bytes()));
-    assert_eq!(header(record, "__db"), Some(s.db.as_bytes()));
+    assert_eq!(record.header("__op"), Some(op.as_bytes()));
+    assert_eq!(record.header("__db"), Some(s.db.as_bytes()));
     let names: Vec<&str> = schema["fields"]
         .as_array()
         .expect("fields")
@@ -694,7 +553,7 @@ async fn unwrap_deletes_as_one_tombstone() {
     check_unwrapped(&s, &r[2], "u", json!({"id": 2, "qty": 3}), None);
     assert!(r[3].value.is_none(), "the delete became a tombstone");
     assert_eq!(key_id(&r[3]), &json!(2));
-    assert_eq!(header(&r[3], "__op"), Some(&b"d"[..]));
+    assert_eq!(r[3].header("__op"), Some(&b"d"[..]));
     check_unwrapped(&s, &r[4], "c", json!({"id": 99}), None);
 }
 
@@ -721,8 +580,8 @@ async fn unwrap_deletes_rewritten_with_tombstone() {
     check_unwrapped(&s, &r[3], "d", json!({"id": 2}), Some("true"));
     assert!(r[4].value.is_none(), "Debezium's tombstone kept");
     assert_eq!(key_id(&r[4]), &json!(2));
-    assert_eq!(header(&r[4], "__op"), Some(&b"d"[..]));
-    assert_eq!(header(&r[4], "__db"), None, "a tombstone carries only __op");
+    assert_eq!(r[4].header("__op"), Some(&b"d"[..]));
+    assert_eq!(r[4].header("__db"), None, "a tombstone carries only __op");
     check_unwrapped(&s, &r[5], "c", json!({"id": 99}), Some("false"));
 }
 
@@ -766,14 +625,19 @@ async fn unwrap_and_outbox_in_avro() {
         s.sql("DELETE FROM items WHERE id = 1");
         s.sql("DELETE FROM outbox");
 
-        let records = consume_raw(&s.topic("items"), 3, TIMEOUT).await;
+        let records = consume_lingering(&s.topic("items"), 3).await;
         assert_eq!(records.len(), 3, "{mode}: {records:#?}");
-        let mut reader = Reader::new(registry);
+        let reader = AvroReader::new(registry);
         let mut rows = Vec::new();
         for record in &records {
-            let (_, _, key) = reader.decode(record.key.as_deref().expect("key"));
+            let (_, _, key) = reader.decode_with_schema(record.key.as_deref().expect("key"));
             assert_eq!(plain(&key), json!({"id": 1}));
-            rows.push(record.value.as_deref().map(|v| reader.decode(v)));
+            rows.push(
+                record
+                    .value
+                    .as_deref()
+                    .map(|v| reader.decode_with_schema(v)),
+            );
         }
         let (id, schema, created) = rows[0].clone().expect("a value");
         assert_eq!(schema["type"], "record");
@@ -823,17 +687,18 @@ async fn unwrap_and_outbox_in_avro() {
 
         // The outbox event: Avro key and payload with the columns' schemas.
         let topic = format!("outbox.event.{aggregate}");
-        let events = consume_raw(&topic, 1, TIMEOUT).await;
+        let events = consume_lingering(&topic, 1).await;
         assert_eq!(
             events.len(),
             1,
             "one event, the delete ignored: {events:#?}"
         );
-        let (_, key_schema, key) = reader.decode(events[0].key.as_deref().expect("key"));
+        let (_, key_schema, key) =
+            reader.decode_with_schema(events[0].key.as_deref().expect("key"));
         assert_eq!(plain(&key), json!("a-7"));
         assert_eq!(key_schema, json!("string"), "a null key is never encoded");
         let (_, payload_schema, payload) =
-            reader.decode(events[0].value.as_deref().expect("value"));
+            reader.decode_with_schema(events[0].value.as_deref().expect("value"));
         assert_eq!(plain(&payload), json!("{\"x\": [1]}"));
         assert_eq!(
             payload_schema,
@@ -870,7 +735,7 @@ async fn outbox_across_a_restart() {
     let running = started(&s, &flags).await;
     insert(1);
     insert(2);
-    assert_eq!(consume_raw(&topic, 2, TIMEOUT).await.len(), 2);
+    assert_eq!(consume_lingering(&topic, 2).await.len(), 2);
     running.stop().await;
 
     s.sql("DELETE FROM outbox");
@@ -878,7 +743,7 @@ async fn outbox_across_a_restart() {
     s.sql("DELETE FROM outbox");
     insert(4);
     let running = started(&s, &flags).await;
-    let records = consume_raw(&topic, 4, TIMEOUT).await;
+    let records = consume_lingering(&topic, 4).await;
     let payloads: Vec<&[u8]> = records
         .iter()
         .map(|r| r.value.as_deref().expect("a payload"))

@@ -23,18 +23,13 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine;
-use common::{consume, wait_until, Record, Scenario};
-use pgcdc_kafka::config::RunConfig;
+use common::{consume, wait_until, Record, Running, Scenario, TIMEOUT};
 use pgcdc_kafka::lsn::Lsn;
-use pgcdc_kafka::pipeline::{self, PipelineError, RunSummary, Shutdown};
+use pgcdc_kafka::pipeline::PipelineError;
 use pgcdc_kafka::source::relation::RowErrorKind;
 use pgcdc_kafka::source::types::ValueError;
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 // ---------------------------------------------------------------------------
 // Reference helpers (independent of the connector's code).
@@ -207,44 +202,6 @@ fn array_of(items: Json) -> Json {
 // ---------------------------------------------------------------------------
 // Running the connector in-process with access to its result.
 // ---------------------------------------------------------------------------
-
-/// A connector whose task handle we keep, to see how it ended.
-struct Connector {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<Result<RunSummary, PipelineError>>,
-}
-
-fn spawn_connector(s: &Scenario, bootstrap: &str, extra: &[&str]) -> Connector {
-    let config = RunConfig::from_args(s.args(bootstrap, extra)).expect("valid flags");
-    config.validate().expect("valid config");
-    let (stop, shutdown) = Shutdown::new();
-    let task = tokio::spawn(pipeline::run(config, shutdown));
-    Connector { stop, task }
-}
-
-impl Connector {
-    /// Waits for the connector to stop on its own and returns its error.
-    async fn wait_for_error(self) -> PipelineError {
-        let result = tokio::time::timeout(TIMEOUT, self.task)
-            .await
-            .expect("connector stops on its own")
-            .expect("connector task did not panic");
-        drop(self.stop);
-        match result {
-            Ok(summary) => panic!("connector stopped without an error: {summary:?}"),
-            Err(e) => e,
-        }
-    }
-
-    async fn stop(self) -> RunSummary {
-        let _ = self.stop.send(true);
-        let result = tokio::time::timeout(TIMEOUT, self.task)
-            .await
-            .expect("connector stops within the timeout")
-            .expect("connector task did not panic");
-        result.unwrap_or_else(|e| panic!("connector failed: {}", pgcdc_kafka::error_chain(&e)))
-    }
-}
 
 fn payload(record: &Record) -> &Json {
     &record.value.as_ref().expect("not a tombstone")["payload"]
@@ -1152,11 +1109,8 @@ async fn every_type_in_default_modes() {
     );
 
     let bootstrap = kafka.bootstrap_servers();
-    let running = spawn_connector(&s, &bootstrap, &[]);
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    let running = s.start(&bootstrap, &[]);
+    s.await_slot().await;
 
     let rows = rows(ext);
     for row in &rows {
@@ -1369,11 +1323,8 @@ async fn numeric_nan_stops_the_default_mode_without_losing_the_row() {
     let bootstrap = kafka.bootstrap_servers();
     let s = Scenario::new(Postgres::shared(), "nan");
     s.sql("CREATE TABLE prices (id int PRIMARY KEY, amount numeric(10,2))");
-    let connector = spawn_connector(&s, &bootstrap, &["--status-interval", "200ms"]);
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    let connector = s.start(&bootstrap, &["--status-interval", "200ms"]);
+    s.await_slot().await;
 
     s.sql("INSERT INTO prices VALUES (1, 1.5)");
     let after_first = s.current_lsn();
@@ -1437,7 +1388,7 @@ async fn numeric_nan_stops_the_default_mode_without_losing_the_row() {
     assert_eq!(sent.len(), 1, "nothing sent for the failing row: {sent:#?}");
 
     // Restarted with the fix the error names, the row arrives: nothing was lost.
-    let fixed = spawn_connector(&s, &bootstrap, &["--decimal-handling", "string"]);
+    let fixed = s.start(&bootstrap, &["--decimal-handling", "string"]);
     let records = consume(&bootstrap, &s.topic("prices"), 2, TIMEOUT).await;
     assert_eq!(records.len(), 2, "the NaN row after the restart");
     assert_eq!(
@@ -1463,11 +1414,8 @@ async fn decimal_mode_records(mode: &str) -> Vec<Record> {
         "CREATE TABLE decimals (id int PRIMARY KEY, n numeric(10,2), v numeric, m money, \
          arr numeric[])",
     );
-    let connector = spawn_connector(&s, &bootstrap, &["--decimal-handling", mode]);
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    let connector = s.start(&bootstrap, &["--decimal-handling", mode]);
+    s.await_slot().await;
     s.sql("INSERT INTO decimals VALUES (1, 1.5, '100.500', 1234.5, '{1.50,NaN,NULL}')");
     s.sql("INSERT INTO decimals VALUES (2, 'NaN', 'Infinity', -1234.5, '{}')");
     s.sql("INSERT INTO decimals VALUES (3, -0.01, '-Infinity', NULL, '{Infinity,-Infinity}')");
@@ -1560,18 +1508,18 @@ async fn decimal_handling_string() {
 /// Waits for `count` records of `topic`, failing with the connector's own
 /// error if it stopped instead.
 async fn consume_or_connector_error(
-    connector: Connector,
+    connector: Running,
     bootstrap: &str,
     topic: &str,
     count: usize,
-) -> (Connector, Vec<Record>) {
+) -> (Running, Vec<Record>) {
     let deadline = std::time::Instant::now() + TIMEOUT;
     loop {
         let records = consume(bootstrap, topic, count, Duration::from_secs(3)).await;
         if records.len() >= count {
             return (connector, records);
         }
-        if connector.task.is_finished() {
+        if connector.is_finished() {
             let error = connector.wait_for_error().await;
             panic!(
                 "connector stopped after {} of {count} records: {}",
@@ -1593,11 +1541,8 @@ async fn timestamp3_near_the_maximum_fits_in_milliseconds() {
     let bootstrap = kafka.bootstrap_servers();
     let s = Scenario::new(Postgres::shared(), "ts_max");
     s.sql("CREATE TABLE ts_max (id int PRIMARY KEY, ms timestamp(3))");
-    let connector = spawn_connector(&s, &bootstrap, &[]);
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    let connector = s.start(&bootstrap, &[]);
+    s.await_slot().await;
     // Postgres's latest timestamp. In microseconds since 1970 it exceeds
     // int64 (294277-01-01 is day 106,762,940: Postgres's END_TIMESTAMP,
     // 9,223,371,331,200,000,000 us after 2000-01-01, is day 106,751,983 of
@@ -1619,11 +1564,8 @@ async fn types_created_or_changed_while_streaming() {
     let kafka = Kafka::shared();
     let bootstrap = kafka.bootstrap_servers();
     let s = Scenario::new(Postgres::shared(), "late_types");
-    let connector = spawn_connector(&s, &bootstrap, &[]);
-    wait_until(TIMEOUT, "slot", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    let connector = s.start(&bootstrap, &[]);
+    s.await_slot().await;
     // Types the connector's startup catalog load did not see.
     s.sql("CREATE TYPE late_mood AS ENUM ('meh', 'yay')");
     s.sql("CREATE DOMAIN late_price AS numeric(8,3)");

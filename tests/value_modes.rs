@@ -15,20 +15,12 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
 use apache_avro::types::Value as Avro;
-use common::{consume, wait_until, Record, Scenario};
-use pgcdc_kafka::config::RunConfig;
-use pgcdc_kafka::pipeline::{self, PipelineError, RunSummary, Shutdown};
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use common::avro_reader::AvroReader;
+use common::{consume, consume_raw, Record, Running, Scenario, TIMEOUT};
+use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry};
 use serde_json::{json, Value as Json};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Debezium's default `unavailable.value.placeholder`.
 const PLACEHOLDER: &str = "__debezium_unavailable_value";
@@ -37,47 +29,9 @@ const PLACEHOLDER: &str = "__debezium_unavailable_value";
 // Running the connector.
 // ---------------------------------------------------------------------------
 
-struct Connector {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<Result<RunSummary, PipelineError>>,
-}
-
-impl Connector {
-    /// Starts a connector for `s` with `flags` and waits for its slot.
-    async fn started(s: &Scenario, flags: &[&str]) -> Connector {
-        let bootstrap = Kafka::shared().bootstrap_servers();
-        let config = RunConfig::from_args(s.args(&bootstrap, flags)).expect("valid flags");
-        config.validate().expect("valid config");
-        let (stop, shutdown) = Shutdown::new();
-        let task = tokio::spawn(pipeline::run(config, shutdown));
-        wait_until(TIMEOUT, "the slot", || async {
-            s.confirmed_flush_lsn().is_some()
-        })
-        .await;
-        Connector { stop, task }
-    }
-
-    async fn stop(self) -> RunSummary {
-        let _ = self.stop.send(true);
-        let outcome = tokio::time::timeout(TIMEOUT, self.task)
-            .await
-            .expect("connector stops in time")
-            .expect("connector task did not panic");
-        outcome.unwrap_or_else(|e| panic!("connector failed: {}", pgcdc_kafka::error_chain(&e)))
-    }
-
-    /// Waits for the connector to stop on its own and returns its error.
-    async fn error(self) -> PipelineError {
-        let outcome = tokio::time::timeout(TIMEOUT, self.task)
-            .await
-            .expect("connector stops on its own")
-            .expect("connector task did not panic");
-        drop(self.stop);
-        match outcome {
-            Ok(summary) => panic!("connector stopped without an error: {summary:?}"),
-            Err(e) => e,
-        }
-    }
+/// Starts a connector for `s` with `flags` and waits for its slot.
+async fn started(s: &Scenario, flags: &[&str]) -> Running {
+    s.started(&Kafka::shared().bootstrap_servers(), flags).await
 }
 
 /// Runs a connector with `flags` over a fresh table (`ddl`, then the rows of
@@ -97,7 +51,7 @@ async fn json_records(
         s.sql(row);
     }
     let table = table_name(ddl);
-    let connector = Connector::started(&s, flags).await;
+    let connector = started(&s, flags).await;
     for change in changes {
         s.sql(change);
     }
@@ -380,7 +334,7 @@ async fn hstore_handling_modes_in_json() {
         let s = Scenario::new(Postgres::shared(), &format!("hstore_{mode}"));
         s.sql("CREATE EXTENSION IF NOT EXISTS hstore");
         s.sql(HSTORE_TABLE);
-        let connector = Connector::started(&s, &["--hstore-handling", mode]).await;
+        let connector = started(&s, &["--hstore-handling", mode]).await;
         for row in &rows {
             s.sql(row);
         }
@@ -463,9 +417,9 @@ async fn a_failing_value_is_named_but_never_shown() {
     // microseconds 424242 occur nowhere else in the error's context.
     let s = Scenario::new(Postgres::shared(), "secret_err");
     s.sql("CREATE TABLE vault (id int PRIMARY KEY, opened timestamp)");
-    let connector = Connector::started(&s, &[]).await;
+    let connector = started(&s, &[]).await;
     s.sql("INSERT INTO vault VALUES (1, '294276-12-31 23:59:59.424242')");
-    let error = connector.error().await;
+    let error = connector.wait_for_error().await;
     let text = pgcdc_kafka::error_chain(&error);
     for needle in [
         "column \"opened\"",
@@ -491,94 +445,28 @@ async fn a_failing_value_is_named_but_never_shown() {
 // Avro: binary, time precision and hstore modes with the registry.
 // ---------------------------------------------------------------------------
 
-/// Reads `topic` from the beginning until `count` records arrived; values only.
+/// The values (tombstones left out) of the first `count` records of `topic`.
 async fn consume_values(topic: &str, count: usize) -> Vec<Vec<u8>> {
     let bootstrap = Kafka::shared().bootstrap_servers();
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("group.id", unique_name("modes_consumer"))
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        let deadline = Instant::now() + TIMEOUT;
-        let partitions = loop {
-            let metadata = consumer
-                .fetch_metadata(Some(&topic), Duration::from_secs(5))
-                .expect("metadata");
-            let found = metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == topic && t.error().is_none())
-                .map_or(0, |t| t.partitions().len());
-            if found > 0 {
-                break found;
-            }
-            assert!(Instant::now() < deadline, "topic {topic} never appeared");
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let mut assignment = TopicPartitionList::new();
-        for p in 0..partitions {
-            assignment
-                .add_partition_offset(&topic, p as i32, Offset::Beginning)
-                .expect("partition");
-        }
-        consumer.assign(&assignment).expect("assign");
-        let mut values = Vec::new();
-        while values.len() < count && Instant::now() < deadline {
-            if let Some(message) = consumer.poll(Duration::from_millis(200)) {
-                let message = message.expect("consume");
-                values.extend(message.payload().map(<[u8]>::to_vec));
-            }
-        }
-        values
-    })
-    .await
-    .expect("consumer thread")
+    consume_raw(&bootstrap, topic, count, TIMEOUT)
+        .await
+        .into_iter()
+        .filter_map(|r| r.value)
+        .collect()
 }
 
-/// Decodes Confluent-framed Avro with writer schemas fetched by id.
-struct Reader {
-    schemas: HashMap<u32, (Json, apache_avro::Schema)>,
-}
-
-impl Reader {
-    fn fetch(&mut self, id: u32) -> &(Json, apache_avro::Schema) {
-        self.schemas.entry(id).or_insert_with(|| {
-            let (status, body) = SchemaRegistry::shared()
-                .get(&format!("/schemas/ids/{id}"))
-                .expect("registry answers");
-            assert_eq!(status, 200, "GET /schemas/ids/{id}: {body}");
-            let answer: Json = serde_json::from_str(&body).expect("JSON answer");
-            let text = answer["schema"].as_str().expect("a schema string");
-            let parsed = apache_avro::Schema::parse_str(text).expect("writer schema parses");
-            (serde_json::from_str(text).expect("schema is JSON"), parsed)
-        })
-    }
-
-    /// The writer schema (as JSON) and the `after` record of one framed value.
-    fn after(&mut self, bytes: &[u8]) -> (Json, Avro) {
-        assert_eq!(bytes[0], 0, "magic byte");
-        let id = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-        let (json, schema) = self.fetch(id).clone();
-        let mut body = &bytes[5..];
-        let value = apache_avro::reader::datum::GenericDatumReader::builder(&schema)
-            .build()
-            .expect("reader")
-            .read_value(&mut body)
-            .expect("the body decodes with the writer schema");
-        assert!(body.is_empty(), "bytes left after the datum");
-        let Avro::Record(fields) = value else {
-            panic!("an envelope record")
-        };
-        let after = fields
-            .into_iter()
-            .find(|(name, _)| name == "after")
-            .map(|(_, v)| v)
-            .expect("after");
-        (json, unwrap(after))
-    }
+/// The writer schema (as JSON) and the `after` record of one framed value.
+fn avro_after(reader: &AvroReader, bytes: &[u8]) -> (Json, Avro) {
+    let (_, json, value) = reader.decode_with_schema(bytes);
+    let Avro::Record(fields) = value else {
+        panic!("an envelope record")
+    };
+    let after = fields
+        .into_iter()
+        .find(|(name, _)| name == "after")
+        .map(|(_, v)| v)
+        .expect("after");
+    (json, unwrap(after))
 }
 
 fn unwrap(value: Avro) -> Avro {
@@ -622,7 +510,7 @@ async fn modes_in_avro() {
         "CREATE TABLE m (id int PRIMARY KEY, b bytea, d date, t6 time, ts6 timestamp, \
          h hstore)",
     );
-    let connector = Connector::started(
+    let connector = started(
         &s,
         &[
             "--format",
@@ -647,10 +535,8 @@ async fn modes_in_avro() {
     assert_eq!(values.len(), 2);
     connector.stop().await;
 
-    let mut reader = Reader {
-        schemas: HashMap::new(),
-    };
-    let (schema, row) = reader.after(&values[0]);
+    let reader = AvroReader::new(SchemaRegistry::shared());
+    let (schema, row) = avro_after(&reader, &values[0]);
     assert_eq!(column_type(&schema, "b"), &json!(["null", "string"]));
     let connect = |kind: &str, name: &str, logical: &str| {
         json!(["null", {"type": kind, "connect.version": 1,
@@ -691,7 +577,7 @@ async fn modes_in_avro() {
             ("b".to_owned(), Avro::Null),
         ])
     );
-    let (_, nulls) = reader.after(&values[1]);
+    let (_, nulls) = avro_after(&reader, &values[1]);
     for name in ["b", "d", "t6", "ts6", "h"] {
         assert_eq!(column(&nulls, name), Avro::Null, "{name}");
     }
@@ -700,13 +586,12 @@ async fn modes_in_avro() {
     // Debezium's adaptive types, for contrast.
     let s = Scenario::new(Postgres::shared(), "modes_avro_default");
     s.sql("CREATE TABLE m (id int PRIMARY KEY, b bytea, t6 time)");
-    let connector =
-        Connector::started(&s, &["--format", "avro", "--schema-registry-url", &url]).await;
+    let connector = started(&s, &["--format", "avro", "--schema-registry-url", &url]).await;
     s.sql(r#"INSERT INTO m VALUES (1, '\xfbff003e', '12:34:56.789999')"#);
     let values = consume_values(&s.topic("m"), 1).await;
     assert_eq!(values.len(), 1);
     connector.stop().await;
-    let (schema, row) = reader.after(&values[0]);
+    let (schema, row) = avro_after(&reader, &values[0]);
     assert_eq!(column_type(&schema, "b"), &json!(["null", "bytes"]));
     assert_eq!(
         column_type(&schema, "t6"),

@@ -1,11 +1,15 @@
 //! Helpers shared by the integration tests: a connector running in-process,
-//! a plain rdkafka consumer reading topics back, and polling with deadlines.
+//! a plain rdkafka consumer reading topics back ([`consume_raw`] and the
+//! readers built on it), polling with deadlines ([`wait`]) and a randomized
+//! write load ([`workload`]).
 
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod avro_reader;
 pub mod compacted;
 pub mod process;
+pub mod wait;
+pub mod workload;
 
 use std::time::{Duration, Instant};
 
@@ -20,21 +24,8 @@ use serde_json::Value as Json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// Polls `condition` every 50 ms until it holds or `timeout` passes.
-pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !condition().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use wait::{hold_for, poll_blocking, wait_for, wait_until, TIMEOUT};
 
 /// One database with its own slot, publication and topic prefix.
 pub struct Scenario {
@@ -88,6 +79,34 @@ impl Scenario {
         .map(|s| s.parse().expect("lsn parses"))
     }
 
+    /// Whether a walsender holds the slot (`None` until the slot exists).
+    pub fn slot_active(&self) -> Option<bool> {
+        self.query_one(&format!(
+            "SELECT active::text FROM pg_replication_slots WHERE slot_name = '{}'",
+            self.slot
+        ))
+        .map(|active| active == "true")
+    }
+
+    /// Waits until the slot exists, i.e. the connector has set up.
+    pub async fn await_slot(&self) {
+        wait_until(TIMEOUT, "the replication slot", || async {
+            self.confirmed_flush_lsn().is_some()
+        })
+        .await;
+    }
+
+    /// Waits until the slot is confirmed past the WAL position of now: a
+    /// running connector has streamed (and Kafka acknowledged) everything
+    /// written so far, under whatever load is running.
+    pub async fn await_confirmed_past_now(&self, what: &str) {
+        let now = self.current_lsn();
+        wait_until(TIMEOUT, what, || async {
+            self.confirmed_flush_lsn().is_some_and(|c| c > now)
+        })
+        .await;
+    }
+
     pub fn topic(&self, table: &str) -> String {
         format!("{}.public.{table}", self.prefix)
     }
@@ -115,8 +134,20 @@ impl Scenario {
 
     /// Starts the connector in-process.
     pub fn start(&self, bootstrap_servers: &str, extra: &[&str]) -> Running {
-        let config =
-            RunConfig::from_args(self.args(bootstrap_servers, extra)).expect("valid flags");
+        self.start_args(self.args(bootstrap_servers, extra))
+    }
+
+    /// Starts the connector in-process and waits for its slot.
+    pub async fn started(&self, bootstrap_servers: &str, extra: &[&str]) -> Running {
+        let running = self.start(bootstrap_servers, extra);
+        self.await_slot().await;
+        running
+    }
+
+    /// Starts the connector in-process with exactly `args` (for flags that
+    /// [`Scenario::args`] sets differently, e.g. a proxied `--pg-url`).
+    pub fn start_args(&self, args: Vec<String>) -> Running {
+        let config = RunConfig::from_args(args).expect("valid flags");
         config.validate().expect("valid config");
         let (stop, shutdown) = Shutdown::new();
         let task = tokio::spawn(pipeline::run(config, shutdown));
@@ -134,9 +165,9 @@ impl Running {
     /// Requests a graceful shutdown and waits for it.
     pub async fn stop(self) -> RunSummary {
         let _ = self.stop.send(true);
-        let result = tokio::time::timeout(Duration::from_secs(60), self.task)
+        let result = tokio::time::timeout(TIMEOUT, self.task)
             .await
-            .expect("connector stops within 60 s")
+            .unwrap_or_else(|_| panic!("connector stops within {TIMEOUT:?}"))
             .expect("connector task did not panic");
         result.unwrap_or_else(|e| panic!("connector failed: {}", pgcdc_kafka::error_chain(&e)))
     }
@@ -144,7 +175,39 @@ impl Running {
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
     }
+
+    /// Waits up to `timeout` for the connector to end by itself (without a
+    /// shutdown request) and returns how it ended.
+    ///
+    /// # Panics
+    /// When it is still running after `timeout`, or its task panicked.
+    pub async fn wait_for_exit(self, timeout: Duration) -> Result<RunSummary, PipelineError> {
+        let Running { stop, task } = self;
+        let outcome = tokio::time::timeout(timeout, task)
+            .await
+            .unwrap_or_else(|_| panic!("connector still running after {timeout:?}"))
+            .expect("connector task did not panic");
+        // Held until now: dropping the sender would request a shutdown.
+        drop(stop);
+        outcome
+    }
+
+    /// Waits up to [`TIMEOUT`] for the connector to stop on its own with an
+    /// error, and returns the error.
+    ///
+    /// # Panics
+    /// When it is still running, or it stopped without an error.
+    pub async fn wait_for_error(self) -> PipelineError {
+        match self.wait_for_exit(TIMEOUT).await {
+            Ok(summary) => panic!("connector stopped without an error: {summary:?}"),
+            Err(e) => e,
+        }
+    }
 }
+
+// ---------------------------------------------------------------------------
+// Reading topics back
+// ---------------------------------------------------------------------------
 
 /// A record read back from Kafka, key and value as bytes.
 #[derive(Debug, Clone)]
@@ -173,6 +236,19 @@ impl RawRecord {
             headers: self.headers,
         }
     }
+
+    /// The value of the first header called `name`.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        header(&self.headers, name)
+    }
+
+    /// The key as UTF-8 text.
+    ///
+    /// # Panics
+    /// When there is no key or it is not UTF-8.
+    pub fn key_text(&self) -> &str {
+        std::str::from_utf8(self.key.as_deref().expect("a key")).expect("UTF-8 key")
+    }
 }
 
 /// A record read back from Kafka, key and value parsed as JSON.
@@ -183,6 +259,43 @@ pub struct Record {
     pub key: Option<Json>,
     pub value: Option<Json>,
     pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Record {
+    /// The value of the first header called `name`.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        header(&self.headers, name)
+    }
+}
+
+fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_slice())
+}
+
+/// When a read of a topic ends: at `count` records or after `timeout`,
+/// whichever comes first, and sooner when `idle` passes without a record;
+/// with `linger`, it reads on for that long after reaching `count`, so a
+/// record too many is seen rather than missed.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadUntil {
+    pub count: usize,
+    pub timeout: Duration,
+    pub idle: Option<Duration>,
+    pub linger: Option<Duration>,
+}
+
+impl ReadUntil {
+    pub fn count(count: usize, timeout: Duration) -> Self {
+        ReadUntil {
+            count,
+            timeout,
+            idle: None,
+            linger: None,
+        }
+    }
 }
 
 /// Reads `topic` from the beginning (all partitions) until `count` records
@@ -207,9 +320,16 @@ pub async fn consume_raw(
     count: usize,
     timeout: Duration,
 ) -> Vec<RawRecord> {
+    read_raw(bootstrap_servers, topic, ReadUntil::count(count, timeout)).await
+}
+
+/// Reads `topic` from the beginning (all partitions) as `until` says, as
+/// bytes, in the order the records arrived (per partition, offset order).
+/// Empty if the topic does not appear before the timeout.
+pub async fn read_raw(bootstrap_servers: &str, topic: &str, until: ReadUntil) -> Vec<RawRecord> {
     let bootstrap = bootstrap_servers.to_owned();
     let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || consume_blocking(&bootstrap, &topic, count, timeout, None))
+    tokio::task::spawn_blocking(move || read_blocking(&bootstrap, &topic, until))
         .await
         .expect("consumer thread")
 }
@@ -220,37 +340,18 @@ pub async fn consume_all(bootstrap_servers: &str, topic: &str, timeout: Duration
     let bootstrap = bootstrap_servers.to_owned();
     let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || {
-        let probe: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .create()
-            .expect("consumer");
-        let metadata = probe
-            .fetch_metadata(Some(&topic), Duration::from_secs(10))
-            .expect("metadata");
-        let partitions = metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic && t.error().is_none())
-            .map_or(0, |t| t.partitions().len());
-        let total: i64 = (0..partitions)
-            .map(|p| {
-                let (low, high) = probe
-                    .fetch_watermarks(&topic, p as i32, Duration::from_secs(10))
-                    .expect("watermarks");
-                high - low
-            })
-            .sum();
+        let total = record_count_blocking(&bootstrap, &topic);
         if total == 0 {
             return Vec::new();
         }
         let records: Vec<Record> =
-            consume_blocking(&bootstrap, &topic, total as usize, timeout, None)
+            read_blocking(&bootstrap, &topic, ReadUntil::count(total, timeout))
                 .into_iter()
                 .map(RawRecord::into_json)
                 .collect();
         assert_eq!(
             records.len(),
-            total as usize,
+            total,
             "read the whole topic {topic} within {timeout:?}"
         );
         records
@@ -259,13 +360,61 @@ pub async fn consume_all(bootstrap_servers: &str, topic: &str, timeout: Duration
     .expect("consumer thread")
 }
 
-fn consume_blocking(
-    bootstrap: &str,
+/// How many records `topic` holds now, summed over its partitions (high
+/// minus low watermark, so a transactional topic's commit markers and
+/// records of open transactions count too); 0 if it does not exist.
+pub async fn record_count(bootstrap_servers: &str, topic: &str) -> usize {
+    let bootstrap = bootstrap_servers.to_owned();
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || record_count_blocking(&bootstrap, &topic))
+        .await
+        .expect("consumer thread")
+}
+
+fn record_count_blocking(bootstrap: &str, topic: &str) -> usize {
+    let probe: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("consumer");
+    let metadata = probe
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let partitions = metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map_or(0, |t| t.partitions().len());
+    (0..partitions)
+        .map(|p| {
+            let (low, high) = probe
+                .fetch_watermarks(topic, p as i32, Duration::from_secs(10))
+                .expect("watermarks");
+            usize::try_from(high - low).expect("high watermark >= low")
+        })
+        .sum()
+}
+
+/// Reads `topic` from the beginning until no record arrived for `idle` (or
+/// `timeout` passed). For transactional topics, whose watermarks count
+/// commit markers too, so [`consume_all`]'s count does not apply.
+pub async fn consume_until_idle(
+    bootstrap_servers: &str,
     topic: &str,
-    count: usize,
+    idle: Duration,
     timeout: Duration,
-    idle: Option<Duration>,
-) -> Vec<RawRecord> {
+) -> Vec<Record> {
+    let until = ReadUntil {
+        idle: Some(idle),
+        ..ReadUntil::count(usize::MAX, timeout)
+    };
+    read_raw(bootstrap_servers, topic, until)
+        .await
+        .into_iter()
+        .map(RawRecord::into_json)
+        .collect()
+}
+
+fn read_blocking(bootstrap: &str, topic: &str, until: ReadUntil) -> Vec<RawRecord> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique_name("test_consumer"))
@@ -273,25 +422,21 @@ fn consume_blocking(
         .set("isolation.level", "read_committed")
         .create()
         .expect("consumer");
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + until.timeout;
     // Wait for the topic to exist, then read every partition from the start.
-    let partitions = loop {
+    let partitions = poll_blocking(deadline, || {
         let metadata = consumer
             .fetch_metadata(Some(topic), Duration::from_secs(5))
             .expect("metadata");
-        let found = metadata
+        metadata
             .topics()
             .iter()
             .find(|t| t.name() == topic && t.error().is_none())
             .map(|t| t.partitions().len())
-            .unwrap_or(0);
-        if found > 0 {
-            break found;
-        }
-        if Instant::now() > deadline {
-            return Vec::new();
-        }
-        std::thread::sleep(Duration::from_millis(100));
+            .filter(|&found| found > 0)
+    });
+    let Some(partitions) = partitions else {
+        return Vec::new();
     };
     let mut assignment = TopicPartitionList::new();
     for p in 0..partitions {
@@ -302,8 +447,16 @@ fn consume_blocking(
     consumer.assign(&assignment).expect("assign");
     let mut records = Vec::new();
     let mut last_record = Instant::now();
-    while records.len() < count && Instant::now() < deadline {
-        if idle.is_some_and(|idle| last_record.elapsed() >= idle) {
+    let mut linger_until: Option<Instant> = None;
+    while Instant::now() < deadline {
+        if records.len() >= until.count {
+            let Some(linger) = until.linger else { break };
+            let end = *linger_until.get_or_insert_with(|| Instant::now() + linger);
+            if Instant::now() >= end {
+                break;
+            }
+        }
+        if until.idle.is_some_and(|idle| last_record.elapsed() >= idle) {
             break;
         }
         let Some(message) = consumer.poll(Duration::from_millis(200)) else {
@@ -328,55 +481,4 @@ fn consume_blocking(
         });
     }
     records
-}
-
-impl Running {
-    /// Waits up to `timeout` for the connector to end by itself (without a
-    /// shutdown request) and returns how it ended.
-    ///
-    /// # Panics
-    /// When it is still running after `timeout`, or its task panicked.
-    pub async fn wait_for_exit(self, timeout: Duration) -> Result<RunSummary, PipelineError> {
-        let Running { stop, task } = self;
-        let outcome = tokio::time::timeout(timeout, task)
-            .await
-            .unwrap_or_else(|_| panic!("connector still running after {timeout:?}"))
-            .expect("connector task did not panic");
-        // Held until now: dropping the sender would request a shutdown.
-        drop(stop);
-        outcome
-    }
-}
-
-impl Scenario {
-    /// Starts the connector in-process with exactly `args` (for flags that
-    /// [`Scenario::args`] sets differently, e.g. a proxied `--pg-url`).
-    pub fn start_args(&self, args: Vec<String>) -> Running {
-        let config = RunConfig::from_args(args).expect("valid flags");
-        config.validate().expect("valid config");
-        let (stop, shutdown) = Shutdown::new();
-        let task = tokio::spawn(pipeline::run(config, shutdown));
-        Running { stop, task }
-    }
-}
-
-/// Reads `topic` from the beginning until no record arrived for `idle` (or
-/// `timeout` passed). For transactional topics, whose watermarks count
-/// commit markers too, so [`consume_all`]'s count does not apply.
-pub async fn consume_until_idle(
-    bootstrap_servers: &str,
-    topic: &str,
-    idle: Duration,
-    timeout: Duration,
-) -> Vec<Record> {
-    let bootstrap = bootstrap_servers.to_owned();
-    let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        consume_blocking(&bootstrap, &topic, usize::MAX, timeout, Some(idle))
-            .into_iter()
-            .map(RawRecord::into_json)
-            .collect()
-    })
-    .await
-    .expect("consumer thread")
 }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use pgcdc_testcontainers::unique_name;
 
+use super::{wait_for, wait_until, Scenario, TIMEOUT};
+
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
 /// One `pgcdc-kafka run` process, stderr to `log`. Killed (by pid) on drop
@@ -81,18 +83,27 @@ impl ConnectorProcess {
 
     /// Waits up to `timeout` for the process to exit by itself.
     pub async fn wait_exit(&self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.exited() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the connector did not exit within {timeout:?}; its log:\n{}",
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_for(timeout, "the connector to exit", || async {
+            self.exited()
+                .ok_or_else(|| format!("still running; its log:\n{}", self.log_text()))
+        })
+        .await
+    }
+
+    /// Waits until this process streams under whatever load is running: the
+    /// slot of `s` is confirmed past the WAL position of now. Panics, with
+    /// the log, if the process exits meanwhile.
+    pub async fn await_streaming(&self, s: &Scenario) {
+        let now = s.current_lsn();
+        wait_until(
+            TIMEOUT,
+            "the connector to stream (slot confirmed past now)",
+            || async {
+                self.assert_running("while waiting for it to stream");
+                s.confirmed_flush_lsn().is_some_and(|c| c > now)
+            },
+        )
+        .await;
     }
 
     /// SIGTERM, then waits up to `timeout` for the exit.

@@ -18,10 +18,11 @@ mod registry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::process::{ConnectorProcess, LogDir};
-use common::{consume, wait_until, Record, Running, Scenario};
+use common::workload::{create_tables, write_continuously, Workload, XorShift};
+use common::{consume, hold_for, poll_blocking, wait_until, Record, Running, Scenario, TIMEOUT};
 use pgcdc_kafka::error_chain;
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_testcontainers::{unique_name, FaultProxy, Kafka, Postgres, StopMode};
@@ -29,44 +30,12 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::Value as Json;
 
-const TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a recovery may take: the connector's backoff doubles from 1 s
-/// with every failed attempt (up to 60 s), and one fault can cost several.
-const RECOVERY_TIMEOUT: Duration = Duration::from_secs(90);
+/// Repeats a run's randomness: its kill timings and workloads.
+const SEED_ENV: &str = "CRASH_RECOVERY_SEED";
 
 // ---------------------------------------------------------------------------
 // Randomness, workload and the row-by-row check
 // ---------------------------------------------------------------------------
-
-/// xorshift64: enough randomness for kill timings and workloads, and
-/// reproducible from the printed seed.
-struct XorShift(u64);
-
-impl XorShift {
-    /// Seeded from `CRASH_RECOVERY_SEED` when set, else from the clock.
-    fn seeded() -> (Self, u64) {
-        let seed = std::env::var("CRASH_RECOVERY_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0x9E37_79B9, |d| d.as_nanos() as u64)
-            });
-        (XorShift(seed.max(1)), seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// Rounds of a scenario: `short` in the CI form; under a soak
 /// (`PGCDC_FAULT_ROUNDS`, 200 in `scripts/fault-suite.sh --soak`) that
@@ -76,94 +45,6 @@ fn fault_rounds(short: usize, per_soak_round: usize) -> usize {
         .ok()
         .and_then(|r| r.parse::<usize>().ok())
         .map_or(short, |r| short.max(r / per_soak_round.max(1)))
-}
-
-/// Source tables of the workload: `version` starts at 1 and every update
-/// adds 1, so a row's committed versions are exactly `1..=version`.
-fn create_tables(s: &Scenario, tables: &[&str]) {
-    for table in tables {
-        s.sql(&format!(
-            "CREATE TABLE {table} (id bigint PRIMARY KEY, version bigint NOT NULL, note text NOT NULL)"
-        ));
-    }
-}
-
-/// Generates transactions that insert and update rows of several tables.
-struct Workload {
-    tables: Vec<String>,
-    /// Committed ids per table.
-    ids: Vec<Vec<i64>>,
-    next_id: i64,
-    rng: XorShift,
-}
-
-/// One transaction to run; [`Workload::committed`] once it committed.
-struct PlannedTxn {
-    sql: String,
-    inserted: Vec<(usize, i64)>,
-    changes: u64,
-}
-
-impl Workload {
-    fn new(tables: &[&str], seed: u64) -> Self {
-        Workload {
-            tables: tables.iter().map(|t| t.to_string()).collect(),
-            ids: vec![Vec::new(); tables.len()],
-            next_id: 1,
-            rng: XorShift(seed.max(1)),
-        }
-    }
-
-    /// A transaction of 3 to 6 row changes across the tables: inserts of new
-    /// ids and `version = version + 1` updates (a row may be updated twice,
-    /// or inserted and updated, in one transaction).
-    fn plan(&mut self) -> PlannedTxn {
-        let statements = 3 + self.rng.below(4);
-        let mut sql = String::from("BEGIN;");
-        let mut inserted: Vec<(usize, i64)> = Vec::new();
-        for _ in 0..statements {
-            let t = self.rng.below(self.tables.len());
-            let table = &self.tables[t];
-            let candidates: Vec<i64> = self.ids[t]
-                .iter()
-                .copied()
-                .chain(inserted.iter().filter(|(i, _)| *i == t).map(|(_, id)| *id))
-                .collect();
-            if candidates.len() < 4 || self.rng.below(3) == 0 {
-                let id = self.next_id;
-                self.next_id += 1;
-                sql += &format!("INSERT INTO {table} VALUES ({id}, 1, 'row {id}');");
-                inserted.push((t, id));
-            } else {
-                let id = candidates[self.rng.below(candidates.len())];
-                sql += &format!("UPDATE {table} SET version = version + 1 WHERE id = {id};");
-            }
-        }
-        sql += "COMMIT;";
-        PlannedTxn {
-            sql,
-            inserted,
-            changes: statements as u64,
-        }
-    }
-
-    fn committed(&mut self, txn: PlannedTxn) -> u64 {
-        for (t, id) in txn.inserted {
-            self.ids[t].push(id);
-        }
-        txn.changes
-    }
-
-    /// Runs `count` transactions through `s.sql`; returns the row changes.
-    fn run_blocking(&mut self, s: &Scenario, count: usize) -> u64 {
-        (0..count)
-            .map(|_| {
-                let txn = self.plan();
-                s.sql(&txn.sql);
-                self.committed(txn)
-            })
-            .sum()
-    }
 }
 
 /// `(topic, id)` of a source row: its table's topic and primary key.
@@ -433,8 +314,8 @@ fn read_topics_blocking(
     let mut remaining: BTreeMap<(String, i32), i64> = BTreeMap::new();
     let mut consumed: BTreeMap<String, Vec<Record>> = BTreeMap::new();
     for topic in topics {
-        let partitions = loop {
-            let found = consumer
+        let partitions = poll_blocking(deadline, || {
+            consumer
                 .fetch_metadata(Some(topic), Duration::from_secs(5))
                 .ok()
                 .and_then(|m| {
@@ -443,12 +324,9 @@ fn read_topics_blocking(
                         .find(|t| t.name() == topic && t.error().is_none())
                         .map(|t| t.partitions().len())
                 })
-                .unwrap_or(0);
-            if found > 0 || Instant::now() >= deadline {
-                break found;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
+                .filter(|&found| found > 0)
+        })
+        .unwrap_or(0);
         if partitions == 0 {
             assert!(
                 wait_for_topics.is_none(),
@@ -514,7 +392,7 @@ fn topics_of(s: &Scenario, tables: &[&str]) -> Vec<String> {
 /// with `connector`, panics if that process exits meanwhile.
 async fn await_confirmed_past(s: &Scenario, end: Lsn, connector: Option<&ConnectorProcess>) {
     wait_until(
-        RECOVERY_TIMEOUT,
+        TIMEOUT,
         "the slot confirmed past the last write",
         || async {
             if let Some(connector) = connector {
@@ -562,38 +440,6 @@ fn init_logs() {
 // 1. kill -9 under load
 // ---------------------------------------------------------------------------
 
-#[derive(Debug, Default)]
-struct WriterStats {
-    transactions: u64,
-    changes: u64,
-}
-
-/// Commits workload transactions on one connection until `stop` is set.
-async fn write_continuously(
-    pg: &'static Postgres,
-    db: String,
-    mut workload: Workload,
-    stop: Arc<AtomicBool>,
-) -> WriterStats {
-    let client = pg
-        .connect(&db)
-        .await
-        .unwrap_or_else(|e| panic!("writer connects: {}", e.report()));
-    let mut stats = WriterStats::default();
-    while !stop.load(Ordering::Relaxed) {
-        let txn = workload.plan();
-        client
-            .batch_execute(&txn.sql)
-            .await
-            .unwrap_or_else(|e| panic!("writer transaction failed: {e}: {}", txn.sql));
-        stats.changes += workload.committed(txn);
-        stats.transactions += 1;
-        // Pace the load: a steady stream the debug build keeps up with.
-        tokio::time::sleep(Duration::from_millis(4)).await;
-    }
-    stats
-}
-
 /// The connector binary is `kill -9`ed at random moments while a writer
 /// keeps committing multi-row transactions into three tables, and restarted
 /// at once each time. After the last instance caught up and stopped on
@@ -617,7 +463,7 @@ async fn kill_minus_9_under_load_loses_nothing() {
     for topic in topics_of(&s, &TABLES) {
         kafka.create_topic(&topic, 3).expect("create topic");
     }
-    let (mut rng, seed) = XorShift::seeded();
+    let (mut rng, seed) = XorShift::seeded(SEED_ENV);
     let logs = LogDir::new("crash_recovery_kill9");
     println!(
         "[kill -9] seed {seed} (CRASH_RECOVERY_SEED={seed} repeats the timings); connector logs in {}",
@@ -642,6 +488,8 @@ async fn kill_minus_9_under_load_loses_nothing() {
 
     let mut streaming_kills = 0;
     for round in 1..=rounds {
+        // A random moment is the point: the kills are to land anywhere in
+        // startup, snapshot and streaming, reproducibly from the seed.
         let delay = Duration::from_millis(200 + rng.below(1800) as u64);
         tokio::time::sleep(delay).await;
         connector.assert_running(&format!("before kill round {round}"));
@@ -662,9 +510,9 @@ async fn kill_minus_9_under_load_loses_nothing() {
         connector = ConnectorProcess::spawn(&args, logs.path(round));
     }
 
-    // The last instance keeps running under load for a moment, then the
-    // writer stops and the connector must catch up with everything.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The last instance streams under load, then the writer stops and the
+    // connector must catch up with everything.
+    connector.await_streaming(&s).await;
     stop_writer.store(true, Ordering::Relaxed);
     let stats = writer.await.expect("writer task");
     let end = s.current_lsn();
@@ -733,7 +581,7 @@ async fn await_all_arrived_decoded(
     let started = Instant::now();
     let source = source_rows(s, tables);
     let topics = topics_of(s, tables);
-    wait_until(RECOVERY_TIMEOUT, what, || async {
+    wait_until(TIMEOUT, what, || async {
         running.is_finished()
             || covers(
                 &source,
@@ -772,16 +620,13 @@ async fn postgres_restart_and_connection_cut_are_survived() {
     for topic in topics_of(&s, &TABLES) {
         kafka.create_topic(&topic, 2).expect("create topic");
     }
-    let (rng, seed) = XorShift::seeded();
+    let (rng, seed) = XorShift::seeded(SEED_ENV);
     println!("[postgres faults] seed {seed}");
     let mut workload = Workload::new(&TABLES, rng.0);
     let mut written = 0;
 
     let running = s.start(&bootstrap, &["--status-interval", "200ms"]);
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     written += workload.run_blocking(&s, 20);
     let (running, took) =
         await_all_arrived("the first batch", &s, &bootstrap, &TABLES, running).await;
@@ -807,18 +652,14 @@ async fn postgres_restart_and_connection_cut_are_survived() {
     );
 
     // The walsender terminated under the connector.
-    wait_until(
-        RECOVERY_TIMEOUT,
-        "the connector streaming again",
-        || async {
-            running.is_finished()
-                || s.query_one(&format!(
-                    "SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = '{}'",
-                    s.slot
-                ))
-                .is_some()
-        },
-    )
+    wait_until(TIMEOUT, "the connector streaming again", || async {
+        running.is_finished()
+            || s.query_one(&format!(
+                "SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = '{}'",
+                s.slot
+            ))
+            .is_some()
+    })
     .await;
     written += workload.run_blocking(&s, 10);
     let fault = Instant::now();
@@ -919,10 +760,7 @@ async fn permanent_kafka_rejection_stops_without_confirming() {
             "message.max.bytes=5000",
         ],
     );
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     s.sql("INSERT INTO docs VALUES (1, 'small')");
     let small = consume(&bootstrap, &topic, 1, TIMEOUT).await;
     assert_eq!(small.len(), 1, "the small row arrives under the limit");
@@ -1018,10 +856,7 @@ async fn transaction_larger_than_in_flight_bound_flows() {
             "200ms",
         ],
     );
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let started = Instant::now();
     s.sql(&format!(
         "INSERT INTO bulk SELECT g, 1, 'row ' || g FROM generate_series(1, {ROWS}) g"
@@ -1164,7 +999,7 @@ async fn network_faults_through_a_proxy_lose_nothing() {
 
     let s = Scenario::new(pg, "netfaults");
     create_tables(&s, &TABLES);
-    let (rng, seed) = XorShift::seeded();
+    let (rng, seed) = XorShift::seeded(SEED_ENV);
     println!("[network faults] seed {seed}");
     let mut workload = Workload::new(&TABLES, rng.0);
     let mut written = 0;
@@ -1185,10 +1020,7 @@ async fn network_faults_through_a_proxy_lose_nothing() {
         pg_proxy.port(),
     );
     let running = s.start_args(args);
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let phase = |name: &'static str| {
         let started = Instant::now();
         move |took: Duration| {
@@ -1216,11 +1048,14 @@ async fn network_faults_through_a_proxy_lose_nothing() {
     kafka_proxy.stall();
     written += workload.run_blocking(&s, 10);
     let stuck = s.current_lsn();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(
-        s.confirmed_flush_lsn().is_some_and(|c| c < stuck),
-        "nothing confirmed past changes Kafka has not acknowledged"
-    );
+    // The stall's length is the fault; throughout it, the slot stays put.
+    hold_for(Duration::from_secs(2), || async {
+        assert!(
+            s.confirmed_flush_lsn().is_some_and(|c| c < stuck),
+            "nothing confirmed past changes Kafka has not acknowledged"
+        );
+    })
+    .await;
     kafka_proxy.resume();
     let (running, took) =
         await_all_arrived("rows after a kafka stall", &s, &direct, &TABLES, running).await;
@@ -1233,11 +1068,15 @@ async fn network_faults_through_a_proxy_lose_nothing() {
     kafka_proxy.stall();
     written += workload.run_blocking(&s, 10);
     let stuck = s.current_lsn();
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    assert!(
-        s.confirmed_flush_lsn().is_some_and(|c| c < stuck),
-        "failed deliveries are not confirmed"
-    );
+    // Longer than message.timeout.ms, so the deliveries fail; throughout,
+    // the slot stays before them.
+    hold_for(Duration::from_secs(8), || async {
+        assert!(
+            s.confirmed_flush_lsn().is_some_and(|c| c < stuck),
+            "failed deliveries are not confirmed"
+        );
+    })
+    .await;
     kafka_proxy.resume();
     let (running, took) = await_all_arrived(
         "rows after deliveries timed out",
@@ -1251,10 +1090,15 @@ async fn network_faults_through_a_proxy_lose_nothing() {
 
     // 4. Postgres stalls past wal_sender_timeout (10 s): the server drops
     //    the walsender; the connector reconnects when the path is back.
-    let done = phase("postgres stall (12 s)");
+    let done = phase("postgres stall past wal_sender_timeout");
     pg_proxy.stall();
     written += workload.run_blocking(&s, 10);
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    wait_until(
+        TIMEOUT,
+        "the server to drop the stalled walsender (the slot inactive)",
+        || async { s.slot_active() == Some(false) },
+    )
+    .await;
     pg_proxy.resume();
     written += workload.run_blocking(&s, 10);
     let (running, took) =
@@ -1269,7 +1113,26 @@ async fn network_faults_through_a_proxy_lose_nothing() {
     pg_proxy.reset();
     kafka_proxy.reset();
     written += workload.run_blocking(&s, 10);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    wait_until(
+        TIMEOUT,
+        "the reset to end the walsender (the slot inactive)",
+        || async { s.slot_active() == Some(false) },
+    )
+    .await;
+    // How long reconnects are refused is the fault itself; throughout, the
+    // connector keeps retrying and nothing holds the slot.
+    hold_for(Duration::from_secs(3), || async {
+        assert!(
+            !running.is_finished(),
+            "the connector retries refused reconnects rather than stopping"
+        );
+        assert_eq!(
+            s.slot_active(),
+            Some(false),
+            "no walsender while Postgres is unreachable"
+        );
+    })
+    .await;
     pg_proxy.refuse(false);
     let (running, took) = await_all_arrived(
         "rows after resets and refused reconnects",
@@ -1308,7 +1171,7 @@ async fn network_faults_through_a_proxy_lose_nothing() {
 async fn assert_resnapshotted(s: &Scenario, bootstrap: &str, tables: &[&str]) -> usize {
     let source = source_rows(s, tables);
     let topics = topics_of(s, tables);
-    wait_until(RECOVERY_TIMEOUT, "every row re-snapshotted", || async {
+    wait_until(TIMEOUT, "every row re-snapshotted", || async {
         let read_back: BTreeSet<(String, i64, i64)> = read_topics(bootstrap, &topics, None)
             .await
             .iter()

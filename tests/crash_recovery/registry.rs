@@ -65,7 +65,7 @@ async fn kill_during_schema_registration_loses_nothing() {
     let bootstrap = Kafka::shared().bootstrap_servers();
     let s = Scenario::new(pg, "regkill");
     create_tables(&s, &TABLES);
-    let (mut rng, seed) = XorShift::seeded();
+    let (mut rng, seed) = XorShift::seeded(SEED_ENV);
     let logs = LogDir::new("crash_recovery_regkill");
     println!(
         "[{SCENARIO}] seed {seed}; connector logs in {}",
@@ -88,7 +88,8 @@ async fn kill_during_schema_registration_loses_nothing() {
 
     let mut probes = 0;
     for round in 1..=rounds {
-        tokio::time::sleep(Duration::from_millis(1000 + rng.below(1000) as u64)).await;
+        // The instance streams under load before each round's change.
+        connector.await_streaming(&s).await;
         let table = TABLES[round % TABLES.len()];
         let stalled = round % 2 == 1;
         if stalled {
@@ -106,6 +107,10 @@ async fn kill_during_schema_registration_loses_nothing() {
         ));
         probes += 1;
         let after_probe = s.current_lsn();
+        // Stalled: the registration cannot have completed however long we
+        // wait, and 1.5 s lets the connector reach it. Slowed: a random
+        // moment from the seed is the point, so the kill lands before, during
+        // or after the registry stored the schema.
         let delay = match stalled {
             true => 1500,
             false => rng.below(1500) as u64,
@@ -130,7 +135,7 @@ async fn kill_during_schema_registration_loses_nothing() {
         connector = ConnectorProcess::spawn(&args, logs.path(round));
     }
 
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    connector.await_streaming(&s).await;
     stop_writer.store(true, Ordering::Relaxed);
     let stats = writer.await.expect("writer task");
     await_confirmed_past(&s, s.current_lsn(), Some(&connector)).await;
@@ -163,14 +168,11 @@ async fn registry_down_during_a_schema_change_loses_nothing() {
     let bootstrap = Kafka::shared().bootstrap_servers();
     let s = Scenario::new(pg, "regdown");
     create_tables(&s, &TABLES);
-    let (rng, seed) = XorShift::seeded();
+    let (rng, seed) = XorShift::seeded(SEED_ENV);
     println!("[{SCENARIO}] seed {seed}");
     let decode = avro_decoder(registry);
     let mut running = s.start_args(avro_args(&s, &bootstrap, &proxied_url(registry, &proxy)));
-    wait_until(TIMEOUT, "slot created", || async {
-        s.confirmed_flush_lsn().is_some()
-    })
-    .await;
+    s.await_slot().await;
     let stop_writer = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(write_continuously(
         pg,
@@ -180,7 +182,8 @@ async fn registry_down_during_a_schema_change_loses_nothing() {
     ));
 
     for round in 1..=rounds {
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        s.await_confirmed_past_now("the connector streaming under load before the outage")
+            .await;
         proxy.refuse(true);
         proxy.reset();
         // The change and a row that needs the new schema, committed together,
@@ -194,16 +197,16 @@ async fn registry_down_during_a_schema_change_loses_nothing() {
              VALUES ({marker}, 1, 'during the outage', {round}); COMMIT"
         ));
         let after_change = s.current_lsn();
-        let watch_until = Instant::now() + Duration::from_secs(6);
-        while Instant::now() < watch_until {
+        // The outage's length is the fault; throughout, the slot stays put.
+        hold_for(Duration::from_secs(6), || async {
             let confirmed = s.confirmed_flush_lsn().expect("slot exists");
             assert!(
                 confirmed < after_change,
                 "round {round}: slot confirmed to {confirmed}, past the schema change committed \
                  before {after_change}, with the registry unreachable"
             );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
         assert!(
             !running.is_finished(),
             "the connector retries while the registry is unreachable rather than stopping"
