@@ -340,195 +340,228 @@ pub(super) fn map_transforms(properties: &BTreeMap<String, String>, mapping: &mu
         }
     }
     for &name in &listed {
-        let prefix = format!("transforms.{name}.");
-        let options: BTreeMap<&str, &str> = properties
-            .range(prefix.clone()..)
-            .take_while(|(p, _)| p.starts_with(&prefix))
-            .map(|(p, v)| (&p[prefix.len()..], v.as_str()))
-            .collect();
-        let property = |option: &str| format!("{prefix}{option}");
-        let Some(kind) = options.get("type").map(|t| t.trim()) else {
-            mapping.reject(
-                &property("type"),
-                "",
-                format!("transform {name:?} is listed in transforms but has no type"),
-            );
+        map_transform(properties, &listed, name, mapping);
+    }
+}
+
+/// One listed transform `name`: its type's options, then what the type
+/// needs beyond them.
+fn map_transform(
+    properties: &BTreeMap<String, String>,
+    listed: &[&str],
+    name: &str,
+    mapping: &mut Mapping,
+) {
+    let prefix = format!("transforms.{name}.");
+    let options: BTreeMap<&str, &str> = properties
+        .range(prefix.clone()..)
+        .take_while(|(p, _)| p.starts_with(&prefix))
+        .map(|(p, v)| (&p[prefix.len()..], v.as_str()))
+        .collect();
+    let property = |option: &str| format!("{prefix}{option}");
+    let Some(kind) = options.get("type").map(|t| t.trim()) else {
+        mapping.reject(
+            &property("type"),
+            "",
+            format!("transform {name:?} is listed in transforms but has no type"),
+        );
+        return;
+    };
+    let targets: &[(&str, &str)] = match kind {
+        "io.debezium.transforms.ByLogicalTableRouter" => &[
+            ("key.enforce.uniqueness", "topic_route_key_uniqueness"),
+            ("key.field.name", "topic_route_key_field"),
+        ],
+        "io.debezium.transforms.outbox.EventRouter" => &[
+            ("table.field.event.id", "outbox_field_event_id"),
+            ("table.field.event.key", "outbox_field_event_key"),
+            ("table.field.event.payload", "outbox_field_payload"),
+            ("table.field.event.type", "outbox_field_event_type"),
+            ("route.by.field", "outbox_route_by_field"),
+            ("route.topic.replacement", "outbox_route_topic_replacement"),
+            (
+                "table.fields.additional.placement",
+                "outbox_additional_placement",
+            ),
+        ],
+        "io.debezium.transforms.ExtractNewRecordState" => &[
+            ("delete.tombstone.handling.mode", "unwrap_delete_handling"),
+            ("add.fields", "unwrap_add_fields"),
+            ("add.headers", "unwrap_add_headers"),
+        ],
+        other => {
+            mapping.reject(&property("type"), other, format!("transform type {other} is not supported (supported: ByLogicalTableRouter, outbox EventRouter, ExtractNewRecordState)"));
+            return;
+        }
+    };
+    for (option, value) in &options {
+        let p = property(option);
+        if let Some((_, key)) = targets.iter().find(|(o, _)| o == option) {
+            mapping.set(key, (*value).to_owned(), &p);
             continue;
-        };
-        let targets: &[(&str, &str)] = match kind {
-            "io.debezium.transforms.ByLogicalTableRouter" => &[
-                ("key.enforce.uniqueness", "topic_route_key_uniqueness"),
-                ("key.field.name", "topic_route_key_field"),
-            ],
-            "io.debezium.transforms.outbox.EventRouter" => &[
-                ("table.field.event.id", "outbox_field_event_id"),
-                ("table.field.event.key", "outbox_field_event_key"),
-                ("table.field.event.payload", "outbox_field_payload"),
-                ("table.field.event.type", "outbox_field_event_type"),
-                ("route.by.field", "outbox_route_by_field"),
-                ("route.topic.replacement", "outbox_route_topic_replacement"),
-                (
-                    "table.fields.additional.placement",
-                    "outbox_additional_placement",
-                ),
-            ],
-            "io.debezium.transforms.ExtractNewRecordState" => &[
-                ("delete.tombstone.handling.mode", "unwrap_delete_handling"),
-                ("add.fields", "unwrap_add_fields"),
-                ("add.headers", "unwrap_add_headers"),
-            ],
-            other => {
-                mapping.reject(&property("type"), other, format!("transform type {other} is not supported (supported: ByLogicalTableRouter, outbox EventRouter, ExtractNewRecordState)"));
-                continue;
-            }
-        };
-        for (option, value) in &options {
-            let p = property(option);
-            if let Some((_, key)) = targets.iter().find(|(o, _)| o == option) {
-                mapping.set(key, (*value).to_owned(), &p);
-                continue;
-            }
-            match (kind, *option) {
-                (_, "type") => {}
-                // Checked below, with the predicate they name.
-                (
-                    "io.debezium.transforms.outbox.EventRouter"
-                    | "io.debezium.transforms.ExtractNewRecordState",
-                    "predicate" | "negate",
-                ) => {}
-                (_, "predicate" | "negate") => mapping.reject(
-                    &p,
-                    value,
-                    format!("predicates are supported on the outbox EventRouter and ExtractNewRecordState only, not on {kind}"),
-                ),
-                (
-                    "io.debezium.transforms.ByLogicalTableRouter",
-                    "topic.regex" | "topic.replacement",
-                ) => {}
-                (
-                    "io.debezium.transforms.ExtractNewRecordState",
-                    "drop.tombstones" | "delete.handling.mode",
-                ) => {}
-                (
-                    "io.debezium.transforms.ExtractNewRecordState",
-                    "add.fields.prefix" | "add.headers.prefix",
-                ) if *value == "__" => {
-                    mapping
-                        .ignored
-                        .push((p, "__ is the prefix pgcdc-kafka uses".to_owned()));
-                }
-                _ => mapping.reject(&p, value, format!("option not supported for {kind}")),
-            }
         }
-        match kind {
-            "io.debezium.transforms.ByLogicalTableRouter" => {
-                match (options.get("topic.regex"), options.get("topic.replacement")) {
-                    (Some(regex), Some(replacement)) => mapping.set(
-                        "topic_route",
-                        format!("{regex}={replacement}"),
-                        &format!("{prefix}topic.regex, {prefix}topic.replacement"),
-                    ),
-                    _ => mapping.reject(
-                        &property("topic.regex"),
-                        "",
-                        "ByLogicalTableRouter needs topic.regex and topic.replacement",
-                    ),
-                }
+        match (kind, *option) {
+            (_, "type") => {}
+            // Checked below, with the predicate they name.
+            (
+                "io.debezium.transforms.outbox.EventRouter"
+                | "io.debezium.transforms.ExtractNewRecordState",
+                "predicate" | "negate",
+            ) => {}
+            (_, "predicate" | "negate") => mapping.reject(
+                &p,
+                value,
+                format!("predicates are supported on the outbox EventRouter and ExtractNewRecordState only, not on {kind}"),
+            ),
+            (
+                "io.debezium.transforms.ByLogicalTableRouter",
+                "topic.regex" | "topic.replacement",
+            ) => {}
+            (
+                "io.debezium.transforms.ExtractNewRecordState",
+                "drop.tombstones" | "delete.handling.mode",
+            ) => {}
+            (
+                "io.debezium.transforms.ExtractNewRecordState",
+                "add.fields.prefix" | "add.headers.prefix",
+            ) if *value == "__" => {
+                mapping
+                    .ignored
+                    .push((p, "__ is the prefix pgcdc-kafka uses".to_owned()));
             }
-            "io.debezium.transforms.outbox.EventRouter" => {
-                match options.get("predicate") {
-                    Some(predicate) => {
-                        if options.get("negate").is_some_and(|n| n.trim() == "true") {
-                            mapping.reject(&property("negate"), "true", "a negated predicate on the outbox EventRouter is not supported; name the outbox topic in the predicate instead");
-                            continue;
-                        }
-                        match outbox_tables_of(properties, predicate.trim()) {
-                            Ok(tables) => mapping.set(
-                                "outbox_table",
-                                tables.join(","),
-                                &format!("table.include.list, {}", property("predicate")),
-                            ),
-                            Err(reason) => {
-                                mapping.reject(&property("predicate"), predicate, reason)
-                            }
-                        }
-                    }
-                    None => match properties.get("table.include.list").map(|t| t.trim()) {
-                        Some(table) if !table.is_empty() && !table.contains(',') => {
-                            mapping.set("outbox_table", table.to_owned(), "table.include.list");
-                        }
-                        _ => mapping.reject(&property("type"), kind, "the outbox EventRouter needs table.include.list to name exactly one table, the outbox table, or a TopicNameMatches predicate naming the outbox topic"),
-                    },
-                }
+            _ => mapping.reject(&p, value, format!("option not supported for {kind}")),
+        }
+    }
+    match kind {
+        "io.debezium.transforms.ByLogicalTableRouter" => map_router(&options, &prefix, mapping),
+        "io.debezium.transforms.outbox.EventRouter" => {
+            map_outbox(properties, &options, kind, &property, mapping)
+        }
+        _ => map_unwrap(properties, listed, &options, &property, mapping),
+    }
+}
+
+/// ByLogicalTableRouter: its regex and replacement become one `--topic-route`.
+fn map_router(options: &BTreeMap<&str, &str>, prefix: &str, mapping: &mut Mapping) {
+    let property = |option: &str| format!("{prefix}{option}");
+    match (options.get("topic.regex"), options.get("topic.replacement")) {
+        (Some(regex), Some(replacement)) => mapping.set(
+            "topic_route",
+            format!("{regex}={replacement}"),
+            &format!("{prefix}topic.regex, {prefix}topic.replacement"),
+        ),
+        _ => mapping.reject(
+            &property("topic.regex"),
+            "",
+            "ByLogicalTableRouter needs topic.regex and topic.replacement",
+        ),
+    }
+}
+
+/// The outbox EventRouter: which table is the outbox, from its predicate or
+/// from `table.include.list`.
+fn map_outbox(
+    properties: &BTreeMap<String, String>,
+    options: &BTreeMap<&str, &str>,
+    kind: &str,
+    property: &dyn Fn(&str) -> String,
+    mapping: &mut Mapping,
+) {
+    match options.get("predicate") {
+        Some(predicate) => {
+            if options.get("negate").is_some_and(|n| n.trim() == "true") {
+                mapping.reject(&property("negate"), "true", "a negated predicate on the outbox EventRouter is not supported; name the outbox topic in the predicate instead");
+                return;
             }
-            _ => {
-                if let Some(predicate) = options.get("predicate").map(|p| p.trim()) {
-                    // Our unwrap applies to every table the outbox router does
-                    // not take: the same split as "not the outbox topic".
-                    let negated = options.get("negate").is_some_and(|n| n.trim() == "true");
-                    let outbox_predicate = listed.iter().any(|other| {
-                        properties
-                            .get(&format!("transforms.{other}.type"))
-                            .is_some_and(|t| t.trim() == "io.debezium.transforms.outbox.EventRouter")
-                            && properties
-                                .get(&format!("transforms.{other}.predicate"))
-                                .is_some_and(|p| p.trim() == predicate)
-                    });
-                    if !(negated && outbox_predicate) {
-                        mapping.reject(&property("predicate"), predicate, "ExtractNewRecordState takes only the negation of the outbox EventRouter's predicate (negate=true): it then applies to every table but the outbox");
-                        continue;
-                    }
-                }
-                mapping.set("envelope", "unwrap", &property("type"));
-                let legacy_mode = options.get("delete.handling.mode").map(|m| m.trim());
-                let legacy_drop = options.get("drop.tombstones").map(|m| m.trim());
-                if legacy_mode.is_some() || legacy_drop.is_some() {
-                    if options.contains_key("delete.tombstone.handling.mode") {
-                        mapping.reject(&property("delete.handling.mode"), legacy_mode.unwrap_or_default(), "set either delete.tombstone.handling.mode or the deprecated delete.handling.mode/drop.tombstones");
-                        continue;
-                    }
-                    let keep_tombstones = match legacy_drop {
-                        None | Some("true") => false,
-                        Some("false") => true,
-                        Some(other) => {
-                            mapping.reject(
-                                &property("drop.tombstones"),
-                                other,
-                                "expects true or false",
-                            );
-                            continue;
-                        }
-                    };
-                    let mode = match (legacy_mode.unwrap_or("none"), keep_tombstones) {
-                        ("none", false) => "tombstone",
-                        ("none", true) => "delete-to-tombstone",
-                        ("drop", _) => {
-                            if keep_tombstones {
-                                "tombstone"
-                            } else {
-                                "drop"
-                            }
-                        }
-                        ("rewrite", false) => "rewrite",
-                        ("rewrite", true) => "rewrite-with-tombstone",
-                        (other, _) => {
-                            mapping.reject(
-                                &property("delete.handling.mode"),
-                                other,
-                                "expects none, drop or rewrite",
-                            );
-                            continue;
-                        }
-                    };
-                    let from: Vec<String> = ["delete.handling.mode", "drop.tombstones"]
-                        .iter()
-                        .filter(|o| options.contains_key(**o))
-                        .map(|o| property(o))
-                        .collect();
-                    mapping.set("unwrap_delete_handling", mode, &from.join(", "));
+            match outbox_tables_of(properties, predicate.trim()) {
+                Ok(tables) => mapping.set(
+                    "outbox_table",
+                    tables.join(","),
+                    &format!("table.include.list, {}", property("predicate")),
+                ),
+                Err(reason) => {
+                    mapping.reject(&property("predicate"), predicate, reason)
                 }
             }
         }
+        None => match properties.get("table.include.list").map(|t| t.trim()) {
+            Some(table) if !table.is_empty() && !table.contains(',') => {
+                mapping.set("outbox_table", table.to_owned(), "table.include.list");
+            }
+            _ => mapping.reject(&property("type"), kind, "the outbox EventRouter needs table.include.list to name exactly one table, the outbox table, or a TopicNameMatches predicate naming the outbox topic"),
+        },
+    }
+}
+
+/// ExtractNewRecordState: `--envelope unwrap`, its predicate (only the
+/// outbox router's, negated) and the deprecated delete options.
+fn map_unwrap(
+    properties: &BTreeMap<String, String>,
+    listed: &[&str],
+    options: &BTreeMap<&str, &str>,
+    property: &dyn Fn(&str) -> String,
+    mapping: &mut Mapping,
+) {
+    if let Some(predicate) = options.get("predicate").map(|p| p.trim()) {
+        // Our unwrap applies to every table the outbox router does
+        // not take: the same split as "not the outbox topic".
+        let negated = options.get("negate").is_some_and(|n| n.trim() == "true");
+        let outbox_predicate = listed.iter().any(|other| {
+            properties
+                .get(&format!("transforms.{other}.type"))
+                .is_some_and(|t| t.trim() == "io.debezium.transforms.outbox.EventRouter")
+                && properties
+                    .get(&format!("transforms.{other}.predicate"))
+                    .is_some_and(|p| p.trim() == predicate)
+        });
+        if !(negated && outbox_predicate) {
+            mapping.reject(&property("predicate"), predicate, "ExtractNewRecordState takes only the negation of the outbox EventRouter's predicate (negate=true): it then applies to every table but the outbox");
+            return;
+        }
+    }
+    mapping.set("envelope", "unwrap", &property("type"));
+    let legacy_mode = options.get("delete.handling.mode").map(|m| m.trim());
+    let legacy_drop = options.get("drop.tombstones").map(|m| m.trim());
+    if legacy_mode.is_some() || legacy_drop.is_some() {
+        if options.contains_key("delete.tombstone.handling.mode") {
+            mapping.reject(&property("delete.handling.mode"), legacy_mode.unwrap_or_default(), "set either delete.tombstone.handling.mode or the deprecated delete.handling.mode/drop.tombstones");
+            return;
+        }
+        let keep_tombstones = match legacy_drop {
+            None | Some("true") => false,
+            Some("false") => true,
+            Some(other) => {
+                mapping.reject(&property("drop.tombstones"), other, "expects true or false");
+                return;
+            }
+        };
+        let mode = match (legacy_mode.unwrap_or("none"), keep_tombstones) {
+            ("none", false) => "tombstone",
+            ("none", true) => "delete-to-tombstone",
+            ("drop", _) => {
+                if keep_tombstones {
+                    "tombstone"
+                } else {
+                    "drop"
+                }
+            }
+            ("rewrite", false) => "rewrite",
+            ("rewrite", true) => "rewrite-with-tombstone",
+            (other, _) => {
+                mapping.reject(
+                    &property("delete.handling.mode"),
+                    other,
+                    "expects none, drop or rewrite",
+                );
+                return;
+            }
+        };
+        let from: Vec<String> = ["delete.handling.mode", "drop.tombstones"]
+            .iter()
+            .filter(|o| options.contains_key(**o))
+            .map(|o| property(o))
+            .collect();
+        mapping.set("unwrap_delete_handling", mode, &from.join(", "));
     }
 }
 
