@@ -382,41 +382,28 @@ async fn check_publication(
     report: &mut Report,
 ) -> Option<Vec<TableInfo>> {
     let publication = &config.publication_name;
-    let row = catalog::publication(client, publication).await;
-    let row = match row {
-        Ok(row) => row,
-        Err(error) => {
-            report.fail(
-                "publication",
-                format!("cannot read pg_publication: {}", crate::error_chain(&error)),
-                "connect as a role that may read the catalog",
-            );
-            return None;
-        }
-    };
+    let row = read(
+        report,
+        "publication",
+        catalog::publication(client, publication).await,
+        "cannot read pg_publication",
+        "connect as a role that may read the catalog",
+    )?;
     let names: Vec<(String, String)> = match &row {
-        Some(_) => match catalog::published_tables(client, publication).await {
-            Ok(tables) => tables,
-            Err(error) => {
-                report.fail(
-                    "publication",
-                    format!("cannot list its tables: {}", crate::error_chain(&error)),
-                    "connect as a role that may read pg_publication_tables",
-                );
-                return None;
-            }
-        },
-        None if config.tables.is_empty() => match catalog::user_tables(client).await {
-            Ok(tables) => tables,
-            Err(error) => {
-                report.fail(
-                    "publication",
-                    format!("cannot list tables: {}", crate::error_chain(&error)),
-                    "connect as a role that may read pg_class",
-                );
-                return None;
-            }
-        },
+        Some(_) => read(
+            report,
+            "publication",
+            catalog::published_tables(client, publication).await,
+            "cannot list its tables",
+            "connect as a role that may read pg_publication_tables",
+        )?,
+        None if config.tables.is_empty() => read(
+            report,
+            "publication",
+            catalog::user_tables(client).await,
+            "cannot list tables",
+            "connect as a role that may read pg_class",
+        )?,
         None => config
             .tables
             .iter()
@@ -431,26 +418,41 @@ async fn check_publication(
         crate::select::Selection::new(&config.select, &config.tables).unwrap_or_default();
     let mut names = names;
     names.retain(|(schema, table)| selection.includes_table(schema, table));
-    let tables = match catalog::tables(client, &names).await {
-        Ok(tables) => tables,
-        Err(error) => {
-            report.fail(
-                "tables",
-                format!(
-                    "cannot read the tables' keys: {}",
-                    crate::error_chain(&error)
-                ),
-                "connect as a role that may read pg_class and pg_index",
-            );
-            return None;
-        }
-    };
+    let tables = read(
+        report,
+        "tables",
+        catalog::tables(client, &names).await,
+        "cannot read the tables' keys",
+        "connect as a role that may read pg_class and pg_index",
+    )?;
 
     match row {
         Some(found) => report_existing(report, publication, found, &names),
         None => report_missing(report, config, facts, &names, &tables),
     }
     Some(tables)
+}
+
+/// The value of a catalog read, or a FAIL line for `check` naming what
+/// could not be read and the privilege that would allow it.
+fn read<T>(
+    report: &mut Report,
+    check: &'static str,
+    result: Result<T, tokio_postgres::Error>,
+    what: &str,
+    fix: &str,
+) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
+        Err(error) => {
+            report.fail(
+                check,
+                format!("{what}: {}", crate::error_chain(&error)),
+                fix,
+            );
+            None
+        }
+    }
 }
 
 /// The verdict on a publication that exists (`names`: the tables it
