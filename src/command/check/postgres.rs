@@ -162,6 +162,42 @@ struct SlotOutcome {
     snapshot_needed: bool,
 }
 
+/// A slot that does not exist yet: `run` creates it (and a second one
+/// while the initial snapshot runs) if enough slots are free.
+fn report_missing_slot(
+    report: &mut Report,
+    slot: &str,
+    facts: &ServerFacts,
+    snapshot_wanted: bool,
+) {
+    let free = facts.server.max_replication_slots - facts.server.used_slots;
+    let needed = if snapshot_wanted { 2 } else { 1 };
+    if free >= needed {
+        report.pass(
+            "replication slot",
+            format!(
+                "{slot:?} does not exist and will be created ({free} of {} slots free{})",
+                facts.server.max_replication_slots,
+                if snapshot_wanted {
+                    "; the initial snapshot uses a second one while it runs"
+                } else {
+                    ""
+                }
+            ),
+        );
+    } else {
+        report.fail(
+            "replication slot",
+            format!(
+                "{slot:?} does not exist and {free} of {} slots are free; the connector needs {needed}",
+                facts.server.max_replication_slots
+            ),
+            "raise max_replication_slots (takes a restart), or drop unused slots with \
+             SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active AND slot_name = '...'",
+        );
+    }
+}
+
 async fn check_slot(
     client: &Client,
     config: &RunConfig,
@@ -189,33 +225,8 @@ async fn check_slot(
             };
         }
     };
-    let free = facts.server.max_replication_slots - facts.server.used_slots;
     let Some(found) = row else {
-        let needed = if snapshot_wanted { 2 } else { 1 };
-        if free >= needed {
-            report.pass(
-                "replication slot",
-                format!(
-                    "{slot:?} does not exist and will be created ({free} of {} slots free{})",
-                    facts.server.max_replication_slots,
-                    if snapshot_wanted {
-                        "; the initial snapshot uses a second one while it runs"
-                    } else {
-                        ""
-                    }
-                ),
-            );
-        } else {
-            report.fail(
-                "replication slot",
-                format!(
-                    "{slot:?} does not exist and {free} of {} slots are free; the connector needs {needed}",
-                    facts.server.max_replication_slots
-                ),
-                "raise max_replication_slots (takes a restart), or drop unused slots with \
-                 SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active AND slot_name = '...'",
-            );
-        }
+        report_missing_slot(report, slot, facts, snapshot_wanted);
         return SlotOutcome {
             snapshot_needed: snapshot_wanted,
         };
