@@ -54,3 +54,26 @@ pub struct Invalid {
 #[derive(Debug, thiserror::Error)]
 #[error("invalid configuration:{}", .0.iter().map(|i| format!("\n  {}: {:?} {}", i.field, i.value, i.constraint)).collect::<String>())]
 pub struct ConfigError(pub Vec<Invalid>);
+
+/// The problems a stage's options have, in the order they are found.
+#[derive(Debug, Default)]
+pub struct Problems(pub Vec<Invalid>);
+
+impl Problems {
+    /// Records `field` = `value` as violating `constraint` unless `ok`.
+    pub fn check(
+        &mut self,
+        ok: bool,
+        field: &'static str,
+        value: impl Into<String>,
+        constraint: impl Into<String>,
+    ) {
+        if !ok {
+            self.0.push(Invalid {
+                field,
+                value: value.into(),
+                constraint: constraint.into(),
+            });
+        }
+    }
+}

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::RunConfig;
-use crate::options::{read_secret_file, Invalid, Secret};
+use crate::options::{read_secret_file, Invalid, Problems, Secret};
 
 /// The PostgreSQL password, kept out of the URL.
 #[derive(Debug, Clone, Default, Args)]
@@ -225,24 +225,22 @@ impl KafkaSecurity {
 
     /// Every contradiction among the flags and with `--kafka-property`.
     pub(super) fn problems(&self, config: &RunConfig) -> Vec<Invalid> {
-        let mut problems = Vec::new();
-        let mut check = |ok: bool, field: &'static str, value: String, constraint: String| {
-            if !ok {
-                problems.push(Invalid {
-                    field,
-                    value,
-                    constraint,
-                });
-            }
-        };
-        let passed = |key: &str| {
-            config
-                .kafka_properties
-                .iter()
-                .rev()
-                .find(|(k, _)| k == key || (key == "sasl.mechanisms" && k == "sasl.mechanism"))
-                .map(|(_, v)| v.as_str())
-        };
+        let mut p = Problems::default();
+        self.contradictions(config, &mut p);
+        p.check(
+            !(self.kafka_sasl_password.is_some() && self.kafka_sasl_password_file.is_some()),
+            "kafka-sasl-password",
+            String::new(),
+            "and --kafka-sasl-password-file are both set; give the password once".to_owned(),
+        );
+        let protocol = self.protocol(config);
+        self.sasl_problems(config, protocol, &mut p);
+        self.tls_problems(protocol, &mut p);
+        p.0
+    }
+
+    /// A `--kafka-property` that says otherwise than a typed flag.
+    fn contradictions(&self, config: &RunConfig, p: &mut Problems) {
         for typed in self.properties() {
             let aliases: &[&str] = match typed.property {
                 "sasl.mechanisms" => &["sasl.mechanisms", "sasl.mechanism"],
@@ -262,7 +260,7 @@ impl KafkaSecurity {
                     "sasl.password" => format!("{key}=<redacted>"),
                     _ => format!("{key}={value}"),
                 };
-                check(
+                p.check(
                     same,
                     "kafka-property",
                     shown,
@@ -270,21 +268,29 @@ impl KafkaSecurity {
                 );
             }
         }
-        check(
-            !(self.kafka_sasl_password.is_some() && self.kafka_sasl_password_file.is_some()),
-            "kafka-sasl-password",
-            String::new(),
-            "and --kafka-sasl-password-file are both set; give the password once".to_owned(),
-        );
-        let protocol = self.kafka_security_protocol.or_else(|| {
-            passed("security.protocol")
+    }
+
+    /// The security protocol: the flag's, or the pass-through property's.
+    fn protocol(&self, config: &RunConfig) -> Option<SecurityProtocol> {
+        self.kafka_security_protocol.or_else(|| {
+            passed(config, "security.protocol")
                 .and_then(|p| SecurityProtocol::from_str(&p.to_ascii_lowercase(), true).ok())
-        });
+        })
+    }
+
+    /// SASL settings only with a SASL protocol, and complete.
+    fn sasl_problems(
+        &self,
+        config: &RunConfig,
+        protocol: Option<SecurityProtocol>,
+        p: &mut Problems,
+    ) {
+        let passed = |key: &str| passed(config, key);
         let sasl_flags = self.kafka_sasl_mechanism.is_some()
             || self.kafka_sasl_username.is_some()
             || self.password().is_some();
         if sasl_flags {
-            check(
+            p.check(
                 protocol.is_some_and(SecurityProtocol::sasl),
                 "kafka-security-protocol",
                 protocol
@@ -298,7 +304,7 @@ impl KafkaSecurity {
                 .kafka_sasl_mechanism
                 .map(|m| m.property().to_owned())
                 .or_else(|| passed("sasl.mechanisms").map(str::to_owned));
-            check(
+            p.check(
                 mechanism.is_some(),
                 "kafka-sasl-mechanism",
                 String::new(),
@@ -310,13 +316,13 @@ impl KafkaSecurity {
                 .as_deref()
                 .is_some_and(|m| m == "PLAIN" || m.starts_with("SCRAM-"));
             if with_password {
-                check(
+                p.check(
                     self.kafka_sasl_username.is_some() || passed("sasl.username").is_some(),
                     "kafka-sasl-username",
                     String::new(),
                     "is required with SASL PLAIN and SCRAM".to_owned(),
                 );
-                check(
+                p.check(
                     self.password().is_some() || passed("sasl.password").is_some(),
                     "kafka-sasl-password",
                     String::new(),
@@ -325,11 +331,15 @@ impl KafkaSecurity {
                 );
             }
         }
+    }
+
+    /// TLS files only with a TLS protocol, paired, and readable.
+    fn tls_problems(&self, protocol: Option<SecurityProtocol>, p: &mut Problems) {
         let tls_flags = self.kafka_ssl_ca.is_some()
             || self.kafka_ssl_cert.is_some()
             || self.kafka_ssl_key.is_some();
         if tls_flags {
-            check(
+            p.check(
                 protocol.is_some_and(SecurityProtocol::tls),
                 "kafka-security-protocol",
                 protocol
@@ -338,7 +348,7 @@ impl KafkaSecurity {
                 "must be ssl or sasl_ssl with --kafka-ssl-* settings".to_owned(),
             );
         }
-        check(
+        p.check(
             self.kafka_ssl_cert.is_some() == self.kafka_ssl_key.is_some(),
             "kafka-ssl-cert",
             String::new(),
@@ -350,7 +360,7 @@ impl KafkaSecurity {
             ("kafka-ssl-key", &self.kafka_ssl_key),
         ] {
             if let Some(path) = path {
-                check(
+                p.check(
                     path.is_file(),
                     field,
                     path.display().to_string(),
@@ -358,8 +368,19 @@ impl KafkaSecurity {
                 );
             }
         }
-        problems
     }
+}
+
+/// The value of `key` among the `--kafka-property` pass-throughs (the last
+/// one wins, as librdkafka applies them); `sasl.mechanism` stands for
+/// `sasl.mechanisms`.
+fn passed<'c>(config: &'c RunConfig, key: &str) -> Option<&'c str> {
+    config
+        .kafka_properties
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key || (key == "sasl.mechanisms" && k == "sasl.mechanism"))
+        .map(|(_, v)| v.as_str())
 }
 
 #[cfg(test)]

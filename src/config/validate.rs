@@ -6,31 +6,17 @@
 //!
 //! [`TransformOptions::validate`]: crate::transform::options::TransformOptions::validate
 
+use crate::options::Problems;
+
 use super::{
     ConfigError, Delivery, Format, Invalid, RunConfig, SnapshotMode, PINNED_PRODUCER_SETTINGS,
     SNAPSHOT_SLOT_SUFFIX,
 };
 
-/// The problems found so far, in the order they are reported.
-struct Problems(Vec<Invalid>);
-
-impl Problems {
-    /// Records `field` = `value` as violating `constraint` unless `ok`.
-    fn check(&mut self, ok: bool, field: &'static str, value: &str, constraint: &str) {
-        if !ok {
-            self.0.push(Invalid {
-                field,
-                value: value.to_owned(),
-                constraint: constraint.to_owned(),
-            });
-        }
-    }
-}
-
 impl RunConfig {
     /// Checks every field, reporting all problems together.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let mut p = Problems(Vec::new());
+        let mut p = Problems::default();
         self.check_names_and_snapshot(&mut p);
         self.check_metadata(&mut p);
         self.check_kafka_properties(&mut p);
@@ -85,7 +71,7 @@ impl RunConfig {
             self.slot_name.len() <= 63 - SNAPSHOT_SLOT_SUFFIX.len(),
             "slot",
             &self.slot_name,
-            &format!(
+            format!(
                 "must leave room for the {SNAPSHOT_SLOT_SUFFIX:?} suffix of the slot used while snapshotting ({} characters at most)",
                 63 - SNAPSHOT_SLOT_SUFFIX.len()
             ),
@@ -93,7 +79,7 @@ impl RunConfig {
         p.check(
             self.snapshot_workers != Some(0) && self.snapshot_chunk_pages > 0,
             "snapshot-workers",
-            &format!("{:?}", self.snapshot_workers),
+            format!("{:?}", self.snapshot_workers),
             "and --snapshot-chunk-pages must be at least 1",
         );
         p.check(
@@ -108,19 +94,19 @@ impl RunConfig {
         p.check(
             self.incremental_snapshot_chunk_size > 0,
             "incremental-snapshot-chunk-size",
-            &self.incremental_snapshot_chunk_size.to_string(),
+            self.incremental_snapshot_chunk_size.to_string(),
             "must be at least 1",
         );
         p.check(
             self.max_in_flight_messages > 0,
             "max-in-flight-messages",
-            &self.max_in_flight_messages.to_string(),
+            self.max_in_flight_messages.to_string(),
             "must be at least 1",
         );
         p.check(
             self.max_in_flight_bytes >= 1024,
             "max-in-flight-bytes",
-            &self.max_in_flight_bytes.to_string(),
+            self.max_in_flight_bytes.to_string(),
             "must be at least 1024",
         );
         p.check(
@@ -182,8 +168,8 @@ impl RunConfig {
                 p.check(
                     value == pinned,
                     "kafka-property",
-                    &format!("{key}={value}"),
-                    &format!("contradicts the delivery guarantee, which needs {key}={pinned}"),
+                    format!("{key}={value}"),
+                    format!("contradicts the delivery guarantee, which needs {key}={pinned}"),
                 );
             }
             p.check(
@@ -221,13 +207,13 @@ impl RunConfig {
             p.check(
                 is_topic_prefix(&self.names().progress_topic()),
                 "progress-topic",
-                &self.names().progress_topic(),
+                self.names().progress_topic(),
                 "must contain only letters, digits, '.', '_' or '-'",
             );
             p.check(
                 self.eos_max_batch_transactions > 0 && self.eos_max_batch_bytes > 0,
                 "eos-max-batch-transactions",
-                &self.eos_max_batch_transactions.to_string(),
+                self.eos_max_batch_transactions.to_string(),
                 "and --eos-max-batch-bytes must be at least 1",
             );
             for (key, _) in &self.kafka_properties {

@@ -8,7 +8,7 @@ use super::{
     parse_additional_placement, parse_metadata_fields, AdditionalPlacement, DeleteHandling,
     EnvelopeMode, MetadataFields,
 };
-use crate::options::Invalid;
+use crate::options::{Invalid, Problems};
 
 /// Which transforms apply, and how (`--outbox-*`, `--envelope`, `--unwrap-*`).
 #[derive(Debug, Clone, Args)]
@@ -95,18 +95,9 @@ pub struct TransformOptions {
 impl TransformOptions {
     /// Every problem of these options.
     pub fn validate(&self) -> Vec<Invalid> {
-        let mut problems = Vec::new();
-        let mut check = |ok: bool, field: &'static str, value: &str, constraint: &str| {
-            if !ok {
-                problems.push(Invalid {
-                    field,
-                    value: value.to_owned(),
-                    constraint: constraint.to_owned(),
-                });
-            }
-        };
+        let mut p = Problems::default();
         for table in &self.outbox_tables {
-            check(
+            p.check(
                 table
                     .split_once('.')
                     .is_some_and(|(s, t)| !s.is_empty() && !t.is_empty()),
@@ -126,7 +117,7 @@ impl TransformOptions {
                 &self.outbox_route_topic_replacement,
             ),
         ] {
-            check(
+            p.check(
                 !value.trim().is_empty(),
                 field,
                 value,
@@ -134,13 +125,13 @@ impl TransformOptions {
             );
         }
         let unwrapping = self.envelope == EnvelopeMode::Unwrap;
-        check(
+        p.check(
             unwrapping
                 || (self.unwrap_add_fields.0.is_empty() && self.unwrap_add_headers.0.is_empty()),
             "unwrap-add-fields",
             "",
             "and --unwrap-add-headers need --envelope unwrap",
         );
-        problems
+        p.0
     }
 }
