@@ -1,6 +1,6 @@
 //! The operations endpoint on `--metrics-addr`: `GET /metrics` (Prometheus
 //! text format 0.0.4), `GET /healthz` (the process is alive) and `GET /readyz`
-//! (the connector is doing its job, or why not: [`readiness`]).
+//! (the connector is doing its job, or why not: [`HealthPolicy`]).
 //!
 //! HTTP/1.1 is hyper's ([`http1`]): we own only the accept loop, the routes
 //! and the bounds. Every resource the server may spend is bounded: one
@@ -12,9 +12,10 @@
 //! bodies are never read.
 //!
 //! Responses keep the shape this endpoint always had: `HTTP/1.1` status line
-//! (also to an HTTP/1.0 request, see [`StatusLine`]), `Content-Type`,
+//! (also to an HTTP/1.0 request, see `StatusLine`), `Content-Type`,
 //! `Content-Length`, `Cache-Control: no-store`, `Connection: close` (and
-//! `Allow` on 405), in that order and case, no `Date`.
+//! `Allow` on 405), in that order and case, no `Date`. A malformed (400) or
+//! oversized (431) request gets hyper's own answer, without a body.
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -8,7 +8,7 @@
 //! librdkafka's polling thread; the few structured values (per-table counts,
 //! the phase, the commit times of unacknowledged transactions) sit behind
 //! short `std::sync::Mutex` sections that are never held across an `.await`.
-//! Each `Metrics` owns its prometheus-client registry ([`exposition`]): no
+//! Each `Metrics` owns its prometheus-client registry (`metrics/exposition.rs`): no
 //! process-global state, so connectors in one process keep apart.
 //!
 //! # LSNs and lag
@@ -114,6 +114,10 @@ impl Drop for ProbeGuard<'_> {
 }
 
 /// Every metric of one connector (shared by all attempts of a run).
+///
+/// Counters, the snapshot gauges and the histograms are handles shared with
+/// the registry in `exposition`; positions, times, in-flight work and the
+/// phase are plain values here, turned into gauges when scraped.
 pub struct Metrics {
     /// Monotonic base of the `*_at` fields below.
     started: Instant,
@@ -132,8 +136,6 @@ pub struct Metrics {
     delivery_progress_at: AtomicU64,
     last_keepalive_micros: AtomicI64,
 
-    // Counters, stored gauges and histograms are the registry's own handles
-    // (shared with it); the values above are read into it when scraped.
     transactions: Counter,
     tables: Tables,
     unacknowledged: Mutex<Unacknowledged>,
@@ -211,6 +213,7 @@ impl Metrics {
             incremental_tables_done: Counter::default(),
             incremental_tables_remaining: U64Gauge::default(),
             probes: Mutex::new(Probes::default()),
+            // Replaced below by the registry of the handles above.
             exposition: Exposition::default(),
         };
         metrics.exposition = Exposition::new(&metrics);

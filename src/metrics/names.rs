@@ -1,6 +1,6 @@
 //! The name of every exported metric, in one place: `docs/METRICS.md`
 //! describes each, `status` reads a scrape by them, and the registry
-//! ([`super::exposition`]) registers each under exactly this name.
+//! (`exposition.rs`) registers each under exactly this name.
 //!
 //! Names are the exported series names, suffixes included: counters end in
 //! `_total`, the build info in `_info`.
