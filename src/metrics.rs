@@ -1,5 +1,5 @@
-//! The connector's metrics and its run phase, rendered in the Prometheus text
-//! exposition format for `--metrics-addr` (see [`crate::http`]).
+//! The connector's metrics and its run phase, served in the Prometheus text
+//! exposition format on `--metrics-addr` (see [`crate::http`]).
 //!
 //! Every metric name is a constant in [`names`], the one list of what the
 //! connector exports; `docs/METRICS.md` describes each. The pipeline and the
@@ -8,6 +8,8 @@
 //! librdkafka's polling thread; the few structured values (per-table counts,
 //! the phase, the commit times of unacknowledged transactions) sit behind
 //! short `std::sync::Mutex` sections that are never held across an `.await`.
+//! Each `Metrics` owns its prometheus-client registry (`metrics/exposition.rs`): no
+//! process-global state, so connectors in one process keep apart.
 //!
 //! # LSNs and lag
 //!
@@ -32,8 +34,7 @@
 //! Prometheus samples are `f64`: LSNs are exact up to 2^53 bytes (8 PiB) of
 //! WAL, far beyond any real server.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -42,77 +43,15 @@ use pgwire_replication::ReplicationMetrics;
 
 use crate::lsn::Lsn;
 
-/// The name of every exported metric, in one place.
-pub mod names {
-    /// Build information, constant 1, labelled `version`.
-    pub const BUILD_INFO: &str = "pgcdc_build_info";
-    /// The run phase, 1 for the current one, labelled `phase`.
-    pub const PHASE: &str = "pgcdc_phase";
-    /// 1 when `/readyz` answers 200.
-    pub const READY: &str = "pgcdc_ready";
-    /// Everything before this WAL position was read from the stream.
-    pub const RECEIVED_LSN: &str = "pgcdc_received_lsn";
-    /// Everything before this WAL position is acknowledged by Kafka.
-    pub const ACKNOWLEDGED_LSN: &str = "pgcdc_acknowledged_lsn";
-    /// The WAL position last confirmed to Postgres (standby status update).
-    pub const CONFIRMED_LSN: &str = "pgcdc_confirmed_lsn";
-    /// The server's WAL end, as its keepalives and data messages report it.
-    pub const SERVER_WAL_END_LSN: &str = "pgcdc_server_wal_end_lsn";
-    /// Server WAL end minus confirmed position, in bytes.
-    pub const LAG_BYTES: &str = "pgcdc_lag_bytes";
-    /// Age of the oldest change read but not acknowledged by Kafka.
-    pub const LAG_SECONDS: &str = "pgcdc_lag_seconds";
-    /// Commit time (Unix seconds) of the last fully acknowledged transaction.
-    pub const LAST_ACKNOWLEDGED_COMMIT: &str = "pgcdc_last_acknowledged_commit_timestamp_seconds";
-    /// Unix time of the last keepalive from the server.
-    pub const LAST_KEEPALIVE: &str = "pgcdc_last_keepalive_timestamp_seconds";
-    /// Transactions read (commits).
-    pub const TRANSACTIONS: &str = "pgcdc_transactions_total";
-    /// Change events emitted, labelled `table` and `op`.
-    pub const EVENTS: &str = "pgcdc_events_total";
-    /// Key and value bytes of emitted events (tombstones included), labelled `table` and `op`.
-    pub const EVENT_BYTES: &str = "pgcdc_event_bytes_total";
-    /// Records handed to the Kafka producer.
-    pub const RECORDS_SENT: &str = "pgcdc_kafka_records_sent_total";
-    /// Records Kafka acknowledged.
-    pub const RECORDS_ACKNOWLEDGED: &str = "pgcdc_kafka_records_acknowledged_total";
-    /// Records Kafka did not accept (including those purged at a restart).
-    pub const DELIVERY_ERRORS: &str = "pgcdc_kafka_delivery_errors_total";
-    /// Produce requests librdkafka sent again (its brokers' `txretries`).
-    pub const PRODUCER_RETRIES: &str = "pgcdc_kafka_producer_retries_total";
-    /// Records handed to the producer and not yet acknowledged or failed.
-    pub const IN_FLIGHT_RECORDS: &str = "pgcdc_in_flight_records";
-    /// Bytes of the in-flight records.
-    pub const IN_FLIGHT_BYTES: &str = "pgcdc_in_flight_bytes";
-    /// librdkafka's queue depth (`rd_kafka_outq_len`).
-    pub const PRODUCER_QUEUE_DEPTH: &str = "pgcdc_kafka_producer_queue_depth";
-    /// Enqueue-to-delivery-report latency.
-    pub const ACK_LATENCY: &str = "pgcdc_kafka_ack_latency_seconds";
-    /// Time to handle one replication message (decode, encode, enqueue, backpressure).
-    pub const HANDLER_LATENCY: &str = "pgcdc_handler_latency_seconds";
-    /// Pipeline restarts after transient failures (reconnects).
-    pub const RESTARTS: &str = "pgcdc_restarts_total";
-    /// Schemas registered with (or looked up in) the schema registry.
-    pub const SCHEMA_REGISTRATIONS: &str = "pgcdc_schema_registrations_total";
-    /// Failed schema registry requests.
-    pub const SCHEMA_REGISTRY_ERRORS: &str = "pgcdc_schema_registry_errors_total";
-    /// 1 while an initial snapshot runs.
-    pub const SNAPSHOT_RUNNING: &str = "pgcdc_snapshot_running";
-    /// Tables the running (or last) snapshot covers.
-    pub const SNAPSHOT_TABLES: &str = "pgcdc_snapshot_tables";
-    /// Tables the running (or last) snapshot has finished.
-    pub const SNAPSHOT_TABLES_DONE: &str = "pgcdc_snapshot_tables_done";
-    /// Rows emitted by incremental snapshots (`source.snapshot` = `incremental`).
-    pub const INCREMENTAL_SNAPSHOT_ROWS: &str = "pgcdc_incremental_snapshot_rows_total";
-    /// Incremental snapshot chunks emitted (one per watermark window).
-    pub const INCREMENTAL_SNAPSHOT_CHUNKS: &str = "pgcdc_incremental_snapshot_chunks_total";
-    /// Tables incremental snapshots have finished.
-    pub const INCREMENTAL_SNAPSHOT_TABLES_DONE: &str =
-        "pgcdc_incremental_snapshot_tables_done_total";
-    /// Tables the running incremental snapshot still has to read (the current one included).
-    pub const INCREMENTAL_SNAPSHOT_TABLES_REMAINING: &str =
-        "pgcdc_incremental_snapshot_tables_remaining";
-}
+mod exposition;
+pub mod names;
+mod phase;
+
+pub use exposition::CONTENT_TYPE;
+pub use phase::Phase;
+
+use exposition::{Exposition, LatencyHistogram, Tables, U64Gauge, OPS};
+use prometheus_client::metrics::counter::Counter;
 
 /// Microseconds since the Unix epoch.
 fn unix_micros() -> i64 {
@@ -125,131 +64,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section here is a few assignments: the data stays
     // consistent even if a panic elsewhere poisoned the lock.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What the connector is doing, for `/readyz` and [`names::PHASE`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
-    /// Connecting to Postgres, preparing the slot, starting replication.
-    Connecting,
-    /// Taking an initial snapshot.
-    Snapshotting,
-    /// Streaming changes.
-    Streaming,
-    /// An attempt failed with a transient error; the next starts after `retry_in`.
-    Restarting {
-        /// The failure, with its sources.
-        error: String,
-        /// The backoff before the next attempt.
-        retry_in: Duration,
-    },
-    /// Stopped on request or caught up.
-    Stopped,
-    /// Stopped on a definite error; it will not restart by itself.
-    Failed {
-        /// The failure, with its sources.
-        error: String,
-    },
-}
-
-impl Phase {
-    /// Every phase's label value, in a fixed order.
-    pub const LABELS: [&'static str; 6] = [
-        "connecting",
-        "snapshotting",
-        "streaming",
-        "restarting",
-        "stopped",
-        "failed",
-    ];
-
-    /// The `phase` label value.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Phase::Connecting => "connecting",
-            Phase::Snapshotting => "snapshotting",
-            Phase::Streaming => "streaming",
-            Phase::Restarting { .. } => "restarting",
-            Phase::Stopped => "stopped",
-            Phase::Failed { .. } => "failed",
-        }
-    }
-}
-
-impl std::fmt::Display for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Phase::Connecting => f.write_str("connecting to PostgreSQL and starting replication"),
-            Phase::Snapshotting => f.write_str("taking the initial snapshot"),
-            Phase::Streaming => f.write_str("streaming"),
-            Phase::Restarting { error, retry_in } => write!(
-                f,
-                "restarting after a failure (next attempt in {}): {error}",
-                humantime::format_duration(*retry_in)
-            ),
-            Phase::Stopped => f.write_str("stopped"),
-            Phase::Failed { error } => write!(f, "stopped on an error: {error}"),
-        }
-    }
-}
-
-/// Upper bounds (seconds) of the latency histograms' buckets.
-const LATENCY_BUCKETS: [f64; 14] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-];
-
-/// A latency histogram with fixed buckets ([`LATENCY_BUCKETS`]).
-#[derive(Debug, Default)]
-pub struct Histogram {
-    /// Per-bucket (not cumulative) counts; the last one is `+Inf`.
-    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
-    sum_micros: AtomicU64,
-    count: AtomicU64,
-}
-
-impl Histogram {
-    /// Records one observation.
-    pub fn observe(&self, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
-        let index = LATENCY_BUCKETS
-            .iter()
-            .position(|bound| seconds <= *bound)
-            .unwrap_or(LATENCY_BUCKETS.len());
-        self.buckets[index].fetch_add(1, Ordering::Relaxed);
-        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Number of observations.
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        header(out, name, help, "histogram");
-        let mut cumulative = 0u64;
-        for (i, bucket) in self.buckets.iter().enumerate() {
-            cumulative += bucket.load(Ordering::Relaxed);
-            let le = LATENCY_BUCKETS
-                .get(i)
-                .map_or_else(|| "+Inf".to_owned(), |b| b.to_string());
-            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
-        }
-        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}");
-        let _ = writeln!(out, "{name}_count {cumulative}");
-    }
-}
-
-/// The `op` label values of [`names::EVENTS`]: Debezium's op codes, and `m`
-/// for logical decoding messages.
-const OPS: [&str; 6] = ["c", "u", "d", "t", "r", "m"];
-
-#[derive(Debug, Default, Clone, Copy)]
-struct TableCounts {
-    events: [u64; OPS.len()],
-    bytes: [u64; OPS.len()],
 }
 
 /// Commit times of transactions read but not yet fully acknowledged.
@@ -300,6 +114,10 @@ impl Drop for ProbeGuard<'_> {
 }
 
 /// Every metric of one connector (shared by all attempts of a run).
+///
+/// Counters, the snapshot gauges and the histograms are handles shared with
+/// the registry in `exposition`; positions, times, in-flight work and the
+/// phase are plain values here, turned into gauges when scraped.
 pub struct Metrics {
     /// Monotonic base of the `*_at` fields below.
     started: Instant,
@@ -318,31 +136,32 @@ pub struct Metrics {
     delivery_progress_at: AtomicU64,
     last_keepalive_micros: AtomicI64,
 
-    transactions: AtomicU64,
-    tables: Mutex<BTreeMap<Arc<str>, TableCounts>>,
+    transactions: Counter,
+    tables: Tables,
     unacknowledged: Mutex<Unacknowledged>,
 
-    records_sent: AtomicU64,
-    records_acknowledged: AtomicU64,
-    delivery_errors: AtomicU64,
-    producer_retries: AtomicU64,
+    records_sent: Counter,
+    records_acknowledged: Counter,
+    delivery_errors: Counter,
+    producer_retries: Counter,
     in_flight_records: AtomicI64,
     in_flight_bytes: AtomicI64,
-    ack_latency: Histogram,
-    handler_latency: Histogram,
+    ack_latency: LatencyHistogram,
+    handler_latency: LatencyHistogram,
 
-    restarts: AtomicU64,
-    schema_registrations: AtomicU64,
-    schema_registry_errors: AtomicU64,
-    snapshot_running: AtomicU64,
-    snapshot_tables: AtomicU64,
-    snapshot_tables_done: AtomicU64,
-    incremental_rows: AtomicU64,
-    incremental_chunks: AtomicU64,
-    incremental_tables_done: AtomicU64,
-    incremental_tables_remaining: AtomicU64,
+    restarts: Counter,
+    schema_registrations: Counter,
+    schema_registry_errors: Counter,
+    snapshot_running: U64Gauge,
+    snapshot_tables: U64Gauge,
+    snapshot_tables_done: U64Gauge,
+    incremental_rows: Counter,
+    incremental_chunks: Counter,
+    incremental_tables_done: Counter,
+    incremental_tables_remaining: U64Gauge,
 
     probes: Mutex<Probes>,
+    exposition: Exposition,
 }
 
 impl Default for Metrics {
@@ -362,7 +181,7 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Fresh metrics, in phase [`Phase::Connecting`].
     pub fn new() -> Self {
-        Metrics {
+        let mut metrics = Metrics {
             started: Instant::now(),
             phase: Mutex::new(Phase::Connecting),
             received_lsn: AtomicU64::new(0),
@@ -372,29 +191,33 @@ impl Metrics {
             server_message_at: AtomicU64::new(0),
             delivery_progress_at: AtomicU64::new(0),
             last_keepalive_micros: AtomicI64::new(0),
-            transactions: AtomicU64::new(0),
-            tables: Mutex::new(BTreeMap::new()),
+            transactions: Counter::default(),
+            tables: Tables::default(),
             unacknowledged: Mutex::new(Unacknowledged::default()),
-            records_sent: AtomicU64::new(0),
-            records_acknowledged: AtomicU64::new(0),
-            delivery_errors: AtomicU64::new(0),
-            producer_retries: AtomicU64::new(0),
+            records_sent: Counter::default(),
+            records_acknowledged: Counter::default(),
+            delivery_errors: Counter::default(),
+            producer_retries: Counter::default(),
             in_flight_records: AtomicI64::new(0),
             in_flight_bytes: AtomicI64::new(0),
-            ack_latency: Histogram::default(),
-            handler_latency: Histogram::default(),
-            restarts: AtomicU64::new(0),
-            schema_registrations: AtomicU64::new(0),
-            schema_registry_errors: AtomicU64::new(0),
-            snapshot_running: AtomicU64::new(0),
-            snapshot_tables: AtomicU64::new(0),
-            snapshot_tables_done: AtomicU64::new(0),
-            incremental_rows: AtomicU64::new(0),
-            incremental_chunks: AtomicU64::new(0),
-            incremental_tables_done: AtomicU64::new(0),
-            incremental_tables_remaining: AtomicU64::new(0),
+            ack_latency: LatencyHistogram::default(),
+            handler_latency: LatencyHistogram::default(),
+            restarts: Counter::default(),
+            schema_registrations: Counter::default(),
+            schema_registry_errors: Counter::default(),
+            snapshot_running: U64Gauge::default(),
+            snapshot_tables: U64Gauge::default(),
+            snapshot_tables_done: U64Gauge::default(),
+            incremental_rows: Counter::default(),
+            incremental_chunks: Counter::default(),
+            incremental_tables_done: Counter::default(),
+            incremental_tables_remaining: U64Gauge::default(),
             probes: Mutex::new(Probes::default()),
-        }
+            // Replaced below by the registry of the handles above.
+            exposition: Exposition::default(),
+        };
+        metrics.exposition = Exposition::new(&metrics);
+        metrics
     }
 
     fn now_mark(&self) -> u64 {
@@ -496,7 +319,7 @@ impl Metrics {
 
     /// A Commit was read.
     pub fn transaction_committed(&self, end_lsn: Lsn, commit_time_micros: i64) {
-        self.transactions.fetch_add(1, Ordering::Relaxed);
+        self.transactions.inc();
         let acknowledged = Lsn::new(self.acknowledged_lsn.load(Ordering::Relaxed));
         let mut unacknowledged = lock(&self.unacknowledged);
         unacknowledged.open = None;
@@ -534,7 +357,7 @@ impl Metrics {
 
     /// The pipeline restarts after a transient failure.
     pub fn restarted(&self) {
-        self.restarts.fetch_add(1, Ordering::Relaxed);
+        self.restarts.inc();
     }
 
     // ----- the Kafka side ---------------------------------------------------
@@ -547,7 +370,7 @@ impl Metrics {
 
     /// A record of `bytes` was handed to the producer.
     pub fn record_enqueued(&self, bytes: u64) {
-        self.records_sent.fetch_add(1, Ordering::Relaxed);
+        self.records_sent.inc();
         if self.in_flight_records.fetch_add(1, Ordering::Relaxed) <= 0 {
             // Waiting for Kafka starts now, not at the last delivery long ago.
             self.delivery_progress_at
@@ -559,7 +382,7 @@ impl Metrics {
 
     /// Kafka acknowledged a record of `bytes`, `latency` after it was enqueued.
     pub fn record_delivered(&self, bytes: u64, latency: Duration) {
-        self.records_acknowledged.fetch_add(1, Ordering::Relaxed);
+        self.records_acknowledged.inc();
         self.ack_latency.observe(latency);
         self.delivery_progress_at
             .store(self.now_mark(), Ordering::Relaxed);
@@ -568,13 +391,13 @@ impl Metrics {
 
     /// A record of `bytes` failed for good (or was rejected before queueing).
     pub fn record_failed(&self, bytes: u64) {
-        self.delivery_errors.fetch_add(1, Ordering::Relaxed);
+        self.delivery_errors.inc();
         self.leave_flight(bytes);
     }
 
     /// Adds produce requests the producer retried since its last statistics.
     pub fn producer_retried(&self, requests: u64) {
-        self.producer_retries.fetch_add(requests, Ordering::Relaxed);
+        self.producer_retries.inc_by(requests);
     }
 
     fn leave_flight(&self, bytes: u64) {
@@ -587,52 +410,51 @@ impl Metrics {
 
     /// A schema was registered (or found registered) in the registry.
     pub fn schema_registered(&self) {
-        self.schema_registrations.fetch_add(1, Ordering::Relaxed);
+        self.schema_registrations.inc();
     }
 
     /// A schema registry request failed.
     pub fn schema_registry_error(&self) {
-        self.schema_registry_errors.fetch_add(1, Ordering::Relaxed);
+        self.schema_registry_errors.inc();
     }
 
     /// An initial snapshot starts (its rows are counted as events with op `r`).
     pub fn snapshot_started(&self) {
-        self.snapshot_running.store(1, Ordering::Relaxed);
-        self.snapshot_tables.store(0, Ordering::Relaxed);
-        self.snapshot_tables_done.store(0, Ordering::Relaxed);
+        self.snapshot_running.set(1);
+        self.snapshot_tables.set(0);
+        self.snapshot_tables_done.set(0);
         self.set_phase(Phase::Snapshotting);
     }
 
     /// The snapshot covers `tables` tables.
     pub fn snapshot_tables(&self, tables: u64) {
-        self.snapshot_tables.store(tables, Ordering::Relaxed);
+        self.snapshot_tables.set(tables);
     }
 
     /// The snapshot finished one more table.
     pub fn snapshot_table_done(&self) {
-        self.snapshot_tables_done.fetch_add(1, Ordering::Relaxed);
+        self.snapshot_tables_done.inc();
     }
 
     /// The snapshot ended (complete or interrupted).
     pub fn snapshot_finished(&self) {
-        self.snapshot_running.store(0, Ordering::Relaxed);
+        self.snapshot_running.set(0);
     }
 
     /// An incremental snapshot chunk of `rows` rows was emitted.
     pub fn incremental_chunk(&self, rows: u64) {
-        self.incremental_chunks.fetch_add(1, Ordering::Relaxed);
-        self.incremental_rows.fetch_add(rows, Ordering::Relaxed);
+        self.incremental_chunks.inc();
+        self.incremental_rows.inc_by(rows);
     }
 
     /// An incremental snapshot finished one more table.
     pub fn incremental_table_done(&self) {
-        self.incremental_tables_done.fetch_add(1, Ordering::Relaxed);
+        self.incremental_tables_done.inc();
     }
 
     /// Tables the incremental snapshot still has to read.
     pub fn incremental_tables_remaining(&self, tables: u64) {
-        self.incremental_tables_remaining
-            .store(tables, Ordering::Relaxed);
+        self.incremental_tables_remaining.set(tables);
     }
 
     // ----- reading ---------------------------------------------------------
@@ -707,246 +529,10 @@ impl Metrics {
         lock(&self.tables).get(table).map_or(0, |c| c.events[index])
     }
 
-    /// The metrics in the Prometheus text exposition format (version 0.0.4);
-    /// `ready` is what `/readyz` answers now.
+    /// The metrics in the Prometheus text exposition format (version 0.0.4,
+    /// [`CONTENT_TYPE`]); `ready` is what `/readyz` answers now.
     pub fn render(&self, ready: bool) -> String {
-        let s = self.snapshot();
-        let mut out = String::with_capacity(8 * 1024);
-        let counter = |out: &mut String, name: &str, help: &str, value: u64| {
-            header(out, name, help, "counter");
-            let _ = writeln!(out, "{name} {value}");
-        };
-        let gauge = |out: &mut String, name: &str, help: &str, value: f64| {
-            header(out, name, help, "gauge");
-            let _ = writeln!(out, "{name} {value}");
-        };
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-
-        header(&mut out, names::BUILD_INFO, "Build information.", "gauge");
-        let _ = writeln!(
-            out,
-            "{}{{version=\"{}\"}} 1",
-            names::BUILD_INFO,
-            env!("CARGO_PKG_VERSION")
-        );
-        header(
-            &mut out,
-            names::PHASE,
-            "The run phase: 1 for the current one.",
-            "gauge",
-        );
-        let current = s.phase.label();
-        for label in Phase::LABELS {
-            let value = u8::from(label == current);
-            let _ = writeln!(out, "{}{{phase=\"{label}\"}} {value}", names::PHASE);
-        }
-        gauge(
-            &mut out,
-            names::READY,
-            "1 when /readyz answers 200.",
-            f64::from(u8::from(ready)),
-        );
-
-        gauge(
-            &mut out,
-            names::RECEIVED_LSN,
-            "Everything before this WAL position (bytes) was read from the stream.",
-            s.received_lsn.as_u64() as f64,
-        );
-        gauge(
-            &mut out,
-            names::ACKNOWLEDGED_LSN,
-            "Everything before this WAL position (bytes) is acknowledged by Kafka.",
-            s.acknowledged_lsn.as_u64() as f64,
-        );
-        gauge(
-            &mut out,
-            names::CONFIRMED_LSN,
-            "WAL position (bytes) last confirmed to PostgreSQL for the slot.",
-            s.confirmed_lsn.as_u64() as f64,
-        );
-        gauge(
-            &mut out,
-            names::SERVER_WAL_END_LSN,
-            "The server's WAL end (bytes) as last reported on the replication connection.",
-            s.server_wal_end.as_u64() as f64,
-        );
-        gauge(
-            &mut out,
-            names::LAG_BYTES,
-            "Server WAL end minus the confirmed position: WAL retained on our account.",
-            s.lag_bytes as f64,
-        );
-        gauge(
-            &mut out,
-            names::LAG_SECONDS,
-            "Age of the oldest change read but not yet acknowledged by Kafka (0 when none).",
-            s.lag.as_secs_f64(),
-        );
-        gauge(
-            &mut out,
-            names::LAST_ACKNOWLEDGED_COMMIT,
-            "Commit time of the last fully acknowledged transaction (0 before the first).",
-            s.last_acknowledged_commit_micros.unwrap_or(0) as f64 / 1e6,
-        );
-        gauge(
-            &mut out,
-            names::LAST_KEEPALIVE,
-            "Time of the last keepalive from the server (0 before the first).",
-            s.last_keepalive_micros.unwrap_or(0) as f64 / 1e6,
-        );
-
-        counter(
-            &mut out,
-            names::TRANSACTIONS,
-            "Transactions read from the stream.",
-            load(&self.transactions),
-        );
-        {
-            let tables = lock(&self.tables);
-            for (name, help, pick) in [
-                (
-                    names::EVENTS,
-                    "Change events emitted, by table and op (m: logical decoding messages, table empty).",
-                    (|c: &TableCounts, i: usize| c.events[i]) as fn(&TableCounts, usize) -> u64,
-                ),
-                (
-                    names::EVENT_BYTES,
-                    "Key and value bytes of emitted records (tombstones included), by table and op.",
-                    |c: &TableCounts, i: usize| c.bytes[i],
-                ),
-            ] {
-                header(&mut out, name, help, "counter");
-                for (table, counts) in tables.iter() {
-                    for (i, op) in OPS.iter().enumerate() {
-                        if counts.events[i] > 0 {
-                            let _ = writeln!(
-                                out,
-                                "{name}{{table=\"{}\",op=\"{op}\"}} {}",
-                                escape_label(table),
-                                pick(counts, i)
-                            );
-                        }
-                    }
-                }
-            }
-        }
-
-        counter(
-            &mut out,
-            names::RECORDS_SENT,
-            "Records handed to the Kafka producer.",
-            load(&self.records_sent),
-        );
-        counter(
-            &mut out,
-            names::RECORDS_ACKNOWLEDGED,
-            "Records acknowledged by Kafka.",
-            load(&self.records_acknowledged),
-        );
-        counter(
-            &mut out,
-            names::DELIVERY_ERRORS,
-            "Records Kafka did not accept, including those purged when an attempt ended.",
-            load(&self.delivery_errors),
-        );
-        counter(
-            &mut out,
-            names::PRODUCER_RETRIES,
-            "Produce requests the Kafka producer sent again after a failure or timeout \
-             (sampled every 5 s from librdkafka's statistics).",
-            load(&self.producer_retries),
-        );
-        gauge(
-            &mut out,
-            names::IN_FLIGHT_RECORDS,
-            "Records handed to the producer and not yet acknowledged.",
-            s.in_flight_records as f64,
-        );
-        gauge(
-            &mut out,
-            names::IN_FLIGHT_BYTES,
-            "Bytes of the in-flight records.",
-            s.in_flight_bytes as f64,
-        );
-        gauge(
-            &mut out,
-            names::PRODUCER_QUEUE_DEPTH,
-            "Messages and requests in librdkafka's queues (rd_kafka_outq_len).",
-            s.producer_queue_depth as f64,
-        );
-        self.ack_latency.render(
-            &mut out,
-            names::ACK_LATENCY,
-            "Time from handing a record to the producer to its delivery report.",
-        );
-        self.handler_latency.render(
-            &mut out,
-            names::HANDLER_LATENCY,
-            "Time to handle one replication message, including waits for in-flight capacity.",
-        );
-
-        counter(
-            &mut out,
-            names::RESTARTS,
-            "Pipeline restarts (reconnects) after transient failures.",
-            load(&self.restarts),
-        );
-        counter(
-            &mut out,
-            names::SCHEMA_REGISTRATIONS,
-            "Schemas registered with the schema registry.",
-            load(&self.schema_registrations),
-        );
-        counter(
-            &mut out,
-            names::SCHEMA_REGISTRY_ERRORS,
-            "Failed schema registry requests.",
-            load(&self.schema_registry_errors),
-        );
-        gauge(
-            &mut out,
-            names::SNAPSHOT_RUNNING,
-            "1 while an initial snapshot runs.",
-            load(&self.snapshot_running) as f64,
-        );
-        gauge(
-            &mut out,
-            names::SNAPSHOT_TABLES,
-            "Tables the running or last snapshot covers.",
-            load(&self.snapshot_tables) as f64,
-        );
-        gauge(
-            &mut out,
-            names::SNAPSHOT_TABLES_DONE,
-            "Tables the running or last snapshot has finished.",
-            load(&self.snapshot_tables_done) as f64,
-        );
-        counter(
-            &mut out,
-            names::INCREMENTAL_SNAPSHOT_ROWS,
-            "Rows emitted by incremental snapshots.",
-            load(&self.incremental_rows),
-        );
-        counter(
-            &mut out,
-            names::INCREMENTAL_SNAPSHOT_CHUNKS,
-            "Incremental snapshot chunks emitted.",
-            load(&self.incremental_chunks),
-        );
-        counter(
-            &mut out,
-            names::INCREMENTAL_SNAPSHOT_TABLES_DONE,
-            "Tables incremental snapshots have finished.",
-            load(&self.incremental_tables_done),
-        );
-        gauge(
-            &mut out,
-            names::INCREMENTAL_SNAPSHOT_TABLES_REMAINING,
-            "Tables the running incremental snapshot still has to read.",
-            load(&self.incremental_tables_remaining) as f64,
-        );
-        out
+        self.exposition.encode(&self.snapshot(), ready)
     }
 }
 
@@ -970,25 +556,6 @@ pub struct Snapshot {
     pub in_flight_records: u64,
     pub in_flight_bytes: u64,
     pub producer_queue_depth: u64,
-}
-
-fn header(out: &mut String, name: &str, help: &str, kind: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// Escapes a label value: backslash, double quote and newline.
-fn escape_label(value: &str) -> String {
-    let mut escaped = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => escaped.push_str("\\\\"),
-            '"' => escaped.push_str("\\\""),
-            '\n' => escaped.push_str("\\n"),
-            c => escaped.push(c),
-        }
-    }
-    escaped
 }
 
 #[cfg(test)]

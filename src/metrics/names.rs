@@ -1,0 +1,74 @@
+//! The name of every exported metric, in one place: `docs/METRICS.md`
+//! describes each, `status` reads a scrape by them, and the registry
+//! (`exposition.rs`) registers each under exactly this name.
+//!
+//! Names are the exported series names, suffixes included: counters end in
+//! `_total`, the build info in `_info`.
+
+/// Build information, constant 1, labelled `version`.
+pub const BUILD_INFO: &str = "pgcdc_build_info";
+/// The run phase, 1 for the current one, labelled `phase`.
+pub const PHASE: &str = "pgcdc_phase";
+/// 1 when `/readyz` answers 200.
+pub const READY: &str = "pgcdc_ready";
+/// Everything before this WAL position was read from the stream.
+pub const RECEIVED_LSN: &str = "pgcdc_received_lsn";
+/// Everything before this WAL position is acknowledged by Kafka.
+pub const ACKNOWLEDGED_LSN: &str = "pgcdc_acknowledged_lsn";
+/// The WAL position last confirmed to Postgres (standby status update).
+pub const CONFIRMED_LSN: &str = "pgcdc_confirmed_lsn";
+/// The server's WAL end, as its keepalives and data messages report it.
+pub const SERVER_WAL_END_LSN: &str = "pgcdc_server_wal_end_lsn";
+/// Server WAL end minus confirmed position, in bytes.
+pub const LAG_BYTES: &str = "pgcdc_lag_bytes";
+/// Age of the oldest change read but not acknowledged by Kafka.
+pub const LAG_SECONDS: &str = "pgcdc_lag_seconds";
+/// Commit time (Unix seconds) of the last fully acknowledged transaction.
+pub const LAST_ACKNOWLEDGED_COMMIT: &str = "pgcdc_last_acknowledged_commit_timestamp_seconds";
+/// Unix time of the last keepalive from the server.
+pub const LAST_KEEPALIVE: &str = "pgcdc_last_keepalive_timestamp_seconds";
+/// Transactions read (commits).
+pub const TRANSACTIONS: &str = "pgcdc_transactions_total";
+/// Change events emitted, labelled `table` and `op`.
+pub const EVENTS: &str = "pgcdc_events_total";
+/// Key and value bytes of emitted events (tombstones included), labelled `table` and `op`.
+pub const EVENT_BYTES: &str = "pgcdc_event_bytes_total";
+/// Records handed to the Kafka producer.
+pub const RECORDS_SENT: &str = "pgcdc_kafka_records_sent_total";
+/// Records Kafka acknowledged.
+pub const RECORDS_ACKNOWLEDGED: &str = "pgcdc_kafka_records_acknowledged_total";
+/// Records Kafka did not accept (including those purged at a restart).
+pub const DELIVERY_ERRORS: &str = "pgcdc_kafka_delivery_errors_total";
+/// Produce requests librdkafka sent again (its brokers' `txretries`).
+pub const PRODUCER_RETRIES: &str = "pgcdc_kafka_producer_retries_total";
+/// Records handed to the producer and not yet acknowledged or failed.
+pub const IN_FLIGHT_RECORDS: &str = "pgcdc_in_flight_records";
+/// Bytes of the in-flight records.
+pub const IN_FLIGHT_BYTES: &str = "pgcdc_in_flight_bytes";
+/// librdkafka's queue depth (`rd_kafka_outq_len`).
+pub const PRODUCER_QUEUE_DEPTH: &str = "pgcdc_kafka_producer_queue_depth";
+/// Enqueue-to-delivery-report latency.
+pub const ACK_LATENCY: &str = "pgcdc_kafka_ack_latency_seconds";
+/// Time to handle one replication message (decode, encode, enqueue, backpressure).
+pub const HANDLER_LATENCY: &str = "pgcdc_handler_latency_seconds";
+/// Pipeline restarts after transient failures (reconnects).
+pub const RESTARTS: &str = "pgcdc_restarts_total";
+/// Schemas registered with (or looked up in) the schema registry.
+pub const SCHEMA_REGISTRATIONS: &str = "pgcdc_schema_registrations_total";
+/// Failed schema registry requests.
+pub const SCHEMA_REGISTRY_ERRORS: &str = "pgcdc_schema_registry_errors_total";
+/// 1 while an initial snapshot runs.
+pub const SNAPSHOT_RUNNING: &str = "pgcdc_snapshot_running";
+/// Tables the running (or last) snapshot covers.
+pub const SNAPSHOT_TABLES: &str = "pgcdc_snapshot_tables";
+/// Tables the running (or last) snapshot has finished.
+pub const SNAPSHOT_TABLES_DONE: &str = "pgcdc_snapshot_tables_done";
+/// Rows emitted by incremental snapshots (`source.snapshot` = `incremental`).
+pub const INCREMENTAL_SNAPSHOT_ROWS: &str = "pgcdc_incremental_snapshot_rows_total";
+/// Incremental snapshot chunks emitted (one per watermark window).
+pub const INCREMENTAL_SNAPSHOT_CHUNKS: &str = "pgcdc_incremental_snapshot_chunks_total";
+/// Tables incremental snapshots have finished.
+pub const INCREMENTAL_SNAPSHOT_TABLES_DONE: &str = "pgcdc_incremental_snapshot_tables_done_total";
+/// Tables the running incremental snapshot still has to read (the current one included).
+pub const INCREMENTAL_SNAPSHOT_TABLES_REMAINING: &str =
+    "pgcdc_incremental_snapshot_tables_remaining";
