@@ -102,7 +102,7 @@ impl SetupError {
                 error.is_closed()
                     || error
                         .as_db_error()
-                        .is_none_or(|db| crate::pipeline::sqlstate_is_transient(db.code().code()))
+                        .is_none_or(|db| crate::source::sqlstate::is_transient(db.code()))
             }
             _ => false,
         }
