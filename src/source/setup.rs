@@ -82,7 +82,7 @@ pub enum SetupError {
     TemporarySlot {
         slot: String,
         #[source]
-        error: pgwire_replication::PgWireError,
+        error: crate::source::replication::ReplicationError,
     },
     #[error("CREATE_REPLICATION_SLOT for the temporary slot {slot:?} returned an unexpected reply; expected slot_name, consistent_point, snapshot_name, output_plugin")]
     TemporarySlotReply { slot: String },
