@@ -237,8 +237,8 @@ enum Parsed {
     Drained,
     /// The batch is full; more may be buffered.
     Full,
-    /// The server ended the copy (CopyDone).
-    CopyDone,
+    /// The server ended the stream.
+    Ended,
     /// The server reported an error.
     Failed(ReplicationError),
 }
@@ -266,7 +266,7 @@ impl Reader {
                 }
             }
             match parsed {
-                Parsed::CopyDone => return Ok(()),
+                Parsed::Ended => return Ok(()),
                 Parsed::Failed(error) => return Err(error),
                 // More whole messages may be buffered.
                 Parsed::Full => continue,
@@ -311,7 +311,9 @@ impl Reader {
                     }
                     batch.push(message);
                 }
-                b'c' => return Ok(Parsed::CopyDone),
+                // The server ended the stream: CopyDone, or (a walsender
+                // shutting down, WalSndDone) CommandComplete straight away.
+                b'c' | b'C' | b'Z' => return Ok(Parsed::Ended),
                 b'E' => {
                     return Ok(Parsed::Failed(ReplicationError::Server(server_error(
                         &frame,

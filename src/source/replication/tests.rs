@@ -415,6 +415,20 @@ async fn an_error_ends_the_stream_after_the_messages_before_it() {
 }
 
 #[tokio::test]
+async fn a_walsender_shutting_down_ends_the_stream() {
+    // WalSndDone: CommandComplete without CopyDone, then the server exits.
+    let (mut stream, mut server, _) = streaming(Duration::from_secs(3600)).await;
+    let mut out = xlog(0x200, 0x200, b"I");
+    out.extend(message(b'C', b"COPY 0\0"));
+    server.send(&out).await;
+    assert!(matches!(
+        stream.recv().await,
+        Ok(Some(CopyData::XLogData(_)))
+    ));
+    assert!(matches!(stream.recv().await, Ok(None)), "a clean end");
+}
+
+#[tokio::test]
 async fn a_closed_connection_is_a_retryable_end() {
     let (mut stream, server, _) = streaming(Duration::from_secs(3600)).await;
     drop(server);
