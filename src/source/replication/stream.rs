@@ -16,8 +16,16 @@
 //! to [`BATCH`] messages per channel slot: one wake-up per batch, and the
 //! consumer takes the messages of a batch without synchronization
 //! ([`ReplicationStream::try_recv`]). When the channel is full the reader
-//! stops reading (TCP then holds the server back) and waits for one free
-//! slot, that is one whole batch consumed, still sending status updates.
+//! stops reading (TCP then holds the server back) and waits for several
+//! free slots ([`RESUME_AFTER`], thousands of messages consumed), still sending
+//! status updates.
+//!
+//! The alternative, reading the socket from the stream loop itself (a
+//! cancel-safe `recv` over the buffered socket), saves the hand-over but
+//! leaves nobody to write status updates while the loop is parked in a
+//! Kafka send deep inside a transaction; it would need a second task
+//! sharing the socket's write half for those, and the loop would have to
+//! take care never to hold the reader while it awaits anything else.
 //!
 //! # Invariants
 //!
@@ -52,6 +60,10 @@ use crate::lsn::Lsn;
 pub const BATCH: usize = 256;
 /// Batches the channel holds: with [`BATCH`], up to 8,192 messages read ahead.
 const BATCHES_QUEUED: usize = 32;
+/// Free slots a reader held back by a full channel waits for before it
+/// hands over again: a quarter of the channel, so the consumer still has
+/// three quarters queued when the reader resumes.
+const RESUME_AFTER: usize = BATCHES_QUEUED / 4;
 /// Status cadence of an idle stream whose position did not move.
 pub const IDLE_STATUS: Duration = Duration::from_secs(10);
 /// How long a stop waits for the server to end the copy.
@@ -353,13 +365,16 @@ impl Reader {
             tokio::select! {
                 biased;
                 _ = &mut self.stopped => return Ok(false),
-                permit = self.tx.reserve() => {
-                    return Ok(match permit {
-                        Ok(permit) => {
+                // Resume only once several slots are free: waiting for one
+                // would wake this task for every batch the consumer takes.
+                // The unused permits go back to the channel when dropped.
+                permits = self.tx.reserve_many(RESUME_AFTER) => {
+                    return Ok(match permits.map(|mut permits| permits.next()) {
+                        Ok(Some(permit)) => {
                             permit.send(batch);
                             true
                         }
-                        Err(_) => false,
+                        Ok(None) | Err(_) => false,
                     });
                 }
                 () = tokio::time::sleep_until(due) => {}
