@@ -3,7 +3,6 @@
 # build does not read, apply vendor/patches/<crate>/*.patch. See vendor/README.md.
 #
 #   scripts/vendor-crate.sh rdkafka-sys 4.10.0+2.12.1
-#   scripts/vendor-crate.sh pgwire-replication 0.5.0
 #
 # With --check, nothing is replaced: the copy is re-created in a temporary
 # directory and compared with vendor/<crate>; any difference (a file edited

@@ -16,7 +16,7 @@
 //! The three positions of the pipeline keep their names here too:
 //! *received* (everything before it was read from the stream),
 //! *acknowledged* (everything before it is in Kafka) and *confirmed* (the
-//! position last reported to Postgres, from `pgwire-replication`'s
+//! position last reported to Postgres, from the replication client's
 //! [`ReplicationMetrics::last_applied_lsn`]). Lag in bytes is the server's
 //! WAL end (from keepalives and data messages,
 //! [`ReplicationMetrics::last_wal_end`]) minus the confirmed position: what
@@ -39,9 +39,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use pgwire_replication::ReplicationMetrics;
-
 use crate::lsn::Lsn;
+use crate::source::replication::ReplicationMetrics;
 
 mod exposition;
 pub mod names;
@@ -460,9 +459,9 @@ impl Metrics {
     // ----- reading ---------------------------------------------------------
 
     fn observe_replication(&self, replication: &ReplicationMetrics) {
-        let applied = Lsn::from(replication.last_applied_lsn()).as_u64();
+        let applied = replication.last_applied_lsn().as_u64();
         self.confirmed_lsn.fetch_max(applied, Ordering::Relaxed);
-        let wal_end = Lsn::from(replication.last_wal_end()).as_u64();
+        let wal_end = replication.last_wal_end().as_u64();
         self.server_wal_end.fetch_max(wal_end, Ordering::Relaxed);
     }
 

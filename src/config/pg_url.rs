@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::options::Secret;
+use crate::source::replication::ReplicationConfig;
 use crate::source::tls::PgTls;
 
 /// A PostgreSQL connection URL whose password never reaches a log, with
@@ -38,23 +39,21 @@ impl PgUrl {
         }
     }
 
-    /// A replication connection to `slot` / `publication` with these
-    /// settings: host, port, user, password, database and TLS.
-    pub fn replication_config(
-        &self,
-        slot: impl Into<String>,
-        publication: impl Into<String>,
-    ) -> pgwire_replication::ReplicationConfig {
-        pgwire_replication::ReplicationConfig::new(
-            self.connect_host(),
-            self.user(),
-            self.password(),
-            self.dbname(),
-            slot.into(),
-            publication.into(),
-        )
-        .with_port(self.port())
-        .with_tls(self.tls.replication(&self.host()))
+    /// A replication connection with these settings: host, port, user,
+    /// password, database and TLS (the certificate checked against the
+    /// URL's host, as on the SQL connection).
+    pub fn replication_config(&self) -> ReplicationConfig {
+        ReplicationConfig {
+            host: self.connect_host(),
+            port: self.port(),
+            user: self.user(),
+            password: Some(self.password()).filter(|p| !p.is_empty()),
+            database: self.dbname(),
+            tls: self.tls.clone(),
+            tls_server_name: self.host(),
+            application_name: "pgcdc-kafka".to_owned(),
+            options: None,
+        }
     }
 
     /// The parsed connection settings.

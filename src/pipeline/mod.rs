@@ -16,7 +16,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgwire_replication::PgWireError;
 use tokio::sync::watch;
 
 use crate::config::RunConfig;
@@ -26,6 +25,7 @@ use crate::metrics::{Metrics, Phase};
 use crate::sink::SinkError;
 use crate::source::pgoutput::DecodeError;
 use crate::source::relation::RowError;
+use crate::source::replication::ReplicationError;
 use crate::source::setup::SetupError;
 
 mod previous_run;
@@ -61,7 +61,7 @@ pub enum PipelineError {
     #[error(transparent)]
     Setup(#[from] SetupError),
     #[error("replication stream failed")]
-    Stream(#[source] PgWireError),
+    Stream(#[source] ReplicationError),
     #[error(transparent)]
     Decode(#[from] DecodeError),
     #[error(transparent)]
@@ -101,11 +101,7 @@ impl PipelineError {
     pub fn is_retryable(&self) -> bool {
         match self {
             PipelineError::Setup(e) => e.is_retryable(),
-            PipelineError::Stream(e) => {
-                e.is_transient()
-                    || e.is_io()
-                    || matches!(e, PgWireError::Server(message) if server_error_is_transient(message))
-            }
+            PipelineError::Stream(e) => e.is_retryable(),
             PipelineError::Sink(e) => e.is_retryable(),
             PipelineError::Encode(e) => e.is_retryable(),
             PipelineError::Snapshot(e) => e.is_retryable(),
@@ -138,23 +134,6 @@ pub enum StopReason {
     TimeLimit,
     /// `--snapshot-mode initial_only`: the snapshot is done.
     SnapshotCompleted,
-}
-
-/// Whether a server error (by its SQLSTATE) is worth retrying: connection
-/// problems (class 08), the server shutting down or starting (57P01-57P03),
-/// and too many connections (53300). A slot held by another walsender
-/// (55006) is not retried: that is usually a second connector instance, and
-/// the operator must hear about it.
-pub fn sqlstate_is_transient(code: &str) -> bool {
-    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
-}
-
-/// pgwire-replication renders server errors as `message (SQLSTATE xxxxx)`.
-fn server_error_is_transient(message: &str) -> bool {
-    message
-        .rsplit_once("(SQLSTATE ")
-        .and_then(|(_, rest)| rest.strip_suffix(')'))
-        .is_some_and(sqlstate_is_transient)
 }
 
 /// What a run did, reported when it ends.
@@ -377,24 +356,44 @@ mod tests {
 
     #[test]
     fn server_errors_are_classified_by_sqlstate() {
-        let terminated = PipelineError::Stream(PgWireError::Server(
-            "terminating connection due to administrator command (SQLSTATE 57P01)".into(),
-        ));
+        use crate::source::replication::ServerError;
+        use tokio_postgres::error::SqlState;
+
+        let server = |code: SqlState, message: &str| {
+            PipelineError::Stream(ReplicationError::Server(ServerError {
+                severity: "FATAL".into(),
+                code,
+                message: message.into(),
+                detail: None,
+                hint: None,
+            }))
+        };
+        let terminated = server(
+            SqlState::ADMIN_SHUTDOWN,
+            "terminating connection due to administrator command",
+        );
         assert!(terminated.is_retryable());
-        let slot_busy = PipelineError::Stream(PgWireError::Server(
-            "replication slot \"s\" is active for PID 42 (SQLSTATE 55006)".into(),
-        ));
+        let slot_busy = server(
+            SqlState::OBJECT_IN_USE,
+            "replication slot \"s\" is active for PID 42",
+        );
         assert!(
             !slot_busy.is_retryable(),
             "a second instance must stop and say so"
         );
-        let missing = PipelineError::Stream(PgWireError::Server(
-            "replication slot \"s\" does not exist (SQLSTATE 42704)".into(),
-        ));
+        assert!(crate::error_chain(&slot_busy).contains("is active for PID 42 (SQLSTATE 55006)"));
+        let missing = server(
+            SqlState::UNDEFINED_OBJECT,
+            "replication slot \"s\" does not exist",
+        );
         assert!(!missing.is_retryable());
-        let auth = PipelineError::Stream(PgWireError::Server(
-            "password authentication failed (SQLSTATE 28P01)".into(),
-        ));
+        let auth = PipelineError::Stream(ReplicationError::Login(ServerError {
+            severity: "FATAL".into(),
+            code: SqlState::INVALID_PASSWORD,
+            message: "password authentication failed".into(),
+            detail: None,
+            hint: None,
+        }));
         assert!(!auth.is_retryable());
     }
 }

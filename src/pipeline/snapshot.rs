@@ -23,7 +23,6 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use pgwire_replication::ReplicationClient;
 use tokio::sync::mpsc;
 
 use super::stream::{now_micros, Stream};
@@ -34,6 +33,7 @@ use crate::event::{ChangeEvent, Op, SourceInfo};
 use crate::lsn::Lsn;
 use crate::progress::SnapshotProgress;
 use crate::source::pgoutput::{Datum, Relation, Tuple};
+use crate::source::replication::{ReplicationError, Session};
 use crate::source::setup::{self, quote_ident, SetupError};
 use crate::source::snapshot::{self as reader, PageRange, SnapshotReadError};
 
@@ -41,7 +41,7 @@ use crate::source::snapshot::{self as reader, PageRange, SnapshotReadError};
 pub(super) struct ExportedSlot {
     pub consistent_point: Lsn,
     pub snapshot_name: String,
-    session: ReplicationClient,
+    session: Session,
 }
 
 /// Errors specific to taking a snapshot.
@@ -51,7 +51,7 @@ pub enum SnapshotError {
     CreateSlot {
         slot: String,
         #[source]
-        error: pgwire_replication::PgWireError,
+        error: ReplicationError,
     },
     #[error("CREATE_REPLICATION_SLOT for {slot:?} returned an unexpected reply; expected slot_name, consistent_point, snapshot_name, output_plugin")]
     UnexpectedReply { slot: String },
@@ -65,7 +65,7 @@ impl SnapshotError {
     /// Whether trying again from scratch may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            SnapshotError::CreateSlot { error, .. } => error.is_transient() || error.is_io(),
+            SnapshotError::CreateSlot { error, .. } => error.is_retryable(),
             SnapshotError::Read(SnapshotReadError::Copy { error, .. }) => {
                 error.as_db_error().is_none()
             }
@@ -86,15 +86,13 @@ pub(super) async fn export_slot(
     setup::drop_slot(sql, &working).await?;
     let repl = config
         .pg()
-        .replication_config(working.clone(), config.publication_name.clone())
+        .replication_config()
         .with_application_name(config.names().snapshot_application_name());
     let create_error = |error| SnapshotError::CreateSlot {
         slot: working.clone(),
         error,
     };
-    let mut session = ReplicationClient::connect_gated(repl)
-        .await
-        .map_err(create_error)?;
+    let mut session = Session::connect(&repl).await.map_err(create_error)?;
     let rows = session
         .simple_query(&format!(
             "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')",

@@ -5,7 +5,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use pgwire_replication::{ReplicationClient, ReplicationEvent};
 use tokio::sync::watch;
 
 use super::{exactly_once, incremental, previous_run, snapshot};
@@ -25,8 +24,11 @@ use crate::sink::kafka::InFlightLimits;
 use crate::sink::topics::TopicCreator;
 use crate::sink::transactional::{self, EosSettings};
 use crate::sink::{EncodedRecord, KafkaSink, Progress, SinkError};
-use crate::source::pgoutput::{self, LogicalMessage, OldTuple, Tuple};
+use crate::source::pgoutput::{self, Begin, Commit, LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
+use crate::source::replication::{
+    CopyData, ReplicationConfig, ReplicationStream, Session, StartReplication,
+};
 use crate::source::setup::{self, SetupError, SlotStatus};
 use crate::transform::{Stamp, Transforms};
 
@@ -40,9 +42,6 @@ struct OpenTxn {
     xid: u32,
     commit_time_micros: i64,
 }
-
-/// Microseconds between the Unix epoch and Postgres's (2000-01-01).
-const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
 
 pub(super) fn now_micros() -> i64 {
     SystemTime::now()
@@ -105,7 +104,7 @@ pub async fn run_once(
         config.snapshot_mode,
         SnapshotMode::Never | SnapshotMode::NoData
     );
-    let mut temporary: Option<ReplicationClient> = None;
+    let mut temporary: Option<Session> = None;
     let (start, exported) = match status {
         SlotStatus::Ready { .. } | SlotStatus::Invalidated if config.slot_temporary => {
             return Err(SetupError::TemporarySlotExists {
@@ -273,29 +272,23 @@ pub async fn run_once(
     }
     tracing::info!(slot = %config.slot_name, publication = %config.publication_name, lsn = %start, "starting replication");
 
-    let repl_config = stream
-        .config
-        .pg()
-        .replication_config(
-            stream.config.slot_name.clone(),
-            stream.config.publication_name.clone(),
-        )
-        .with_start_lsn(start.into())
-        .with_ack_lsn(start.into())
-        .with_status_interval(client_status_interval(stream.config))
-        .with_options(SESSION_OPTIONS)
-        .with_application_name(format!("pgcdc-kafka-{}", stream.config.topic_prefix));
-    let mut client = match temporary {
+    let session = match temporary {
         // The session that created the slot is the one that can stream it.
-        Some(mut session) => {
-            session.start().await.map_err(PipelineError::Stream)?;
-            session
-        }
-        None => ReplicationClient::connect(repl_config)
+        Some(session) => session,
+        None => Session::connect(&replication_config(stream.config))
             .await
             .map_err(PipelineError::Stream)?,
     };
-    client.wait_started().await.map_err(PipelineError::Stream)?;
+    let mut client = session
+        .start(StartReplication {
+            slot: stream.config.slot_name.clone(),
+            publication: stream.config.publication_name.clone(),
+            lsn: start,
+            acknowledged: start,
+            status_interval: client_status_interval(stream.config),
+        })
+        .await
+        .map_err(PipelineError::Stream)?;
     exactly_once::start_streaming(&mut stream, start).await?;
     metrics.streaming_started(&client.metrics());
     metrics.set_phase(Phase::Streaming);
@@ -312,20 +305,12 @@ pub async fn run_once(
 /// on it (`CREATE_REPLICATION_SLOT ... TEMPORARY`), so it lives exactly as
 /// long as that session. Returns the session, not yet streaming, and the
 /// slot's consistent point.
-async fn create_temporary_slot(
-    config: &RunConfig,
-) -> Result<(ReplicationClient, Lsn), PipelineError> {
-    let repl = config
-        .pg()
-        .replication_config(config.slot_name.clone(), config.publication_name.clone())
-        .with_status_interval(client_status_interval(config))
-        .with_options(SESSION_OPTIONS)
-        .with_application_name(format!("pgcdc-kafka-{}", config.topic_prefix));
+async fn create_temporary_slot(config: &RunConfig) -> Result<(Session, Lsn), PipelineError> {
     let failed = |error| SetupError::TemporarySlot {
         slot: config.slot_name.clone(),
         error,
     };
-    let mut session = ReplicationClient::connect_gated(repl)
+    let mut session = Session::connect(&replication_config(config))
         .await
         .map_err(failed)?;
     let rows = session
@@ -348,12 +333,22 @@ async fn create_temporary_slot(
     Ok((session, point))
 }
 
+/// The streaming session's settings: the `--pg-url` connection, the
+/// session options the value decoder relies on, and an application name
+/// that says whose it is.
+fn replication_config(config: &RunConfig) -> ReplicationConfig {
+    config
+        .pg()
+        .replication_config()
+        .with_options(SESSION_OPTIONS)
+        .with_application_name(config.names().application_name())
+}
+
 /// The replication client's status cadence: at most [`FEEDBACK_TICK`]. The
 /// confirmed position itself is handed to the client only every
-/// `--status-interval` ([`Stream::stream`]); the short cadence lets the
-/// last one of a stopping run reach the server at once instead of on the
-/// next `--status-interval` tick (pgwire-replication sends no status of its
-/// own before CopyDone).
+/// `--status-interval` ([`Stream::stream`]); the short cadence lets a
+/// position handed over reach the server soon after, which is what a
+/// stopping run waits for before it ends the stream.
 fn client_status_interval(config: &RunConfig) -> Duration {
     config.status_interval.min(FEEDBACK_TICK)
 }
@@ -370,7 +365,7 @@ impl Stream<'_> {
     /// an error; returns why it stopped.
     async fn stream(
         &mut self,
-        client: &mut ReplicationClient,
+        client: &mut ReplicationStream,
         mut progress: watch::Receiver<Progress>,
         mut stop: std::pin::Pin<&mut impl Future<Output = StopReason>>,
     ) -> Result<StopReason, PipelineError> {
@@ -443,7 +438,7 @@ impl Stream<'_> {
                         return Err(PipelineError::Delivery(failure));
                     }
                     if reported.elapsed() >= self.config.status_interval {
-                        client.update_applied_lsn(p.acked.into());
+                        client.update_applied_lsn(p.acked);
                         tracing::trace!(lsn = %p.acked, "confirming");
                         (reported, unreported) = (Instant::now(), None);
                     } else {
@@ -452,7 +447,7 @@ impl Stream<'_> {
                 }
                 () = sleep_until_some(report_due), if report_due.is_some() => {
                     if let Some(lsn) = unreported.take() {
-                        client.update_applied_lsn(lsn.into());
+                        client.update_applied_lsn(lsn);
                         tracing::trace!(%lsn, "confirming");
                         reported = Instant::now();
                     }
@@ -479,8 +474,8 @@ impl Stream<'_> {
     /// delivery failure, which now wait at most one burst.
     async fn handle_burst(
         &mut self,
-        client: &mut ReplicationClient,
-        first: ReplicationEvent,
+        client: &mut ReplicationStream,
+        first: CopyData,
     ) -> Result<(), PipelineError> {
         let mut event = first;
         let mut started = Instant::now();
@@ -498,93 +493,96 @@ impl Stream<'_> {
                 return Ok(());
             }
             match client.try_recv() {
-                Some(next) => event = next.map_err(PipelineError::Stream)?,
+                Some(next) => event = next,
                 None => return Ok(()),
             }
         }
     }
 
-    /// Handles one event, received at `now`.
-    async fn handle(&mut self, event: ReplicationEvent, now: Instant) -> Result<(), PipelineError> {
-        let keepalive = matches!(event, ReplicationEvent::KeepAlive { .. });
-        self.metrics.server_message(now, keepalive);
-        if !keepalive {
-            self.last_activity = now;
+    /// Handles one message of the stream, received at `now`. Every
+    /// XLogData payload goes through the one pgoutput decoder.
+    async fn handle(&mut self, event: CopyData, now: Instant) -> Result<(), PipelineError> {
+        let xlog = match event {
+            CopyData::Keepalive(keepalive) => {
+                self.metrics.server_message(now, true);
+                self.keepalive(keepalive.wal_end);
+                return Ok(());
+            }
+            CopyData::XLogData(xlog) => xlog,
+        };
+        self.metrics.server_message(now, false);
+        self.last_activity = now;
+        let lsn = xlog.wal_start;
+        match pgoutput::decode(&xlog.data, lsn)? {
+            LogicalMessage::Begin(begin) => self.begin(begin).await,
+            LogicalMessage::Commit(commit) => self.commit(commit).await,
+            message => self.handle_message(message, lsn).await,
         }
-        match event {
-            ReplicationEvent::Begin {
-                final_lsn,
-                xid,
-                commit_time_micros,
-            } => {
-                debug_assert!(self.txn.is_none(), "Begin inside a transaction");
-                self.skipping = self
-                    .already_in_kafka
-                    .is_some_and(|recorded| Lsn::from(final_lsn) < recorded);
-                let commit_time_micros = commit_time_micros.saturating_add(PG_EPOCH_OFFSET_MICROS);
-                let id = self.sink.begin();
-                self.txn = Some(OpenTxn {
-                    id,
-                    xid,
-                    commit_time_micros,
-                });
-                self.metrics.transaction_begun(commit_time_micros);
-                if !self.skipping {
-                    self.transaction_began(id, xid, final_lsn.into(), commit_time_micros)
-                        .await?;
-                }
-            }
-            ReplicationEvent::Commit { lsn, end_lsn, .. } => {
-                if let Some(txn) = self.txn.take() {
-                    if !self.skipping {
-                        self.transaction_ending(txn.id).await?;
-                    }
-                    self.sink.commit(txn.id, end_lsn.into());
-                    if let Some(incremental) = &mut self.incremental {
-                        incremental.committed(end_lsn.into());
-                    }
-                    if !std::mem::take(&mut self.skipping) {
-                        self.summary.transactions += 1;
-                    }
-                    self.metrics
-                        .transaction_committed(end_lsn.into(), txn.commit_time_micros);
-                    if self.sink.batch_due() {
-                        self.commit_kafka_batch(false).await?;
-                    }
-                }
-                self.received = self.received.max(end_lsn.into());
-                self.metrics.received(self.received);
-                self.last_commit_lsn = Some(lsn.into());
-            }
-            ReplicationEvent::XLogData {
-                wal_start, data, ..
-            } => {
-                let lsn = Lsn::from(wal_start);
-                let message = pgoutput::decode(&data, lsn)?;
-                self.handle_message(message, lsn).await?;
-            }
-            ReplicationEvent::KeepAlive { wal_end, .. } => {
-                self.metrics.server_wal_end(Lsn::from(wal_end));
-                if self.txn.is_none() {
-                    let wal_end = Lsn::from(wal_end);
-                    self.received = self.received.max(wal_end);
-                    self.metrics.received(self.received);
-                    self.idle_wal_end = self.idle_wal_end.max(wal_end);
-                    self.sink.advance_idle(wal_end);
-                }
-            }
-            ReplicationEvent::Message {
-                transactional,
-                lsn,
-                prefix,
-                content,
-            } => {
-                self.emit_message(transactional, prefix, content.to_vec(), lsn.into())
-                    .await?;
-            }
-            ReplicationEvent::StoppedAt { .. } => {}
+    }
+
+    /// A transaction starts: it is tracked until its Commit.
+    async fn begin(&mut self, begin: Begin) -> Result<(), PipelineError> {
+        debug_assert!(self.txn.is_none(), "Begin inside a transaction");
+        self.skipping = self
+            .already_in_kafka
+            .is_some_and(|recorded| begin.final_lsn < recorded);
+        let commit_time_micros = begin.commit_time_unix_micros();
+        let id = self.sink.begin();
+        self.txn = Some(OpenTxn {
+            id,
+            xid: begin.xid,
+            commit_time_micros,
+        });
+        self.metrics.transaction_begun(commit_time_micros);
+        if !self.skipping {
+            self.transaction_began(id, begin.xid, begin.final_lsn, commit_time_micros)
+                .await?;
         }
         Ok(())
+    }
+
+    /// The open transaction committed: once its records are acknowledged
+    /// the slot may move to its `end_lsn` (see [`crate::checkpoint`]);
+    /// `commit_lsn` is what the next events report as `lsn_commit`.
+    async fn commit(&mut self, commit: Commit) -> Result<(), PipelineError> {
+        let Commit {
+            commit_lsn,
+            end_lsn,
+            ..
+        } = commit;
+        if let Some(txn) = self.txn.take() {
+            if !self.skipping {
+                self.transaction_ending(txn.id).await?;
+            }
+            self.sink.commit(txn.id, end_lsn);
+            if let Some(incremental) = &mut self.incremental {
+                incremental.committed(end_lsn);
+            }
+            if !std::mem::take(&mut self.skipping) {
+                self.summary.transactions += 1;
+            }
+            self.metrics
+                .transaction_committed(end_lsn, txn.commit_time_micros);
+            if self.sink.batch_due() {
+                self.commit_kafka_batch(false).await?;
+            }
+        }
+        self.received = self.received.max(end_lsn);
+        self.metrics.received(self.received);
+        self.last_commit_lsn = Some(commit_lsn);
+        Ok(())
+    }
+
+    /// The server's heartbeat: between transactions everything up to its
+    /// WAL end was read.
+    fn keepalive(&mut self, wal_end: Lsn) {
+        self.metrics.server_wal_end(wal_end);
+        if self.txn.is_none() {
+            self.received = self.received.max(wal_end);
+            self.metrics.received(self.received);
+            self.idle_wal_end = self.idle_wal_end.max(wal_end);
+            self.sink.advance_idle(wal_end);
+        }
     }
 
     async fn handle_message(
@@ -943,7 +941,7 @@ impl Stream<'_> {
 
     /// Drains what is in flight and confirms it; records the outcome in the
     /// summary. `reason` is `None` when the attempt failed.
-    async fn finish(&mut self, client: &mut ReplicationClient, reason: Option<StopReason>) {
+    async fn finish(&mut self, client: &mut ReplicationStream, reason: Option<StopReason>) {
         if reason.is_some() && self.txn.is_none() {
             if let Err(error) = self.commit_kafka_batch(false).await {
                 tracing::warn!(error = %crate::error_chain(&error), "the last kafka transaction did not commit; it is sent again on restart");
@@ -971,12 +969,12 @@ impl Stream<'_> {
             self.sink.advance_idle(self.idle_wal_end);
         }
         let acked = self.acked();
-        client.update_applied_lsn(acked.into());
+        client.update_applied_lsn(acked);
         // The client reports on its status cadence; wait for it to tell the server.
         let deadline =
             Instant::now() + client_status_interval(self.config) * 3 + Duration::from_secs(1);
         let metrics = client.metrics();
-        while Lsn::from(metrics.last_applied_lsn()) < acked && Instant::now() < deadline {
+        while metrics.last_applied_lsn() < acked && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         client.stop();

@@ -1,11 +1,18 @@
-//! The Postgres side: slot and publication setup, the pgoutput decoder, the
-//! relation cache, value decoding and the signal table.
+//! The Postgres side: the replication protocol client, slot and publication
+//! setup, the pgoutput decoder, the relation cache, value decoding and the
+//! signal table.
+//!
+//! Nothing here imports [`crate::pipeline`]: the pipeline uses the source,
+//! never the reverse (SQLSTATE classification, for one, lives in
+//! [`sqlstate`]).
 
 pub mod catalog;
 pub mod pgoutput;
 pub mod relation;
+pub mod replication;
 pub mod setup;
 pub mod signal;
 pub mod snapshot;
+pub mod sqlstate;
 pub mod tls;
 pub mod types;

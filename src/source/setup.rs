@@ -83,7 +83,7 @@ pub enum SetupError {
     TemporarySlot {
         slot: String,
         #[source]
-        error: pgwire_replication::PgWireError,
+        error: crate::source::replication::ReplicationError,
     },
     #[error("CREATE_REPLICATION_SLOT for the temporary slot {slot:?} returned an unexpected reply; expected slot_name, consistent_point, snapshot_name, output_plugin")]
     TemporarySlotReply { slot: String },
@@ -103,7 +103,7 @@ impl SetupError {
                 error.is_closed()
                     || error
                         .as_db_error()
-                        .is_none_or(|db| crate::pipeline::sqlstate_is_transient(db.code().code()))
+                        .is_none_or(|db| crate::source::sqlstate::is_transient(db.code()))
             }
             _ => false,
         }

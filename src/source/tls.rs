@@ -5,8 +5,8 @@
 //!
 //! Both connections honour the same settings: the SQL connection
 //! (tokio-postgres, through [`MakeRustlsConnect`] here) and the replication
-//! stream (pgwire-replication, through [`PgTls::replication`]). Both use
-//! rustls, with the same meaning of each mode
+//! session ([`crate::source::replication`], from [`PgTls::rustls_config`]).
+//! Both use rustls, with the same meaning of each mode
 //! (<https://www.postgresql.org/docs/current/libpq-ssl.html#LIBPQ-SSL-PROTECTION>):
 //!
 //! | sslmode | encrypted | server certificate checked | host name checked |
@@ -214,7 +214,7 @@ impl PgTls {
         problems
     }
 
-    /// The rustls client configuration of the SQL connection.
+    /// The rustls client configuration of both connections (SQL and replication).
     pub fn rustls_config(&self) -> Result<rustls::ClientConfig, TlsSettingError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
@@ -258,29 +258,6 @@ impl PgTls {
             _ => builder.with_no_client_auth(),
         };
         Ok(config)
-    }
-
-    /// The same settings for the replication stream. `name` is the host
-    /// name the certificate must be issued for (under `verify-full`).
-    pub fn replication(&self, name: &str) -> pgwire_replication::TlsConfig {
-        use pgwire_replication::SslMode as Mode;
-        let mode = match self.mode {
-            SslMode::Disable => Mode::Disable,
-            SslMode::Prefer => Mode::Prefer,
-            SslMode::Require => Mode::Require,
-            SslMode::VerifyCa => Mode::VerifyCa,
-            SslMode::VerifyFull => Mode::VerifyFull,
-        };
-        pgwire_replication::TlsConfig {
-            mode,
-            ca_pem_path: self.root_cert.clone(),
-            // Always set: pgwire-replication refuses verify-full to an IP
-            // address otherwise, where rustls checks the certificate's IP
-            // addresses as libpq does.
-            sni_hostname: Some(name.to_owned()),
-            client_cert_pem_path: self.cert.clone(),
-            client_key_pem_path: self.key.clone(),
-        }
     }
 
     /// What tokio-postgres itself should do: try TLS (prefer), insist on it

@@ -1,2 +1,0 @@
-#[cfg(feature = "tls-rustls")]
-pub mod rustls;
