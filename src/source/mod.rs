@@ -13,6 +13,7 @@ pub mod replication;
 pub mod setup;
 pub mod signal;
 pub mod snapshot;
+pub mod sql;
 pub mod sqlstate;
 pub mod tls;
 pub mod types;

@@ -175,10 +175,7 @@ where
     });
 }
 
-/// Quotes an identifier for SQL.
-pub fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
+pub use super::sql::quote_ident;
 
 /// What the slot looks like when the connector starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,6 +30,7 @@
 
 use std::fmt;
 
+mod conn;
 pub mod error;
 pub mod frame;
 pub mod session;
@@ -135,7 +136,7 @@ impl PluginOptions {
     /// ```
     pub fn render(&self) -> String {
         // publication_names is a list of identifiers inside a string literal.
-        let publication = crate::source::setup::quote_ident(&self.publication).replace('\'', "''");
+        let publication = crate::source::sql::quote_ident(&self.publication).replace('\'', "''");
         let mut out = format!(
             "proto_version '{}', publication_names '{publication}'",
             self.proto_version

@@ -14,94 +14,19 @@
 use std::io;
 use std::sync::Arc;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
 use postgres_protocol::message::frontend;
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::error::{ReplicationError, ServerError};
-use super::frame::{self, AuthRequest, Frame, Row, MAX_FRAME_BODY};
+use super::conn::{server_error, Conn, Wire};
+use super::error::ReplicationError;
+use super::frame::{self, AuthRequest, Row};
 use super::stream::{ReplicationStream, StartReplication};
 use super::{PluginOptions, ReplicationConfig};
 use crate::source::tls::SslMode;
-
-/// Bytes asked of the socket per read: enough for hundreds of small
-/// changes, so a backlog is read in few system calls.
-pub(super) const READ_CHUNK: usize = 128 * 1024;
-
-/// A byte stream carrying the protocol: a TCP or Unix socket, TLS over TCP,
-/// or an in-memory pipe in tests.
-pub(super) trait Wire: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Wire for T {}
-
-/// Reads whole messages off a connection, keeping a partial one between
-/// reads (so [`Conn::read_frame`] is cancel-safe) and writes what the
-/// frontend queued in `out`.
-pub(super) struct Conn {
-    pub(super) io: Box<dyn Wire>,
-    pub(super) read: BytesMut,
-    pub(super) out: BytesMut,
-}
-
-impl Conn {
-    pub(super) fn new(io: Box<dyn Wire>) -> Self {
-        Conn {
-            io,
-            read: BytesMut::with_capacity(READ_CHUNK),
-            out: BytesMut::new(),
-        }
-    }
-
-    /// A whole message already buffered, without reading.
-    pub(super) fn buffered_frame(&mut self) -> Result<Option<Frame>, ReplicationError> {
-        Ok(frame::split_frame(&mut self.read, MAX_FRAME_BODY)?)
-    }
-
-    /// Reads from the socket once; `during` names the step for an early close.
-    /// Cancel-safe: data read is kept in `self.read`, nothing is lost.
-    pub(super) async fn fill(&mut self, during: &'static str) -> Result<(), ReplicationError> {
-        if self.read.capacity() - self.read.len() < READ_CHUNK / 4 {
-            self.read.reserve(READ_CHUNK);
-        }
-        match self.io.read_buf(&mut self.read).await? {
-            0 => Err(ReplicationError::Closed(during)),
-            _ => Ok(()),
-        }
-    }
-
-    /// The next message, reading as needed.
-    pub(super) async fn read_frame(
-        &mut self,
-        during: &'static str,
-    ) -> Result<Frame, ReplicationError> {
-        loop {
-            if let Some(frame) = self.buffered_frame()? {
-                return Ok(frame);
-            }
-            self.fill(during).await?;
-        }
-    }
-
-    /// Writes and flushes what is queued in `out`.
-    pub(super) async fn flush(&mut self) -> Result<(), ReplicationError> {
-        while self.out.has_remaining() {
-            let n = self.io.write(&self.out).await?;
-            if n == 0 {
-                return Err(io::Error::from(io::ErrorKind::WriteZero).into());
-            }
-            self.out.advance(n);
-        }
-        self.io.flush().await?;
-        Ok(())
-    }
-}
-
-/// The server's ErrorResponse as a typed error.
-pub(super) fn server_error(frame: &Frame) -> Result<ServerError, ReplicationError> {
-    Ok(frame::parse_error_fields(&frame.body)?.into())
-}
 
 /// An authenticated replication session, ready for commands.
 pub struct Session {
@@ -211,7 +136,7 @@ impl Session {
         let options = PluginOptions::for_server(self.server_version_num, &start.publication);
         let sql = format!(
             "START_REPLICATION SLOT {} LOGICAL {} ({})",
-            crate::source::setup::quote_ident(&start.slot),
+            crate::source::sql::quote_ident(&start.slot),
             start.lsn,
             options.render()
         );

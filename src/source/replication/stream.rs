@@ -51,9 +51,9 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::conn::{server_error, Conn};
 use super::error::ReplicationError;
 use super::frame::{self, CopyData};
-use super::session::{server_error, Conn};
 use crate::lsn::Lsn;
 
 /// Messages per hand-over at most.
