@@ -1,9 +1,24 @@
 //! pgcdc-kafka: PostgreSQL change data capture into Kafka, Debezium-compatible.
 //!
-//! A change travels one way: replication stream ([`source`]) -> pgoutput
-//! decoding -> change events ([`event`]) -> encoding ([`encode`]) -> Kafka
-//! producer ([`sink`]) -> delivery ack -> slot LSN confirmed ([`checkpoint`]).
-//! [`pipeline`] wires the stages together.
+//! A change travels one way: replication stream ([`source::replication`])
+//! -> pgoutput decoding ([`source::pgoutput`]) -> change events ([`event`])
+//! -> transforms ([`transform`]) -> encoding ([`encode`]) -> Kafka producer
+//! ([`sink`]) -> delivery ack -> slot LSN confirmed ([`checkpoint`]).
+//! [`pipeline`] wires the stages together; [`command`] holds one module per
+//! subcommand.
+//!
+//! # Who owns what
+//!
+//! - The replication protocol: [`source::replication`] alone (login, START_REPLICATION
+//!   options per server version, framing, status updates).
+//! - What the catalog says (server, role, slots, publications, tables):
+//!   [`source::catalog`], for `run`, `check` and `status` alike.
+//! - Which LSN may be confirmed: [`checkpoint`] alone.
+//! - Every derived name (topics, subjects, ids, slot names): [`naming`].
+//! - Each stage's options: the stage itself ([`encode::options`],
+//!   [`transform::options`], [`select::SelectOptions`]), flattened into
+//!   `run`'s flags by [`config`], which validates them all at once.
+//! - Operations: [`metrics`] and [`http`].
 //!
 //! # Delivery guarantee
 //!

@@ -1,8 +1,8 @@
-//! The vocabulary of layered configuration: one [`Setting`] a layer sets,
+//! The vocabulary of layered configuration: one `Setting` a layer sets,
 //! where it came from ([`Origin`]), what the layers know of one argument
-//! ([`ArgInfo`], [`ArgIndex`]) and a rejected value ([`Problem`]). The layers
-//! themselves ([`super::layers`], [`super::file`], [`super::debezium`]) build
-//! on these and never on each other's internals.
+//! (`ArgInfo`, `ArgIndex`) and a rejected value ([`Problem`]). The layers
+//! themselves ([`super::layers`], `file`, [`super::debezium`]) build on
+//! these and never on each other's internals.
 
 use std::collections::BTreeMap;
 use std::fmt;
