@@ -222,6 +222,10 @@ pub(super) struct Exposition {
 
 impl Exposition {
     /// Registers every series of `m`, in the order a scrape lists them.
+    ///
+    /// Long on purpose: one registration per exported metric, each with its
+    /// help text, read top to bottom as the scrape page is; split up, the
+    /// order of the page would no longer be visible in one place.
     pub(super) fn new(m: &Metrics) -> Self {
         let live = Live::default();
         let mut r = Registry::default();
