@@ -40,7 +40,7 @@ pub mod config;
 pub mod encode;
 pub mod event;
 pub mod http;
-pub mod lsn;
+pub use pgcdc_wire::lsn;
 pub mod metrics;
 pub mod naming;
 pub mod options;

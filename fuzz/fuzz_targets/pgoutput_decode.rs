@@ -9,8 +9,8 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use pgcdc_kafka::lsn::Lsn;
-use pgcdc_kafka::source::pgoutput::decode;
+use pgcdc_wire::lsn::Lsn;
+use pgcdc_wire::pgoutput::decode;
 
 fuzz_target!(|data: &[u8]| {
     let data = Bytes::copy_from_slice(data);

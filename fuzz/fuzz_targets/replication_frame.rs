@@ -10,8 +10,8 @@
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use pgcdc_kafka::source::pgoutput::decode;
-use pgcdc_kafka::source::replication::frame::{
+use pgcdc_wire::pgoutput::decode;
+use pgcdc_wire::frame::{
     parse_auth_request, parse_copy_data, parse_data_row, parse_error_fields,
     parse_parameter_status, split_frame, CopyData,
 };

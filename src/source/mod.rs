@@ -7,7 +7,7 @@
 //! [`sqlstate`]).
 
 pub mod catalog;
-pub mod pgoutput;
+pub use pgcdc_wire::pgoutput;
 pub mod relation;
 pub mod replication;
 pub mod setup;

@@ -32,7 +32,7 @@ use std::fmt;
 
 mod conn;
 pub mod error;
-pub mod frame;
+pub use pgcdc_wire::frame;
 pub mod session;
 pub mod stream;
 #[cfg(test)]

@@ -24,13 +24,13 @@
 //!
 //! # Never panics
 //!
-//! As in [`crate::source::pgoutput`], the bytes are untrusted: every read is
+//! As in [`crate::pgoutput`], the bytes are untrusted: every read is
 //! bounds-checked, a negative or oversized length is an error, and the lints
 //! below reject indexing, unchecked arithmetic and panics in this file (its
 //! tests excepted). The fuzz target `fuzz/fuzz_targets/replication_frame.rs`
 //! feeds arbitrary bytes through [`split_frame`] and every parser here. An
 //! XLogData payload is not looked into: it goes whole to
-//! [`crate::source::pgoutput::decode`].
+//! [`crate::pgoutput::decode`].
 #![deny(
     clippy::indexing_slicing,
     clippy::arithmetic_side_effects,
@@ -103,7 +103,7 @@ pub enum FrameError {
 ///
 /// ```
 /// use bytes::BytesMut;
-/// use pgcdc_kafka::source::replication::frame::{split_frame, MAX_FRAME_BODY};
+/// use pgcdc_wire::frame::{split_frame, MAX_FRAME_BODY};
 ///
 /// let mut buf = BytesMut::from(&b"Z\0\0\0\x05Id"[..]);
 /// let frame = split_frame(&mut buf, MAX_FRAME_BODY).unwrap().unwrap();
@@ -160,7 +160,7 @@ pub struct XLogData {
     pub wal_end: Lsn,
     /// The server's clock when it sent this (microseconds since 2000-01-01).
     pub send_time_micros: i64,
-    /// The output plugin's message, for [`crate::source::pgoutput::decode`].
+    /// The output plugin's message, for [`crate::pgoutput::decode`].
     pub data: Bytes,
 }
 

@@ -82,7 +82,7 @@ pub const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800 * 1_000_000;
 /// microseconds since the Unix epoch, saturating at the `i64` range.
 ///
 /// ```
-/// use pgcdc_kafka::source::pgoutput::pg_epoch_micros_to_unix_micros;
+/// use pgcdc_wire::pgoutput::pg_epoch_micros_to_unix_micros;
 ///
 /// assert_eq!(pg_epoch_micros_to_unix_micros(0), 946_684_800_000_000);
 /// ```
@@ -524,8 +524,8 @@ fn unsupported_reason(tag: u8) -> String {
 ///
 /// ```
 /// use bytes::Bytes;
-/// use pgcdc_kafka::lsn::Lsn;
-/// use pgcdc_kafka::source::pgoutput::{decode, Datum, LogicalMessage};
+/// use pgcdc_wire::lsn::Lsn;
+/// use pgcdc_wire::pgoutput::{decode, Datum, LogicalMessage};
 ///
 /// // INSERT into relation 16384 of one text value "42".
 /// let data = Bytes::from_static(b"I\0\0\x40\0N\0\x01t\0\0\0\x0242");

@@ -13,7 +13,7 @@ use std::str::FromStr;
 /// A position in the write-ahead log.
 ///
 /// ```
-/// use pgcdc_kafka::lsn::Lsn;
+/// use pgcdc_wire::lsn::Lsn;
 ///
 /// let lsn: Lsn = "16/B374D848".parse().unwrap();
 /// assert_eq!(lsn.as_u64(), 0x16_B374_D848);
