@@ -30,7 +30,6 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use rdkafka::config::ClientConfig;
 
-pub use crate::source::setup::PublicationAutocreateMode;
 use crate::source::types::{
     BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, TimePrecision, ValueOptions,
     DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
@@ -343,6 +342,20 @@ pub struct RunConfig {
     /// Extra librdkafka producer properties, key=value (repeatable).
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
     pub kafka_properties: Vec<(String, String)>,
+}
+
+/// How the connector treats its publication (Debezium's
+/// `publication.autocreate.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[value(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum PublicationAutocreateMode {
+    /// Create it FOR ALL TABLES (or FOR TABLE the --table list) if missing.
+    AllTables,
+    /// Create it, or alter it, to publish exactly the selected tables.
+    Filtered,
+    /// Never create or alter it: it must exist.
+    Disabled,
 }
 
 /// When the connector snapshots existing rows.

@@ -5,7 +5,7 @@ use tokio_postgres::{Client, NoTls};
 
 use crate::source::tls::{MakeRustlsConnect, SslMode, TlsSettingError};
 
-use crate::config::{PgUrl, RunConfig};
+use crate::config::{PgUrl, PublicationAutocreateMode, RunConfig};
 use crate::lsn::Lsn;
 use crate::select::Selection;
 use crate::source::catalog;
@@ -283,20 +283,6 @@ pub async fn copy_slot(client: &Client, from: &str, to: &str) -> Result<(), Setu
             "copying replication slot {from:?} to {to:?}"
         )))?;
     Ok(())
-}
-
-/// How the connector treats its publication (Debezium's
-/// `publication.autocreate.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[value(rename_all = "snake_case")]
-#[serde(rename_all = "snake_case")]
-pub enum PublicationAutocreateMode {
-    /// Create it FOR ALL TABLES (or FOR TABLE the --table list) if missing.
-    AllTables,
-    /// Create it, or alter it, to publish exactly the selected tables.
-    Filtered,
-    /// Never create or alter it: it must exist.
-    Disabled,
 }
 
 fn qualified(schema: &str, table: &str) -> String {
