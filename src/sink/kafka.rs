@@ -35,43 +35,11 @@ use tokio::sync::{watch, Semaphore};
 
 use super::error::{delivery_error, SinkError};
 use super::login::{self, Interrupted, LoginRefused};
+use super::record::{EncodedRecord, Progress};
 use super::transactional::{self, EosSettings, IncrementalProgress, ProgressRecord};
 use crate::checkpoint::{AckTracker, TxnId};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
-
-/// One message ready for Kafka, tagged with the transaction it belongs to.
-#[derive(Debug, Clone)]
-pub struct EncodedRecord {
-    pub topic: Arc<str>,
-    /// `None` for a null key (tables without a primary key or replica identity).
-    pub key: Option<Vec<u8>>,
-    /// `None` for a tombstone.
-    pub value: Option<Vec<u8>>,
-    pub headers: Vec<(&'static str, Vec<u8>)>,
-    pub txn: TxnId,
-}
-
-impl EncodedRecord {
-    fn size(&self) -> usize {
-        self.key.as_ref().map_or(0, Vec::len)
-            + self.value.as_ref().map_or(0, Vec::len)
-            + self
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.len())
-                .sum::<usize>()
-    }
-}
-
-/// What the delivery side reports to the pipeline.
-#[derive(Debug, Clone, Default)]
-pub struct Progress {
-    /// Everything below this LSN is acknowledged by Kafka.
-    pub acked: Lsn,
-    /// The first delivery that failed for good, if any.
-    pub failure: Option<Arc<SinkError>>,
-}
 
 /// How often librdkafka reports its statistics (read for the retry count).
 const STATISTICS_INTERVAL_MS: &str = "5000";

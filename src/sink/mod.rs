@@ -3,8 +3,10 @@
 pub mod error;
 pub mod kafka;
 pub mod login;
+pub mod record;
 pub mod transactional;
 
 pub use error::SinkError;
-pub use kafka::{EncodedRecord, KafkaSink, Progress};
+pub use kafka::KafkaSink;
+pub use record::{EncodedRecord, Progress};
 pub mod topics;

@@ -1,0 +1,43 @@
+//! What crosses into the sink and what comes back out: a record ready for
+//! Kafka, tagged with its Postgres transaction, and the delivery progress
+//! the pipeline reads (everything below `acked` is in Kafka).
+
+use std::sync::Arc;
+
+use super::error::SinkError;
+use crate::checkpoint::TxnId;
+use crate::lsn::Lsn;
+
+/// One message ready for Kafka, tagged with the transaction it belongs to.
+#[derive(Debug, Clone)]
+pub struct EncodedRecord {
+    pub topic: Arc<str>,
+    /// `None` for a null key (tables without a primary key or replica identity).
+    pub key: Option<Vec<u8>>,
+    /// `None` for a tombstone.
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(&'static str, Vec<u8>)>,
+    pub txn: TxnId,
+}
+
+impl EncodedRecord {
+    /// The bytes it holds against `--max-in-flight-bytes`.
+    pub(super) fn size(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::len)
+            + self.value.as_ref().map_or(0, Vec::len)
+            + self
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
+    }
+}
+
+/// What the delivery side reports to the pipeline.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// Everything below this LSN is acknowledged by Kafka.
+    pub acked: Lsn,
+    /// The first delivery that failed for good, if any.
+    pub failure: Option<Arc<SinkError>>,
+}
