@@ -1,0 +1,377 @@
+//! The translation of each pgoutput message of a transaction into Kafka
+//! records: row changes (with key changes split into a delete and a create,
+//! and TOASTed unchanged values marked), truncates, logical messages and
+//! signal-table rows, through the transforms and the encoder into the sink.
+//! The read loop ([`super`]) calls [`Stream::handle_message`] for each one.
+
+use std::sync::Arc;
+
+use super::super::{PipelineError, NEW_KEY_HEADER, OLD_KEY_HEADER, UNCHANGED_COLUMNS_HEADER};
+use super::{now_micros, Stream};
+use crate::checkpoint::TxnId;
+use crate::event::metadata::TransactionBlock;
+use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo, TableSchema};
+use crate::lsn::Lsn;
+use crate::sink::EncodedRecord;
+use crate::source::pgoutput::{LogicalMessage, OldTuple, Tuple};
+use crate::source::relation::{RelationCache, RowError};
+use crate::source::setup;
+use crate::transform::Stamp;
+
+impl Stream<'_> {
+    /// Turns one decoded message of the open transaction (`lsn`: where it
+    /// is in the WAL) into records, or into the relation cache's state.
+    pub(super) async fn handle_message(
+        &mut self,
+        message: LogicalMessage,
+        lsn: Lsn,
+    ) -> Result<(), PipelineError> {
+        let skipped = self.config.skipped_operations;
+        // Incremental snapshots see every change first: signals, watermarks,
+        // and the keys that leave a chunk's buffer. Signal-table rows are
+        // then emitted like any captured table's, as Debezium does.
+        let mut signal = None;
+        if let Some(incremental) = &mut self.incremental {
+            match &message {
+                LogicalMessage::Relation(relation) if !incremental.is_signal_relation(relation) => {
+                    incremental.relation_changed(relation.id);
+                }
+                LogicalMessage::Insert(i) if incremental.is_signal(i.relation_id) => {
+                    signal = Some(i.new.clone());
+                }
+                LogicalMessage::Update(u) if incremental.is_signal(u.relation_id) => {
+                    signal = Some(u.new.clone());
+                }
+                LogicalMessage::Insert(i) => incremental.observe(i.relation_id, &[&i.new]),
+                LogicalMessage::Update(u) => match &u.old {
+                    Some(old) => incremental.observe(u.relation_id, &[old.tuple(), &u.new]),
+                    None => incremental.observe(u.relation_id, &[&u.new]),
+                },
+                LogicalMessage::Delete(d) => incremental.observe(d.relation_id, &[d.old.tuple()]),
+                LogicalMessage::Truncate(t) => {
+                    for &relation_id in &t.relation_ids {
+                        incremental.truncated(relation_id);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(tuple) = signal {
+            self.signal_change(&tuple, lsn).await?;
+        }
+        let (op, relation_id, before, after) = match message {
+            LogicalMessage::Relation(relation) => {
+                if !self.relations.admits(&relation) {
+                    tracing::debug!(
+                        relation_id = relation.id,
+                        "relation not selected; its changes are skipped"
+                    );
+                    return Ok(());
+                }
+                if !self.relations.knows_types_of(&relation) {
+                    *self.relations.types_mut() = setup::load_types(&self.sql).await?;
+                }
+                let catalog = setup::catalog_columns(&self.sql, relation.id).await?;
+                let table = self.relations.update(&relation, &catalog)?;
+                self.ensure_topic(&table.topic).await?;
+                tracing::debug!(topic = %table.topic, relation_id = relation.id, "relation");
+                return Ok(());
+            }
+            LogicalMessage::Insert(i) if !skipped.inserts => {
+                (Op::Create, i.relation_id, None, Some(i.new))
+            }
+            LogicalMessage::Update(u) if !skipped.updates => (
+                Op::Update,
+                u.relation_id,
+                u.old.map(OldTuple::into_tuple),
+                Some(u.new),
+            ),
+            LogicalMessage::Delete(d) if !skipped.deletes => {
+                (Op::Delete, d.relation_id, Some(d.old.into_tuple()), None)
+            }
+            LogicalMessage::Truncate(t) if !skipped.truncates => {
+                for relation_id in t.relation_ids {
+                    self.emit_row_change(Op::Truncate, relation_id, None, None, lsn)
+                        .await?;
+                }
+                return Ok(());
+            }
+            LogicalMessage::Message(m) => {
+                return self
+                    .emit_message(m.transactional, m.prefix, m.content.to_vec(), m.lsn)
+                    .await;
+            }
+            other => {
+                tracing::trace!(tag = %char::from(other.tag()), "message skipped");
+                return Ok(());
+            }
+        };
+        self.emit_row_change(op, relation_id, before, after, lsn)
+            .await
+    }
+
+    async fn emit_row_change(
+        &mut self,
+        op: Op,
+        relation_id: u32,
+        before: Option<Tuple>,
+        after: Option<Tuple>,
+        lsn: Lsn,
+    ) -> Result<(), PipelineError> {
+        let Some(txn) = self.txn.as_ref() else {
+            tracing::warn!(%lsn, "row change outside a transaction ignored");
+            return Ok(());
+        };
+        if self.skipping || self.relations.is_excluded(relation_id) {
+            return Ok(());
+        }
+        let txn_id = txn.id;
+        let source = SourceInfo {
+            commit_time_micros: txn.commit_time_micros,
+            xid: txn.xid,
+            lsn,
+            last_commit_lsn: self.last_commit_lsn,
+            snapshot: "false",
+        };
+        let table = Arc::clone(self.relations.get(relation_id, lsn)?);
+        // Columns whose value was not sent because it is TOASTed and unchanged.
+        let unchanged: Vec<&str> = after
+            .as_ref()
+            .map(|t| self.relations.unchanged_columns(&table, t))
+            .unwrap_or_default();
+        let unchanged_header = (!unchanged.is_empty()).then(|| {
+            (
+                UNCHANGED_COLUMNS_HEADER,
+                serde_json::to_vec(&unchanged).unwrap_or_default(),
+            )
+        });
+        let mut table = table;
+        let decode = |relations: &RelationCache, table: &TableSchema| {
+            let before = before
+                .as_ref()
+                .map(|t| relations.decode_row(table, t, lsn))
+                .transpose()?;
+            let after = after
+                .as_ref()
+                .map(|t| relations.decode_row(table, t, lsn))
+                .transpose()?;
+            Ok::<_, RowError>((before, after))
+        };
+        let (mut before, mut after) = decode(&self.relations, &table)?;
+        let stale = |relations: &RelationCache, row: &Option<Vec<_>>| {
+            row.as_ref()
+                .is_some_and(|r| relations.has_unknown_enum_label(relation_id, r))
+        };
+        if stale(&self.relations, &before) || stale(&self.relations, &after) {
+            tracing::info!(topic = %table.topic, "an enum gained a value; reloading types");
+            let types = setup::load_types(&self.sql).await?;
+            self.relations.replace_types(types)?;
+            table = Arc::clone(self.relations.get(relation_id, lsn)?);
+            (before, after) = decode(&self.relations, &table)?;
+        }
+        let event = ChangeEvent {
+            table,
+            op,
+            before,
+            after,
+            source,
+        };
+
+        if op == Op::Update && event.before.is_some() && !event.table.key_columns.is_empty() {
+            let old_key = event.clone_as(Op::Delete).key();
+            if old_key != event.key() {
+                return self.emit_key_change(event, unchanged_header, txn_id).await;
+            }
+        }
+        let headers = unchanged_header.into_iter().collect();
+        let tombstone = op == Op::Delete && self.config.tombstones_on_delete;
+        self.send_event(&event, headers, tombstone, txn_id).await
+    }
+
+    /// A change of the signal table, inside the open transaction.
+    async fn signal_change(&mut self, tuple: &Tuple, lsn: Lsn) -> Result<(), PipelineError> {
+        let Some(txn) = self.txn.as_ref() else {
+            return Ok(());
+        };
+        if self.skipping {
+            return Ok(());
+        }
+        let (id, xid, commit_time) = (txn.id, txn.xid, txn.commit_time_micros);
+        self.handle_signal(tuple, lsn, id, xid, commit_time).await
+    }
+
+    /// An update that changes the key: a delete of the old key (and its
+    /// tombstone) then a create of the new one, as Debezium emits it, each
+    /// pointing at the other key in a header.
+    async fn emit_key_change(
+        &mut self,
+        event: ChangeEvent,
+        unchanged_header: Option<(&'static str, Vec<u8>)>,
+        txn: TxnId,
+    ) -> Result<(), PipelineError> {
+        let delete = event.clone_as(Op::Delete);
+        let create = ChangeEvent {
+            before: None,
+            ..event.clone_as(Op::Create)
+        };
+        let old_key = self.encoder.key(&delete).await?.unwrap_or_default();
+        let new_key = self.encoder.key(&create).await?.unwrap_or_default();
+        let tombstone = self.config.tombstones_on_delete;
+        self.send_event(&delete, vec![(NEW_KEY_HEADER, new_key)], tombstone, txn)
+            .await?;
+        let mut headers = vec![(OLD_KEY_HEADER, old_key)];
+        headers.extend(unchanged_header);
+        self.send_event(&create, headers, false, txn).await
+    }
+
+    pub(in crate::pipeline) async fn send_event(
+        &mut self,
+        event: &ChangeEvent,
+        headers: Vec<(&'static str, Vec<u8>)>,
+        tombstone: bool,
+        txn: TxnId,
+    ) -> Result<(), PipelineError> {
+        // Counted for the transaction block whether or not a transform then
+        // rewrites the event, as Debezium counts before its transforms.
+        let transaction = self.metadata.event(&event.table);
+        if self.transforms.applies_to(&event.table) {
+            return self
+                .send_transformed(event, headers, tombstone, txn, transaction.as_ref())
+                .await;
+        }
+        let topic = Arc::clone(&event.table.topic);
+        let mut key = self.encoder.key(event).await?;
+        let value = self
+            .encoder
+            .value(event, transaction.as_ref(), now_micros())
+            .await?;
+        let key_bytes = key.as_ref().map_or(0, Vec::len);
+        let mut bytes = key_bytes + value.len();
+        self.sink
+            .send(EncodedRecord {
+                topic: Arc::clone(&topic),
+                // The key is needed again only for a tombstone.
+                key: if tombstone { key.clone() } else { key.take() },
+                value: Some(value),
+                headers,
+                txn,
+            })
+            .await?;
+        self.summary.events += 1;
+        if tombstone {
+            self.sink
+                .send(EncodedRecord {
+                    topic,
+                    key,
+                    value: None,
+                    headers: Vec::new(),
+                    txn,
+                })
+                .await?;
+            bytes += key_bytes;
+        }
+        self.metrics
+            .event(&event.table.qualified_name, event.op.code(), bytes);
+        Ok(())
+    }
+
+    /// The records a transform (outbox, unwrap) makes of `event`, all in
+    /// transaction `txn`, so the slot still waits for each of them.
+    async fn send_transformed(
+        &mut self,
+        event: &ChangeEvent,
+        headers: Vec<(&'static str, Vec<u8>)>,
+        tombstone: bool,
+        txn: TxnId,
+        transaction: Option<&TransactionBlock>,
+    ) -> Result<(), PipelineError> {
+        let stamp = Stamp {
+            now_micros: now_micros(),
+            transaction,
+        };
+        let records = self
+            .transforms
+            .records(event, headers, tombstone, txn, &mut self.encoder, stamp)
+            .await?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = 0;
+        for record in records {
+            bytes +=
+                record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
+            self.sink.send(record).await?;
+        }
+        self.summary.events += 1;
+        self.metrics
+            .event(&event.table.qualified_name, event.op.code(), bytes);
+        Ok(())
+    }
+
+    /// A `pg_logical_emit_message` message. A transactional one belongs to its
+    /// transaction; a non-transactional one arrives between transactions and
+    /// is tracked as a transaction of its own, confirmed just past its LSN so
+    /// a restart does not repeat it.
+    async fn emit_message(
+        &mut self,
+        transactional: bool,
+        prefix: String,
+        content: Vec<u8>,
+        lsn: Lsn,
+    ) -> Result<(), PipelineError> {
+        let in_kafka = match &self.txn {
+            Some(_) => self.skipping,
+            None => self.already_in_kafka.is_some_and(|recorded| lsn < recorded),
+        };
+        if in_kafka {
+            return Ok(());
+        }
+        let (txn, own) = match &self.txn {
+            Some(open) => (open.id, false),
+            None => (self.sink.begin(), true),
+        };
+        let transaction = if own {
+            None
+        } else {
+            self.metadata.message_event()
+        };
+        let source = SourceInfo {
+            commit_time_micros: self
+                .txn
+                .as_ref()
+                .map_or_else(now_micros, |t| t.commit_time_micros),
+            xid: self.txn.as_ref().map_or(0, |t| t.xid),
+            lsn,
+            last_commit_lsn: self.last_commit_lsn,
+            snapshot: "false",
+        };
+        let message = MessageEvent {
+            transactional,
+            prefix,
+            content,
+            source,
+        };
+        let topic = Arc::clone(&self.message_topic);
+        self.ensure_topic(&topic).await?;
+        let record = EncodedRecord {
+            topic,
+            key: Some(self.encoder.message_key(&message).await?),
+            value: Some(
+                self.encoder
+                    .message_value(&message, transaction.as_ref(), now_micros())
+                    .await?,
+            ),
+            headers: Vec::new(),
+            txn,
+        };
+        let bytes =
+            record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
+        self.sink.send(record).await?;
+        self.summary.events += 1;
+        self.metrics.event("", "m", bytes);
+        if own {
+            self.sink.commit(txn, Lsn::new(lsn.as_u64() + 1));
+        }
+        Ok(())
+    }
+}
