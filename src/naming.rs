@@ -34,30 +34,16 @@ pub struct Names {
 }
 
 impl Names {
-    /// The default names under `prefix`, with `.` between the parts.
-    pub fn new(prefix: &str) -> Self {
-        Names {
-            prefix: prefix.to_owned(),
-            delimiter: ".".to_owned(),
-            connector: None,
-            slot: "pgcdc".to_owned(),
-            transaction_topic: None,
-            heartbeat_topics_prefix: "__debezium-heartbeat".to_owned(),
-            progress_topic: None,
-        }
-    }
-
     /// The default topic of a table, `<prefix>.<schema>.<table>`, with every
     /// character Kafka does not allow in a topic name replaced by `_`, as
     /// Debezium's `TopicNamingStrategy.sanitizedTopicName` does.
     pub fn table_topic(&self, schema: &str, table: &str) -> String {
-        let d = &self.delimiter;
-        sanitized_topic(&format!("{}{d}{schema}{d}{table}", self.prefix))
+        table_topic(&self.prefix, &self.delimiter, schema, table)
     }
 
     /// The topic of `pg_logical_emit_message` records.
     pub fn message_topic(&self) -> String {
-        format!("{}{}message", self.prefix, self.delimiter)
+        message_topic(&self.prefix, &self.delimiter)
     }
 
     /// `--transaction-topic`, or `<prefix><delimiter>transaction`.
@@ -116,6 +102,18 @@ impl Names {
     }
 }
 
+/// `<prefix><delimiter><schema><delimiter><table>`, sanitized: the default
+/// topic of a table (the topic router needs it without the other names).
+pub fn table_topic(prefix: &str, delimiter: &str, schema: &str, table: &str) -> String {
+    let d = delimiter;
+    sanitized_topic(&format!("{prefix}{d}{schema}{d}{table}"))
+}
+
+/// `<prefix><delimiter>message`: the topic of logical messages.
+pub fn message_topic(prefix: &str, delimiter: &str) -> String {
+    format!("{prefix}{delimiter}message")
+}
+
 /// The registry subject of `part` (`key` or `value`) of records on `topic`:
 /// `<topic>-<part>` (TopicNameStrategy), or with RecordNameStrategy the
 /// record's full name when it has one (a primitive, such as an outbox
@@ -161,9 +159,15 @@ mod tests {
 
     #[test]
     fn derived_names_keep_their_historical_shapes() {
-        let mut names = Names::new("app");
-        names.delimiter = "_".to_owned();
-        names.slot = "orders".to_owned();
+        let mut names = Names {
+            prefix: "app".to_owned(),
+            delimiter: "_".to_owned(),
+            connector: None,
+            slot: "orders".to_owned(),
+            transaction_topic: None,
+            heartbeat_topics_prefix: "__debezium-heartbeat".to_owned(),
+            progress_topic: None,
+        };
         assert_eq!(names.table_topic("public", "t"), "app_public_t");
         assert_eq!(names.message_topic(), "app_message");
         assert_eq!(names.transaction_topic(), "app_transaction");

@@ -21,7 +21,7 @@
 use clap::Args;
 use regex::{Regex, RegexBuilder};
 
-use crate::naming::Names;
+use crate::naming;
 use crate::options::{ConfigError, Invalid};
 
 /// What is captured and how topics are named (the include/exclude lists,
@@ -358,7 +358,8 @@ fn parse_key_columns(spec: &str, problems: &mut Vec<Invalid>) -> Vec<(Regex, Vec
 /// Topic names: the default `<prefix><d><schema><d><table>`, and routes.
 #[derive(Debug, Clone)]
 pub struct TopicRouter {
-    names: Names,
+    prefix: String,
+    delimiter: String,
     routes: Vec<(Regex, String)>,
     /// The key field naming the original topic on routed records, if any.
     key_field: Option<String>,
@@ -368,7 +369,8 @@ impl TopicRouter {
     /// Default names only, with `.` between the parts.
     pub fn new(prefix: &str) -> Self {
         TopicRouter {
-            names: Names::new(prefix),
+            prefix: prefix.to_owned(),
+            delimiter: ".".to_owned(),
             routes: Vec::new(),
             key_field: None,
         }
@@ -437,10 +439,8 @@ impl TopicRouter {
             return Err(problems);
         }
         Ok(TopicRouter {
-            names: Names {
-                delimiter: options.topic_delimiter.clone(),
-                ..Names::new(prefix)
-            },
+            prefix: prefix.to_owned(),
+            delimiter: options.topic_delimiter.clone(),
             routes,
             key_field: uniqueness.then(|| options.topic_route_key_field.clone()),
         })
@@ -451,7 +451,7 @@ impl TopicRouter {
     /// Debezium's `TopicNamingStrategy.sanitizedTopicName` does (routes see
     /// the sanitized name).
     pub fn table_topic(&self, schema: &str, table: &str) -> String {
-        self.names.table_topic(schema, table)
+        naming::table_topic(&self.prefix, &self.delimiter, schema, table)
     }
 
     /// The topic a table's records go to: routed, or the default.
@@ -462,7 +462,7 @@ impl TopicRouter {
 
     /// The topic of `pg_logical_emit_message` records.
     pub fn message_topic(&self) -> String {
-        self.names.message_topic()
+        naming::message_topic(&self.prefix, &self.delimiter)
     }
 
     /// Where records of `topic` go when a route matches it.
