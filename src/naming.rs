@@ -98,8 +98,13 @@ impl Names {
 
     /// The slot that exists only while an initial snapshot runs.
     pub fn snapshot_slot(&self) -> String {
-        format!("{}{SNAPSHOT_SLOT_SUFFIX}", self.slot)
+        snapshot_slot(&self.slot)
     }
+}
+
+/// The working slot of `slot` while its initial snapshot runs.
+pub fn snapshot_slot(slot: &str) -> String {
+    format!("{slot}{SNAPSHOT_SLOT_SUFFIX}")
 }
 
 /// `<prefix><delimiter><schema><delimiter><table>`, sanitized: the default

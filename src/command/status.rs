@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::config::PgUrl;
 use crate::lsn::Lsn;
 use crate::metrics::{names, Phase};
-use crate::naming::SNAPSHOT_SLOT_SUFFIX;
+use crate::naming;
 use crate::source::{catalog, setup};
 
 /// `pgcdc-kafka status`.
@@ -207,7 +207,7 @@ async fn read_slots(
         }
     };
     let slot = read(args.slot_name.clone()).await?;
-    let snapshot = read(format!("{}{SNAPSHOT_SLOT_SUFFIX}", args.slot_name)).await?;
+    let snapshot = read(naming::snapshot_slot(&args.slot_name)).await?;
     Ok((slot, snapshot))
 }
 
