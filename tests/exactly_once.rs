@@ -19,7 +19,7 @@ use common::{record_count, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::sink::kafka::InFlightLimits;
 use pgcdc_kafka::sink::transactional::{self, EosSettings};
-use pgcdc_kafka::sink::KafkaSink;
+use pgcdc_kafka::sink::{Delivery, Transactional};
 use pgcdc_testcontainers::{unique_name, Kafka, Postgres};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -538,7 +538,7 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
     //    running instance is fenced and stops.
     let config = RunConfig::from_args(&args).expect("flags");
     let transactional_id = config.names().transactional_id();
-    let (usurper, _progress) = KafkaSink::transactional(
+    let mut usurper = Transactional::new(
         &transactional::producer_config(&config),
         InFlightLimits {
             messages: 10,
@@ -549,11 +549,7 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
         EosSettings::from_config(&config),
     )
     .expect("producer");
-    let usurper = Arc::new(usurper);
-    usurper
-        .init_transactions()
-        .await
-        .expect("init_transactions");
+    usurper.init().await.expect("init_transactions");
     let status = first.wait_exit(TIMEOUT).await;
     let first_log = first.log_text();
     assert!(

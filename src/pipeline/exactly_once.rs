@@ -8,18 +8,19 @@ use std::sync::Arc;
 
 use super::stream::Stream;
 use super::{fault, snapshot, PipelineError};
-use crate::config::{Delivery, RunConfig};
+use crate::config::{Delivery as DeliveryMode, RunConfig};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::transactional::{self, EosSettings};
-use crate::sink::{KafkaSink, SinkError};
+use crate::sink::{Delivery, InKafka, SinkError, Transactional};
 use crate::source::setup;
 
-/// Once the stream holds the slot: initializes the transactional producer
-/// (fencing any other instance with the same transactional.id and aborting
-/// what a crashed one left open) and reads the progress record, so that the
-/// stream drops every transaction Kafka already has.
+/// Once the stream holds the slot: initializes the delivery (for
+/// exactly-once, the transactional producer, fencing any other instance
+/// with the same transactional.id and aborting what a crashed one left
+/// open) and reads the progress record, so that the stream drops every
+/// transaction Kafka already has.
 ///
 /// Done after the replication connection is up so that a second instance
 /// with the same slot stops at the busy slot instead of fencing the first.
@@ -27,10 +28,9 @@ pub(super) async fn start_streaming(
     stream: &mut Stream<'_>,
     start: Lsn,
 ) -> Result<(), PipelineError> {
-    if !stream.sink.is_transactional() || stream.already_in_kafka.is_some() {
+    let InKafka::Recorded(recorded) = stream.delivery.init().await? else {
         return Ok(());
-    }
-    let recorded = stream.sink.init_transactions().await?;
+    };
     if let Some(record) = &recorded {
         let server = setup::current_wal_lsn(&stream.sql).await?;
         if record.lsn > server {
@@ -47,22 +47,28 @@ pub(super) async fn start_streaming(
         }
     }
     stream.resume_incremental_from_kafka(recorded.as_ref(), start);
-    stream.already_in_kafka = Some(recorded.map_or(start, |r| r.lsn).max(start));
+    stream
+        .delivery
+        .skip_before(recorded.map_or(start, |r| r.lsn).max(start));
     Ok(())
 }
 
 /// Commits the snapshot's Kafka transaction, unless another instance
 /// finished a snapshot for the slot meanwhile (then it is aborted, so
-/// read_committed consumers do not see the rows twice).
-pub(super) async fn commit_snapshot(stream: &mut Stream<'_>) -> Result<(), PipelineError> {
-    if !stream.sink.is_transactional() {
+/// read_committed consumers do not see the rows twice). `in_kafka` is what
+/// the delivery's start found: only a transactional one has a transaction.
+pub(super) async fn commit_snapshot(
+    stream: &mut Stream<'_>,
+    in_kafka: &InKafka,
+) -> Result<(), PipelineError> {
+    if *in_kafka == InKafka::Untracked {
         return Ok(());
     }
     if setup::confirmed_flush_lsn(&stream.sql, &stream.config.slot_name)
         .await?
         .is_some()
     {
-        stream.sink.abort_batch().await;
+        stream.delivery.abort_batch().await;
         return Err(SinkError::SnapshotRace {
             slot: stream.config.slot_name.clone(),
         }
@@ -73,23 +79,20 @@ pub(super) async fn commit_snapshot(stream: &mut Stream<'_>) -> Result<(), Pipel
 }
 
 impl Stream<'_> {
-    /// Commits the open Kafka transaction (see
-    /// [`KafkaSink::commit_batch`]). Its progress record carries the
+    /// Commits the open Kafka transaction, if the delivery writes them (see
+    /// [`Delivery::commit_batch`]). Its progress record carries the
     /// incremental snapshot's progress as of its last Postgres transaction:
     /// called only between Postgres transactions, so every chunk emitted so
     /// far is in this Kafka transaction or an earlier one, and a chunk whose
     /// watermarks the stream has not passed yet is in none.
     pub(super) async fn commit_kafka_batch(&mut self, snapshot: bool) -> Result<(), SinkError> {
-        if !self.sink.is_transactional() {
-            return Ok(());
-        }
         let incremental = self.incremental.as_ref();
         let progress = incremental.map(|i| i.progress_in_kafka());
         let chunk = incremental
             .and_then(|i| i.emitted_chunk_commit())
-            .filter(|&lsn| self.sink.acked() < lsn);
-        self.sink.commit_batch(snapshot, progress).await?;
-        if chunk.is_some_and(|lsn| self.sink.acked() >= lsn) {
+            .filter(|&lsn| self.delivery.acked() < lsn);
+        let committed = self.delivery.commit_batch(snapshot, progress).await?;
+        if committed && chunk.is_some_and(|lsn| self.delivery.acked() >= lsn) {
             fault::chunk_committed().await;
         }
         Ok(())
@@ -106,14 +109,14 @@ pub(super) async fn recover_committed_snapshot(
     sql: &tokio_postgres::Client,
     metrics: &Arc<Metrics>,
 ) -> Result<Option<Lsn>, PipelineError> {
-    if config.delivery != Delivery::ExactlyOnce {
+    if config.delivery != DeliveryMode::ExactlyOnce {
         return Ok(None);
     }
     let Some(point) = setup::confirmed_flush_lsn(sql, &config.names().snapshot_slot()).await?
     else {
         return Ok(None);
     };
-    let (sink, _progress) = KafkaSink::transactional(
+    let mut delivery = Transactional::new(
         &transactional::producer_config(config),
         InFlightLimits {
             messages: 1,
@@ -123,8 +126,10 @@ pub(super) async fn recover_committed_snapshot(
         Arc::clone(metrics),
         EosSettings::from_config(config),
     )?;
-    let recorded = Arc::new(sink).init_transactions().await?;
-    if !recorded.is_some_and(|r| r.snapshot && r.lsn == point) {
+    let InKafka::Recorded(Some(record)) = delivery.init().await? else {
+        return Ok(None);
+    };
+    if !(record.snapshot && record.lsn == point) {
         return Ok(None);
     }
     tracing::info!(lsn = %point, "kafka committed the snapshot before the slot was promoted; promoting it now");

@@ -378,7 +378,7 @@ impl Stream<'_> {
         if changes_progress || emitted.is_some() {
             // Exactly-once: this transaction goes into a Kafka transaction
             // whose progress record carries what it changed (module docs).
-            self.sink.open_batch()?;
+            self.delivery.open_batch()?;
         }
         let Some((relation_id, rows)) = emitted else {
             return Ok(());
@@ -423,7 +423,7 @@ impl Stream<'_> {
         let Window::Emitted { end, commit } = &inc.window else {
             return false;
         };
-        if commit.is_none_or(|lsn| self.sink.acked() < lsn) {
+        if commit.is_none_or(|lsn| self.delivery.acked() < lsn) {
             return false;
         }
         let finished = end.is_none();

@@ -22,7 +22,7 @@ use crate::config::RunConfig;
 use crate::encode::EncodeError;
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
-use crate::sink::SinkError;
+use crate::sink::{DeliveryFailure, SinkError};
 use crate::source::pgoutput::DecodeError;
 use crate::source::relation::RowError;
 use crate::source::replication::ReplicationError;
@@ -94,6 +94,16 @@ pub enum PipelineError {
     Topic(#[from] crate::sink::topics::TopicError),
     #[error(transparent)]
     Heartbeat(#[from] HeartbeatError),
+}
+
+impl From<DeliveryFailure> for PipelineError {
+    fn from(failure: DeliveryFailure) -> Self {
+        match failure {
+            DeliveryFailure::Failed(failure) => PipelineError::Delivery(failure),
+            DeliveryFailure::Fatal(cause) => PipelineError::Sink(cause),
+            DeliveryFailure::Closed => PipelineError::StreamEnded,
+        }
+    }
 }
 
 impl PipelineError {

@@ -277,7 +277,7 @@ pub(super) async fn emit_snapshot(
     }
     drop(tx);
 
-    let txn = stream.sink.begin();
+    let txn = stream.delivery.begin();
     let started = Instant::now();
     let mut total_rows = 0u64;
     let mut held_last: Option<(usize, Tuple)> = None;
@@ -381,7 +381,7 @@ pub(super) async fn emit_snapshot(
         let _ = h.await;
     }
     progress.finish();
-    stream.sink.commit(txn, point);
+    stream.delivery.commit(txn, point);
     tracing::info!(
         rows = total_rows,
         tables = total_tables,

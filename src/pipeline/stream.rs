@@ -5,12 +5,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
-
 use super::{exactly_once, incremental, previous_run, snapshot};
 use super::{PipelineError, RunSummary, StopReason, SESSION_OPTIONS};
 use crate::checkpoint::TxnId;
-use crate::config::{CaughtUp, Delivery, RunConfig, SnapshotMode};
+use crate::config::{CaughtUp, Delivery as DeliveryMode, RunConfig, SnapshotMode};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
 use crate::lsn::Lsn;
@@ -18,7 +16,7 @@ use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::topics::TopicCreator;
 use crate::sink::transactional::{self, EosSettings};
-use crate::sink::{KafkaSink, Progress, SinkError};
+use crate::sink::{AtLeastOnce, Delivery, InKafka, KafkaSink, SinkError, Transactional};
 use crate::source::pgoutput::{self, Begin, Commit, LogicalMessage};
 use crate::source::relation::RelationCache;
 use crate::source::replication::{
@@ -37,6 +35,8 @@ struct OpenTxn {
     id: TxnId,
     xid: u32,
     commit_time_micros: i64,
+    /// Kafka already holds it (exactly-once restarts): its changes are dropped.
+    delivered: bool,
 }
 
 pub(super) fn now_micros() -> i64 {
@@ -51,7 +51,8 @@ pub(super) struct Stream<'a> {
     pub(super) relations: RelationCache,
     encoder: Encoder,
     transforms: Transforms,
-    pub(super) sink: Arc<KafkaSink>,
+    /// Where records go, and what Kafka acknowledged.
+    pub(super) delivery: Box<dyn Delivery>,
     pub(super) metrics: Arc<Metrics>,
     /// Creates topics on first use (`--topic-partitions` and friends).
     topics: Option<TopicCreator>,
@@ -70,11 +71,6 @@ pub(super) struct Stream<'a> {
     last_activity: Instant,
     /// Transaction metadata and heartbeats.
     metadata: metadata::Metadata,
-    /// Exactly-once: transactions whose commit starts before this position
-    /// are already in Kafka (the progress record), so they are dropped.
-    pub(super) already_in_kafka: Option<Lsn>,
-    /// Whether the open transaction is one of those.
-    skipping: bool,
     /// Incremental snapshots, with `--signal-data-collection`.
     pub(super) incremental: Option<incremental::Incremental>,
 }
@@ -184,20 +180,28 @@ pub async fn run_once(
         messages: config.max_in_flight_messages,
         bytes: config.max_in_flight_bytes,
     };
-    let (sink, progress) = match config.delivery {
-        Delivery::AtLeastOnce => KafkaSink::with_metrics(
-            &config.producer_config(),
-            limits,
-            start,
-            Arc::clone(metrics),
-        )?,
-        Delivery::ExactlyOnce => KafkaSink::transactional(
-            &transactional::producer_config(config),
-            limits,
-            start,
-            Arc::clone(metrics),
-            EosSettings::from_config(config),
-        )?,
+    let (delivery, producer): (Box<dyn Delivery>, Arc<KafkaSink>) = match config.delivery {
+        DeliveryMode::AtLeastOnce => {
+            let delivery = AtLeastOnce::new(
+                &config.producer_config(),
+                limits,
+                start,
+                Arc::clone(metrics),
+            )?;
+            let producer = Arc::clone(delivery.producer());
+            (Box::new(delivery), producer)
+        }
+        DeliveryMode::ExactlyOnce => {
+            let delivery = Transactional::new(
+                &transactional::producer_config(config),
+                limits,
+                start,
+                Arc::clone(metrics),
+                EosSettings::from_config(config),
+            )?;
+            let producer = Arc::clone(delivery.producer());
+            (Box::new(delivery), producer)
+        }
     };
     let info = ConnectorInfo {
         name: config.topic_prefix.as_str().into(),
@@ -211,7 +215,7 @@ pub async fn run_once(
         encoder: Encoder::new(&config.encode, info)
             .await?
             .with_metrics(Arc::clone(metrics)),
-        sink: Arc::new(sink),
+        delivery,
         metrics: Arc::clone(metrics),
         txn: None,
         message_topic: router.message_topic().into(),
@@ -222,41 +226,44 @@ pub async fn run_once(
         idle_wal_end: start,
         last_activity: Instant::now(),
         metadata: metadata::Metadata::new(config),
-        already_in_kafka: None,
-        skipping: false,
         incremental: incremental::Incremental::start(config).await?,
         sql,
         config,
     };
     // Declared after `stream`, so dropped before it (see `watch_producer_queue`).
-    let probed = Arc::downgrade(&stream.sink);
+    let probed = Arc::downgrade(&producer);
+    drop(producer);
     let _queue_probe =
         metrics.watch_producer_queue(move || probed.upgrade().map(|s| s.in_flight() as u64));
 
     let mut stop = std::pin::pin!(stop);
+    let snapshot_taken = exported.is_some();
     if let Some(exported) = exported {
         // Exactly-once: the whole snapshot is one Kafka transaction.
-        let recorded = stream.sink.init_transactions().await?;
-        stream.resume_incremental_from_kafka(recorded.as_ref(), start);
+        let in_kafka = stream.delivery.init().await?;
+        if let InKafka::Recorded(recorded) = &in_kafka {
+            stream.resume_incremental_from_kafka(recorded.as_ref(), start);
+        }
         metrics.snapshot_started();
         let emitted = snapshot::emit_snapshot(&mut stream, exported, stop.as_mut()).await;
         metrics.snapshot_finished();
         let emitted = match emitted {
             Ok(emitted) => emitted,
             Err(error) => {
-                stream.sink.abort_batch().await;
+                stream.delivery.abort_batch().await;
                 return Err(error);
             }
         };
         let Some(_rows) = emitted else {
             // `emit_snapshot` recorded why it stopped (a request, --max-run).
-            stream.sink.abort_batch().await;
+            stream.delivery.abort_batch().await;
             return Ok(());
         };
-        exactly_once::commit_snapshot(&mut stream).await?;
-        stream.already_in_kafka = Some(start);
-        stream.sink.flush(config.shutdown_timeout).await?;
-        if let Some(failure) = progress.borrow().failure.clone() {
+        exactly_once::commit_snapshot(&mut stream, &in_kafka).await?;
+        // Everything before the consistent point is the snapshot's.
+        stream.delivery.skip_before(start);
+        stream.delivery.flush(config.shutdown_timeout).await?;
+        if let Some(failure) = stream.delivery.failure() {
             return Err(PipelineError::Delivery(failure));
         }
         snapshot::promote_slot(config, &stream.sql).await?;
@@ -285,11 +292,13 @@ pub async fn run_once(
         })
         .await
         .map_err(PipelineError::Stream)?;
-    exactly_once::start_streaming(&mut stream, start).await?;
+    if !snapshot_taken {
+        exactly_once::start_streaming(&mut stream, start).await?;
+    }
     metrics.streaming_started(&client.metrics());
     metrics.set_phase(Phase::Streaming);
 
-    let result = stream.stream(&mut client, progress, stop.as_mut()).await;
+    let result = stream.stream(&mut client, stop.as_mut()).await;
     let reason = result.as_ref().ok().copied();
     stream.finish(&mut client, reason).await;
     result.map(|reason| {
@@ -362,7 +371,6 @@ impl Stream<'_> {
     async fn stream(
         &mut self,
         client: &mut ReplicationStream,
-        mut progress: watch::Receiver<Progress>,
         mut stop: std::pin::Pin<&mut impl Future<Output = StopReason>>,
     ) -> Result<StopReason, PipelineError> {
         let idle_mode = self.config.stop_when_caught_up == Some(CaughtUp::Idle);
@@ -386,7 +394,7 @@ impl Stream<'_> {
                 && self
                     .incremental
                     .as_ref()
-                    .is_some_and(|i| i.wants_step(self.sink.acked()))
+                    .is_some_and(|i| i.wants_step(self.delivery.acked()))
             {
                 self.incremental_step().await?;
             }
@@ -398,7 +406,7 @@ impl Stream<'_> {
                 tokio::time::Instant::from_std(self.last_activity + self.config.idle_timeout);
             let heartbeat = self.metadata.heartbeat_deadline();
             let batch_deadline = self
-                .sink
+                .delivery
                 .batch_deadline()
                 .filter(|_| self.txn.is_none())
                 .map(tokio::time::Instant::from_std);
@@ -422,23 +430,14 @@ impl Stream<'_> {
                 () = metadata::sleep_until(heartbeat), if heartbeat.is_some() && self.txn.is_none() && stopping.is_none() => {
                     self.send_heartbeat().await?;
                 }
-                changed = progress.changed() => {
-                    if changed.is_err() {
-                        return Err(PipelineError::StreamEnded);
-                    }
-                    let p = progress.borrow_and_update().clone();
-                    if let Some(failure) = p.failure {
-                        if let Some(fatal) = self.sink.fatal_error() {
-                            return Err(fatal.into());
-                        }
-                        return Err(PipelineError::Delivery(failure));
-                    }
+                acked = self.delivery.acked_changed() => {
+                    let acked = acked?;
                     if reported.elapsed() >= self.config.status_interval {
-                        client.update_applied_lsn(p.acked);
-                        tracing::trace!(lsn = %p.acked, "confirming");
+                        client.update_applied_lsn(acked);
+                        tracing::trace!(lsn = %acked, "confirming");
                         (reported, unreported) = (Instant::now(), None);
                     } else {
-                        unreported = Some(p.acked);
+                        unreported = Some(acked);
                     }
                 }
                 () = sleep_until_some(report_due), if report_due.is_some() => {
@@ -519,18 +518,17 @@ impl Stream<'_> {
     /// A transaction starts: it is tracked until its Commit.
     async fn begin(&mut self, begin: Begin) -> Result<(), PipelineError> {
         debug_assert!(self.txn.is_none(), "Begin inside a transaction");
-        self.skipping = self
-            .already_in_kafka
-            .is_some_and(|recorded| begin.final_lsn < recorded);
+        let delivered = self.delivery.already_delivered(begin.final_lsn);
         let commit_time_micros = begin.commit_time_unix_micros();
-        let id = self.sink.begin();
+        let id = self.delivery.begin();
         self.txn = Some(OpenTxn {
             id,
             xid: begin.xid,
             commit_time_micros,
+            delivered,
         });
         self.metrics.transaction_begun(commit_time_micros);
-        if !self.skipping {
+        if !delivered {
             self.transaction_began(id, begin.xid, begin.final_lsn, commit_time_micros)
                 .await?;
         }
@@ -547,19 +545,19 @@ impl Stream<'_> {
             ..
         } = commit;
         if let Some(txn) = self.txn.take() {
-            if !self.skipping {
+            if !txn.delivered {
                 self.transaction_ending(txn.id).await?;
             }
-            self.sink.commit(txn.id, end_lsn);
+            self.delivery.commit(txn.id, end_lsn);
             if let Some(incremental) = &mut self.incremental {
                 incremental.committed(end_lsn);
             }
-            if !std::mem::take(&mut self.skipping) {
+            if !txn.delivered {
                 self.summary.transactions += 1;
             }
             self.metrics
                 .transaction_committed(end_lsn, txn.commit_time_micros);
-            if self.sink.batch_due() {
+            if self.delivery.batch_due() {
                 self.commit_kafka_batch(false).await?;
             }
         }
@@ -577,7 +575,7 @@ impl Stream<'_> {
             self.received = self.received.max(wal_end);
             self.metrics.received(self.received);
             self.idle_wal_end = self.idle_wal_end.max(wal_end);
-            self.sink.advance_idle(wal_end);
+            self.delivery.advance_idle(wal_end);
         }
     }
 
@@ -589,14 +587,9 @@ impl Stream<'_> {
                 tracing::warn!(error = %crate::error_chain(&error), "the last kafka transaction did not commit; it is sent again on restart");
             }
         }
-        self.sink.abort_batch().await;
         // After a failed delivery nothing more may reach Kafka from this
         // attempt: a later change could land ahead of the failed one.
-        let drained = match self.sink.delivery_failed() {
-            true => self.sink.purge(self.config.shutdown_timeout).await,
-            false => self.sink.flush(self.config.shutdown_timeout).await,
-        };
-        if let Err(error) = drained {
+        if let Err(error) = self.delivery.drain(self.config.shutdown_timeout).await {
             tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
         }
         if reason.is_some() {
@@ -604,13 +597,13 @@ impl Stream<'_> {
                 tracing::warn!(error = %crate::error_chain(&error), "the incremental snapshot's last chunk is not recorded; it is read again on restart");
             }
         }
-        let caught_up = reason == Some(StopReason::CaughtUp) && self.sink.is_drained();
+        let caught_up = reason == Some(StopReason::CaughtUp) && self.delivery.is_drained();
         if caught_up {
             // Only a caught-up, fully acknowledged stop may move past the last
             // delivered transaction, to the WAL end the server reported.
-            self.sink.advance_idle(self.idle_wal_end);
+            self.delivery.advance_idle(self.idle_wal_end);
         }
-        let acked = self.acked();
+        let acked = self.delivery.acked();
         client.update_applied_lsn(acked);
         // The client reports on its status cadence; wait for it to tell the server.
         let deadline =
@@ -634,10 +627,6 @@ impl Stream<'_> {
         tracing::info!(lsn = %confirmed, "replication stopped");
     }
 
-    fn acked(&self) -> Lsn {
-        self.sink.acked()
-    }
-
     /// Creates `topic` if topic creation is configured and it is new.
     pub(super) async fn ensure_topic(&mut self, topic: &Arc<str>) -> Result<(), PipelineError> {
         let Some(topics) = &mut self.topics else {
@@ -647,7 +636,7 @@ impl Stream<'_> {
         // producer, connected by now, tells it at once.
         tokio::select! {
             created = topics.ensure(topic) => Ok(created?),
-            refused = self.sink.login_refused() => Err(SinkError::from(refused).into()),
+            refused = self.delivery.login_refused() => Err(SinkError::from(refused).into()),
         }
     }
 }

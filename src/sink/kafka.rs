@@ -9,10 +9,10 @@
 //! [`AckTracker`]; the pipeline reads the resulting position from a watch
 //! channel and is the only place that confirms it to Postgres.
 //!
-//! With `--delivery exactly-once` the producer is transactional (see
-//! [`super::transactional`]): records are written inside Kafka transactions
-//! that group whole Postgres transactions, each committed together with a
-//! progress record, and the tracker's position waits for the Kafka commit.
+//! This producer is at-least-once by itself ([`super::AtLeastOnce`]);
+//! [`super::Transactional`] drives it inside Kafka transactions
+//! (`--delivery exactly-once`), and its tracker's position then also waits
+//! for the Kafka commit.
 //!
 //! In-flight work is bounded by a semaphore of message permits and one of
 //! byte permits, released by the callback. A single record larger than the
@@ -36,7 +36,7 @@ use tokio::sync::{watch, Semaphore};
 use super::error::{delivery_error, SinkError};
 use super::login::{self, Interrupted, LoginRefused};
 use super::record::{EncodedRecord, Progress};
-use super::transactional::{self, EosSettings, IncrementalProgress, ProgressRecord};
+use super::transactional;
 use crate::checkpoint::{AckTracker, TxnId};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -66,7 +66,9 @@ impl Shared {
 
     fn publish_acked(&self, acked: Lsn) {
         self.metrics.acknowledged(acked);
-        self.progress.send_modify(|p| p.acked = acked);
+        // Published from two threads (the delivery callback, the pipeline's
+        // commits): a late, older value must not move the position back.
+        self.progress.send_modify(|p| p.acked = p.acked.max(acked));
     }
 
     /// The refused login, when that is the failure published.
@@ -129,7 +131,7 @@ impl ClientContext for DeliveryContext {
 
 /// What the delivery callback needs back for each message.
 #[derive(Debug)]
-pub struct Delivery {
+pub struct InFlight {
     /// `None` for the progress record, which belongs to no Postgres transaction.
     txn: Option<TxnId>,
     byte_permits: u32,
@@ -137,10 +139,10 @@ pub struct Delivery {
 }
 
 impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
-    type DeliveryOpaque = Box<Delivery>;
+    type DeliveryOpaque = Box<InFlight>;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, opaque: Box<Delivery>) {
-        let Delivery {
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: Box<InFlight>) {
+        let InFlight {
             txn,
             byte_permits,
             enqueued,
@@ -192,12 +194,6 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
     }
 }
 
-impl Eos {
-    fn batch(&self) -> MutexGuard<'_, Batch> {
-        self.batch.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// Limits on unacknowledged work.
 #[derive(Debug, Clone, Copy)]
 pub struct InFlightLimits {
@@ -210,29 +206,6 @@ pub struct KafkaSink {
     producer: ThreadedProducer<DeliveryContext>,
     shared: Arc<Shared>,
     max_bytes: u32,
-    /// Set with `--delivery exactly-once`.
-    eos: Option<Eos>,
-}
-
-/// The transactional side of the sink.
-struct Eos {
-    settings: EosSettings,
-    /// Connection settings, for the progress topic's admin client and consumer.
-    client: ClientConfig,
-    /// The Kafka transaction being written. Only the pipeline task touches
-    /// it, never across an await.
-    batch: Mutex<Batch>,
-}
-
-/// The open Kafka transaction.
-#[derive(Debug, Default)]
-struct Batch {
-    opened: Option<Instant>,
-    /// Postgres transactions whose Commit was read since it opened.
-    transactions: u64,
-    bytes: usize,
-    /// The end LSN of the last of them.
-    last_end: Option<Lsn>,
 }
 
 impl KafkaSink {
@@ -245,26 +218,6 @@ impl KafkaSink {
         Self::with_metrics(config, limits, acked, Arc::default())
     }
 
-    /// A transactional sink (`--delivery exactly-once`): `config` carries
-    /// the transactional.id ([`transactional::producer_config`]). Call
-    /// [`KafkaSink::init_transactions`] before sending.
-    pub fn transactional(
-        config: &ClientConfig,
-        limits: InFlightLimits,
-        acked: Lsn,
-        metrics: Arc<Metrics>,
-        settings: EosSettings,
-    ) -> Result<(Self, watch::Receiver<Progress>), SinkError> {
-        let (mut sink, progress) = Self::with_metrics(config, limits, acked, metrics)?;
-        *sink.shared.tracker() = AckTracker::transactional(acked, acked);
-        sink.eos = Some(Eos {
-            settings,
-            client: config.clone(),
-            batch: Mutex::new(Batch::default()),
-        });
-        Ok((sink, progress))
-    }
-
     /// [`KafkaSink::new`], recording sends and deliveries into `metrics`.
     pub fn with_metrics(
         config: &ClientConfig,
@@ -272,14 +225,26 @@ impl KafkaSink {
         acked: Lsn,
         metrics: Arc<Metrics>,
     ) -> Result<(Self, watch::Receiver<Progress>), SinkError> {
+        Self::with_tracker(config, limits, AckTracker::new(acked), metrics)
+    }
+
+    /// The producer, its position kept by `tracker` (a transactional one
+    /// for [`super::Transactional`]).
+    pub(super) fn with_tracker(
+        config: &ClientConfig,
+        limits: InFlightLimits,
+        tracker: AckTracker,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Self, watch::Receiver<Progress>), SinkError> {
         let max_bytes =
             u32::try_from(limits.bytes.clamp(1, Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
+        let acked = tracker.acked();
         let (progress, progress_rx) = watch::channel(Progress {
             acked,
             failure: None,
         });
         let shared = Arc::new(Shared {
-            tracker: Mutex::new(AckTracker::new(acked)),
+            tracker: Mutex::new(tracker),
             progress,
             messages: Semaphore::new(limits.messages.clamp(1, Semaphore::MAX_PERMITS)),
             bytes: Semaphore::new(max_bytes as usize),
@@ -302,7 +267,6 @@ impl KafkaSink {
                 producer,
                 shared,
                 max_bytes,
-                eos: None,
             },
             progress_rx,
         ))
@@ -315,23 +279,35 @@ impl KafkaSink {
 
     /// Registers the Commit of `txn`: its messages are all handed over.
     pub fn commit(&self, txn: TxnId, end_lsn: Lsn) {
+        self.commit_and(txn, end_lsn, false);
+    }
+
+    /// [`Self::commit`]; with `in_kafka`, under the same lock, also records
+    /// that Kafka committed everything through `end_lsn` (a transaction of
+    /// which nothing went into a Kafka transaction).
+    pub(super) fn commit_and(&self, txn: TxnId, end_lsn: Lsn, in_kafka: bool) {
         let mut tracker = self.shared.tracker();
         let mut advanced = tracker.commit(txn, end_lsn);
-        if let Some(eos) = &self.eos {
-            let mut batch = eos.batch();
-            if batch.opened.is_some() {
-                batch.transactions += 1;
-                batch.last_end = Some(end_lsn);
-            } else {
-                // Nothing of it went to Kafka (skipped, or no published
-                // change): no Kafka commit to wait for.
-                advanced = tracker.kafka_committed(end_lsn).or(advanced);
-            }
+        if in_kafka {
+            advanced = tracker.kafka_committed(end_lsn).or(advanced);
         }
         drop(tracker);
         if let Some(acked) = advanced {
             self.shared.publish_acked(acked);
         }
+    }
+
+    /// Exactly-once: everything through `lsn` is in a committed Kafka transaction.
+    pub(super) fn kafka_committed(&self, lsn: Lsn) {
+        let advanced = self.shared.tracker().kafka_committed(lsn);
+        if let Some(acked) = advanced {
+            self.shared.publish_acked(acked);
+        }
+    }
+
+    /// Exactly-once: a Kafka transaction failed; nothing of it may be confirmed.
+    pub(super) fn transaction_failed(&self) {
+        self.shared.tracker().failed(TxnId::from_u64(u64::MAX));
     }
 
     /// When nothing is in flight and no transaction is open, treats the
@@ -350,35 +326,13 @@ impl KafkaSink {
         self.produce(record, true).await
     }
 
-    /// Exactly-once: opens a Kafka transaction if none is, so that the
-    /// Postgres transaction being read ends up in one, with a progress
-    /// record, even if it sends nothing (a signal that changes the
-    /// incremental snapshot's progress). Without it such a transaction would
-    /// be confirmed to the slot with no progress record saying what it did.
-    pub fn open_batch(&self) -> Result<(), SinkError> {
-        let Some(eos) = &self.eos else {
-            return Ok(());
-        };
-        let mut batch = eos.batch();
-        if batch.opened.is_none() {
-            // A local state change in librdkafka: it does not block.
-            if let Err(e) = self.producer.begin_transaction() {
-                // fatal_error() looks at the batch too.
-                drop(batch);
-                return Err(self.fatal_error().unwrap_or_else(|| {
-                    transactional::transaction_error(&eos.settings.transactional_id, "begin", e)
-                }));
-            }
-            batch.opened = Some(Instant::now());
-        }
-        Ok(())
+    /// Hands over a record that belongs to no Postgres transaction (the
+    /// progress record): its failure fails every transaction in flight.
+    pub(super) async fn send_untracked(&self, record: EncodedRecord) -> Result<(), SinkError> {
+        self.produce(record, false).await
     }
 
     async fn produce(&self, record: EncodedRecord, tracked: bool) -> Result<(), SinkError> {
-        if let Some(eos) = &self.eos {
-            self.open_batch()?;
-            eos.batch().bytes += record.size();
-        }
         let byte_permits = u32::try_from(record.size())
             .unwrap_or(u32::MAX)
             .clamp(1, self.max_bytes);
@@ -389,12 +343,12 @@ impl KafkaSink {
         }
         self.shared.metrics.record_enqueued(u64::from(byte_permits));
 
-        let opaque = Box::new(Delivery {
+        let opaque = Box::new(InFlight {
             txn,
             byte_permits,
             enqueued: Instant::now(),
         });
-        let mut base: BaseRecord<'_, [u8], [u8], Box<Delivery>> =
+        let mut base: BaseRecord<'_, [u8], [u8], Box<InFlight>> =
             BaseRecord::with_opaque_to(&record.topic, opaque);
         // Most records have none; an empty header list would still be a
         // librdkafka allocation per message.
@@ -430,9 +384,7 @@ impl KafkaSink {
                     self.shared.metrics.record_failed(u64::from(byte_permits));
                     self.shared.messages.add_permits(1);
                     self.shared.bytes.add_permits(byte_permits as usize);
-                    let error = self
-                        .fatal_error()
-                        .unwrap_or_else(|| delivery_error(&record.topic, error));
+                    let error = delivery_error(&record.topic, error);
                     tracing::error!(topic = %record.topic, %error, "kafka rejected a message");
                     return Err(error);
                 }
@@ -464,6 +416,16 @@ impl KafkaSink {
         Ok(())
     }
 
+    /// The librdkafka producer, for the transactional calls.
+    pub(super) fn producer(&self) -> &ThreadedProducer<DeliveryContext> {
+        &self.producer
+    }
+
+    /// The refused login, when that is the failure published.
+    pub(super) fn refused_login(&self) -> Option<LoginRefused> {
+        self.shared.refused_login()
+    }
+
     /// Messages handed to the producer and not yet acknowledged or failed.
     pub fn in_flight(&self) -> usize {
         usize::try_from(self.producer.in_flight_count()).unwrap_or(0)
@@ -477,251 +439,6 @@ impl KafkaSink {
     /// Whether every registered transaction is committed and acknowledged.
     pub fn is_drained(&self) -> bool {
         self.shared.tracker().is_drained()
-    }
-
-    /// Exactly-once: the producer's fatal error, as the error the pipeline
-    /// should stop with. A fenced producer purges what it had queued, so its
-    /// delivery reports only say "purged"; this names the cause.
-    pub fn fatal_error(&self) -> Option<SinkError> {
-        let eos = self.eos.as_ref()?;
-        let (code, reason) = self.producer.client().fatal_error()?;
-        let open_for = eos.batch().opened.map(|opened| opened.elapsed());
-        let timeout = eos.settings.transaction_timeout;
-        let error = match code {
-            RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced => SinkError::Fenced {
-                transactional_id: eos.settings.transactional_id.clone(),
-            },
-            _ => SinkError::Transaction {
-                action: "continue after a fatal error",
-                transactional_id: eos.settings.transactional_id.clone(),
-                error: Box::new(KafkaError::Global(code)),
-                retryable: true,
-            },
-        };
-        tracing::debug!(%reason, "fatal producer error");
-        // The coordinator aborts a transaction open past its timeout by
-        // bumping the epoch, which looks like fencing from here.
-        Some(match open_for {
-            Some(open_for) if open_for >= timeout => SinkError::TransactionTooLong {
-                open_for,
-                timeout,
-                error: Box::new(error),
-            },
-            _ => error,
-        })
-    }
-
-    /// Whether this sink writes Kafka transactions (`--delivery exactly-once`).
-    pub fn is_transactional(&self) -> bool {
-        self.eos.is_some()
-    }
-
-    /// Registers the transactional.id with the coordinator: aborts what an
-    /// earlier instance left open and fences it. Then creates the progress
-    /// topic if missing and reads this connector's latest progress record;
-    /// the tracker treats everything before it as committed. Returns the record.
-    pub async fn init_transactions(self: &Arc<Self>) -> Result<Option<ProgressRecord>, SinkError> {
-        let Some(eos) = &self.eos else {
-            return Ok(None);
-        };
-        let sink = Arc::clone(self);
-        let timeout = Duration::from_secs(60);
-        // librdkafka's init_transactions may be called again after it timed
-        // out, and resumes: slices let a refused login stop it early.
-        let initialized = tokio::task::spawn_blocking(move || {
-            login::in_slices(
-                timeout,
-                |limit| sink.producer.init_transactions(limit),
-                |e| matches!(e, KafkaError::Transaction(e) if e.is_retriable()),
-                || sink.shared.refused_login(),
-            )
-        })
-        .await
-        .map_err(|_| SinkError::FlushTimeout(timeout))?;
-        match initialized {
-            Ok(()) => {}
-            Err(Interrupted::Refused(refused)) => return Err(refused.into()),
-            Err(Interrupted::Failed(e)) => {
-                return Err(transactional::transaction_error(
-                    &eos.settings.transactional_id,
-                    "initialize",
-                    e,
-                ))
-            }
-        }
-        tracing::info!(transactional_id = %eos.settings.transactional_id, "transactional producer initialized");
-        transactional::ensure_progress_topic(&eos.client, &eos.settings.progress_topic).await?;
-        let client = eos.client.clone();
-        let topic = eos.settings.progress_topic.clone();
-        let connector = eos.settings.connector_name.clone();
-        let recorded = tokio::task::spawn_blocking(move || {
-            transactional::read_progress(&client, &topic, &connector)
-        })
-        .await
-        .map_err(|_| SinkError::FlushTimeout(timeout))??;
-        if let Some(record) = &recorded {
-            tracing::info!(topic = %eos.settings.progress_topic, lsn = %record.lsn, "progress recorded in kafka");
-            let advanced = self.shared.tracker().kafka_committed(record.lsn);
-            if let Some(acked) = advanced {
-                self.shared.publish_acked(acked);
-            }
-        }
-        Ok(recorded)
-    }
-
-    /// Whether the open Kafka transaction reached its transaction or byte
-    /// bound. Only meaningful between Postgres transactions.
-    pub fn batch_due(&self) -> bool {
-        self.eos.as_ref().is_some_and(|eos| {
-            let batch = eos.batch();
-            let limits = eos.settings.limits;
-            batch.transactions > 0
-                && (batch.transactions >= limits.transactions as u64 || batch.bytes >= limits.bytes)
-        })
-    }
-
-    /// When the open Kafka transaction, holding at least one whole Postgres
-    /// transaction, is due by `--eos-max-batch-time`.
-    pub fn batch_deadline(&self) -> Option<Instant> {
-        let eos = self.eos.as_ref()?;
-        let batch = eos.batch();
-        let opened = batch.opened.filter(|_| batch.transactions > 0)?;
-        Some(opened + eos.settings.limits.time)
-    }
-
-    /// Commits the open Kafka transaction with a progress record at the end
-    /// of its last Postgres transaction (`snapshot`: it holds the initial
-    /// snapshot; `incremental_snapshot`: the incremental snapshot's progress
-    /// after that transaction), then lets the tracker confirm up to there.
-    /// Call it only between Postgres transactions. Blocks on a worker thread
-    /// until the broker committed (every record is delivered first).
-    ///
-    /// On an abortable error the transaction is aborted and a retryable
-    /// error returned: the pipeline restarts from the slot and the progress
-    /// record, so nothing is lost or duplicated.
-    pub async fn commit_batch(
-        self: &Arc<Self>,
-        snapshot: bool,
-        incremental_snapshot: Option<IncrementalProgress>,
-    ) -> Result<(), SinkError> {
-        let Some(eos) = &self.eos else {
-            return Ok(());
-        };
-        let (opened, transactions, last_end) = {
-            let batch = eos.batch();
-            match (batch.opened, batch.last_end) {
-                (Some(opened), Some(end)) if batch.transactions > 0 => {
-                    (opened, batch.transactions, end)
-                }
-                _ => return Ok(()),
-            }
-        };
-        let record = ProgressRecord {
-            lsn: last_end,
-            snapshot,
-            transactions,
-            written_at_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-            incremental_snapshot,
-        };
-        let value = serde_json::to_vec(&record).unwrap_or_default();
-        self.produce(
-            EncodedRecord {
-                topic: eos.settings.progress_topic.as_str().into(),
-                key: Some(eos.settings.connector_name.as_bytes().to_vec()),
-                value: Some(value),
-                headers: Vec::new(),
-                txn: TxnId::from_u64(u64::MAX),
-            },
-            false,
-        )
-        .await?;
-        let timeout = eos.settings.transaction_timeout;
-        // rust-rdkafka's commit_transaction first flushes by polling the
-        // producer's queue in 100 ms steps, which the polling thread of the
-        // ThreadedProducer drains first: every commit would take 100 ms more.
-        // Waiting here until everything is delivered makes that flush return
-        // at once.
-        let deadline = Instant::now() + timeout;
-        while self.producer.in_flight_count() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        let sink = Arc::clone(self);
-        let committed =
-            tokio::task::spawn_blocking(move || sink.producer.commit_transaction(timeout))
-                .await
-                .map_err(|_| SinkError::FlushTimeout(timeout))?;
-        *eos.batch() = Batch::default();
-        match committed {
-            Ok(()) => {
-                let advanced = self.shared.tracker().kafka_committed(last_end);
-                if let Some(acked) = advanced {
-                    self.shared.publish_acked(acked);
-                }
-                tracing::trace!(lsn = %last_end, transactions, "kafka transaction committed");
-                Ok(())
-            }
-            Err(error) => {
-                let requires_abort =
-                    matches!(&error, KafkaError::Transaction(e) if e.txn_requires_abort());
-                let failure = self.fatal_error().unwrap_or_else(|| {
-                    transactional::transaction_error(
-                        &eos.settings.transactional_id,
-                        "commit",
-                        error,
-                    )
-                });
-                self.shared.tracker().failed(TxnId::from_u64(u64::MAX));
-                if requires_abort {
-                    self.abort_blocking().await;
-                }
-                let open_for = opened.elapsed();
-                // The coordinator aborts a transaction open past its timeout
-                // and bumps the producer epoch, which librdkafka reports as
-                // fenced: the duration tells the two apart.
-                let failure = if open_for >= timeout {
-                    SinkError::TransactionTooLong {
-                        open_for,
-                        timeout,
-                        error: Box::new(failure),
-                    }
-                } else {
-                    failure
-                };
-                tracing::error!(error = %failure, "kafka transaction not committed; the slot stays at the last committed one");
-                Err(failure)
-            }
-        }
-    }
-
-    /// Aborts the open Kafka transaction, if any (a stop in the middle of a
-    /// Postgres transaction, or after a failure). Best effort: a new
-    /// instance's `init_transactions` aborts it as well.
-    pub async fn abort_batch(self: &Arc<Self>) {
-        let Some(eos) = &self.eos else { return };
-        let open = eos.batch().opened.is_some();
-        if open {
-            self.abort_blocking().await;
-            *eos.batch() = Batch::default();
-        }
-    }
-
-    async fn abort_blocking(self: &Arc<Self>) {
-        let sink = Arc::clone(self);
-        let aborted = tokio::task::spawn_blocking(move || {
-            sink.producer.abort_transaction(Duration::from_secs(30))
-        })
-        .await;
-        match aborted {
-            Ok(Ok(())) => {
-                tracing::warn!("kafka transaction aborted; read_committed consumers never see it")
-            }
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "aborting the kafka transaction failed; the next instance's start aborts it")
-            }
-            Err(_) => {}
-        }
     }
 
     /// Resolves once the broker refuses the producer's login (never, if it
@@ -753,6 +470,15 @@ impl KafkaSink {
         .await
         .map_err(|_| SinkError::FlushTimeout(timeout))?;
         self.flush(timeout).await
+    }
+
+    /// The end of an attempt's sending: waits for what is in flight, or
+    /// after a failed delivery drops it ([`Self::purge`]).
+    pub async fn drain(self: &Arc<Self>, timeout: Duration) -> Result<(), SinkError> {
+        match self.delivery_failed() {
+            true => self.purge(timeout).await,
+            false => self.flush(timeout).await,
+        }
     }
 
     /// Waits, off the async runtime, for every queued message to be delivered

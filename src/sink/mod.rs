@@ -1,12 +1,17 @@
 //! The Kafka side: producing encoded records and tracking their delivery.
 
+pub mod at_least_once;
+pub mod delivery;
 pub mod error;
 pub mod kafka;
 pub mod login;
 pub mod record;
 pub mod transactional;
 
+pub use at_least_once::AtLeastOnce;
+pub use delivery::{Delivery, DeliveryFailure, InKafka};
 pub use error::SinkError;
 pub use kafka::KafkaSink;
 pub use record::{EncodedRecord, Progress};
+pub use transactional::Transactional;
 pub mod topics;

@@ -19,7 +19,7 @@
 //! aborted Kafka transaction are (they are not in the record), and signals
 //! after it are replayed from the slot and applied again. A signal that
 //! changes the progress always opens a Kafka transaction
-//! ([`KafkaSink::open_batch`](crate::sink::KafkaSink::open_batch)), even
+//! ([`Delivery::open_batch`](crate::sink::Delivery::open_batch)), even
 //! when nothing of its transaction is sent (the signal table excluded), so
 //! the slot is never confirmed past a signal that no record reflects.
 //! A record older than the slot's confirmed position is not trusted: runs

@@ -122,7 +122,7 @@ impl Stream<'_> {
             tracing::warn!(%lsn, "row change outside a transaction ignored");
             return Ok(());
         };
-        if self.skipping || self.relations.is_excluded(relation_id) {
+        if txn.delivered || self.relations.is_excluded(relation_id) {
             return Ok(());
         }
         let txn_id = txn.id;
@@ -190,12 +190,9 @@ impl Stream<'_> {
 
     /// A change of the signal table, inside the open transaction.
     async fn signal_change(&mut self, tuple: &Tuple, lsn: Lsn) -> Result<(), PipelineError> {
-        let Some(txn) = self.txn.as_ref() else {
+        let Some(txn) = self.txn.as_ref().filter(|txn| !txn.delivered) else {
             return Ok(());
         };
-        if self.skipping {
-            return Ok(());
-        }
         let (id, xid, commit_time) = (txn.id, txn.xid, txn.commit_time_micros);
         self.handle_signal(tuple, lsn, id, xid, commit_time).await
     }
@@ -247,7 +244,7 @@ impl Stream<'_> {
             .await?;
         let key_bytes = key.as_ref().map_or(0, Vec::len);
         let mut bytes = key_bytes + value.len();
-        self.sink
+        self.delivery
             .send(EncodedRecord {
                 topic: Arc::clone(&topic),
                 // The key is needed again only for a tombstone.
@@ -259,7 +256,7 @@ impl Stream<'_> {
             .await?;
         self.summary.events += 1;
         if tombstone {
-            self.sink
+            self.delivery
                 .send(EncodedRecord {
                     topic,
                     key,
@@ -300,7 +297,7 @@ impl Stream<'_> {
         for record in records {
             bytes +=
                 record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
-            self.sink.send(record).await?;
+            self.delivery.send(record).await?;
         }
         self.summary.events += 1;
         self.metrics
@@ -320,15 +317,15 @@ impl Stream<'_> {
         lsn: Lsn,
     ) -> Result<(), PipelineError> {
         let in_kafka = match &self.txn {
-            Some(_) => self.skipping,
-            None => self.already_in_kafka.is_some_and(|recorded| lsn < recorded),
+            Some(open) => open.delivered,
+            None => self.delivery.already_delivered(lsn),
         };
         if in_kafka {
             return Ok(());
         }
         let (txn, own) = match &self.txn {
             Some(open) => (open.id, false),
-            None => (self.sink.begin(), true),
+            None => (self.delivery.begin(), true),
         };
         let transaction = if own {
             None
@@ -366,11 +363,11 @@ impl Stream<'_> {
         };
         let bytes =
             record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
-        self.sink.send(record).await?;
+        self.delivery.send(record).await?;
         self.summary.events += 1;
         self.metrics.event("", "m", bytes);
         if own {
-            self.sink.commit(txn, Lsn::new(lsn.as_u64() + 1));
+            self.delivery.commit(txn, Lsn::new(lsn.as_u64() + 1));
         }
         Ok(())
     }

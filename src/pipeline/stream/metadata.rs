@@ -190,13 +190,13 @@ impl Stream<'_> {
             server_name,
             ts_ms: now_micros().div_euclid(1000),
         };
-        let txn = self.sink.begin();
+        let txn = self.delivery.begin();
         self.send_metadata(MetadataRecord::Heartbeat(&heartbeat), topic, txn)
             .await?;
         // Everything before `received` has been read and every transaction
         // read so far is registered before this one, so confirming it once
         // all of them are acknowledged skips nothing.
-        self.sink.commit(txn, self.received);
+        self.delivery.commit(txn, self.received);
         tracing::debug!(lsn = %self.received, "heartbeat sent");
         if let Some(schedule) = &mut self.metadata.heartbeat {
             schedule.due = Instant::now() + schedule.interval;
@@ -214,7 +214,7 @@ impl Stream<'_> {
         // (cached: a lookup after the first time).
         self.ensure_topic(&topic).await?;
         let (key, value) = self.encoder.metadata(record, &topic).await?;
-        self.sink
+        self.delivery
             .send(EncodedRecord {
                 topic,
                 key: Some(key),

@@ -42,9 +42,11 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::error::SinkError;
+mod producer;
 use crate::config::RunConfig;
 use crate::lsn::Lsn;
 pub use crate::source::signal::Progress as IncrementalProgress;
+pub use producer::Transactional;
 
 /// `transaction.timeout.ms` unless `--kafka-property` sets it: 15 minutes,
 /// the broker's default `transaction.max.timeout.ms`.
