@@ -18,6 +18,8 @@
 //! and the drop leaves a working slot next to the real one; it is dropped at
 //! the next start.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -26,12 +28,13 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::stream::{now_micros, Stream};
-use super::PipelineError;
+use super::{exactly_once, PipelineError, StopReason};
 use crate::checkpoint::TxnId;
-use crate::config::RunConfig;
+use crate::config::{RunConfig, SnapshotMode};
 use crate::event::{ChangeEvent, Op, SourceInfo};
 use crate::lsn::Lsn;
 use crate::progress::SnapshotProgress;
+use crate::sink::InKafka;
 use crate::source::pgoutput::{Datum, Relation, Tuple};
 use crate::source::replication::{ReplicationError, Session};
 use crate::source::setup::{self, quote_ident, SetupError};
@@ -74,6 +77,55 @@ impl SnapshotError {
             SnapshotError::WorkerGone => true,
         }
     }
+}
+
+/// Takes the snapshot of a new slot (`exported`, consistent at `start`):
+/// emits it, waits until Kafka acknowledged all of it (exactly-once: in one
+/// Kafka transaction), then promotes the working slot. Returns whether the
+/// attempt goes on to stream (not after `initial_only`, a failure or a stop).
+pub(super) async fn take(
+    stream: &mut Stream<'_>,
+    exported: ExportedSlot,
+    start: Lsn,
+    mut stop: Pin<&mut impl Future<Output = StopReason>>,
+) -> Result<bool, PipelineError> {
+    // Exactly-once: the whole snapshot is one Kafka transaction.
+    let in_kafka = stream.delivery.init().await?;
+    if let InKafka::Recorded(recorded) = &in_kafka {
+        stream.resume_incremental_from_kafka(recorded.as_ref(), start);
+    }
+    stream.metrics.snapshot_started();
+    let emitted = emit_snapshot(stream, exported, stop.as_mut()).await;
+    stream.metrics.snapshot_finished();
+    let emitted = match emitted {
+        Ok(emitted) => emitted,
+        Err(error) => {
+            stream.delivery.abort_batch().await;
+            return Err(error);
+        }
+    };
+    let Some(_rows) = emitted else {
+        // `emit_snapshot` recorded why it stopped (a request, --max-run).
+        stream.delivery.abort_batch().await;
+        return Ok(false);
+    };
+    exactly_once::commit_snapshot(stream, &in_kafka).await?;
+    // Everything before the consistent point is the snapshot's.
+    stream.delivery.skip_before(start);
+    stream
+        .delivery
+        .flush(stream.config.shutdown_timeout)
+        .await?;
+    if let Some(failure) = stream.delivery.failure() {
+        return Err(PipelineError::Delivery(failure));
+    }
+    promote_slot(stream.config, &stream.sql).await?;
+    if stream.config.snapshot_mode == SnapshotMode::InitialOnly {
+        stream.summary.stopped = StopReason::SnapshotCompleted;
+        stream.summary.confirmed_lsn = start;
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// Creates the working slot with an exported snapshot, dropping a leftover

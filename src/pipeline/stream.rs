@@ -16,17 +16,20 @@ use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::topics::TopicCreator;
 use crate::sink::transactional::{self, EosSettings};
-use crate::sink::{AtLeastOnce, Delivery, InKafka, KafkaSink, SinkError, Transactional};
+use crate::sink::{AtLeastOnce, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::pgoutput::{self, Begin, Commit, LogicalMessage};
 use crate::source::relation::RelationCache;
 use crate::source::replication::{
     CopyData, ReplicationConfig, ReplicationStream, Session, StartReplication,
 };
 use crate::source::setup::{self, SetupError, SlotStatus};
+use crate::source::types::TypeRegistry;
 use crate::transform::Transforms;
 
 mod events;
 mod metadata;
+#[cfg(test)]
+mod tests;
 
 pub use metadata::HeartbeatError;
 
@@ -88,81 +91,18 @@ pub async fn run_once(
     first: bool,
     metrics: &Arc<Metrics>,
 ) -> Result<(), PipelineError> {
-    let (selection, router) = config.selection()?;
+    // Checked here for the publication; the stream derives its own.
+    let (selection, _) = config.selection()?;
     let sql = setup::connect(&config.pg()).await?;
     let status = setup::prepare(&sql, config, &selection).await?;
     let types = setup::load_types(&sql).await?;
-    let snapshot_wanted = !matches!(
-        config.snapshot_mode,
-        SnapshotMode::Never | SnapshotMode::NoData
-    );
-    let mut temporary: Option<Session> = None;
-    let (start, exported) = match status {
-        SlotStatus::Ready { .. } | SlotStatus::Invalidated if config.slot_temporary => {
-            return Err(SetupError::TemporarySlotExists {
-                slot: config.slot_name.clone(),
-            }
-            .into());
-        }
-        SlotStatus::Missing if config.slot_temporary => {
-            let (session, lsn) = create_temporary_slot(config).await?;
-            temporary = Some(session);
-            (lsn, None)
-        }
-        SlotStatus::Ready { confirmed_flush } => {
-            // A working slot left by a crash between promoting and dropping it.
-            setup::drop_slot(&sql, &config.names().snapshot_slot()).await?;
-            if config.snapshot_mode == SnapshotMode::InitialOnly {
-                tracing::info!(slot = %config.slot_name, "the slot exists, so its snapshot was taken; nothing to do");
-                summary.stopped = StopReason::SnapshotCompleted;
-                return Ok(());
-            }
-            // After a server restart PG 15 can report an older confirmed
-            // position than it was told (it persists it only with other slot
-            // changes). What this run already had acknowledged need not be
-            // sent again: starting past it skips those transactions.
-            (confirmed_flush.max(summary.acked_lsn), None)
-        }
-        SlotStatus::Invalidated if config.snapshot_mode != SnapshotMode::WhenNeeded => {
-            return Err(SetupError::Invalidated {
-                slot: config.slot_name.clone(),
-            }
-            .into());
-        }
-        SlotStatus::Missing
-            if config.snapshot_mode == SnapshotMode::Initial
-                && setup::slot_status(&sql, &config.names().snapshot_slot()).await?
-                    == SlotStatus::Missing =>
-        {
-            // Not an interrupted snapshot (its working slot would exist): a
-            // first run, unless the topics already hold an earlier run's events.
-            let earlier = previous_run::topics_with_records(config).await?;
-            if !earlier.is_empty() {
-                return Err(previous_run::slot_lost(config, &earlier).into());
-            }
-            let exported = snapshot::export_slot(config, &sql).await?;
-            (exported.consistent_point, Some(exported))
-        }
-        SlotStatus::Invalidated | SlotStatus::Missing if snapshot_wanted => {
-            if status == SlotStatus::Invalidated {
-                tracing::warn!(slot = %config.slot_name, "slot was invalidated; dropping it and taking a new snapshot (--snapshot-mode when_needed)");
-                setup::drop_slot(&sql, &config.slot_name).await?;
-            }
-            match exactly_once::recover_committed_snapshot(config, &sql, metrics).await? {
-                Some(_) if config.snapshot_mode == SnapshotMode::InitialOnly => {
-                    summary.stopped = StopReason::SnapshotCompleted;
-                    return Ok(());
-                }
-                Some(point) => (point, None),
-                None => {
-                    let exported = snapshot::export_slot(config, &sql).await?;
-                    (exported.consistent_point, Some(exported))
-                }
-            }
-        }
-        SlotStatus::Invalidated | SlotStatus::Missing => {
-            (setup::create_slot(&sql, &config.slot_name).await?, None)
-        }
+    let Some(Start {
+        lsn: start,
+        exported,
+        temporary,
+    }) = choose_start(config, &sql, &status, summary, metrics).await?
+    else {
+        return Ok(());
     };
     if exported.is_some() || !matches!(status, SlotStatus::Ready { .. }) {
         // A new slot: what an earlier attempt acknowledged was for the old one.
@@ -176,60 +116,9 @@ pub async fn run_once(
         *target = Some(setup::current_wal_lsn(&sql).await?);
     }
 
-    let limits = InFlightLimits {
-        messages: config.max_in_flight_messages,
-        bytes: config.max_in_flight_bytes,
-    };
-    let (delivery, producer): (Box<dyn Delivery>, Arc<KafkaSink>) = match config.delivery {
-        DeliveryMode::AtLeastOnce => {
-            let delivery = AtLeastOnce::new(
-                &config.producer_config(),
-                limits,
-                start,
-                Arc::clone(metrics),
-            )?;
-            let producer = Arc::clone(delivery.producer());
-            (Box::new(delivery), producer)
-        }
-        DeliveryMode::ExactlyOnce => {
-            let delivery = Transactional::new(
-                &transactional::producer_config(config),
-                limits,
-                start,
-                Arc::clone(metrics),
-                EosSettings::from_config(config),
-            )?;
-            let producer = Arc::clone(delivery.producer());
-            (Box::new(delivery), producer)
-        }
-    };
-    let info = ConnectorInfo {
-        name: config.topic_prefix.as_str().into(),
-        db: config.pg_url.dbname().into(),
-    };
-    let mut stream = Stream {
-        relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
-            .with_selection(Arc::new(selection), Arc::new(router.clone())),
-        topics: TopicCreator::from_config(config)?,
-        transforms: Transforms::new(&config.transform, info.clone()),
-        encoder: Encoder::new(&config.encode, info)
-            .await?
-            .with_metrics(Arc::clone(metrics)),
-        delivery,
-        metrics: Arc::clone(metrics),
-        txn: None,
-        message_topic: router.message_topic().into(),
-        last_commit_lsn: None,
-        summary,
-        target: *target,
-        received: start,
-        idle_wal_end: start,
-        last_activity: Instant::now(),
-        metadata: metadata::Metadata::new(config),
-        incremental: incremental::Incremental::start(config).await?,
-        sql,
-        config,
-    };
+    let (delivery, producer) = delivery_for(config, start, metrics)?;
+    let mut stream = Stream::new(config, sql, types, delivery, summary, start, metrics).await?;
+    stream.target = *target;
     // Declared after `stream`, so dropped before it (see `watch_producer_queue`).
     let probed = Arc::downgrade(&producer);
     drop(producer);
@@ -239,37 +128,7 @@ pub async fn run_once(
     let mut stop = std::pin::pin!(stop);
     let snapshot_taken = exported.is_some();
     if let Some(exported) = exported {
-        // Exactly-once: the whole snapshot is one Kafka transaction.
-        let in_kafka = stream.delivery.init().await?;
-        if let InKafka::Recorded(recorded) = &in_kafka {
-            stream.resume_incremental_from_kafka(recorded.as_ref(), start);
-        }
-        metrics.snapshot_started();
-        let emitted = snapshot::emit_snapshot(&mut stream, exported, stop.as_mut()).await;
-        metrics.snapshot_finished();
-        let emitted = match emitted {
-            Ok(emitted) => emitted,
-            Err(error) => {
-                stream.delivery.abort_batch().await;
-                return Err(error);
-            }
-        };
-        let Some(_rows) = emitted else {
-            // `emit_snapshot` recorded why it stopped (a request, --max-run).
-            stream.delivery.abort_batch().await;
-            return Ok(());
-        };
-        exactly_once::commit_snapshot(&mut stream, &in_kafka).await?;
-        // Everything before the consistent point is the snapshot's.
-        stream.delivery.skip_before(start);
-        stream.delivery.flush(config.shutdown_timeout).await?;
-        if let Some(failure) = stream.delivery.failure() {
-            return Err(PipelineError::Delivery(failure));
-        }
-        snapshot::promote_slot(config, &stream.sql).await?;
-        if config.snapshot_mode == SnapshotMode::InitialOnly {
-            stream.summary.stopped = StopReason::SnapshotCompleted;
-            stream.summary.confirmed_lsn = start;
+        if !snapshot::take(&mut stream, exported, start, stop.as_mut()).await? {
             return Ok(());
         }
     }
@@ -304,6 +163,184 @@ pub async fn run_once(
     result.map(|reason| {
         stream.summary.stopped = reason;
     })
+}
+
+/// The delivery `--delivery` asks for, starting at the slot's position
+/// `start`, and its producer (for the queue gauge).
+fn delivery_for(
+    config: &RunConfig,
+    start: Lsn,
+    metrics: &Arc<Metrics>,
+) -> Result<(Box<dyn Delivery>, Arc<KafkaSink>), SinkError> {
+    let limits = InFlightLimits {
+        messages: config.max_in_flight_messages,
+        bytes: config.max_in_flight_bytes,
+    };
+    Ok(match config.delivery {
+        DeliveryMode::AtLeastOnce => {
+            let delivery = AtLeastOnce::new(
+                &config.producer_config(),
+                limits,
+                start,
+                Arc::clone(metrics),
+            )?;
+            let producer = Arc::clone(delivery.producer());
+            (Box::new(delivery), producer)
+        }
+        DeliveryMode::ExactlyOnce => {
+            let delivery = Transactional::new(
+                &transactional::producer_config(config),
+                limits,
+                start,
+                Arc::clone(metrics),
+                EosSettings::from_config(config),
+            )?;
+            let producer = Arc::clone(delivery.producer());
+            (Box::new(delivery), producer)
+        }
+    })
+}
+
+impl<'a> Stream<'a> {
+    /// The attempt's state before its first message: everything read
+    /// before `start` is acknowledged.
+    pub(super) async fn new(
+        config: &'a RunConfig,
+        sql: tokio_postgres::Client,
+        types: TypeRegistry,
+        delivery: Box<dyn Delivery>,
+        summary: &'a mut RunSummary,
+        start: Lsn,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Self, PipelineError> {
+        let (selection, router) = config.selection()?;
+        let info = ConnectorInfo {
+            name: config.topic_prefix.as_str().into(),
+            db: config.pg_url.dbname().into(),
+        };
+        Ok(Stream {
+            relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
+                .with_selection(Arc::new(selection), Arc::new(router.clone())),
+            topics: TopicCreator::from_config(config)?,
+            transforms: Transforms::new(&config.transform, info.clone()),
+            encoder: Encoder::new(&config.encode, info)
+                .await?
+                .with_metrics(Arc::clone(metrics)),
+            delivery,
+            metrics: Arc::clone(metrics),
+            txn: None,
+            message_topic: router.message_topic().into(),
+            last_commit_lsn: None,
+            summary,
+            target: None,
+            received: start,
+            idle_wal_end: start,
+            last_activity: Instant::now(),
+            metadata: metadata::Metadata::new(config),
+            incremental: incremental::Incremental::start(config).await?,
+            sql,
+            config,
+        })
+    }
+}
+
+/// Where an attempt starts streaming.
+struct Start {
+    lsn: Lsn,
+    /// A new slot with its exported snapshot, to be read first.
+    exported: Option<snapshot::ExportedSlot>,
+    /// `--slot-temporary`: the session that made the slot, to stream it.
+    temporary: Option<Session>,
+}
+
+/// Decides from the slot's `status` where this attempt starts: the slot's
+/// position, a new slot (with a snapshot to take, per `--snapshot-mode`),
+/// or nothing to do (`None`: `initial_only` found its snapshot done, as
+/// recorded in `summary`).
+async fn choose_start(
+    config: &RunConfig,
+    sql: &tokio_postgres::Client,
+    status: &SlotStatus,
+    summary: &mut RunSummary,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Start>, PipelineError> {
+    let snapshot_wanted = !matches!(
+        config.snapshot_mode,
+        SnapshotMode::Never | SnapshotMode::NoData
+    );
+    let (start, exported, temporary) = match *status {
+        SlotStatus::Ready { .. } | SlotStatus::Invalidated if config.slot_temporary => {
+            return Err(SetupError::TemporarySlotExists {
+                slot: config.slot_name.clone(),
+            }
+            .into());
+        }
+        SlotStatus::Missing if config.slot_temporary => {
+            let (session, lsn) = create_temporary_slot(config).await?;
+            (lsn, None, Some(session))
+        }
+        SlotStatus::Ready { confirmed_flush } => {
+            // A working slot left by a crash between promoting and dropping it.
+            setup::drop_slot(sql, &config.names().snapshot_slot()).await?;
+            if config.snapshot_mode == SnapshotMode::InitialOnly {
+                tracing::info!(slot = %config.slot_name, "the slot exists, so its snapshot was taken; nothing to do");
+                summary.stopped = StopReason::SnapshotCompleted;
+                return Ok(None);
+            }
+            // After a server restart PG 15 can report an older confirmed
+            // position than it was told (it persists it only with other slot
+            // changes). What this run already had acknowledged need not be
+            // sent again: starting past it skips those transactions.
+            (confirmed_flush.max(summary.acked_lsn), None, None)
+        }
+        SlotStatus::Invalidated if config.snapshot_mode != SnapshotMode::WhenNeeded => {
+            return Err(SetupError::Invalidated {
+                slot: config.slot_name.clone(),
+            }
+            .into());
+        }
+        SlotStatus::Missing
+            if config.snapshot_mode == SnapshotMode::Initial
+                && setup::slot_status(sql, &config.names().snapshot_slot()).await?
+                    == SlotStatus::Missing =>
+        {
+            // Not an interrupted snapshot (its working slot would exist): a
+            // first run, unless the topics already hold an earlier run's events.
+            let earlier = previous_run::topics_with_records(config).await?;
+            if !earlier.is_empty() {
+                return Err(previous_run::slot_lost(config, &earlier).into());
+            }
+            let exported = snapshot::export_slot(config, sql).await?;
+            (exported.consistent_point, Some(exported), None)
+        }
+        SlotStatus::Invalidated | SlotStatus::Missing if snapshot_wanted => {
+            if *status == SlotStatus::Invalidated {
+                tracing::warn!(slot = %config.slot_name, "slot was invalidated; dropping it and taking a new snapshot (--snapshot-mode when_needed)");
+                setup::drop_slot(sql, &config.slot_name).await?;
+            }
+            match exactly_once::recover_committed_snapshot(config, sql, metrics).await? {
+                Some(_) if config.snapshot_mode == SnapshotMode::InitialOnly => {
+                    summary.stopped = StopReason::SnapshotCompleted;
+                    return Ok(None);
+                }
+                Some(point) => (point, None, None),
+                None => {
+                    let exported = snapshot::export_slot(config, sql).await?;
+                    (exported.consistent_point, Some(exported), None)
+                }
+            }
+        }
+        SlotStatus::Invalidated | SlotStatus::Missing => (
+            setup::create_slot(sql, &config.slot_name).await?,
+            None,
+            None,
+        ),
+    };
+    Ok(Some(Start {
+        lsn: start,
+        exported,
+        temporary,
+    }))
 }
 
 /// `--slot-temporary`: opens the replication session and creates the slot

@@ -166,6 +166,41 @@ impl ReplicationStream {
         }
     }
 
+    /// A stream fed by a test instead of a server: `batches` are what the
+    /// reader task would hand over. Positions handed to
+    /// [`Self::update_applied_lsn`] are reported at once, as a server that
+    /// received the status update would see them, in [`Self::metrics`].
+    #[cfg(test)]
+    pub(crate) fn scripted(batches: mpsc::Receiver<Vec<CopyData>>, start: Lsn) -> Self {
+        let shared = Arc::new(Shared {
+            acknowledged: AtomicU64::new(start.as_u64()),
+            raised: Notify::new(),
+            metrics: Arc::default(),
+        });
+        shared
+            .metrics
+            .last_applied_lsn
+            .store(start.as_u64(), Ordering::Relaxed);
+        let reporter = Arc::clone(&shared);
+        tokio::spawn(async move {
+            loop {
+                reporter.raised.notified().await;
+                let applied = reporter.acknowledged().as_u64();
+                reporter
+                    .metrics
+                    .last_applied_lsn
+                    .store(applied, Ordering::Relaxed);
+            }
+        });
+        ReplicationStream {
+            batches,
+            batch: Vec::new().into_iter(),
+            shared,
+            stop: None,
+            reader: None,
+        }
+    }
+
     /// The next message; `Ok(None)` once the stream ended cleanly (after
     /// [`Self::stop`], or when the server ended the copy), the error that
     /// ended it otherwise (once; then `Ok(None)`). Cancel-safe.
@@ -219,8 +254,12 @@ impl ReplicationStream {
     /// Ends the stream: see the module doc. [`Self::recv`] then drains what
     /// was handed over and answers `Ok(None)`.
     pub fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        match self.stop.take() {
+            Some(stop) => {
+                let _ = stop.send(());
+            }
+            // No reader (stopped before, or scripted): nothing more comes.
+            None => self.batches.close(),
         }
     }
 

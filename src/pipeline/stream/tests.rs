@@ -1,0 +1,720 @@
+//! The read loop driven without services: a scripted replication stream
+//! (real pgoutput frames through the real decoder), a fake delivery that
+//! acknowledges or fails records when a test says so (its position kept by
+//! the real [`AckTracker`]), and a SQL connection whose server only logs in.
+//! What they check is what the slot would be told: only positions Kafka
+//! acknowledged, in read order, through restarts, failures and stops.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::{BufMut, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::*;
+use crate::checkpoint::AckTracker;
+use crate::sink::login::LoginRefused;
+use crate::sink::{DeliveryFailure, EncodedRecord, InKafka, Progress};
+use crate::source::replication::{Keepalive, XLogData};
+
+/// How long a condition may take before a test fails.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The Kafka a [`FakeDelivery`] writes to: what was sent, and the
+/// acknowledgements a test hands out.
+#[derive(Clone)]
+struct FakeKafka {
+    state: Arc<Mutex<State>>,
+    progress: watch::Sender<Progress>,
+}
+
+struct State {
+    tracker: AckTracker,
+    /// Every record sent, with whether Kafka settled it (acked or failed).
+    sent: Vec<(EncodedRecord, bool)>,
+    skip_before: Option<Lsn>,
+    /// Whether the last drain dropped what was in flight (after a failure).
+    purged: bool,
+}
+
+impl FakeKafka {
+    fn new(start: Lsn) -> Self {
+        let (progress, _) = watch::channel(Progress {
+            acked: start,
+            failure: None,
+        });
+        FakeKafka {
+            state: Arc::new(Mutex::new(State {
+                tracker: AckTracker::new(start),
+                sent: Vec::new(),
+                skip_before: None,
+                purged: false,
+            })),
+            progress,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn delivery(&self) -> Box<dyn Delivery> {
+        Box::new(FakeDelivery {
+            kafka: self.clone(),
+            progress: self.progress.subscribe(),
+        })
+    }
+
+    fn publish(&self, advanced: Option<Lsn>) {
+        if let Some(acked) = advanced {
+            self.progress.send_modify(|p| p.acked = p.acked.max(acked));
+        }
+    }
+
+    /// Kafka acknowledges the `n`-th record sent (from 0).
+    fn ack(&self, n: usize) {
+        let mut state = self.state();
+        let (record, settled) = &mut state.sent[n];
+        assert!(!*settled, "record {n} was settled already");
+        *settled = true;
+        let txn = record.txn;
+        let advanced = state.tracker.delivered(txn);
+        drop(state);
+        self.publish(advanced);
+    }
+
+    /// Kafka gives up on the `n`-th record sent.
+    fn fail(&self, n: usize) {
+        let mut state = self.state();
+        let (record, settled) = &mut state.sent[n];
+        *settled = true;
+        let txn = record.txn;
+        state.tracker.failed(txn);
+        drop(state);
+        self.progress.send_modify(|p| {
+            p.failure
+                .get_or_insert_with(|| Arc::new(SinkError::FlushTimeout(Duration::from_secs(1))));
+        });
+    }
+
+    /// The message contents sent, in order.
+    fn contents(&self) -> Vec<String> {
+        self.state()
+            .sent
+            .iter()
+            .map(|(record, _)| {
+                let value: serde_json::Value =
+                    serde_json::from_slice(record.value.as_deref().unwrap_or_default())
+                        .expect("a JSON value");
+                let content = value["payload"]["message"]["content"]
+                    .as_str()
+                    .expect("a message's content");
+                String::from_utf8(
+                    base64::Engine::decode(&base64::engine::general_purpose::STANDARD, content)
+                        .expect("base64"),
+                )
+                .expect("UTF-8")
+            })
+            .collect()
+    }
+
+    fn sent(&self) -> usize {
+        self.state().sent.len()
+    }
+
+    fn acked(&self) -> Lsn {
+        self.state().tracker.acked()
+    }
+}
+
+/// [`Delivery`] into a [`FakeKafka`].
+struct FakeDelivery {
+    kafka: FakeKafka,
+    progress: watch::Receiver<Progress>,
+}
+
+impl FakeDelivery {
+    /// What a flush does when the broker is up: everything outstanding is acknowledged.
+    fn deliver_outstanding(&self) {
+        let outstanding: Vec<usize> = (self.kafka.state().sent.iter().enumerate())
+            .filter(|(_, (_, settled))| !settled)
+            .map(|(n, _)| n)
+            .collect();
+        for n in outstanding {
+            self.kafka.ack(n);
+        }
+    }
+}
+
+#[async_trait]
+impl Delivery for FakeDelivery {
+    async fn init(&mut self) -> Result<InKafka, SinkError> {
+        Ok(InKafka::Untracked)
+    }
+
+    fn skip_before(&mut self, lsn: Lsn) {
+        self.kafka.state().skip_before = Some(lsn);
+    }
+
+    fn already_delivered(&self, final_lsn: Lsn) -> bool {
+        self.kafka
+            .state()
+            .skip_before
+            .is_some_and(|recorded| final_lsn < recorded)
+    }
+
+    fn begin(&mut self) -> TxnId {
+        self.kafka.state().tracker.begin()
+    }
+
+    async fn send(&mut self, record: EncodedRecord) -> Result<(), SinkError> {
+        let mut state = self.kafka.state();
+        state.tracker.sent(record.txn);
+        state.sent.push((record, false));
+        Ok(())
+    }
+
+    fn commit(&mut self, txn: TxnId, end_lsn: Lsn) {
+        let advanced = self.kafka.state().tracker.commit(txn, end_lsn);
+        self.kafka.publish(advanced);
+    }
+
+    fn advance_idle(&mut self, wal_end: Lsn) {
+        let advanced = self.kafka.state().tracker.advance_idle(wal_end);
+        self.kafka.publish(advanced);
+    }
+
+    fn acked(&self) -> Lsn {
+        self.kafka.acked()
+    }
+
+    fn is_drained(&self) -> bool {
+        self.kafka.state().tracker.is_drained()
+    }
+
+    async fn acked_changed(&mut self) -> Result<Lsn, DeliveryFailure> {
+        if self.progress.changed().await.is_err() {
+            return Err(DeliveryFailure::Closed);
+        }
+        let now = self.progress.borrow_and_update();
+        match &now.failure {
+            Some(failure) => Err(DeliveryFailure::Failed(Arc::clone(failure))),
+            None => Ok(now.acked),
+        }
+    }
+
+    fn failure(&self) -> Option<Arc<SinkError>> {
+        self.progress.borrow().failure.clone()
+    }
+
+    async fn flush(&mut self, _timeout: Duration) -> Result<(), SinkError> {
+        self.deliver_outstanding();
+        Ok(())
+    }
+
+    async fn drain(&mut self, _timeout: Duration) -> Result<(), SinkError> {
+        let failed = self.failure().is_some();
+        self.kafka.state().purged = failed;
+        if !failed {
+            self.deliver_outstanding();
+        }
+        Ok(())
+    }
+
+    async fn login_refused(&self) -> LoginRefused {
+        std::future::pending().await
+    }
+}
+
+/// Messages of the pgoutput stream, framed as the server sends them.
+struct Wal(mpsc::Sender<Vec<CopyData>>);
+
+impl Wal {
+    async fn send(&self, message: CopyData) {
+        self.0.send(vec![message]).await.expect("the stream reads");
+    }
+
+    async fn xlog(&self, lsn: u64, data: BytesMut) {
+        self.send(CopyData::XLogData(XLogData {
+            wal_start: Lsn::new(lsn),
+            wal_end: Lsn::new(lsn),
+            send_time_micros: 0,
+            data: data.freeze(),
+        }))
+        .await;
+    }
+
+    async fn begin(&self, final_lsn: u64, xid: u32) {
+        let mut b = BytesMut::new();
+        b.put_u8(b'B');
+        b.put_u64(final_lsn);
+        b.put_i64(0);
+        b.put_u32(xid);
+        self.xlog(final_lsn, b).await;
+    }
+
+    /// `pg_logical_emit_message(transactional, 'test', content)` at `lsn`.
+    async fn message(&self, lsn: u64, transactional: bool, content: &str) {
+        let mut b = BytesMut::new();
+        b.put_u8(b'M');
+        b.put_u8(u8::from(transactional));
+        b.put_u64(lsn);
+        b.put_slice(b"test\0");
+        b.put_u32(u32::try_from(content.len()).expect("short"));
+        b.put_slice(content.as_bytes());
+        self.xlog(lsn, b).await;
+    }
+
+    async fn commit(&self, commit_lsn: u64, end_lsn: u64) {
+        let mut b = BytesMut::new();
+        b.put_u8(b'C');
+        b.put_u8(0);
+        b.put_u64(commit_lsn);
+        b.put_u64(end_lsn);
+        b.put_i64(0);
+        self.xlog(commit_lsn, b).await;
+    }
+
+    /// A whole transaction with one message: Begin at `at`, the message,
+    /// Commit ending at `at + 0x10`.
+    async fn transaction(&self, at: u64, content: &str) {
+        self.begin(at, u32::try_from(at).expect("small")).await;
+        self.message(at + 1, true, content).await;
+        self.commit(at + 2, at + 0x10).await;
+    }
+
+    async fn keepalive(&self, wal_end: u64) {
+        self.send(CopyData::Keepalive(Keepalive {
+            wal_end: Lsn::new(wal_end),
+            send_time_micros: 0,
+            reply_requested: false,
+        }))
+        .await;
+    }
+}
+
+/// A `tokio_postgres::Client` whose server only logs it in, then answers
+/// every query with an error: the loop asks it nothing while messages
+/// carry no relations, and the end of an attempt falls back to its own
+/// positions when the catalog cannot be read.
+async fn client_without_server() -> tokio_postgres::Client {
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(serve_errors(server_io));
+    let (client, connection) = tokio_postgres::Config::new()
+        .user("test")
+        .dbname("test")
+        .connect_raw(client_io, tokio_postgres::NoTls)
+        .await
+        .expect("the fake server logs in");
+    tokio::spawn(connection);
+    client
+}
+
+async fn serve_errors(mut io: DuplexStream) -> std::io::Result<()> {
+    let startup = usize::try_from(io.read_i32().await?).unwrap_or(4);
+    io.read_exact(&mut vec![0; startup.saturating_sub(4)])
+        .await?;
+    // AuthenticationOk, ReadyForQuery (idle).
+    io.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 0, b'Z', 0, 0, 0, 5, b'I'])
+        .await?;
+    let mut error = BytesMut::new();
+    for (field, value) in [(b'S', "ERROR"), (b'C', "58000"), (b'M', "no server here")] {
+        error.put_u8(field);
+        error.put_slice(value.as_bytes());
+        error.put_u8(0);
+    }
+    error.put_u8(0);
+    loop {
+        let tag = io.read_u8().await?;
+        let len = usize::try_from(io.read_i32().await?).unwrap_or(4);
+        io.read_exact(&mut vec![0; len.saturating_sub(4)]).await?;
+        match tag {
+            // Sync or a simple query: the error, then ready again.
+            b'S' | b'Q' => {
+                let mut reply = BytesMut::new();
+                reply.put_u8(b'E');
+                reply.put_i32(i32::try_from(error.len() + 4).unwrap_or(i32::MAX));
+                reply.put_slice(&error);
+                reply.put_slice(&[b'Z', 0, 0, 0, 5, b'I']);
+                io.write_all(&reply).await?;
+            }
+            b'X' => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
+fn config(extra: &[&str]) -> RunConfig {
+    let mut args = vec![
+        "--pg-url",
+        "postgres://u@127.0.0.1/db",
+        "--topic-prefix",
+        "app",
+        "--status-interval",
+        "10ms",
+        "--shutdown-timeout",
+        "5s",
+    ];
+    args.extend_from_slice(extra);
+    RunConfig::from_args(args).expect("flags")
+}
+
+/// Polls `condition` until it holds, failing the test after [`WAIT`].
+async fn wait_for(what: &str, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// One attempt of the loop from `start`, with `script` playing the server
+/// and Kafka. Returns how the attempt ended, once the script is done too.
+struct Attempt {
+    kafka: FakeKafka,
+    wal: Wal,
+    /// What the loop handed to the replication client for the server.
+    applied: Arc<crate::source::replication::ReplicationMetrics>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    finished: AtomicBool,
+}
+
+impl Attempt {
+    fn request_stop(&self) {
+        if let Some(stop) = self.stop.lock().expect("lock").take() {
+            let _ = stop.send(());
+        }
+    }
+
+    fn applied(&self) -> Lsn {
+        self.applied.last_applied_lsn()
+    }
+
+    async fn wait_applied(&self, lsn: u64) {
+        wait_for(&format!("the slot told {}", Lsn::new(lsn)), || {
+            self.applied() == Lsn::new(lsn)
+        })
+        .await;
+    }
+
+    /// Gives the loop time to act on what it was handed (several status
+    /// intervals), for checks that something did not happen.
+    async fn settle(&self) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn run_attempt<F, Fut>(
+    config: &RunConfig,
+    summary: &mut RunSummary,
+    start: u64,
+    kafka: FakeKafka,
+    target: Option<u64>,
+    script: F,
+) -> Result<StopReason, PipelineError>
+where
+    F: FnOnce(Arc<Attempt>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let start = Lsn::new(start);
+    let metrics = Arc::new(Metrics::new());
+    let (frames, batches) = mpsc::channel(64);
+    let mut source = ReplicationStream::scripted(batches, start);
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let attempt = Arc::new(Attempt {
+        kafka: kafka.clone(),
+        wal: Wal(frames),
+        applied: source.metrics(),
+        stop: Mutex::new(Some(stop_tx)),
+        finished: AtomicBool::new(false),
+    });
+    let sql = client_without_server().await;
+    let mut stream = Stream::new(
+        config,
+        sql,
+        TypeRegistry::new(),
+        kafka.delivery(),
+        summary,
+        start,
+        &metrics,
+    )
+    .await
+    .expect("a stream");
+    stream.target = target.map(Lsn::new);
+    let stop = async move {
+        // A dropped sender is no request: the script ended without one.
+        match stop_rx.await {
+            Ok(()) => StopReason::Requested,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    let mut stop = std::pin::pin!(stop);
+    let looped = async {
+        let result = stream.stream(&mut source, stop.as_mut()).await;
+        attempt.finished.store(true, Ordering::SeqCst);
+        stream
+            .finish(&mut source, result.as_ref().ok().copied())
+            .await;
+        result
+    };
+    let (result, ()) = tokio::join!(looped, script(Arc::clone(&attempt)));
+    result
+}
+
+#[tokio::test]
+async fn confirms_only_what_kafka_acknowledged_in_read_order() {
+    let config = config(&[]);
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let result = run_attempt(
+        &config,
+        &mut summary,
+        0x10,
+        kafka.clone(),
+        None,
+        |a| async move {
+            a.wal.transaction(0x100, "one").await;
+            a.wal.transaction(0x200, "two").await;
+            wait_for("both records sent", || a.kafka.sent() == 2).await;
+            // The second transaction's record is acknowledged first.
+            a.kafka.ack(1);
+            a.settle().await;
+            assert_eq!(
+                a.applied(),
+                Lsn::new(0x10),
+                "nothing confirmed past an unacknowledged transaction"
+            );
+            a.kafka.ack(0);
+            a.wait_applied(0x210).await;
+            a.request_stop();
+        },
+    )
+    .await;
+    assert_eq!(result.expect("a clean stop"), StopReason::Requested);
+    assert_eq!(kafka.contents(), ["one", "two"]);
+    assert_eq!((summary.transactions, summary.events), (2, 2));
+    // The catalog could not be read: the summary reports what was acknowledged.
+    assert_eq!(summary.confirmed_lsn, Lsn::new(0x210));
+}
+
+#[tokio::test]
+async fn a_failed_delivery_ends_the_attempt_and_nothing_after_it_is_confirmed() {
+    let config = config(&[]);
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let result = run_attempt(
+        &config,
+        &mut summary,
+        0x10,
+        kafka.clone(),
+        None,
+        |a| async move {
+            a.wal.transaction(0x100, "one").await;
+            a.wal.transaction(0x200, "two").await;
+            a.wal.transaction(0x300, "three").await;
+            wait_for("three records sent", || a.kafka.sent() == 3).await;
+            a.kafka.ack(0);
+            a.kafka.fail(1);
+            // Delivered, but after the failed one: it must not move the slot.
+            a.kafka.ack(2);
+            wait_for("the loop to stop", || a.finished.load(Ordering::SeqCst)).await;
+        },
+    )
+    .await;
+    assert!(
+        matches!(result, Err(PipelineError::Delivery(_))),
+        "the attempt fails with the delivery error: {result:?}"
+    );
+    assert!(
+        kafka.state().purged,
+        "what was in flight is dropped, not sent out of order"
+    );
+    assert_eq!(summary.acked_lsn, Lsn::new(0x110));
+    assert_eq!(summary.confirmed_lsn, Lsn::new(0x110));
+}
+
+#[tokio::test]
+async fn a_restart_resends_from_the_acknowledged_position() {
+    let config = config(&[]);
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let first = run_attempt(
+        &config,
+        &mut summary,
+        0x10,
+        kafka.clone(),
+        None,
+        |a| async move {
+            a.wal.transaction(0x100, "one").await;
+            a.wal.transaction(0x200, "two").await;
+            wait_for("two records sent", || a.kafka.sent() == 2).await;
+            a.kafka.ack(0);
+            a.wait_applied(0x110).await;
+            a.kafka.fail(1);
+        },
+    )
+    .await;
+    assert!(first.is_err(), "the first attempt fails: {first:?}");
+    let restart_at = summary.acked_lsn.as_u64();
+    assert_eq!(restart_at, 0x110);
+
+    // The server replays from the slot: the unacknowledged transaction again.
+    let again = FakeKafka::new(Lsn::new(restart_at));
+    let second = run_attempt(
+        &config,
+        &mut summary,
+        restart_at,
+        again.clone(),
+        None,
+        |a| async move {
+            a.wal.transaction(0x200, "two").await;
+            a.wal.transaction(0x300, "three").await;
+            wait_for("two records sent", || a.kafka.sent() == 2).await;
+            a.kafka.ack(0);
+            a.kafka.ack(1);
+            a.wait_applied(0x310).await;
+            a.request_stop();
+        },
+    )
+    .await;
+    assert_eq!(second.expect("a clean stop"), StopReason::Requested);
+    assert_eq!(kafka.contents(), ["one", "two"]);
+    assert_eq!(
+        again.contents(),
+        ["two", "three"],
+        "nothing lost across the restart"
+    );
+    assert_eq!(summary.confirmed_lsn, Lsn::new(0x310));
+}
+
+#[tokio::test]
+async fn transactions_kafka_already_holds_are_skipped_and_confirmed_past() {
+    let config = config(&[]);
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    // Exactly-once after a crash: the progress record says Kafka holds
+    // every transaction whose commit starts before 0x200.
+    kafka.state().skip_before = Some(Lsn::new(0x200));
+    let result = run_attempt(
+        &config,
+        &mut summary,
+        0x10,
+        kafka.clone(),
+        None,
+        |a| async move {
+            a.wal.transaction(0x100, "in kafka").await;
+            a.wal.message(0x150, false, "in kafka too").await;
+            a.wal.transaction(0x200, "new").await;
+            wait_for("the new record sent", || a.kafka.sent() == 1).await;
+            a.kafka.ack(0);
+            a.wait_applied(0x210).await;
+            a.request_stop();
+        },
+    )
+    .await;
+    assert_eq!(result.expect("a clean stop"), StopReason::Requested);
+    assert_eq!(kafka.contents(), ["new"]);
+    assert_eq!(
+        summary.transactions, 1,
+        "skipped transactions are not counted as delivered"
+    );
+}
+
+#[tokio::test]
+async fn a_stop_inside_a_transaction_waits_for_its_commit() {
+    let config = config(&[]);
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let result = run_attempt(
+        &config,
+        &mut summary,
+        0x10,
+        kafka.clone(),
+        None,
+        |a| async move {
+            a.wal.begin(0x100, 7).await;
+            a.wal.message(0x101, true, "first half").await;
+            wait_for("the first record sent", || a.kafka.sent() == 1).await;
+            a.request_stop();
+            a.settle().await;
+            assert!(
+                !a.finished.load(Ordering::SeqCst),
+                "the loop waits for the Commit"
+            );
+            a.wal.message(0x102, true, "second half").await;
+            a.wal.commit(0x103, 0x110).await;
+        },
+    )
+    .await;
+    assert_eq!(result.expect("a clean stop"), StopReason::Requested);
+    assert_eq!(kafka.contents(), ["first half", "second half"]);
+    // The drain on stop delivered both, so the whole transaction is confirmed.
+    assert_eq!(summary.confirmed_lsn, Lsn::new(0x110));
+    assert_eq!(summary.transactions, 1);
+}
+
+#[tokio::test]
+async fn keepalives_confirm_the_wal_end_only_between_transactions() {
+    let config = config(&[]);
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let result = run_attempt(
+        &config,
+        &mut summary,
+        0x10,
+        kafka.clone(),
+        None,
+        |a| async move {
+            a.wal.keepalive(0x500).await;
+            a.wait_applied(0x500).await;
+            a.wal.begin(0x600, 8).await;
+            a.wal.message(0x601, true, "open").await;
+            a.wal.keepalive(0x700).await;
+            wait_for("the record sent", || a.kafka.sent() == 1).await;
+            a.settle().await;
+            assert_eq!(
+                a.applied(),
+                Lsn::new(0x500),
+                "an open transaction holds the position"
+            );
+            a.wal.commit(0x602, 0x610).await;
+            a.settle().await;
+            assert_eq!(
+                a.applied(),
+                Lsn::new(0x500),
+                "its record is not acknowledged yet"
+            );
+            a.kafka.ack(0);
+            a.wait_applied(0x610).await;
+            a.request_stop();
+        },
+    )
+    .await;
+    assert_eq!(result.expect("a clean stop"), StopReason::Requested);
+}
+
+#[tokio::test]
+async fn a_bounded_run_stops_at_its_target_once_kafka_has_everything() {
+    let config = config(&[]);
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let result = run_attempt(
+        &config,
+        &mut summary,
+        0x10,
+        kafka.clone(),
+        Some(0x200),
+        |a| async move {
+            a.wal.transaction(0x100, "before").await;
+            a.wal.transaction(0x200, "reaches the target").await;
+            wait_for("the loop to stop", || a.finished.load(Ordering::SeqCst)).await;
+        },
+    )
+    .await;
+    assert_eq!(result.expect("caught up"), StopReason::CaughtUp);
+    assert!(summary.caught_up, "drained on stop, so caught up");
+    assert_eq!(summary.confirmed_lsn, Lsn::new(0x210));
+}
