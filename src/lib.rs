@@ -13,7 +13,11 @@
 //!   options per server version, framing, status updates).
 //! - What the catalog says (server, role, slots, publications, tables):
 //!   [`source::catalog`], for `run`, `check` and `status` alike.
-//! - Which LSN may be confirmed: [`checkpoint`] alone.
+//! - Which LSN may be confirmed: [`checkpoint`] alone, fed by the delivery.
+//! - What is specific to a delivery guarantee: one [`sink::Delivery`] each,
+//!   [`sink::AtLeastOnce`] and [`sink::Transactional`] (Kafka transactions,
+//!   the progress record, skipping what Kafka holds); the read loop
+//!   ([`pipeline`]) keeps positions and its `select!`, and never asks which.
 //! - Every derived name (topics, subjects, ids, slot names): [`naming`].
 //! - Each stage's options: the stage itself ([`encode::options`],
 //!   [`transform::options`], [`select::SelectOptions`]), flattened into

@@ -154,3 +154,11 @@ impl ChangeEvent {
         Some(key)
     }
 }
+
+/// The wall clock in microseconds since the Unix epoch: when an event is
+/// processed (`ts_ms` and friends), as opposed to when it was committed.
+pub fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}

@@ -53,31 +53,6 @@ pub(super) async fn start_streaming(
     Ok(())
 }
 
-/// Commits the snapshot's Kafka transaction, unless another instance
-/// finished a snapshot for the slot meanwhile (then it is aborted, so
-/// read_committed consumers do not see the rows twice). `in_kafka` is what
-/// the delivery's start found: only a transactional one has a transaction.
-pub(super) async fn commit_snapshot(
-    stream: &mut Stream<'_>,
-    in_kafka: &InKafka,
-) -> Result<(), PipelineError> {
-    if *in_kafka == InKafka::Untracked {
-        return Ok(());
-    }
-    if setup::confirmed_flush_lsn(&stream.sql, &stream.config.slot_name)
-        .await?
-        .is_some()
-    {
-        stream.delivery.abort_batch().await;
-        return Err(SinkError::SnapshotRace {
-            slot: stream.config.slot_name.clone(),
-        }
-        .into());
-    }
-    stream.commit_kafka_batch(true).await?;
-    Ok(())
-}
-
 impl Stream<'_> {
     /// Commits the open Kafka transaction, if the delivery writes them (see
     /// [`Delivery::commit_batch`]). Its progress record carries the

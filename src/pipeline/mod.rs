@@ -7,6 +7,15 @@
 //! pauses when the in-flight bound is reached (the replication client keeps
 //! answering keepalives meanwhile, so `wal_sender_timeout` never fires).
 //!
+//! Rooms: [`attempt`] decides where an attempt starts (the slot, or a new
+//! slot and its snapshot) and picks the [`crate::sink::Delivery`];
+//! `stream` is the read loop (positions and the `select!`) with the
+//! translation of pgoutput messages into records (`stream/events.rs`) and
+//! the metadata topics (`stream/metadata.rs`); `snapshot`, `incremental`
+//! and `exactly_once` are what the loop runs besides, all sending through
+//! the delivery. Nothing below imports `attempt`, and `stream` imports none
+//! of its neighbours but the incremental snapshot's state.
+//!
 //! [`run`] supervises attempts: it restarts from the slot after transient
 //! failures and ends a bounded run (`--stop-when-caught-up`, `--max-run`).
 //! A bounded run that stops while behind confirms only what Kafka
@@ -28,6 +37,7 @@ use crate::source::relation::RowError;
 use crate::source::replication::ReplicationError;
 use crate::source::setup::SetupError;
 
+mod attempt;
 mod previous_run;
 pub use previous_run::SlotLost;
 mod exactly_once;
@@ -39,7 +49,8 @@ mod stream;
 pub use incremental::IncrementalError;
 pub use snapshot::SnapshotError;
 
-pub use stream::{run_once, HeartbeatError};
+pub use attempt::run_once;
+pub use stream::HeartbeatError;
 
 /// Session settings pinned on the replication connection so that pgoutput's
 /// text values render in the one format the value decoder parses.

@@ -28,13 +28,13 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::stream::{now_micros, Stream};
-use super::{exactly_once, PipelineError, StopReason};
+use super::{PipelineError, StopReason};
 use crate::checkpoint::TxnId;
 use crate::config::{RunConfig, SnapshotMode};
 use crate::event::{ChangeEvent, Op, SourceInfo};
 use crate::lsn::Lsn;
 use crate::progress::SnapshotProgress;
-use crate::sink::InKafka;
+use crate::sink::{InKafka, SinkError};
 use crate::source::pgoutput::{Datum, Relation, Tuple};
 use crate::source::replication::{ReplicationError, Session};
 use crate::source::setup::{self, quote_ident, SetupError};
@@ -109,7 +109,7 @@ pub(super) async fn take(
         stream.delivery.abort_batch().await;
         return Ok(false);
     };
-    exactly_once::commit_snapshot(stream, &in_kafka).await?;
+    commit_snapshot(stream, &in_kafka).await?;
     // Everything before the consistent point is the snapshot's.
     stream.delivery.skip_before(start);
     stream
@@ -126,6 +126,31 @@ pub(super) async fn take(
         return Ok(false);
     }
     Ok(true)
+}
+
+/// Commits the snapshot's Kafka transaction, unless another instance
+/// finished a snapshot for the slot meanwhile (then it is aborted, so
+/// read_committed consumers do not see the rows twice). `in_kafka` is what
+/// the delivery's start found: only a transactional one has a transaction.
+pub(super) async fn commit_snapshot(
+    stream: &mut Stream<'_>,
+    in_kafka: &InKafka,
+) -> Result<(), PipelineError> {
+    if *in_kafka == InKafka::Untracked {
+        return Ok(());
+    }
+    if setup::confirmed_flush_lsn(&stream.sql, &stream.config.slot_name)
+        .await?
+        .is_some()
+    {
+        stream.delivery.abort_batch().await;
+        return Err(SinkError::SnapshotRace {
+            slot: stream.config.slot_name.clone(),
+        }
+        .into());
+    }
+    stream.commit_kafka_batch(true).await?;
+    Ok(())
 }
 
 /// Creates the working slot with an exported snapshot, dropping a leftover

@@ -3,26 +3,22 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use super::{exactly_once, incremental, previous_run, snapshot};
-use super::{PipelineError, RunSummary, StopReason, SESSION_OPTIONS};
+use super::incremental::Incremental;
+use super::{PipelineError, RunSummary, StopReason};
 use crate::checkpoint::TxnId;
-use crate::config::{CaughtUp, Delivery as DeliveryMode, RunConfig, SnapshotMode};
+use crate::config::{CaughtUp, RunConfig};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
 use crate::lsn::Lsn;
-use crate::metrics::{Metrics, Phase};
-use crate::sink::kafka::InFlightLimits;
+use crate::metrics::Metrics;
 use crate::sink::topics::TopicCreator;
-use crate::sink::transactional::{self, EosSettings};
-use crate::sink::{AtLeastOnce, Delivery, KafkaSink, SinkError, Transactional};
+use crate::sink::{Delivery, SinkError};
 use crate::source::pgoutput::{self, Begin, Commit, LogicalMessage};
 use crate::source::relation::RelationCache;
-use crate::source::replication::{
-    CopyData, ReplicationConfig, ReplicationStream, Session, StartReplication,
-};
-use crate::source::setup::{self, SetupError, SlotStatus};
+use crate::source::replication::{CopyData, ReplicationStream};
+use crate::source::setup;
 use crate::source::types::TypeRegistry;
 use crate::transform::Transforms;
 
@@ -42,11 +38,7 @@ struct OpenTxn {
     delivered: bool,
 }
 
-pub(super) fn now_micros() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-}
+pub(super) use crate::event::now_micros;
 
 pub(super) struct Stream<'a> {
     pub(super) config: &'a RunConfig,
@@ -64,7 +56,7 @@ pub(super) struct Stream<'a> {
     pub(super) last_commit_lsn: Option<Lsn>,
     pub(super) summary: &'a mut RunSummary,
     /// `--stop-when-caught-up start-lsn`: the server's WAL position when the run began.
-    target: Option<Lsn>,
+    pub(super) target: Option<Lsn>,
     /// Everything before this position has been read: the end of the last
     /// commit, or the WAL end of a keepalive that arrived between transactions.
     received: Lsn,
@@ -75,130 +67,7 @@ pub(super) struct Stream<'a> {
     /// Transaction metadata and heartbeats.
     metadata: metadata::Metadata,
     /// Incremental snapshots, with `--signal-data-collection`.
-    pub(super) incremental: Option<incremental::Incremental>,
-}
-
-/// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
-/// are acknowledged and confirmed first) or an error stops it.
-///
-/// `summary` accumulates across attempts. `target` is the caught-up target of
-/// `--stop-when-caught-up start-lsn`, fixed by the first attempt.
-pub async fn run_once(
-    config: &RunConfig,
-    stop: impl Future<Output = StopReason>,
-    summary: &mut RunSummary,
-    target: &mut Option<Lsn>,
-    first: bool,
-    metrics: &Arc<Metrics>,
-) -> Result<(), PipelineError> {
-    // Checked here for the publication; the stream derives its own.
-    let (selection, _) = config.selection()?;
-    let sql = setup::connect(&config.pg()).await?;
-    let status = setup::prepare(&sql, config, &selection).await?;
-    let types = setup::load_types(&sql).await?;
-    let Some(Start {
-        lsn: start,
-        exported,
-        temporary,
-    }) = choose_start(config, &sql, &status, summary, metrics).await?
-    else {
-        return Ok(());
-    };
-    if exported.is_some() || !matches!(status, SlotStatus::Ready { .. }) {
-        // A new slot: what an earlier attempt acknowledged was for the old one.
-        summary.acked_lsn = Lsn::ZERO;
-    }
-    if first {
-        summary.start_lsn = start;
-    }
-    summary.confirmed_lsn = start;
-    if config.stop_when_caught_up == Some(CaughtUp::StartLsn) && target.is_none() {
-        *target = Some(setup::current_wal_lsn(&sql).await?);
-    }
-
-    let (delivery, producer) = delivery_for(config, start, metrics)?;
-    let mut stream = Stream::new(config, sql, types, delivery, summary, start, metrics).await?;
-    stream.target = *target;
-    // Declared after `stream`, so dropped before it (see `watch_producer_queue`).
-    let probed = Arc::downgrade(&producer);
-    drop(producer);
-    let _queue_probe =
-        metrics.watch_producer_queue(move || probed.upgrade().map(|s| s.in_flight() as u64));
-
-    let mut stop = std::pin::pin!(stop);
-    let snapshot_taken = exported.is_some();
-    if let Some(exported) = exported {
-        if !snapshot::take(&mut stream, exported, start, stop.as_mut()).await? {
-            return Ok(());
-        }
-    }
-    tracing::info!(slot = %config.slot_name, publication = %config.publication_name, lsn = %start, "starting replication");
-
-    let session = match temporary {
-        // The session that created the slot is the one that can stream it.
-        Some(session) => session,
-        None => Session::connect(&replication_config(stream.config))
-            .await
-            .map_err(PipelineError::Stream)?,
-    };
-    let mut client = session
-        .start(StartReplication {
-            slot: stream.config.slot_name.clone(),
-            publication: stream.config.publication_name.clone(),
-            lsn: start,
-            acknowledged: start,
-            status_interval: client_status_interval(stream.config),
-        })
-        .await
-        .map_err(PipelineError::Stream)?;
-    if !snapshot_taken {
-        exactly_once::start_streaming(&mut stream, start).await?;
-    }
-    metrics.streaming_started(&client.metrics());
-    metrics.set_phase(Phase::Streaming);
-
-    let result = stream.stream(&mut client, stop.as_mut()).await;
-    let reason = result.as_ref().ok().copied();
-    stream.finish(&mut client, reason).await;
-    result.map(|reason| {
-        stream.summary.stopped = reason;
-    })
-}
-
-/// The delivery `--delivery` asks for, starting at the slot's position
-/// `start`, and its producer (for the queue gauge).
-fn delivery_for(
-    config: &RunConfig,
-    start: Lsn,
-    metrics: &Arc<Metrics>,
-) -> Result<(Box<dyn Delivery>, Arc<KafkaSink>), SinkError> {
-    let limits = InFlightLimits {
-        messages: config.max_in_flight_messages,
-        bytes: config.max_in_flight_bytes,
-    };
-    Ok(match config.delivery {
-        DeliveryMode::AtLeastOnce => {
-            let delivery = AtLeastOnce::new(
-                &config.producer_config(),
-                limits,
-                start,
-                Arc::clone(metrics),
-            )?;
-            let producer = Arc::clone(delivery.producer());
-            (Box::new(delivery), producer)
-        }
-        DeliveryMode::ExactlyOnce => {
-            let delivery = Transactional::new(
-                &transactional::producer_config(config),
-                limits,
-                start,
-                Arc::clone(metrics),
-                EosSettings::from_config(config),
-            )?;
-            let producer = Arc::clone(delivery.producer());
-            (Box::new(delivery), producer)
-        }
-    })
+    pub(super) incremental: Option<Incremental>,
 }
 
 impl<'a> Stream<'a> {
@@ -237,153 +106,11 @@ impl<'a> Stream<'a> {
             idle_wal_end: start,
             last_activity: Instant::now(),
             metadata: metadata::Metadata::new(config),
-            incremental: incremental::Incremental::start(config).await?,
+            incremental: Incremental::start(config).await?,
             sql,
             config,
         })
     }
-}
-
-/// Where an attempt starts streaming.
-struct Start {
-    lsn: Lsn,
-    /// A new slot with its exported snapshot, to be read first.
-    exported: Option<snapshot::ExportedSlot>,
-    /// `--slot-temporary`: the session that made the slot, to stream it.
-    temporary: Option<Session>,
-}
-
-/// Decides from the slot's `status` where this attempt starts: the slot's
-/// position, a new slot (with a snapshot to take, per `--snapshot-mode`),
-/// or nothing to do (`None`: `initial_only` found its snapshot done, as
-/// recorded in `summary`).
-async fn choose_start(
-    config: &RunConfig,
-    sql: &tokio_postgres::Client,
-    status: &SlotStatus,
-    summary: &mut RunSummary,
-    metrics: &Arc<Metrics>,
-) -> Result<Option<Start>, PipelineError> {
-    let snapshot_wanted = !matches!(
-        config.snapshot_mode,
-        SnapshotMode::Never | SnapshotMode::NoData
-    );
-    let (start, exported, temporary) = match *status {
-        SlotStatus::Ready { .. } | SlotStatus::Invalidated if config.slot_temporary => {
-            return Err(SetupError::TemporarySlotExists {
-                slot: config.slot_name.clone(),
-            }
-            .into());
-        }
-        SlotStatus::Missing if config.slot_temporary => {
-            let (session, lsn) = create_temporary_slot(config).await?;
-            (lsn, None, Some(session))
-        }
-        SlotStatus::Ready { confirmed_flush } => {
-            // A working slot left by a crash between promoting and dropping it.
-            setup::drop_slot(sql, &config.names().snapshot_slot()).await?;
-            if config.snapshot_mode == SnapshotMode::InitialOnly {
-                tracing::info!(slot = %config.slot_name, "the slot exists, so its snapshot was taken; nothing to do");
-                summary.stopped = StopReason::SnapshotCompleted;
-                return Ok(None);
-            }
-            // After a server restart PG 15 can report an older confirmed
-            // position than it was told (it persists it only with other slot
-            // changes). What this run already had acknowledged need not be
-            // sent again: starting past it skips those transactions.
-            (confirmed_flush.max(summary.acked_lsn), None, None)
-        }
-        SlotStatus::Invalidated if config.snapshot_mode != SnapshotMode::WhenNeeded => {
-            return Err(SetupError::Invalidated {
-                slot: config.slot_name.clone(),
-            }
-            .into());
-        }
-        SlotStatus::Missing
-            if config.snapshot_mode == SnapshotMode::Initial
-                && setup::slot_status(sql, &config.names().snapshot_slot()).await?
-                    == SlotStatus::Missing =>
-        {
-            // Not an interrupted snapshot (its working slot would exist): a
-            // first run, unless the topics already hold an earlier run's events.
-            let earlier = previous_run::topics_with_records(config).await?;
-            if !earlier.is_empty() {
-                return Err(previous_run::slot_lost(config, &earlier).into());
-            }
-            let exported = snapshot::export_slot(config, sql).await?;
-            (exported.consistent_point, Some(exported), None)
-        }
-        SlotStatus::Invalidated | SlotStatus::Missing if snapshot_wanted => {
-            if *status == SlotStatus::Invalidated {
-                tracing::warn!(slot = %config.slot_name, "slot was invalidated; dropping it and taking a new snapshot (--snapshot-mode when_needed)");
-                setup::drop_slot(sql, &config.slot_name).await?;
-            }
-            match exactly_once::recover_committed_snapshot(config, sql, metrics).await? {
-                Some(_) if config.snapshot_mode == SnapshotMode::InitialOnly => {
-                    summary.stopped = StopReason::SnapshotCompleted;
-                    return Ok(None);
-                }
-                Some(point) => (point, None, None),
-                None => {
-                    let exported = snapshot::export_slot(config, sql).await?;
-                    (exported.consistent_point, Some(exported), None)
-                }
-            }
-        }
-        SlotStatus::Invalidated | SlotStatus::Missing => (
-            setup::create_slot(sql, &config.slot_name).await?,
-            None,
-            None,
-        ),
-    };
-    Ok(Some(Start {
-        lsn: start,
-        exported,
-        temporary,
-    }))
-}
-
-/// `--slot-temporary`: opens the replication session and creates the slot
-/// on it (`CREATE_REPLICATION_SLOT ... TEMPORARY`), so it lives exactly as
-/// long as that session. Returns the session, not yet streaming, and the
-/// slot's consistent point.
-async fn create_temporary_slot(config: &RunConfig) -> Result<(Session, Lsn), PipelineError> {
-    let failed = |error| SetupError::TemporarySlot {
-        slot: config.slot_name.clone(),
-        error,
-    };
-    let mut session = Session::connect(&replication_config(config))
-        .await
-        .map_err(failed)?;
-    let rows = session
-        .simple_query(&format!(
-            "CREATE_REPLICATION_SLOT {} TEMPORARY LOGICAL pgoutput (SNAPSHOT 'nothing')",
-            setup::quote_ident(&config.slot_name)
-        ))
-        .await
-        .map_err(failed)?;
-    let point = rows
-        .first()
-        .and_then(|r| r.get(1))
-        .and_then(Option::as_ref)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(|t| t.parse::<Lsn>().ok())
-        .ok_or_else(|| SetupError::TemporarySlotReply {
-            slot: config.slot_name.clone(),
-        })?;
-    tracing::warn!(slot = %config.slot_name, lsn = %point, "created a temporary slot: it ends with this connection, and changes made while no connector runs are not captured");
-    Ok((session, point))
-}
-
-/// The streaming session's settings: the `--pg-url` connection, the
-/// session options the value decoder relies on, and an application name
-/// that says whose it is.
-fn replication_config(config: &RunConfig) -> ReplicationConfig {
-    config
-        .pg()
-        .replication_config()
-        .with_options(SESSION_OPTIONS)
-        .with_application_name(config.names().application_name())
 }
 
 /// The replication client's status cadence: at most [`FEEDBACK_TICK`]. The
@@ -391,7 +118,7 @@ fn replication_config(config: &RunConfig) -> ReplicationConfig {
 /// `--status-interval` ([`Stream::stream`]); the short cadence lets a
 /// position handed over reach the server soon after, which is what a
 /// stopping run waits for before it ends the stream.
-fn client_status_interval(config: &RunConfig) -> Duration {
+pub(super) fn client_status_interval(config: &RunConfig) -> Duration {
     config.status_interval.min(FEEDBACK_TICK)
 }
 
@@ -405,7 +132,7 @@ const RECV_BURST: usize = 256;
 impl Stream<'_> {
     /// Reads until `stop` resolves, the stream catches up (bounded runs), or
     /// an error; returns why it stopped.
-    async fn stream(
+    pub(super) async fn stream(
         &mut self,
         client: &mut ReplicationStream,
         mut stop: std::pin::Pin<&mut impl Future<Output = StopReason>>,
@@ -618,7 +345,11 @@ impl Stream<'_> {
 
     /// Drains what is in flight and confirms it; records the outcome in the
     /// summary. `reason` is `None` when the attempt failed.
-    async fn finish(&mut self, client: &mut ReplicationStream, reason: Option<StopReason>) {
+    pub(super) async fn finish(
+        &mut self,
+        client: &mut ReplicationStream,
+        reason: Option<StopReason>,
+    ) {
         if reason.is_some() && self.txn.is_none() {
             if let Err(error) = self.commit_kafka_batch(false).await {
                 tracing::warn!(error = %crate::error_chain(&error), "the last kafka transaction did not commit; it is sent again on restart");

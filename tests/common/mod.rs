@@ -386,12 +386,36 @@ fn record_count_blocking(bootstrap: &str, topic: &str) -> usize {
         .map_or(0, |t| t.partitions().len());
     (0..partitions)
         .map(|p| {
-            let (low, high) = probe
-                .fetch_watermarks(topic, p as i32, Duration::from_secs(10))
-                .expect("watermarks");
+            let (low, high) = watermarks(&probe, topic, p as i32);
             usize::try_from(high - low).expect("high watermark >= low")
         })
         .sum()
+}
+
+/// A partition's low and high watermarks. Just after a topic is created its
+/// partitions may have no leader yet (NotLeaderForPartition,
+/// LeaderNotAvailable): asked again until [`TIMEOUT`].
+fn watermarks(probe: &BaseConsumer, topic: &str, partition: i32) -> (i64, i64) {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        match probe.fetch_watermarks(topic, partition, Duration::from_secs(10)) {
+            Ok(marks) => return marks,
+            Err(error)
+                if std::time::Instant::now() < deadline
+                    && matches!(
+                        error.rdkafka_error_code(),
+                        Some(
+                            rdkafka::types::RDKafkaErrorCode::NotLeaderForPartition
+                                | rdkafka::types::RDKafkaErrorCode::LeaderNotAvailable
+                                | rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition
+                        )
+                    ) =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(error) => panic!("watermarks of {topic}[{partition}]: {error}"),
+        }
+    }
 }
 
 /// Reads `topic` from the beginning until no record arrived for `idle` (or

@@ -1,0 +1,347 @@
+//! The incremental snapshot inside the read loop: acting on a signal-table
+//! change, emitting a chunk at its high watermark in the transaction that
+//! closes it, and between transactions recording an acknowledged chunk and
+//! opening the next one. The state it drives is [`super::Incremental`];
+//! what it emits goes through the stream's delivery like any change.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio_postgres::SimpleQueryMessage;
+
+use super::window::{key_of, Chunk, Window};
+use super::{chunk_query, Incremental, IncrementalError};
+use crate::checkpoint::TxnId;
+use crate::event::{ChangeEvent, Op, SourceInfo};
+use crate::lsn::Lsn;
+use crate::pipeline::stream::Stream;
+use crate::pipeline::PipelineError;
+use crate::source::pgoutput::{Datum, Relation, Tuple};
+use crate::source::setup::{self, SetupError};
+use crate::source::signal::{self, Signal, SignalTable, PROGRESS, WINDOW_CLOSE, WINDOW_OPEN};
+use crate::source::snapshot as reader;
+
+impl Stream<'_> {
+    /// A change of the signal table: acts on it (the row itself is emitted
+    /// afterwards like any other). At a high watermark, emits the chunk in
+    /// transaction `txn`.
+    pub(in crate::pipeline) async fn handle_signal(
+        &mut self,
+        tuple: &Tuple,
+        lsn: Lsn,
+        txn: TxnId,
+        xid: u32,
+        commit_time_micros: i64,
+    ) -> Result<(), PipelineError> {
+        let Some(incremental) = self.incremental.as_mut() else {
+            return Ok(());
+        };
+        let Some(signal) = incremental.signal_of(tuple) else {
+            return Ok(());
+        };
+        let changes_progress = matches!(
+            signal,
+            Signal::ExecuteSnapshot { .. } | Signal::StopSnapshot { .. }
+        );
+        let emitted = incremental
+            .on_signal(signal, &self.metrics)
+            .await
+            .map_err(IncrementalError::from)?;
+        if changes_progress || emitted.is_some() {
+            // Exactly-once: this transaction goes into a Kafka transaction
+            // whose progress record carries what it changed (module docs).
+            self.delivery.open_batch()?;
+        }
+        let Some((relation_id, rows)) = emitted else {
+            return Ok(());
+        };
+        let schema = Arc::clone(self.relations.get(relation_id, lsn)?);
+        for tuple in &rows {
+            let row = self.relations.decode_row(&schema, tuple, lsn)?;
+            let event = ChangeEvent {
+                table: Arc::clone(&schema),
+                op: Op::Read,
+                before: None,
+                after: Some(row),
+                source: SourceInfo {
+                    commit_time_micros,
+                    xid,
+                    lsn,
+                    last_commit_lsn: self.last_commit_lsn,
+                    snapshot: "incremental",
+                },
+            };
+            self.send_event(&event, Vec::new(), false, txn).await?;
+        }
+        tracing::debug!(table = %format!("{}.{}", schema.schema, schema.table), rows = rows.len(), %lsn, "incremental snapshot chunk emitted");
+        Ok(())
+    }
+
+    /// Between transactions: records an acknowledged chunk and starts the
+    /// next one (low watermark, select, high watermark).
+    pub(in crate::pipeline) async fn incremental_step(&mut self) -> Result<(), PipelineError> {
+        let Some(mut incremental) = self.incremental.take() else {
+            return Ok(());
+        };
+        let result = self.step(&mut incremental).await;
+        self.incremental = Some(incremental);
+        result
+    }
+
+    /// Moves the emitted chunk into the recorded progress once Kafka
+    /// acknowledged it (in memory; the next write of the progress row
+    /// carries it). Returns whether it did.
+    fn record_acked_chunk(&self, inc: &mut Incremental) -> bool {
+        let Window::Emitted { end, commit } = &inc.window else {
+            return false;
+        };
+        if commit.is_none_or(|lsn| self.delivery.acked() < lsn) {
+            return false;
+        }
+        let finished = end.is_none();
+        let done = inc.progress.chunk_done(end.clone());
+        if finished {
+            let done = done.unwrap_or_default();
+            self.metrics.incremental_table_done();
+            self.metrics
+                .incremental_tables_remaining(inc.progress.tables.len() as u64);
+            tracing::info!(table = %done, remaining = inc.progress.tables.len(), "incremental snapshot of table done");
+        }
+        inc.window = Window::Idle;
+        true
+    }
+
+    /// On a graceful stop, once everything sent is acknowledged: writes the
+    /// last acknowledged chunk into the progress row, so the next start does
+    /// not read it again. Needed under exactly-once too: a caught-up stop may
+    /// confirm the slot past the last progress record, and then the row is
+    /// what the next start trusts (see [`committed`]).
+    pub(in crate::pipeline) async fn record_progress_on_stop(&mut self) -> Result<(), SetupError> {
+        let Some(mut inc) = self.incremental.take() else {
+            return Ok(());
+        };
+        let result = match self.record_acked_chunk(&mut inc) {
+            false => Ok(()),
+            true if inc.progress.tables.is_empty() => {
+                inc.started = None;
+                signal::delete(&inc.sql, &inc.signal, &inc.progress_id).await
+            }
+            true => inc.persist(PROGRESS, None).await,
+        };
+        self.incremental = Some(inc);
+        result
+    }
+
+    async fn step(&mut self, inc: &mut Incremental) -> Result<(), PipelineError> {
+        if matches!(inc.window, Window::Emitted { .. }) && !self.record_acked_chunk(inc) {
+            return Ok(());
+        }
+        if !matches!(inc.window, Window::Idle) {
+            return Ok(());
+        }
+        if inc.last_log.elapsed() > Duration::from_secs(5) {
+            inc.last_log = Instant::now();
+            let secs = inc.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+            tracing::info!(
+                table = inc
+                    .progress
+                    .tables
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or(""),
+                tables_remaining = inc.progress.tables.len(),
+                rows = inc.rows,
+                chunks = inc.chunks,
+                rows_per_sec = (inc.rows as f64 / secs.max(0.001)) as u64,
+                "incremental snapshot progress"
+            );
+        }
+        loop {
+            let Some(table) = inc.progress.tables.first().cloned() else {
+                if let Some(started) = inc.started.take() {
+                    signal::delete(&inc.sql, &inc.signal, &inc.progress_id)
+                        .await
+                        .map_err(IncrementalError::from)?;
+                    tracing::info!(
+                        rows = inc.rows,
+                        chunks = inc.chunks,
+                        secs = started.elapsed().as_secs_f64(),
+                        "incremental snapshot completed"
+                    );
+                    self.metrics.incremental_tables_remaining(0);
+                }
+                return Ok(());
+            };
+            let Some((relation, key_positions)) = self.snapshot_target(inc, &table).await? else {
+                inc.progress.tables.remove(0);
+                inc.progress.last_key = None;
+                self.metrics
+                    .incremental_tables_remaining(inc.progress.tables.len() as u64);
+                inc.persist(PROGRESS, None)
+                    .await
+                    .map_err(IncrementalError::from)?;
+                continue;
+            };
+            let key_names: Vec<&str> = key_positions
+                .iter()
+                .map(|&p| relation.columns[p].name.as_str())
+                .collect();
+            let chunk_id = format!("{}-{}", inc.nonce, inc.chunks);
+            let sql_error = |action: String| move |error| SetupError::Query { action, error };
+            inc.persist(WINDOW_OPEN, Some(&chunk_id))
+                .await
+                .map_err(IncrementalError::from)?;
+            let query = chunk_query(
+                &relation,
+                &key_names,
+                inc.progress.last_key.as_ref(),
+                inc.chunk_size,
+            );
+            let messages = inc
+                .sql
+                .simple_query(&query)
+                .await
+                .map_err(sql_error(format!("reading a chunk of {table}")))
+                .map_err(IncrementalError::from)?;
+            inc.persist(WINDOW_CLOSE, Some(&chunk_id))
+                .await
+                .map_err(IncrementalError::from)?;
+            let mut rows = Vec::new();
+            let mut index = HashMap::new();
+            for message in messages {
+                let SimpleQueryMessage::Row(row) = message else {
+                    continue;
+                };
+                let tuple = Tuple(
+                    (0..row.len())
+                        .map(|i| {
+                            row.get(i).map_or(Datum::Null, |v| {
+                                Datum::Text(Bytes::copy_from_slice(v.as_bytes()))
+                            })
+                        })
+                        .collect(),
+                );
+                if let Some(key) = key_of(&tuple, &key_positions) {
+                    index.insert(key, rows.len());
+                }
+                rows.push(Some(tuple));
+            }
+            let full = rows.len() >= inc.chunk_size as usize;
+            let end = rows
+                .last()
+                .and_then(|r| r.as_ref())
+                .and_then(|t| key_of(t, &key_positions))
+                .filter(|_| full);
+            tracing::trace!(%table, rows = rows.len(), chunk = %chunk_id, "chunk selected");
+            inc.window = Window::Pending(Chunk {
+                id: chunk_id,
+                relation_id: relation.id,
+                key_positions,
+                rows,
+                index,
+                open: false,
+                end,
+            });
+            return Ok(());
+        }
+    }
+
+    /// The relation and key positions of `table` for a chunk, after making
+    /// sure the stream's relation cache knows it; `None` (with a warning)
+    /// when it cannot be snapshotted incrementally.
+    async fn snapshot_target(
+        &mut self,
+        inc: &Incremental,
+        table: &str,
+    ) -> Result<Option<(Relation, Vec<usize>)>, PipelineError> {
+        let skip = |reason: &str| {
+            tracing::warn!(%table, %reason, "table skipped by the incremental snapshot");
+            None
+        };
+        let Some(name) = SignalTable::parse(table) else {
+            return Ok(skip("not a schema.table name"));
+        };
+        if name == inc.signal {
+            return Ok(skip("it is the signal table"));
+        }
+        let oid: Option<u32> = self
+            .sql
+            .query_opt(
+                "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = $1 AND c.relname = $2",
+                &[&name.schema, &name.table],
+            )
+            .await
+            .map_err(|error| SetupError::Query {
+                action: format!("looking up table {table}"),
+                error,
+            })?
+            .map(|r| r.get(0));
+        let Some(oid) = oid else {
+            return Ok(skip("no such table"));
+        };
+        if !signal::is_published(&self.sql, &inc.publication, &name.schema, &name.table).await? {
+            return Ok(skip("not in the publication, so its changes are not streamed; ALTER PUBLICATION ... ADD TABLE it, then signal again"));
+        }
+        if self.relations.relation(oid).is_none() || self.relations.get(oid, Lsn::ZERO).is_err() {
+            let relation = reader::relation_from_catalog(&self.sql, oid).await?;
+            if !self.relations.admits(&relation) {
+                return Ok(skip("excluded by the table filters"));
+            }
+            if !self.relations.knows_types_of(&relation) {
+                *self.relations.types_mut() = setup::load_types(&self.sql).await?;
+            }
+            let catalog = setup::catalog_columns(&self.sql, oid).await?;
+            let schema = self.relations.update(&relation, &catalog)?;
+            self.ensure_topic(&schema.topic).await?;
+        }
+        let schema = Arc::clone(self.relations.get(oid, Lsn::ZERO)?);
+        let Some(relation) = self.relations.relation(oid).cloned() else {
+            return Ok(skip("its definition is unknown"));
+        };
+        match self.relations.key_positions(&schema) {
+            Some(positions) if !positions.is_empty() => Ok(Some((relation, positions))),
+            _ => Ok(skip("it has no primary key (nor --message-key-columns): chunks are read in key order, and streamed changes are matched by key")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::pgoutput::{Column, ReplicaIdentity};
+
+    #[test]
+    fn chunk_queries_compare_keys_as_rows_with_quoted_literals() {
+        let relation = Relation {
+            id: 1,
+            namespace: "public".into(),
+            name: "t".into(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: ["a", "b", "v"]
+                .iter()
+                .map(|n| Column {
+                    is_key: *n != "v",
+                    name: (*n).into(),
+                    type_oid: 25,
+                    type_modifier: -1,
+                })
+                .collect(),
+        };
+        assert_eq!(
+            chunk_query(&relation, &["a", "b"], None, 10),
+            "SELECT \"a\", \"b\", \"v\" FROM \"public\".\"t\" ORDER BY \"a\", \"b\" LIMIT 10"
+        );
+        assert_eq!(
+            chunk_query(
+                &relation,
+                &["a", "b"],
+                Some(&vec![Some("it's".into()), Some("2".into())]),
+                5
+            ),
+            "SELECT \"a\", \"b\", \"v\" FROM \"public\".\"t\" WHERE (\"a\", \"b\") > ('it''s', '2') ORDER BY \"a\", \"b\" LIMIT 5"
+        );
+    }
+}
