@@ -313,19 +313,7 @@ async fn ensure_publication(
     match (mode, existing) {
         (PublicationAutocreateMode::AllTables, Some(_)) => Ok(()),
         (PublicationAutocreateMode::AllTables, None) => {
-            let target = if config.tables.is_empty() {
-                "ALL TABLES".to_owned()
-            } else {
-                let list: Vec<String> = config
-                    .tables
-                    .iter()
-                    .map(|t| match t.split_once('.') {
-                        Some((schema, table)) => qualified(schema, table),
-                        None => quote_ident(t),
-                    })
-                    .collect();
-                format!("TABLE {}", list.join(", "))
-            };
+            let target = all_tables_target(&config.tables);
             let statement = format!("CREATE PUBLICATION {pub_sql} FOR {target}{with}");
             run_publication_ddl(client, &statement, target == "ALL TABLES").await?;
             tracing::info!(publication, target, "created publication");
@@ -394,6 +382,22 @@ async fn ensure_publication(
             Ok(())
         }
     }
+}
+
+/// What `--publication-autocreate-mode all_tables` creates the publication
+/// for: the `--table` list when given, else all tables.
+fn all_tables_target(tables: &[String]) -> String {
+    if tables.is_empty() {
+        return "ALL TABLES".to_owned();
+    }
+    let list: Vec<String> = tables
+        .iter()
+        .map(|t| match t.split_once('.') {
+            Some((schema, table)) => qualified(schema, table),
+            None => quote_ident(t),
+        })
+        .collect();
+    format!("TABLE {}", list.join(", "))
 }
 
 /// Runs a CREATE/ALTER PUBLICATION, explaining a missing privilege.

@@ -54,31 +54,7 @@ pub(super) async fn check_postgres(
     timeout: Duration,
     report: &mut Report,
 ) -> Option<Vec<TableInfo>> {
-    let client = match tokio::time::timeout(timeout, setup::connect(&config.pg())).await {
-        Ok(Ok(client)) => client,
-        Ok(Err(error)) => {
-            report.fail(
-                "postgres",
-                crate::error_chain(&error),
-                "check --pg-url, that the server runs, and that pg_hba.conf admits this host, \
-                 user and database; the remaining PostgreSQL checks were skipped",
-            );
-            return None;
-        }
-        Err(_) => {
-            report.fail(
-                "postgres",
-                format!(
-                    "no answer from {} within {}",
-                    config.pg_url,
-                    humantime::format_duration(timeout)
-                ),
-                "check --pg-url and the network path to the server; the remaining PostgreSQL \
-                 checks were skipped",
-            );
-            return None;
-        }
-    };
+    let client = connect(config, timeout, report).await?;
     let facts = match server_facts(&client).await {
         Ok(facts) => facts,
         Err(error) => {
@@ -101,6 +77,53 @@ pub(super) async fn check_postgres(
         ),
     );
 
+    check_wal_level(&facts, report);
+    check_role(&facts, report);
+
+    let slot = check_slot(&client, config, &facts, report).await;
+    check_wal_senders(&facts, slot.snapshot_needed, report);
+    check_retention(&facts, report);
+    check_sender_timeout(&facts, health, report);
+    let tables = check_publication(&client, config, &facts, report).await;
+    check_signal_table(&client, config, report).await;
+    if let Some(tables) = &tables {
+        check_tables(config, tables, report);
+    }
+    tables
+}
+
+/// Connects within `timeout`, or reports why not (the remaining
+/// PostgreSQL checks are then skipped).
+async fn connect(config: &RunConfig, timeout: Duration, report: &mut Report) -> Option<Client> {
+    match tokio::time::timeout(timeout, setup::connect(&config.pg())).await {
+        Ok(Ok(client)) => Some(client),
+        Ok(Err(error)) => {
+            report.fail(
+                "postgres",
+                crate::error_chain(&error),
+                "check --pg-url, that the server runs, and that pg_hba.conf admits this host, \
+                 user and database; the remaining PostgreSQL checks were skipped",
+            );
+            None
+        }
+        Err(_) => {
+            report.fail(
+                "postgres",
+                format!(
+                    "no answer from {} within {}",
+                    config.pg_url,
+                    humantime::format_duration(timeout)
+                ),
+                "check --pg-url and the network path to the server; the remaining PostgreSQL \
+                 checks were skipped",
+            );
+            None
+        }
+    }
+}
+
+/// `wal_level` must be `logical`.
+fn check_wal_level(facts: &ServerFacts, report: &mut Report) {
     if facts.server.wal_level == "logical" {
         report.pass("wal_level", "logical");
     } else {
@@ -114,7 +137,10 @@ pub(super) async fn check_postgres(
              (on a managed service set its logical replication parameter)",
         );
     }
+}
 
+/// The role must be allowed to use replication slots.
+fn check_role(facts: &ServerFacts, report: &mut Report) {
     if facts.role.may_replicate() {
         let how = if facts.role.superuser {
             "is a superuser"
@@ -138,17 +164,6 @@ pub(super) async fn check_postgres(
             ),
         );
     }
-
-    let slot = check_slot(&client, config, &facts, report).await;
-    check_wal_senders(&facts, slot.snapshot_needed, report);
-    check_retention(&facts, report);
-    check_sender_timeout(&facts, health, report);
-    let tables = check_publication(&client, config, &facts, report).await;
-    check_signal_table(&client, config, report).await;
-    if let Some(tables) = &tables {
-        check_tables(config, tables, report);
-    }
-    tables
 }
 
 async fn server_facts(client: &Client) -> Result<ServerFacts, tokio_postgres::Error> {
@@ -231,6 +246,16 @@ async fn check_slot(
             snapshot_needed: snapshot_wanted,
         };
     };
+    SlotOutcome {
+        snapshot_needed: report_existing_slot(found, config, report),
+    }
+}
+
+/// Reports on the slot `found` under `--slot`: whether it can be streamed
+/// from. Returns whether the run would take a snapshot (an invalidated slot
+/// under `--snapshot-mode when_needed`).
+fn report_existing_slot(found: catalog::Slot, config: &RunConfig, report: &mut Report) -> bool {
+    let slot = &config.slot_name;
     let other_slot = "pass another --slot, or drop this one if nothing uses it";
     if !found.is_logical() {
         report.fail(
@@ -265,9 +290,7 @@ async fn check_slot(
                 "--snapshot-mode when_needed will drop it and take a new snapshot; raise \
                  max_slot_wal_keep_size so it does not happen again",
             );
-            return SlotOutcome {
-                snapshot_needed: true,
-            };
+            return true;
         }
         report.fail(
             "replication slot",
@@ -296,9 +319,7 @@ async fn check_slot(
             ),
         );
     }
-    SlotOutcome {
-        snapshot_needed: false,
-    }
+    false
 }
 
 fn check_wal_senders(facts: &ServerFacts, snapshot_needed: bool, report: &mut Report) {

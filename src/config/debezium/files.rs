@@ -201,7 +201,18 @@ pub fn map_server(properties: &BTreeMap<String, String>) -> Mapping {
             connector.insert(name, value.clone());
         }
     }
-    let mut mapping = map(&connector);
+    map_renamed(&connector, &names, outside)
+}
+
+/// Maps the connector-form `connector` properties, then names each
+/// property in the messages as the file spelled it (`names`), and adds what
+/// `outside` found among the properties that are not the connector's.
+fn map_renamed(
+    connector: &BTreeMap<String, String>,
+    names: &BTreeMap<String, String>,
+    outside: Mapping,
+) -> Mapping {
+    let mut mapping = map(connector);
     let rename = |s: &str| {
         s.split(", ")
             .map(|part| {

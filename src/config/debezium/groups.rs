@@ -144,70 +144,7 @@ pub(super) fn map_converters(properties: &BTreeMap<String, String>, mapping: &mu
             .range(prefix.clone()..)
             .take_while(|(p, _)| p.starts_with(&prefix))
         {
-            let option = &p[prefix.len()..];
-            match (format, option) {
-                ("json", "schemas.enable") => {
-                    mapping.set("json_schemas", value.trim().to_owned(), p)
-                }
-                ("json", "schemas.cache.size" | "decimal.format" | "replace.null.with.default") => {
-                    mapping
-                        .ignored
-                        .push((p.clone(), "not configurable for the JSON format".to_owned()));
-                }
-                ("avro", "schema.registry.url") => {
-                    let first = value
-                        .split(',')
-                        .next()
-                        .unwrap_or_default()
-                        .trim()
-                        .to_owned();
-                    mapping.set("schema_registry_url", first, p);
-                }
-                ("avro", "basic.auth.user.info") => {
-                    mapping.set("schema_registry_basic_auth", value.clone(), p)
-                }
-                ("avro", "basic.auth.credentials.source") if value.trim() == "USER_INFO" => {
-                    mapping.ignored.push((
-                        p.clone(),
-                        "USER_INFO is how --schema-registry-basic-auth works".to_owned(),
-                    ));
-                }
-                ("avro", "key.subject.name.strategy" | "value.subject.name.strategy") => {
-                    match value.trim() {
-                        "io.confluent.kafka.serializers.subject.TopicNameStrategy" => {
-                            mapping.set("subject_name_strategy", "topic", p)
-                        }
-                        "io.confluent.kafka.serializers.subject.RecordNameStrategy" => {
-                            mapping.set("subject_name_strategy", "record", p)
-                        }
-                        other => mapping.reject(
-                            p,
-                            other,
-                            "only TopicNameStrategy and RecordNameStrategy are supported",
-                        ),
-                    }
-                }
-                ("avro", "auto.register.schemas") if value.trim() == "true" => {
-                    mapping
-                        .ignored
-                        .push((p.clone(), "schemas are always registered".to_owned()));
-                }
-                (
-                    "avro",
-                    "schemas.enable"
-                    | "schemas.cache.size"
-                    | "schema.cache.size"
-                    | "connect.meta.data"
-                    | "enhanced.avro.schema.support",
-                ) => {
-                    mapping.ignored.push((p.clone(), "not configurable: schemas are written as the AvroConverter's defaults write them".to_owned()));
-                }
-                _ => mapping.reject(
-                    p,
-                    value,
-                    format!("converter property not supported with {class}"),
-                ),
-            }
+            map_converter_property(format, class, p, &p[prefix.len()..], value, mapping);
         }
     }
     if let [(_, key), (_, value)] = formats.as_slice() {
@@ -246,6 +183,83 @@ pub(super) fn map_converters(properties: &BTreeMap<String, String>, mapping: &mu
                 );
             }
         }
+    }
+}
+
+/// One `<side>.converter.<option>` property of a `format` converter (`class`).
+fn map_converter_property(
+    format: &str,
+    class: &str,
+    p: &str,
+    option: &str,
+    value: &str,
+    mapping: &mut Mapping,
+) {
+    match (format, option) {
+        ("json", "schemas.enable") => mapping.set("json_schemas", value.trim().to_owned(), p),
+        ("json", "schemas.cache.size" | "decimal.format" | "replace.null.with.default") => {
+            mapping.ignored.push((
+                p.to_owned(),
+                "not configurable for the JSON format".to_owned(),
+            ));
+        }
+        ("avro", "schema.registry.url") => {
+            let first = value
+                .split(',')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            mapping.set("schema_registry_url", first, p);
+        }
+        ("avro", "basic.auth.user.info") => {
+            mapping.set("schema_registry_basic_auth", value.to_owned(), p)
+        }
+        ("avro", "basic.auth.credentials.source") if value.trim() == "USER_INFO" => {
+            mapping.ignored.push((
+                p.to_owned(),
+                "USER_INFO is how --schema-registry-basic-auth works".to_owned(),
+            ));
+        }
+        ("avro", "key.subject.name.strategy" | "value.subject.name.strategy") => {
+            match value.trim() {
+                "io.confluent.kafka.serializers.subject.TopicNameStrategy" => {
+                    mapping.set("subject_name_strategy", "topic", p)
+                }
+                "io.confluent.kafka.serializers.subject.RecordNameStrategy" => {
+                    mapping.set("subject_name_strategy", "record", p)
+                }
+                other => mapping.reject(
+                    p,
+                    other,
+                    "only TopicNameStrategy and RecordNameStrategy are supported",
+                ),
+            }
+        }
+        ("avro", "auto.register.schemas") if value.trim() == "true" => {
+            mapping
+                .ignored
+                .push((p.to_owned(), "schemas are always registered".to_owned()));
+        }
+        (
+            "avro",
+            "schemas.enable"
+            | "schemas.cache.size"
+            | "schema.cache.size"
+            | "connect.meta.data"
+            | "enhanced.avro.schema.support",
+        ) => {
+            mapping.ignored.push((
+                p.to_owned(),
+                "not configurable: schemas are written as the AvroConverter's defaults write them"
+                    .to_owned(),
+            ));
+        }
+        _ => mapping.reject(
+            p,
+            value,
+            format!("converter property not supported with {class}"),
+        ),
     }
 }
 

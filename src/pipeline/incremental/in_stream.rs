@@ -141,23 +141,7 @@ impl Stream<'_> {
         if !matches!(inc.window, Window::Idle) {
             return Ok(());
         }
-        if inc.last_log.elapsed() > Duration::from_secs(5) {
-            inc.last_log = Instant::now();
-            let secs = inc.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
-            tracing::info!(
-                table = inc
-                    .progress
-                    .tables
-                    .first()
-                    .map(String::as_str)
-                    .unwrap_or(""),
-                tables_remaining = inc.progress.tables.len(),
-                rows = inc.rows,
-                chunks = inc.chunks,
-                rows_per_sec = (inc.rows as f64 / secs.max(0.001)) as u64,
-                "incremental snapshot progress"
-            );
-        }
+        log_progress(inc);
         loop {
             let Some(table) = inc.progress.tables.first().cloned() else {
                 if let Some(started) = inc.started.take() {
@@ -184,67 +168,7 @@ impl Stream<'_> {
                     .map_err(IncrementalError::from)?;
                 continue;
             };
-            let key_names: Vec<&str> = key_positions
-                .iter()
-                .map(|&p| relation.columns[p].name.as_str())
-                .collect();
-            let chunk_id = format!("{}-{}", inc.nonce, inc.chunks);
-            let sql_error = |action: String| move |error| SetupError::Query { action, error };
-            inc.persist(WINDOW_OPEN, Some(&chunk_id))
-                .await
-                .map_err(IncrementalError::from)?;
-            let query = chunk_query(
-                &relation,
-                &key_names,
-                inc.progress.last_key.as_ref(),
-                inc.chunk_size,
-            );
-            let messages = inc
-                .sql
-                .simple_query(&query)
-                .await
-                .map_err(sql_error(format!("reading a chunk of {table}")))
-                .map_err(IncrementalError::from)?;
-            inc.persist(WINDOW_CLOSE, Some(&chunk_id))
-                .await
-                .map_err(IncrementalError::from)?;
-            let mut rows = Vec::new();
-            let mut index = HashMap::new();
-            for message in messages {
-                let SimpleQueryMessage::Row(row) = message else {
-                    continue;
-                };
-                let tuple = Tuple(
-                    (0..row.len())
-                        .map(|i| {
-                            row.get(i).map_or(Datum::Null, |v| {
-                                Datum::Text(Bytes::copy_from_slice(v.as_bytes()))
-                            })
-                        })
-                        .collect(),
-                );
-                if let Some(key) = key_of(&tuple, &key_positions) {
-                    index.insert(key, rows.len());
-                }
-                rows.push(Some(tuple));
-            }
-            let full = rows.len() >= inc.chunk_size as usize;
-            let end = rows
-                .last()
-                .and_then(|r| r.as_ref())
-                .and_then(|t| key_of(t, &key_positions))
-                .filter(|_| full);
-            tracing::trace!(%table, rows = rows.len(), chunk = %chunk_id, "chunk selected");
-            inc.window = Window::Pending(Chunk {
-                id: chunk_id,
-                relation_id: relation.id,
-                key_positions,
-                rows,
-                index,
-                open: false,
-                end,
-            });
-            return Ok(());
+            return select_chunk(inc, &relation, key_positions, &table).await;
         }
     }
 
@@ -306,6 +230,99 @@ impl Stream<'_> {
             _ => Ok(skip("it has no primary key (nor --message-key-columns): chunks are read in key order, and streamed changes are matched by key")),
         }
     }
+}
+
+/// Every 5 s while a snapshot runs: where it is and how fast.
+fn log_progress(inc: &mut Incremental) {
+    if inc.last_log.elapsed() > Duration::from_secs(5) {
+        inc.last_log = Instant::now();
+        let secs = inc.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        tracing::info!(
+            table = inc
+                .progress
+                .tables
+                .first()
+                .map(String::as_str)
+                .unwrap_or(""),
+            tables_remaining = inc.progress.tables.len(),
+            rows = inc.rows,
+            chunks = inc.chunks,
+            rows_per_sec = (inc.rows as f64 / secs.max(0.001)) as u64,
+            "incremental snapshot progress"
+        );
+    }
+}
+
+/// Opens a chunk of `table` after the last key: the low watermark, the
+/// select, the high watermark. Its rows wait in the window until the stream
+/// passes the high watermark ([`Window::Pending`]).
+async fn select_chunk(
+    inc: &mut Incremental,
+    relation: &Relation,
+    key_positions: Vec<usize>,
+    table: &str,
+) -> Result<(), PipelineError> {
+    let key_names: Vec<&str> = key_positions
+        .iter()
+        .map(|&p| relation.columns[p].name.as_str())
+        .collect();
+    let chunk_id = format!("{}-{}", inc.nonce, inc.chunks);
+    let sql_error = |action: String| move |error| SetupError::Query { action, error };
+    inc.persist(WINDOW_OPEN, Some(&chunk_id))
+        .await
+        .map_err(IncrementalError::from)?;
+    let query = chunk_query(
+        relation,
+        &key_names,
+        inc.progress.last_key.as_ref(),
+        inc.chunk_size,
+    );
+    let messages = inc
+        .sql
+        .simple_query(&query)
+        .await
+        .map_err(sql_error(format!("reading a chunk of {table}")))
+        .map_err(IncrementalError::from)?;
+    inc.persist(WINDOW_CLOSE, Some(&chunk_id))
+        .await
+        .map_err(IncrementalError::from)?;
+    let mut rows = Vec::new();
+    let mut index = HashMap::new();
+    for message in messages {
+        let SimpleQueryMessage::Row(row) = message else {
+            continue;
+        };
+        let tuple = Tuple(
+            (0..row.len())
+                .map(|i| {
+                    row.get(i).map_or(Datum::Null, |v| {
+                        Datum::Text(Bytes::copy_from_slice(v.as_bytes()))
+                    })
+                })
+                .collect(),
+        );
+        if let Some(key) = key_of(&tuple, &key_positions) {
+            index.insert(key, rows.len());
+        }
+        rows.push(Some(tuple));
+    }
+    let full = rows.len() >= inc.chunk_size as usize;
+    let end = rows
+        .last()
+        .and_then(|r| r.as_ref())
+        .and_then(|t| key_of(t, &key_positions))
+        .filter(|_| full);
+    tracing::trace!(%table, rows = rows.len(), chunk = %chunk_id, "chunk selected");
+    inc.window = Window::Pending(Chunk {
+        id: chunk_id,
+        relation_id: relation.id,
+        key_positions,
+        rows,
+        index,
+        open: false,
+        end,
+    });
+    Ok(())
 }
 
 #[cfg(test)]
