@@ -20,8 +20,10 @@ pub use setting::{ConfigSources, LoadError, Origin, Origins, Problem};
 pub use crate::encode::options::{AvroLogicalTypes, EncodeOptions, Format, SubjectNameStrategy};
 use crate::naming::Names;
 pub use crate::naming::SNAPSHOT_SLOT_SUFFIX;
+use crate::options::parse_key_value;
 pub use crate::options::{ConfigError, Invalid, Secret};
 pub use crate::select::SelectOptions;
+pub use crate::sink::options::{EosOptions, TopicOptions};
 pub use crate::transform::options::TransformOptions;
 
 use std::collections::BTreeMap;
@@ -232,18 +234,9 @@ pub struct RunConfig {
     #[command(flatten)]
     pub select: SelectOptions,
 
-    /// Partitions of topics the connector creates; with --topic-replication-factor
-    /// or --topic-config, each topic is created on first use if missing.
-    #[arg(long, env = "PGCDC_TOPIC_PARTITIONS")]
-    pub topic_partitions: Option<i32>,
-
-    /// Replication factor of topics the connector creates.
-    #[arg(long, env = "PGCDC_TOPIC_REPLICATION_FACTOR")]
-    pub topic_replication_factor: Option<i32>,
-
-    /// Topic configuration of created topics, key=value (repeatable), e.g. cleanup.policy=compact.
-    #[arg(long = "topic-config", env = "PGCDC_TOPIC_CONFIG", value_parser = parse_key_value)]
-    pub topic_config: Vec<(String, String)>,
+    // --- topic creation ---
+    #[command(flatten)]
+    pub topics: TopicOptions,
 
     /// all_tables (create FOR ALL TABLES if missing), filtered (create or
     /// alter it to exactly the selected tables), or disabled (it must exist);
@@ -325,19 +318,9 @@ pub struct RunConfig {
     #[arg(long, env = "PGCDC_PROGRESS_TOPIC")]
     pub progress_topic: Option<String>,
 
-    /// Most Postgres transactions grouped into one Kafka transaction.
-    #[arg(long, env = "PGCDC_EOS_MAX_BATCH_TRANSACTIONS", default_value_t = 1000)]
-    pub eos_max_batch_transactions: usize,
-
-    /// Most record bytes (keys + values) grouped into one Kafka transaction
-    /// (a single bigger Postgres transaction still goes in one).
-    #[arg(long, env = "PGCDC_EOS_MAX_BATCH_BYTES", default_value_t = 16 * 1024 * 1024)]
-    pub eos_max_batch_bytes: usize,
-
-    /// Longest a Kafka transaction stays open waiting for more Postgres
-    /// transactions: the commit cadence (latency vs throughput).
-    #[arg(long, env = "PGCDC_EOS_MAX_BATCH_TIME", default_value = "100ms", value_parser = humantime::parse_duration)]
-    pub eos_max_batch_time: Duration,
+    // --- exactly-once batching ---
+    #[command(flatten)]
+    pub eos: EosOptions,
 
     /// Extra librdkafka producer properties, key=value (repeatable).
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
@@ -428,13 +411,6 @@ fn parse_skipped_operations(s: &str) -> Result<SkippedOperations, String> {
         }
     }
     Ok(skipped)
-}
-
-fn parse_key_value(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected key=value, got {s:?}"))?;
-    Ok((k.trim().to_owned(), v.trim().to_owned()))
 }
 
 /// librdkafka settings the delivery guarantee depends on; a pass-through

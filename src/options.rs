@@ -77,3 +77,12 @@ impl Problems {
         }
     }
 }
+
+/// Parses `key=value` (both trimmed): the value parser of the repeatable
+/// property flags (`--kafka-property`, `--topic-config`).
+pub fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected key=value, got {s:?}"))?;
+    Ok((k.trim().to_owned(), v.trim().to_owned()))
+}

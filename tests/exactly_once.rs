@@ -18,7 +18,6 @@ use common::workload::{self, write_continuously, Workload, XorShift};
 use common::{record_count, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::sink::kafka::InFlightLimits;
-use pgcdc_kafka::sink::transactional::{self, EosSettings};
 use pgcdc_kafka::sink::{Delivery, Transactional};
 use pgcdc_testcontainers::{unique_name, Kafka, Postgres};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -539,14 +538,15 @@ async fn second_instance_is_refused_and_a_fenced_instance_stops() {
     let config = RunConfig::from_args(&args).expect("flags");
     let transactional_id = config.names().transactional_id();
     let mut usurper = Transactional::new(
-        &transactional::producer_config(&config),
+        &config.producer_config(),
+        &config.names(),
+        &config.eos,
         InFlightLimits {
             messages: 10,
             bytes: 1 << 20,
         },
         s.current_lsn(),
         Arc::default(),
-        EosSettings::from_config(&config),
     )
     .expect("producer");
     usurper.init().await.expect("init_transactions");

@@ -210,12 +210,7 @@ impl RunConfig {
                 self.names().progress_topic(),
                 "must contain only letters, digits, '.', '_' or '-'",
             );
-            p.check(
-                self.eos_max_batch_transactions > 0 && self.eos_max_batch_bytes > 0,
-                "eos-max-batch-transactions",
-                self.eos_max_batch_transactions.to_string(),
-                "and --eos-max-batch-bytes must be at least 1",
-            );
+            p.0.extend(self.eos.validate());
             for (key, _) in &self.kafka_properties {
                 p.check(
                     key != "transactional.id",
@@ -237,18 +232,7 @@ impl RunConfig {
         {
             p.0.extend(invalid);
         }
-        for (flag, value) in [
-            ("topic-partitions", self.topic_partitions),
-            ("topic-replication-factor", self.topic_replication_factor),
-        ] {
-            if let Some(n) = value.filter(|&n| n < 1) {
-                p.0.push(Invalid {
-                    field: flag,
-                    value: n.to_string(),
-                    constraint: "must be at least 1".to_owned(),
-                });
-            }
-        }
+        p.0.extend(self.topics.validate());
         p.0.extend(self.pg_password.problems(&self.pg_url));
         p.0.extend(self.kafka_security.problems(self));
         if self.encode.schema_registry_basic_auth.is_some()

@@ -14,7 +14,6 @@ use crate::config::{CaughtUp, Delivery as DeliveryMode, RunConfig, SnapshotMode}
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
-use crate::sink::transactional::{self, EosSettings};
 use crate::sink::{AtLeastOnce, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::replication::{ReplicationConfig, Session, StartReplication};
 use crate::source::setup::{self, SetupError, SlotStatus};
@@ -130,11 +129,12 @@ fn delivery_for(
         }
         DeliveryMode::ExactlyOnce => {
             let delivery = Transactional::new(
-                &transactional::producer_config(config),
+                &config.producer_config(),
+                &config.names(),
+                &config.eos,
                 limits,
                 start,
                 Arc::clone(metrics),
-                EosSettings::from_config(config),
             )?;
             let producer = Arc::clone(delivery.producer());
             (Box::new(delivery), producer)

@@ -12,7 +12,6 @@ use crate::config::{Delivery as DeliveryMode, RunConfig};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::sink::kafka::InFlightLimits;
-use crate::sink::transactional::{self, EosSettings};
 use crate::sink::{Delivery, InKafka, SinkError, Transactional};
 use crate::source::setup;
 
@@ -92,14 +91,15 @@ pub(super) async fn recover_committed_snapshot(
         return Ok(None);
     };
     let mut delivery = Transactional::new(
-        &transactional::producer_config(config),
+        &config.producer_config(),
+        &config.names(),
+        &config.eos,
         InFlightLimits {
             messages: 1,
             bytes: 1024,
         },
         point,
         Arc::clone(metrics),
-        EosSettings::from_config(config),
     )?;
     let InKafka::Recorded(Some(record)) = delivery.init().await? else {
         return Ok(None);

@@ -90,7 +90,7 @@ impl<'a> Stream<'a> {
         Ok(Stream {
             relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
                 .with_selection(Arc::new(selection), Arc::new(router.clone())),
-            topics: TopicCreator::from_config(config)?,
+            topics: TopicCreator::new(&config.producer_config(), &config.topics)?,
             transforms: Transforms::new(&config.transform, info.clone()),
             encoder: Encoder::new(&config.encode, info)
                 .await?

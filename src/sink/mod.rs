@@ -5,6 +5,7 @@ pub mod delivery;
 pub mod error;
 pub mod kafka;
 pub mod login;
+pub mod options;
 pub mod record;
 pub mod transactional;
 

@@ -16,7 +16,9 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
-use crate::config::RunConfig;
+use rdkafka::config::ClientConfig;
+
+use super::options::TopicOptions;
 
 /// How long one CreateTopics request may take.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -72,26 +74,24 @@ pub struct TopicCreator {
 }
 
 impl TopicCreator {
-    /// The creator `config` asks for; `None` when topics are left to the broker.
-    pub fn from_config(config: &RunConfig) -> Result<Option<Self>, TopicError> {
-        if config.topic_partitions.is_none()
-            && config.topic_replication_factor.is_none()
-            && config.topic_config.is_empty()
-        {
+    /// The creator `options` ask for, connecting with the `producer`'s
+    /// settings; `None` when topics are left to the broker.
+    pub fn new(
+        producer: &ClientConfig,
+        options: &TopicOptions,
+    ) -> Result<Option<Self>, TopicError> {
+        if !options.creates_topics() {
             return Ok(None);
         }
         // The producer's settings carry the security ones (SASL, TLS) the
         // admin requests need too.
-        let admin = config
-            .producer_config()
-            .create()
-            .map_err(TopicError::Client)?;
+        let admin = producer.create().map_err(TopicError::Client)?;
         Ok(Some(TopicCreator {
             admin,
             // -1: the broker's num.partitions / default.replication.factor.
-            partitions: config.topic_partitions.unwrap_or(-1),
-            replication: config.topic_replication_factor.unwrap_or(-1),
-            config: config.topic_config.clone(),
+            partitions: options.topic_partitions.unwrap_or(-1),
+            replication: options.topic_replication_factor.unwrap_or(-1),
+            config: options.topic_config.clone(),
             known: HashSet::new(),
         }))
     }

@@ -43,8 +43,9 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::error::SinkError;
 mod producer;
-use crate::config::RunConfig;
+use super::options::EosOptions;
 use crate::lsn::Lsn;
+use crate::naming::Names;
 pub use crate::source::signal::Progress as IncrementalProgress;
 pub use producer::Transactional;
 
@@ -75,36 +76,31 @@ pub struct EosSettings {
 }
 
 impl EosSettings {
-    pub fn from_config(config: &RunConfig) -> Self {
+    /// The settings for the transactional `producer` (its
+    /// [`producer_config`]), named by `names`, batching as `options` say.
+    pub fn new(names: &Names, options: &EosOptions, producer: &ClientConfig) -> Self {
         EosSettings {
-            transactional_id: config.names().transactional_id(),
-            connector_name: config.names().connector_name(),
-            progress_topic: config.names().progress_topic(),
+            transactional_id: names.transactional_id(),
+            connector_name: names.connector_name(),
+            progress_topic: names.progress_topic(),
             limits: BatchLimits {
-                transactions: config.eos_max_batch_transactions,
-                bytes: config.eos_max_batch_bytes,
-                time: config.eos_max_batch_time,
+                transactions: options.eos_max_batch_transactions,
+                bytes: options.eos_max_batch_bytes,
+                time: options.eos_max_batch_time,
             },
-            transaction_timeout: transaction_timeout(config),
+            transaction_timeout: producer
+                .get("transaction.timeout.ms")
+                .and_then(|ms| ms.parse().ok())
+                .map_or(DEFAULT_TRANSACTION_TIMEOUT, Duration::from_millis),
         }
     }
 }
 
-fn transaction_timeout(config: &RunConfig) -> Duration {
-    config
-        .kafka_properties
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "transaction.timeout.ms")
-        .and_then(|(_, v)| v.parse().ok())
-        .map_or(DEFAULT_TRANSACTION_TIMEOUT, Duration::from_millis)
-}
-
 /// The producer settings of `--delivery exactly-once`: the idempotent
-/// producer's, plus the transactional.id and the transaction timeout.
-pub fn producer_config(config: &RunConfig) -> ClientConfig {
-    let mut client = config.producer_config();
-    client.set("transactional.id", config.names().transactional_id());
+/// `producer`'s, plus the transactional.id and the transaction timeout.
+pub fn producer_config(producer: &ClientConfig, names: &Names) -> ClientConfig {
+    let mut client = producer.clone();
+    client.set("transactional.id", names.transactional_id());
     if client.get("transaction.timeout.ms").is_none() {
         client.set(
             "transaction.timeout.ms",
@@ -377,6 +373,7 @@ pub(super) fn is_fenced(error: &KafkaError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::RunConfig;
 
     #[test]
     fn client_config_keeps_the_secrets_and_drops_producer_settings() {
@@ -493,7 +490,7 @@ mod tests {
             "exactly-once",
         ])
         .expect("parses");
-        let client = producer_config(&config);
+        let client = producer_config(&config.producer_config(), &config.names());
         assert_eq!(client.get("transactional.id"), Some("pgcdc-kafka-app"));
         assert_eq!(client.get("transaction.timeout.ms"), Some("900000"));
         assert_eq!(client.get("enable.idempotence"), Some("true"));
@@ -515,7 +512,12 @@ mod tests {
         .expect("parses");
         assert_eq!(named.names().transactional_id(), "pgcdc-kafka-orders");
         assert_eq!(
-            EosSettings::from_config(&named).transaction_timeout,
+            EosSettings::new(
+                &named.names(),
+                &named.eos,
+                &producer_config(&named.producer_config(), &named.names())
+            )
+            .transaction_timeout,
             Duration::from_secs(60)
         );
     }

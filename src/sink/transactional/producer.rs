@@ -21,10 +21,12 @@ use super::{EosSettings, IncrementalProgress, ProgressRecord};
 use crate::checkpoint::{AckTracker, TxnId};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
+use crate::naming::Names;
 use crate::sink::delivery::{next_progress, Delivery, DeliveryFailure, InKafka};
 use crate::sink::error::SinkError;
 use crate::sink::kafka::{InFlightLimits, KafkaSink};
 use crate::sink::login::{self, Interrupted, LoginRefused};
+use crate::sink::options::EosOptions;
 use crate::sink::record::{EncodedRecord, Progress};
 
 /// The open Kafka transaction.
@@ -51,23 +53,27 @@ pub struct Transactional {
 }
 
 impl Transactional {
-    /// The transactional producer: `config` carries the transactional.id
-    /// ([`super::producer_config`]); `acked` is where the slot is confirmed.
+    /// The transactional producer: the idempotent `producer`'s settings
+    /// plus the transactional.id `names` gives it ([`super::producer_config`]),
+    /// batching as `options` say; `acked` is where the slot is confirmed.
     /// [`Delivery::init`] registers it with the coordinator.
     pub fn new(
-        config: &ClientConfig,
+        producer: &ClientConfig,
+        names: &Names,
+        options: &EosOptions,
         limits: InFlightLimits,
         acked: Lsn,
         metrics: Arc<Metrics>,
-        settings: EosSettings,
     ) -> Result<Self, SinkError> {
+        let config = super::producer_config(producer, names);
+        let settings = EosSettings::new(names, options, &config);
         let tracker = AckTracker::transactional(acked, acked);
-        let (sink, progress) = KafkaSink::with_tracker(config, limits, tracker, metrics)?;
+        let (sink, progress) = KafkaSink::with_tracker(&config, limits, tracker, metrics)?;
         Ok(Transactional {
             sink: Arc::new(sink),
             progress,
             settings,
-            client: config.clone(),
+            client: config,
             batch: Batch::default(),
             already_in_kafka: None,
         })
