@@ -18,6 +18,7 @@ pub use security::{SaslMechanism, SecurityProtocol};
 pub use setting::{ConfigSources, LoadError, Origin, Origins, Problem};
 
 pub use crate::encode::options::{AvroLogicalTypes, EncodeOptions, Format, SubjectNameStrategy};
+pub use crate::event::options::MetadataOptions;
 use crate::naming::Names;
 pub use crate::naming::SNAPSHOT_SLOT_SUFFIX;
 use crate::options::parse_key_value;
@@ -267,34 +268,8 @@ pub struct RunConfig {
     #[arg(long, env = "PGCDC_SLOT_TEMPORARY", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub slot_temporary: bool,
     // --- transaction metadata and heartbeats ---
-    /// Write a BEGIN and an END record per transaction to --transaction-topic
-    /// and fill each event's `transaction` block (Debezium's
-    /// provide.transaction.metadata).
-    #[arg(long, env = "PGCDC_PROVIDE_TRANSACTION_METADATA", default_value_t = false, action = clap::ArgAction::Set)]
-    pub provide_transaction_metadata: bool,
-
-    /// Topic of the transaction BEGIN/END records (default <prefix>.transaction).
-    #[arg(long, env = "PGCDC_TRANSACTION_TOPIC")]
-    pub transaction_topic: Option<String>,
-
-    /// Send a heartbeat record this often while between transactions, and
-    /// confirm the slot up to the server's reported WAL position once Kafka
-    /// acknowledged it (Debezium's heartbeat.interval.ms); 0 turns heartbeats off.
-    #[arg(long, env = "PGCDC_HEARTBEAT_INTERVAL", default_value = "0", value_parser = humantime::parse_duration)]
-    pub heartbeat_interval: Duration,
-
-    /// Heartbeats go to <heartbeat-topics-prefix>.<topic-prefix> (topic.heartbeat.prefix).
-    #[arg(
-        long,
-        env = "PGCDC_HEARTBEAT_TOPICS_PREFIX",
-        default_value = "__debezium-heartbeat"
-    )]
-    pub heartbeat_topics_prefix: String,
-
-    /// SQL run on the connector's SQL connection before each heartbeat, e.g.
-    /// an INSERT into a heartbeat table (heartbeat.action.query).
-    #[arg(long, env = "PGCDC_HEARTBEAT_ACTION_QUERY")]
-    pub heartbeat_action_query: Option<String>,
+    #[command(flatten)]
+    pub metadata: MetadataOptions,
     // --- exactly-once ---
     /// Delivery guarantee: at-least-once (the default) or exactly-once (a
     /// transactional producer; consumers with isolation.level=read_committed
@@ -473,8 +448,8 @@ impl RunConfig {
             delimiter: self.select.topic_delimiter.clone(),
             connector: self.connector_name.clone(),
             slot: self.slot_name.clone(),
-            transaction_topic: self.transaction_topic.clone(),
-            heartbeat_topics_prefix: self.heartbeat_topics_prefix.clone(),
+            transaction_topic: self.metadata.transaction_topic.clone(),
+            heartbeat_topics_prefix: self.metadata.heartbeat_topics_prefix.clone(),
             progress_topic: self.progress_topic.clone(),
         }
     }
@@ -673,9 +648,9 @@ mod tests {
     #[test]
     fn transaction_metadata_and_heartbeat_flags() {
         let c = parse(&["--topic-prefix", "app"]);
-        assert!(!c.provide_transaction_metadata);
+        assert!(!c.metadata.provide_transaction_metadata);
         assert_eq!(c.names().transaction_topic(), "app.transaction");
-        assert!(c.heartbeat_interval.is_zero());
+        assert!(c.metadata.heartbeat_interval.is_zero());
         assert_eq!(c.names().heartbeat_topic(), "__debezium-heartbeat.app");
         c.validate().expect("valid");
         let c = parse(&[
@@ -690,9 +665,9 @@ mod tests {
             "--heartbeat-topics-prefix",
             "hb",
         ]);
-        assert!(c.provide_transaction_metadata);
+        assert!(c.metadata.provide_transaction_metadata);
         assert_eq!(c.names().transaction_topic(), "txns");
-        assert_eq!(c.heartbeat_interval, Duration::from_secs(10));
+        assert_eq!(c.metadata.heartbeat_interval, Duration::from_secs(10));
         assert_eq!(c.names().heartbeat_topic(), "hb.app");
         c.validate().expect("valid");
         let bad = parse(&[

@@ -158,6 +158,17 @@ pub fn sanitized_topic(name: &str) -> String {
     out
 }
 
+/// Whether `s` is a valid Kafka topic name: 1-249 letters, digits, '.',
+/// '_' or '-', and not `.` or `..`.
+pub fn is_topic_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 249
+        && s != "."
+        && s != ".."
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

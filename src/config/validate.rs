@@ -129,36 +129,7 @@ impl RunConfig {
 
     /// Transaction metadata and heartbeats.
     fn check_metadata(&self, p: &mut Problems) {
-        if let Some(topic) = &self.transaction_topic {
-            p.check(
-                is_topic_name(topic),
-                "transaction-topic",
-                topic,
-                "must be 1-249 letters, digits, '.', '_' or '-' (a Kafka topic name)",
-            );
-        }
-        p.check(
-            is_topic_name(&self.heartbeat_topics_prefix)
-                && self.names().heartbeat_topic().len() <= 249,
-            "heartbeat-topics-prefix",
-            &self.heartbeat_topics_prefix,
-            "must be letters, digits, '.', '_' or '-', and with '.<topic-prefix>' at most 249 \
-             characters (a Kafka topic name)",
-        );
-        p.check(
-            self.heartbeat_action_query.is_none() || !self.heartbeat_interval.is_zero(),
-            "heartbeat-action-query",
-            "",
-            "runs at each heartbeat, so it needs --heartbeat-interval (e.g. 10s)",
-        );
-        p.check(
-            self.heartbeat_action_query
-                .as_deref()
-                .is_none_or(|q| !q.trim().is_empty()),
-            "heartbeat-action-query",
-            "",
-            "must not be empty",
-        );
+        p.0.extend(self.metadata.validate(&self.names()));
     }
 
     /// Pass-through producer properties never contradict a typed setting.
@@ -271,13 +242,4 @@ fn is_avro_namespace(s: &str) -> bool {
         part.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
             && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     })
-}
-
-fn is_topic_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 249
-        && s != "."
-        && s != ".."
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }

@@ -9,6 +9,7 @@
 
 pub mod envelope;
 pub mod metadata;
+pub mod options;
 pub mod value;
 
 use std::sync::Arc;

@@ -105,7 +105,7 @@ impl<'a> Stream<'a> {
             received: start,
             idle_wal_end: start,
             last_activity: Instant::now(),
-            metadata: metadata::Metadata::new(config),
+            metadata: metadata::Metadata::new(&config.metadata, &config.names()),
             incremental: Incremental::start(config).await?,
             sql,
             config,

@@ -44,13 +44,14 @@ use tokio_postgres::error::SqlState;
 
 use super::{now_micros, PipelineError, Stream};
 use crate::checkpoint::TxnId;
-use crate::config::RunConfig;
 use crate::encode::MetadataRecord;
 use crate::event::metadata::{
     Heartbeat, OpenTransaction, TransactionBlock, MESSAGE_DATA_COLLECTION,
 };
+use crate::event::options::MetadataOptions;
 use crate::event::TableSchema;
 use crate::lsn::Lsn;
+use crate::naming::Names;
 use crate::sink::EncodedRecord;
 
 /// `--heartbeat-action-query` failed in a way that stops this attempt.
@@ -93,18 +94,18 @@ pub(super) struct Metadata {
 }
 
 impl Metadata {
-    pub(super) fn new(config: &RunConfig) -> Self {
-        let heartbeat = (!config.heartbeat_interval.is_zero()).then(|| Schedule {
-            interval: config.heartbeat_interval,
-            due: Instant::now() + config.heartbeat_interval,
-            topic: config.names().heartbeat_topic().into(),
-            server_name: config.topic_prefix.as_str().into(),
-            action_query: config.heartbeat_action_query.clone(),
+    pub(super) fn new(options: &MetadataOptions, names: &Names) -> Self {
+        let heartbeat = (!options.heartbeat_interval.is_zero()).then(|| Schedule {
+            interval: options.heartbeat_interval,
+            due: Instant::now() + options.heartbeat_interval,
+            topic: names.heartbeat_topic().into(),
+            server_name: names.prefix.as_str().into(),
+            action_query: options.heartbeat_action_query.clone(),
         });
         Metadata {
-            transaction_topic: config
+            transaction_topic: options
                 .provide_transaction_metadata
-                .then(|| config.names().transaction_topic().into()),
+                .then(|| names.transaction_topic().into()),
             open: None,
             heartbeat,
         }

@@ -1,0 +1,84 @@
+//! The options of the metadata records the stream writes besides the
+//! changes ([`super::metadata`]): transaction BEGIN/END records and
+//! heartbeats. Flattened into `run`'s flags; the stream's metadata state is
+//! built from these and the derived topic names alone. They validate
+//! themselves.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::naming::{is_topic_name, Names};
+use crate::options::{Invalid, Problems};
+
+/// Transaction metadata and heartbeats (Debezium's
+/// `provide.transaction.metadata` and `heartbeat.*`).
+#[derive(Debug, Clone, Args)]
+pub struct MetadataOptions {
+    /// Write a BEGIN and an END record per transaction to --transaction-topic
+    /// and fill each event's `transaction` block (Debezium's
+    /// provide.transaction.metadata).
+    #[arg(long, env = "PGCDC_PROVIDE_TRANSACTION_METADATA", default_value_t = false, action = clap::ArgAction::Set)]
+    pub provide_transaction_metadata: bool,
+
+    /// Topic of the transaction BEGIN/END records (default <prefix>.transaction).
+    #[arg(long, env = "PGCDC_TRANSACTION_TOPIC")]
+    pub transaction_topic: Option<String>,
+
+    /// Send a heartbeat record this often while between transactions, and
+    /// confirm the slot up to the server's reported WAL position once Kafka
+    /// acknowledged it (Debezium's heartbeat.interval.ms); 0 turns heartbeats off.
+    #[arg(long, env = "PGCDC_HEARTBEAT_INTERVAL", default_value = "0", value_parser = humantime::parse_duration)]
+    pub heartbeat_interval: Duration,
+
+    /// Heartbeats go to <heartbeat-topics-prefix>.<topic-prefix> (topic.heartbeat.prefix).
+    #[arg(
+        long,
+        env = "PGCDC_HEARTBEAT_TOPICS_PREFIX",
+        default_value = "__debezium-heartbeat"
+    )]
+    pub heartbeat_topics_prefix: String,
+
+    /// SQL run on the connector's SQL connection before each heartbeat, e.g.
+    /// an INSERT into a heartbeat table (heartbeat.action.query).
+    #[arg(long, env = "PGCDC_HEARTBEAT_ACTION_QUERY")]
+    pub heartbeat_action_query: Option<String>,
+}
+
+impl MetadataOptions {
+    /// Every problem of these options; `names` derives the heartbeat topic
+    /// (whose length depends on the topic prefix too).
+    pub fn validate(&self, names: &Names) -> Vec<Invalid> {
+        let mut p = Problems::default();
+        if let Some(topic) = &self.transaction_topic {
+            p.check(
+                is_topic_name(topic),
+                "transaction-topic",
+                topic,
+                "must be 1-249 letters, digits, '.', '_' or '-' (a Kafka topic name)",
+            );
+        }
+        p.check(
+            is_topic_name(&self.heartbeat_topics_prefix) && names.heartbeat_topic().len() <= 249,
+            "heartbeat-topics-prefix",
+            &self.heartbeat_topics_prefix,
+            "must be letters, digits, '.', '_' or '-', and with '.<topic-prefix>' at most 249 \
+             characters (a Kafka topic name)",
+        );
+        p.check(
+            self.heartbeat_action_query.is_none() || !self.heartbeat_interval.is_zero(),
+            "heartbeat-action-query",
+            "",
+            "runs at each heartbeat, so it needs --heartbeat-interval (e.g. 10s)",
+        );
+        p.check(
+            self.heartbeat_action_query
+                .as_deref()
+                .is_none_or(|q| !q.trim().is_empty()),
+            "heartbeat-action-query",
+            "",
+            "must not be empty",
+        );
+        p.0
+    }
+}
