@@ -25,6 +25,7 @@ use crate::options::parse_key_value;
 pub use crate::options::{ConfigError, Invalid, Secret};
 pub use crate::select::SelectOptions;
 pub use crate::sink::options::{EosOptions, TopicOptions};
+pub use crate::source::options::{PublicationAutocreateMode, PublicationOptions};
 pub use crate::transform::options::TransformOptions;
 
 use std::collections::BTreeMap;
@@ -239,21 +240,9 @@ pub struct RunConfig {
     #[command(flatten)]
     pub topics: TopicOptions,
 
-    /// all_tables (create FOR ALL TABLES if missing), filtered (create or
-    /// alter it to exactly the selected tables), or disabled (it must exist);
-    /// Debezium's publication.autocreate.mode.
-    #[arg(
-        long,
-        env = "PGCDC_PUBLICATION_AUTOCREATE_MODE",
-        value_enum,
-        default_value = "all_tables"
-    )]
-    pub publication_autocreate_mode: PublicationAutocreateMode,
-
-    /// Publish changes of partitions as their partitioned root table
-    /// (publish_via_partition_root), set when the publication is created or altered.
-    #[arg(long, env = "PGCDC_PUBLISH_VIA_PARTITION_ROOT", default_value_t = false, action = clap::ArgAction::Set)]
-    pub publish_via_partition_root: bool,
+    // --- publication management ---
+    #[command(flatten)]
+    pub publication: PublicationOptions,
 
     /// Drop the slot after a graceful stop (slot.drop.on.stop): changes made
     /// after it are never captured.
@@ -300,20 +289,6 @@ pub struct RunConfig {
     /// Extra librdkafka producer properties, key=value (repeatable).
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
     pub kafka_properties: Vec<(String, String)>,
-}
-
-/// How the connector treats its publication (Debezium's
-/// `publication.autocreate.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[value(rename_all = "snake_case")]
-#[serde(rename_all = "snake_case")]
-pub enum PublicationAutocreateMode {
-    /// Create it FOR ALL TABLES (or FOR TABLE the --table list) if missing.
-    AllTables,
-    /// Create it, or alter it, to publish exactly the selected tables.
-    Filtered,
-    /// Never create or alter it: it must exist.
-    Disabled,
 }
 
 /// When the connector snapshots existing rows.

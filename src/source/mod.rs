@@ -8,6 +8,7 @@
 
 pub mod catalog;
 pub use pgcdc_wire::pgoutput;
+pub mod options;
 pub mod relation;
 pub mod replication;
 pub mod setup;

@@ -5,10 +5,11 @@ use tokio_postgres::{Client, NoTls};
 
 use crate::source::tls::{MakeRustlsConnect, SslMode, TlsSettingError};
 
-use crate::config::{PgUrl, PublicationAutocreateMode, RunConfig};
+use crate::config::PgUrl;
 use crate::lsn::Lsn;
 use crate::select::Selection;
 use crate::source::catalog;
+use crate::source::options::{PublicationAutocreateMode, PublicationOptions};
 use crate::source::relation::CatalogColumn;
 use crate::source::types::{CatalogError, CatalogRow, TypeRegistry, CATALOG_QUERY};
 
@@ -188,12 +189,21 @@ pub enum SlotStatus {
     Invalidated,
 }
 
+/// The publication a run streams: its name (`--publication`), how it is
+/// managed, and the `--table` list it is created for in `all_tables` mode.
+pub struct Publication<'a> {
+    pub name: &'a str,
+    pub options: &'a PublicationOptions,
+    pub tables: &'a [String],
+}
+
 /// Makes sure the server can decode logically, the role may replicate, and
 /// the publication exists as `--publication-autocreate-mode` wants it; then
 /// reports the slot.
 pub async fn prepare(
     client: &Client,
-    config: &RunConfig,
+    slot: &str,
+    publication: &Publication<'_>,
     selection: &Selection,
 ) -> Result<SlotStatus, SetupError> {
     let (server, role) = catalog::server(client)
@@ -208,8 +218,8 @@ pub async fn prepare(
             role: role.name,
         });
     }
-    ensure_publication(client, config, selection, server.version_num).await?;
-    slot_status(client, &config.slot_name).await
+    ensure_publication(client, publication, selection, server.version_num).await?;
+    slot_status(client, slot).await
 }
 
 /// Looks the slot up and checks it is a pgoutput slot of this database.
@@ -291,11 +301,11 @@ fn qualified(schema: &str, table: &str) -> String {
 
 async fn ensure_publication(
     client: &Client,
-    config: &RunConfig,
+    wanted: &Publication<'_>,
     selection: &Selection,
     version_num: i32,
 ) -> Result<(), SetupError> {
-    let publication = config.publication_name.as_str();
+    let publication = wanted.name;
     let pub_sql = quote_ident(publication);
     let existing = catalog::publication(client, publication)
         .await
@@ -303,17 +313,17 @@ async fn ensure_publication(
             "looking up publication {publication:?}"
         )))?
         .map(|p| (p.all_tables, p.via_root));
-    let via_root = config.publish_via_partition_root;
+    let via_root = wanted.options.publish_via_partition_root;
     let with = if via_root {
         " WITH (publish_via_partition_root = true)"
     } else {
         ""
     };
-    let mode = config.publication_autocreate_mode;
+    let mode = wanted.options.publication_autocreate_mode;
     match (mode, existing) {
         (PublicationAutocreateMode::AllTables, Some(_)) => Ok(()),
         (PublicationAutocreateMode::AllTables, None) => {
-            let target = all_tables_target(&config.tables);
+            let target = all_tables_target(wanted.tables);
             let statement = format!("CREATE PUBLICATION {pub_sql} FOR {target}{with}");
             run_publication_ddl(client, &statement, target == "ALL TABLES").await?;
             tracing::info!(publication, target, "created publication");

@@ -536,7 +536,7 @@ fn report_missing(
     tables: &[TableInfo],
 ) {
     let publication = &config.publication_name;
-    match config.publication_autocreate_mode {
+    match config.publication.publication_autocreate_mode {
         PublicationAutocreateMode::Disabled => {
             report.fail(
                 "publication",

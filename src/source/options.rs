@@ -1,0 +1,39 @@
+//! How the source side manages its publication: the options `setup`
+//! applies when it makes sure the publication exists. Flattened into `run`'s
+//! flags.
+
+use clap::Args;
+
+/// How the connector treats its publication (Debezium's
+/// `publication.autocreate.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[value(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum PublicationAutocreateMode {
+    /// Create it FOR ALL TABLES (or FOR TABLE the --table list) if missing.
+    AllTables,
+    /// Create it, or alter it, to publish exactly the selected tables.
+    Filtered,
+    /// Never create or alter it: it must exist.
+    Disabled,
+}
+
+/// Whether and how the publication is created or altered.
+#[derive(Debug, Clone, Args)]
+pub struct PublicationOptions {
+    /// all_tables (create FOR ALL TABLES if missing), filtered (create or
+    /// alter it to exactly the selected tables), or disabled (it must exist);
+    /// Debezium's publication.autocreate.mode.
+    #[arg(
+        long,
+        env = "PGCDC_PUBLICATION_AUTOCREATE_MODE",
+        value_enum,
+        default_value = "all_tables"
+    )]
+    pub publication_autocreate_mode: PublicationAutocreateMode,
+
+    /// Publish changes of partitions as their partitioned root table
+    /// (publish_via_partition_root), set when the publication is created or altered.
+    #[arg(long, env = "PGCDC_PUBLISH_VIA_PARTITION_ROOT", default_value_t = false, action = clap::ArgAction::Set)]
+    pub publish_via_partition_root: bool,
+}
