@@ -81,7 +81,10 @@ async fn main() -> anyhow::Result<()> {
     let summary = connector.await??;
     println!(
         "\n{printed} messages; connector stopped after {} transactions, slot confirmed at {}",
-        summary.transactions, summary.confirmed_lsn
+        summary.transactions,
+        summary
+            .confirmed_lsn
+            .map_or_else(|| "unknown".to_owned(), |lsn| lsn.to_string())
     );
     Ok(())
 }

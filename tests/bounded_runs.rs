@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{consume, Scenario};
+use common::{consume, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::lsn::Lsn;
-use pgcdc_testcontainers::{Kafka, Postgres};
+use pgcdc_testcontainers::{Kafka, Postgres, StopMode};
 use serde_json::Value as Json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
@@ -21,18 +21,29 @@ async fn run_bounded(s: &Scenario, kafka: &Kafka, extra: &[&str]) -> Json {
     summary
 }
 
-/// Runs the binary to completion; returns its exit code, JSON summary and stderr.
+/// Runs the binary to completion; returns its exit code, JSON summary and
+/// stderr. Every run that exits 0 is held to what a scheduler reads from
+/// it: the summary's confirmed position is the slot's, read after the exit,
+/// and a run that says it caught up has the slot past everything committed
+/// before it began (the slot moves only behind Kafka's acknowledgements).
 async fn run_bounded_exit(
     s: &Scenario,
     kafka: &Kafka,
     extra: &[&str],
 ) -> (Option<i32>, Json, String) {
+    run_args_exit(s, s.args(&kafka.bootstrap_servers(), extra)).await
+}
+
+/// [`run_bounded_exit`] with `run`'s whole argument list.
+async fn run_args_exit(s: &Scenario, run_args: Vec<String>) -> (Option<i32>, Json, String) {
+    // Not every test has the server up when the run starts.
+    let wal_before = wal_position(s);
     let mut args = vec![
         "--log-format".to_owned(),
         "json".to_owned(),
         "run".to_owned(),
     ];
-    args.extend(s.args(&kafka.bootstrap_servers(), extra));
+    args.extend(run_args);
     let output = tokio::task::spawn_blocking(move || Command::new(BIN).args(&args).output())
         .await
         .expect("join")
@@ -43,9 +54,49 @@ async fn run_bounded_exit(
         .lines()
         .last()
         .unwrap_or_else(|| panic!("a summary on stdout; stderr:\n{stderr}"));
-    let summary =
+    let summary: Json =
         serde_json::from_str(line).unwrap_or_else(|e| panic!("summary is JSON ({e}): {line}"));
+    let slot =
+        s.pg.query(
+            &s.db,
+            &format!(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{}'",
+                s.slot
+            ),
+        )
+        .ok()
+        .and_then(|rows| rows.into_iter().next()?.into_iter().next()?)
+        .map(|lsn| lsn.parse::<Lsn>().expect("lsn parses"));
+    // A run that never reached the server knows no position.
+    let reported = summary["confirmed_lsn"].is_string();
+    if let (Some(0), Some(slot), true) = (output.status.code(), slot, reported) {
+        assert_eq!(
+            lsn_field(&summary, "confirmed_lsn"),
+            slot,
+            "the summary reports the position the slot was confirmed at: {summary}"
+        );
+        let caught_up = summary["stopped"] == "caught_up" && summary["caught_up"] == true;
+        if let (true, Some(before)) = (caught_up, wal_before) {
+            assert!(
+                slot >= before,
+                "a run that exits 0 caught up has everything committed before it began in \
+                 Kafka, so the slot past {before}; it is at {slot}: {summary}"
+            );
+        }
+    }
     (output.status.code(), summary, stderr)
+}
+
+/// The server's WAL insert position, if the server answers.
+fn wal_position(s: &Scenario) -> Option<Lsn> {
+    let rows =
+        s.pg.query(&s.db, "SELECT pg_current_wal_insert_lsn()::text")
+            .ok()?;
+    rows.into_iter()
+        .next()?
+        .into_iter()
+        .next()?
+        .map(|lsn| lsn.parse().expect("lsn parses"))
 }
 
 fn lsn_field(summary: &Json, field: &str) -> Lsn {
@@ -413,4 +464,148 @@ async fn a_caught_up_run_whose_records_fail_to_deliver_exits_3() {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids, (1..=100).collect::<Vec<_>>(), "every record delivered");
+}
+
+/// Exactly-once with `--stop-when-caught-up idle` behind a broker that
+/// answers slowly: start-up (initializing the transactional producer,
+/// reading the progress topic) takes longer than `--idle-timeout`, which
+/// must not count as idle time. The run delivers the backlog committed
+/// before it began, then stops caught up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exactly_once_idle_run_behind_a_slow_broker_delivers_its_backlog() {
+    let kafka = tokio::task::spawn_blocking(|| {
+        Kafka::launch_behind_proxy()
+            .unwrap_or_else(|e| panic!("private kafka behind a proxy: {}", e.report()))
+    })
+    .await
+    .expect("launch thread");
+    let proxy = kafka.proxy().expect("the broker's proxy");
+    let proxied = kafka.proxied_bootstrap_servers().expect("proxied listener");
+    let s = Scenario::new(Postgres::shared(), "idleslow");
+    s.sql("CREATE TABLE backlog (id int PRIMARY KEY)");
+    let idle = [
+        "--delivery",
+        "exactly-once",
+        "--stop-when-caught-up",
+        "idle",
+        "--idle-timeout",
+        "500ms",
+        "--status-interval",
+        "200ms",
+    ];
+    // Creates the slot and the progress record.
+    let (code, summary, stderr) = run_args_exit(&s, s.args(&proxied, &idle)).await;
+    assert_eq!(code, Some(0), "{summary}\n{stderr}");
+    s.sql("INSERT INTO backlog SELECT generate_series(1, 300)");
+
+    proxy.set_latency(Duration::from_millis(300));
+    let (code, summary, stderr) = tokio::time::timeout(
+        Duration::from_secs(120),
+        run_args_exit(&s, s.args(&proxied, &idle)),
+    )
+    .await
+    .expect("the run stops by itself");
+    proxy.set_latency(Duration::ZERO);
+    assert_eq!(code, Some(0), "{summary}\n{stderr}");
+    assert_eq!(summary["stopped"], "caught_up", "{summary}");
+    assert_eq!(
+        summary["transactions"], 1,
+        "the backlog was read: {summary}"
+    );
+    let ids = delivered_ids(&kafka, &s.topic("backlog")).await;
+    assert_eq!(
+        ids.keys().copied().collect::<Vec<_>>(),
+        (1..=300).collect::<Vec<_>>(),
+        "every row committed before the run is in Kafka"
+    );
+    assert!(ids.values().all(|&n| n == 1), "and once");
+}
+
+/// PostgreSQL down when a run starts, at its time limit, and for a whole
+/// run: a run that reaches the server later reports where it really
+/// started; a time limit that strikes while the run reconnects ends it as
+/// a time limit (exit 0), saying what it was recovering from; a run that
+/// never reached the server says its start is unknown, not `0/0`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_down_at_the_start_or_the_time_limit_is_no_failure() {
+    let kafka = Kafka::shared();
+    let pg: &'static Postgres = Box::leak(Box::new(
+        tokio::task::spawn_blocking(Postgres::launch)
+            .await
+            .expect("launch thread")
+            .unwrap_or_else(|e| panic!("private postgres: {}", e.report())),
+    ));
+    let s = Scenario::new(pg, "pgdown");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    run_bounded(&s, kafka, &["--stop-when-caught-up"]).await;
+    let slot_before = s.confirmed_flush_lsn().expect("the slot exists");
+    s.sql("INSERT INTO t SELECT generate_series(1, 50)");
+
+    // 1. Down when the run starts, back two seconds later.
+    pg.stop(StopMode::Fast).expect("stop postgres");
+    let run = tokio::spawn({
+        let args = s.args(&kafka.bootstrap_servers(), &["--stop-when-caught-up"]);
+        let s = s.clone();
+        async move { run_args_exit(&s, args).await }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::task::spawn_blocking(|| pg.start())
+        .await
+        .expect("join")
+        .expect("start postgres");
+    let (code, summary, stderr) = run.await.expect("join");
+    assert_eq!(code, Some(0), "{summary}\n{stderr}");
+    assert!(summary["restarts"].as_u64() >= Some(1), "{summary}");
+    assert!(
+        lsn_field(&summary, "start_lsn") >= slot_before,
+        "the start is where the slot was, not 0/0: {summary}"
+    );
+
+    // 2. Down across the time limit.
+    let run = tokio::spawn({
+        let args = s.args(&kafka.bootstrap_servers(), &["--max-run", "8s"]);
+        let s = s.clone();
+        async move { run_args_exit(&s, args).await }
+    });
+    wait_until(TIMEOUT, "the run streaming", || async {
+        s.slot_active() == Some(true)
+    })
+    .await;
+    pg.stop(StopMode::Fast).expect("stop postgres");
+    let (code, summary, stderr) = run.await.expect("join");
+    tokio::task::spawn_blocking(|| pg.start())
+        .await
+        .expect("join")
+        .expect("start postgres");
+    assert_eq!(
+        code,
+        Some(0),
+        "a time limit, not a failure: {summary}\n{stderr}"
+    );
+    assert_eq!(summary["stopped"], "time_limit", "{summary}");
+    assert!(
+        summary["interrupted"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "says what it was recovering from: {summary}"
+    );
+
+    // 3. Never reachable.
+    let closed = format!("postgres://postgres@127.0.0.1:{}/nothing", closed_port());
+    let mut args = s.args(&kafka.bootstrap_servers(), &["--max-run", "3s"]);
+    let url = args.iter().position(|a| a == "--pg-url").expect("--pg-url") + 1;
+    args[url] = closed;
+    let (code, summary, stderr) = run_args_exit(&s, args).await;
+    assert_eq!(code, Some(0), "{summary}\n{stderr}");
+    assert_eq!(summary["stopped"], "time_limit", "{summary}");
+    assert!(
+        summary["start_lsn"].is_null(),
+        "the start is unknown: {summary}"
+    );
+}
+
+/// A local port nothing listens on.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
 }

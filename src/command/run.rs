@@ -48,7 +48,7 @@ pub async fn execute(
             }
             if summary.is_incomplete() {
                 tracing::error!(
-                    confirmed_lsn = %summary.confirmed_lsn,
+                    confirmed_lsn = ?summary.confirmed_lsn,
                     exit_code = EXIT_INCOMPLETE,
                     "the run caught up, but Kafka did not acknowledge every record it read \
                      before the drain ended (a delivery failed, or --shutdown-timeout \

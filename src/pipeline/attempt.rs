@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::stream::{client_status_interval, Stream};
 use super::{exactly_once, previous_run, snapshot};
 use super::{PipelineError, RunSummary, StopReason, SESSION_OPTIONS};
-use crate::config::{CaughtUp, Delivery as DeliveryMode, RunConfig, SnapshotMode};
+use crate::config::{Delivery as DeliveryMode, RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
@@ -21,14 +21,14 @@ use crate::source::setup::{self, SetupError, SlotStatus};
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
 /// are acknowledged and confirmed first) or an error stops it.
 ///
-/// `summary` accumulates across attempts. `target` is the caught-up target of
-/// `--stop-when-caught-up start-lsn`, fixed by the first attempt.
+/// `summary` accumulates across attempts. `target` is the server's WAL
+/// position when a bounded run (`--stop-when-caught-up`) began, fixed by the
+/// first attempt that reached the server.
 pub async fn run_once(
     config: &RunConfig,
     stop: impl Future<Output = StopReason>,
     summary: &mut RunSummary,
     target: &mut Option<Lsn>,
-    first: bool,
     metrics: &Arc<Metrics>,
 ) -> Result<(), PipelineError> {
     // Checked here for the publication; the stream derives its own.
@@ -53,11 +53,12 @@ pub async fn run_once(
         // A new slot: what an earlier attempt acknowledged was for the old one.
         summary.acked_lsn = Lsn::ZERO;
     }
-    if first {
-        summary.start_lsn = start;
-    }
-    summary.confirmed_lsn = start;
-    if config.stop_when_caught_up == Some(CaughtUp::StartLsn) && target.is_none() {
+    // The first attempt that got this far says where the run started.
+    summary.start_lsn.get_or_insert(start);
+    summary.confirmed_lsn = Some(start);
+    if config.stop_when_caught_up.is_some() && target.is_none() {
+        // Everything committed before the run began is behind this: a bounded
+        // run (either kind) may call itself caught up only once past it.
         *target = Some(setup::current_wal_lsn(&sql).await?);
     }
 

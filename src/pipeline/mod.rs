@@ -163,16 +163,22 @@ pub struct RunSummary {
     pub stopped: StopReason,
     /// Whether the stream had caught up (reached its target, or was idle) when it stopped.
     pub caught_up: bool,
-    #[serde(serialize_with = "serialize_lsn")]
-    pub start_lsn: Lsn,
-    #[serde(serialize_with = "serialize_lsn")]
-    pub confirmed_lsn: Lsn,
+    /// Where the run started; `None` while no attempt reached PostgreSQL.
+    #[serde(serialize_with = "serialize_optional_lsn")]
+    pub start_lsn: Option<Lsn>,
+    /// Where the slot was confirmed when it stopped; `None` while no
+    /// attempt reached PostgreSQL.
+    #[serde(serialize_with = "serialize_optional_lsn")]
+    pub confirmed_lsn: Option<Lsn>,
     pub transactions: u64,
     pub events: u64,
     /// Server WAL position minus the confirmed position when it stopped.
     pub remaining_lag_bytes: Option<u64>,
     /// Attempts after the first (restarts after transient failures).
     pub restarts: u64,
+    /// `--max-run` ran out while restarting after this failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
     /// Everything before this position was acknowledged by Kafka in an
     /// earlier attempt of this run: a retry starts streaming there even when
     /// the slot reports an older position (see `run_once`).
@@ -192,25 +198,39 @@ impl RunSummary {
     }
 }
 
-fn serialize_lsn<S: serde::Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(lsn)
+/// An LSN, or `unknown` for a run that never reached the server.
+fn or_unknown(lsn: Option<Lsn>) -> String {
+    lsn.map_or_else(|| "unknown".to_owned(), |lsn| lsn.to_string())
+}
+
+fn serialize_optional_lsn<S: serde::Serializer>(
+    lsn: &Option<Lsn>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match lsn {
+        Some(lsn) => s.collect_str(lsn),
+        None => s.serialize_none(),
+    }
 }
 
 impl std::fmt::Display for RunSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let how = match self.stopped {
-            StopReason::Requested => "on request",
-            StopReason::CaughtUp => "caught up",
-            StopReason::TimeLimit => "time limit reached",
-            StopReason::SnapshotCompleted => "snapshot completed",
+        let how = match (self.stopped, &self.interrupted) {
+            (StopReason::TimeLimit, Some(error)) => {
+                format!("time limit reached while restarting after: {error}")
+            }
+            (StopReason::Requested, _) => "on request".to_owned(),
+            (StopReason::CaughtUp, _) => "caught up".to_owned(),
+            (StopReason::TimeLimit, _) => "time limit reached".to_owned(),
+            (StopReason::SnapshotCompleted, _) => "snapshot completed".to_owned(),
         };
         write!(
             f,
             "stopped ({how}): {} transactions, {} events delivered; confirmed LSN {} -> {}; {}",
             self.transactions,
             self.events,
-            self.start_lsn,
-            self.confirmed_lsn,
+            or_unknown(self.start_lsn),
+            or_unknown(self.confirmed_lsn),
             if self.caught_up {
                 "caught up"
             } else {
@@ -268,7 +288,6 @@ pub async fn run_with_metrics(
     let deadline = config.max_run.map(|d| tokio::time::Instant::now() + d);
     let mut summary = RunSummary::default();
     let mut target = None;
-    let mut first = true;
     loop {
         let started = Instant::now();
         let stop = {
@@ -288,7 +307,7 @@ pub async fn run_with_metrics(
         };
         metrics.start_attempt();
         metrics.set_phase(Phase::Connecting);
-        let mut attempt = run_once(&config, stop, &mut summary, &mut target, first, &metrics).await;
+        let mut attempt = run_once(&config, stop, &mut summary, &mut target, &metrics).await;
         if config.slot_temporary {
             // Whatever failed, the slot is gone with its session (or was never
             // made): a retry would silently start from a new slot.
@@ -298,7 +317,7 @@ pub async fn run_with_metrics(
             });
         }
         metrics.end_attempt();
-        first = false;
+        let past_deadline = || deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
         match attempt {
             Ok(()) => {
                 if config.slot_drop_on_stop {
@@ -307,11 +326,10 @@ pub async fn run_with_metrics(
                 metrics.set_phase(Phase::Stopped);
                 return Ok(summary);
             }
-            Err(error)
-                if error.is_retryable()
-                    && !shutdown.is_requested()
-                    && deadline.is_none_or(|d| tokio::time::Instant::now() < d) =>
-            {
+            Err(error) if error.is_retryable() && !shutdown.is_requested() && past_deadline() => {
+                return Ok(time_limit_while_restarting(summary, &error, &metrics));
+            }
+            Err(error) if error.is_retryable() && !shutdown.is_requested() => {
                 summary.restarts += 1;
                 if started.elapsed() > MAX_BACKOFF {
                     backoff = Duration::from_secs(1);
@@ -322,12 +340,14 @@ pub async fn run_with_metrics(
                     error: crate::error_chain(&error),
                     retry_in: backoff,
                 });
+                let limit = sleep_until_some(deadline);
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {}
                     () = shutdown.clone().requested() => {
                         metrics.set_phase(Phase::Failed { error: crate::error_chain(&error) });
                         return Err(error);
                     }
+                    () = limit => return Ok(time_limit_while_restarting(summary, &error, &metrics)),
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -338,6 +358,34 @@ pub async fn run_with_metrics(
                 return Err(error);
             }
         }
+    }
+}
+
+/// `--max-run` ran out while the run was recovering from `error` (say
+/// PostgreSQL restarting): the limit is what ends the run, as it would have
+/// mid-stream. What earlier attempts confirmed stays confirmed; the summary
+/// says what it was recovering from.
+fn time_limit_while_restarting(
+    mut summary: RunSummary,
+    error: &PipelineError,
+    metrics: &Metrics,
+) -> RunSummary {
+    let error = crate::error_chain(error);
+    tracing::warn!(%error, "time limit reached while restarting after a failure; stopping");
+    summary.stopped = StopReason::TimeLimit;
+    summary.caught_up = false;
+    // Not known: the server could not be asked.
+    summary.remaining_lag_bytes = None;
+    summary.interrupted = Some(error);
+    metrics.set_phase(Phase::Stopped);
+    summary
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -122,7 +122,7 @@ pub(super) async fn take(
     promote_slot(stream.config, &stream.sql).await?;
     if stream.config.snapshot_mode == SnapshotMode::InitialOnly {
         stream.summary.stopped = StopReason::SnapshotCompleted;
-        stream.summary.confirmed_lsn = start;
+        stream.summary.confirmed_lsn = Some(start);
         return Ok(false);
     }
     Ok(true)

@@ -55,7 +55,10 @@ pub(super) struct Stream<'a> {
     message_topic: Arc<str>,
     pub(super) last_commit_lsn: Option<Lsn>,
     pub(super) summary: &'a mut RunSummary,
-    /// `--stop-when-caught-up start-lsn`: the server's WAL position when the run began.
+    /// `--stop-when-caught-up`: the server's WAL position when the run
+    /// began. `start-lsn` stops there; `idle` may stop only past it, so
+    /// neither calls itself caught up before reading what was committed
+    /// before it started.
     pub(super) target: Option<Lsn>,
     /// Everything before this position has been read: the end of the last
     /// commit, or the WAL end of a keepalive that arrived between transactions.
@@ -125,6 +128,10 @@ pub(super) fn client_status_interval(config: &RunConfig) -> Duration {
 /// See [`client_status_interval`].
 const FEEDBACK_TICK: Duration = Duration::from_millis(100);
 
+/// How long the end of an attempt waits for the slot to show the position
+/// it confirmed last (see [`Stream::slot_confirmed`]).
+const SLOT_CONFIRM_WAIT: Duration = Duration::from_secs(5);
+
 /// Events handled back to back inside a transaction before the stream loop
 /// looks at its other branches again (see [`Stream::handle_burst`]).
 const RECV_BURST: usize = 256;
@@ -146,6 +153,9 @@ impl Stream<'_> {
         // `--status-interval` (the client reports every FEEDBACK_TICK).
         let mut reported = Instant::now();
         let mut unreported: Option<Lsn> = None;
+        // Idle is measured from here: start-up (a snapshot, exactly-once's
+        // progress read) is not time the stream was idle.
+        self.last_activity = Instant::now();
         loop {
             if let Some((reason, deadline)) = stopping {
                 if self.txn.is_none() || Instant::now() >= deadline {
@@ -187,7 +197,7 @@ impl Stream<'_> {
                 () = sleep_until_some(batch_deadline), if batch_deadline.is_some() => {
                     self.commit_kafka_batch(false).await?;
                 }
-                () = tokio::time::sleep_until(idle_deadline), if idle_mode && self.txn.is_none() => {
+                () = tokio::time::sleep_until(idle_deadline), if idle_mode && self.txn.is_none() && self.passed_target() => {
                     tracing::info!(idle_for = ?self.config.idle_timeout, "stream idle; draining in-flight messages");
                     return Ok(StopReason::CaughtUp);
                 }
@@ -223,7 +233,15 @@ impl Stream<'_> {
 
     /// `--stop-when-caught-up start-lsn`: everything up to the target was read.
     fn is_caught_up(&self) -> bool {
-        self.txn.is_none() && self.target.is_some_and(|target| self.received >= target)
+        self.config.stop_when_caught_up == Some(CaughtUp::StartLsn)
+            && self.txn.is_none()
+            && self.passed_target()
+    }
+
+    /// Everything committed before the run began was read (no target: no
+    /// bounded run, nothing to wait for).
+    fn passed_target(&self) -> bool {
+        self.target.is_none_or(|target| self.received >= target)
     }
 
     /// Handles `first`, then, while a transaction is open, the events the
@@ -382,17 +400,38 @@ impl Stream<'_> {
         }
         client.stop();
         while let Ok(Some(_)) = client.recv().await {}
-        let confirmed = setup::confirmed_flush_lsn(&self.sql, &self.config.slot_name)
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or(acked);
+        // After a failure the last update may never have reached the
+        // server: no wait then, the next attempt reads the slot anyway.
+        let confirmed = self.slot_confirmed(acked, reason.is_some()).await;
         let wal = setup::current_wal_lsn(&self.sql).await.ok();
-        self.summary.confirmed_lsn = confirmed;
+        self.summary.confirmed_lsn = Some(confirmed);
         self.summary.acked_lsn = self.summary.acked_lsn.max(acked);
         self.summary.caught_up = caught_up;
         self.summary.remaining_lag_bytes = wal.map(|w| w.bytes_since(confirmed));
         tracing::info!(lsn = %confirmed, "replication stopped");
+    }
+
+    /// The slot's confirmed position once the server applied `acked`: the
+    /// walsender takes the last status update in as the stream ends, a
+    /// moment after it was sent, so a summary read at once could report the
+    /// position before it. After [`SLOT_CONFIRM_WAIT`] (at once without
+    /// `wait`) it is what the slot says then; `acked` if the slot cannot be read.
+    async fn slot_confirmed(&self, acked: Lsn, wait: bool) -> Lsn {
+        let deadline = Instant::now()
+            + if wait {
+                SLOT_CONFIRM_WAIT
+            } else {
+                Duration::ZERO
+            };
+        loop {
+            match setup::confirmed_flush_lsn(&self.sql, &self.config.slot_name).await {
+                Ok(Some(confirmed)) if confirmed >= acked || Instant::now() >= deadline => {
+                    return confirmed
+                }
+                Ok(Some(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
+                Ok(None) | Err(_) => return acked,
+            }
+        }
     }
 
     /// Creates `topic` if topic creation is configured and it is new.

@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 pub use wait::{hold_for, poll_blocking, wait_for, wait_until, TIMEOUT};
 
 /// One database with its own slot, publication and topic prefix.
+#[derive(Clone)]
 pub struct Scenario {
     pub pg: &'static Postgres,
     pub db: String,

@@ -497,7 +497,7 @@ async fn confirms_only_what_kafka_acknowledged_in_read_order() {
     assert_eq!(kafka.contents(), ["one", "two"]);
     assert_eq!((summary.transactions, summary.events), (2, 2));
     // The catalog could not be read: the summary reports what was acknowledged.
-    assert_eq!(summary.confirmed_lsn, Lsn::new(0x210));
+    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x210)));
 }
 
 #[tokio::test]
@@ -533,7 +533,7 @@ async fn a_failed_delivery_ends_the_attempt_and_nothing_after_it_is_confirmed() 
         "what was in flight is dropped, not sent out of order"
     );
     assert_eq!(summary.acked_lsn, Lsn::new(0x110));
-    assert_eq!(summary.confirmed_lsn, Lsn::new(0x110));
+    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x110)));
 }
 
 #[tokio::test]
@@ -587,7 +587,7 @@ async fn a_restart_resends_from_the_acknowledged_position() {
         ["two", "three"],
         "nothing lost across the restart"
     );
-    assert_eq!(summary.confirmed_lsn, Lsn::new(0x310));
+    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x310)));
 }
 
 #[tokio::test]
@@ -652,7 +652,7 @@ async fn a_stop_inside_a_transaction_waits_for_its_commit() {
     assert_eq!(result.expect("a clean stop"), StopReason::Requested);
     assert_eq!(kafka.contents(), ["first half", "second half"]);
     // The drain on stop delivered both, so the whole transaction is confirmed.
-    assert_eq!(summary.confirmed_lsn, Lsn::new(0x110));
+    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x110)));
     assert_eq!(summary.transactions, 1);
 }
 
@@ -698,7 +698,7 @@ async fn keepalives_confirm_the_wal_end_only_between_transactions() {
 
 #[tokio::test]
 async fn a_bounded_run_stops_at_its_target_once_kafka_has_everything() {
-    let config = config(&[]);
+    let config = config(&["--stop-when-caught-up", "start-lsn"]);
     let mut summary = RunSummary::default();
     let kafka = FakeKafka::new(Lsn::new(0x10));
     let result = run_attempt(
@@ -716,5 +716,72 @@ async fn a_bounded_run_stops_at_its_target_once_kafka_has_everything() {
     .await;
     assert_eq!(result.expect("caught up"), StopReason::CaughtUp);
     assert!(summary.caught_up, "drained on stop, so caught up");
-    assert_eq!(summary.confirmed_lsn, Lsn::new(0x210));
+    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x210)));
+}
+
+#[tokio::test]
+async fn an_idle_run_stops_only_past_what_was_committed_before_it_began() {
+    let config = config(&["--stop-when-caught-up", "idle", "--idle-timeout", "50ms"]);
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    // The server's WAL ended at 0x300 when the run began: the walsender is
+    // still decoding towards it, and sends nothing meanwhile.
+    let result = run_attempt(
+        &config,
+        &mut summary,
+        0x10,
+        kafka.clone(),
+        Some(0x300),
+        |a| async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(
+                !a.finished.load(Ordering::SeqCst),
+                "silence before the target is not idleness"
+            );
+            a.wal.transaction(0x200, "committed before the run").await;
+            wait_for("the record sent", || a.kafka.sent() == 1).await;
+            a.kafka.ack(0);
+            // The walsender reached the WAL end it had when the run began.
+            a.wal.keepalive(0x300).await;
+            wait_for("the loop to stop", || a.finished.load(Ordering::SeqCst)).await;
+        },
+    )
+    .await;
+    assert_eq!(result.expect("caught up"), StopReason::CaughtUp);
+    assert_eq!(kafka.contents(), ["committed before the run"]);
+    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x300)));
+}
+
+#[tokio::test]
+async fn the_idle_clock_starts_when_streaming_does() {
+    let config = config(&["--stop-when-caught-up", "idle", "--idle-timeout", "200ms"]);
+    let metrics = Arc::new(Metrics::new());
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let mut stream = Stream::new(
+        &config,
+        client_without_server().await,
+        TypeRegistry::new(),
+        kafka.delivery(),
+        &mut summary,
+        Lsn::new(0x10),
+        &metrics,
+    )
+    .await
+    .expect("a stream");
+    stream.target = Some(Lsn::new(0x10));
+    // Start-up takes longer than the idle timeout (exactly-once's progress
+    // read from a slow broker, say).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_frames, batches) = mpsc::channel(1);
+    let mut source = ReplicationStream::scripted(batches, Lsn::new(0x10));
+    let started = Instant::now();
+    let stopped = stream
+        .stream(&mut source, std::pin::pin!(std::future::pending()).as_mut())
+        .await;
+    assert_eq!(stopped.expect("idle"), StopReason::CaughtUp);
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "idle for the whole timeout after streaming began, not counted from start-up"
+    );
 }
