@@ -302,3 +302,22 @@ async fn transactions_larger_than_a_receive_burst_arrive_whole() {
     let summary = running.stop().await;
     assert_eq!((summary.transactions, summary.events), (3, 1769));
 }
+
+/// The server the suite runs against is the PostgreSQL version asked for
+/// (`PGCDC_TEST_PG_VERSION`, the version matrix of `.ci/run`), so a pass on
+/// a version is a pass on that version; without it, a supported one.
+#[test]
+fn the_server_is_the_postgresql_version_asked_for() {
+    let s = Scenario::new(Postgres::shared(), "version");
+    let number: u32 = s
+        .query_one("SHOW server_version_num")
+        .expect("a version")
+        .parse()
+        .expect("a number");
+    let major = number / 10_000;
+    println!("PostgreSQL {number}");
+    match pgcdc_testcontainers::requested_version().expect("a valid PGCDC_TEST_PG_VERSION") {
+        Some(asked) => assert_eq!(major, asked, "server_version_num {number}"),
+        None => assert!(major >= 14, "a supported version: {number}"),
+    }
+}

@@ -15,7 +15,7 @@ use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::{AtLeastOnce, Delivery, KafkaSink, SinkError, Transactional};
-use crate::source::replication::{ReplicationConfig, Session, StartReplication};
+use crate::source::replication::{ReplicationConfig, Session, SlotSnapshot, StartReplication};
 use crate::source::setup::{self, SetupError, SlotStatus};
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
@@ -260,9 +260,10 @@ async fn create_temporary_slot(config: &RunConfig) -> Result<(Session, Lsn), Pip
         .await
         .map_err(failed)?;
     let rows = session
-        .simple_query(&format!(
-            "CREATE_REPLICATION_SLOT {} TEMPORARY LOGICAL pgoutput (SNAPSHOT 'nothing')",
-            setup::quote_ident(&config.slot_name)
+        .simple_query(&session.create_slot_command(
+            &setup::quote_ident(&config.slot_name),
+            true,
+            SlotSnapshot::Nothing,
         ))
         .await
         .map_err(failed)?;

@@ -36,7 +36,7 @@ use crate::lsn::Lsn;
 use crate::progress::SnapshotProgress;
 use crate::sink::{InKafka, SinkError};
 use crate::source::pgoutput::{Datum, Relation, Tuple};
-use crate::source::replication::{ReplicationError, Session};
+use crate::source::replication::{ReplicationError, Session, SlotSnapshot};
 use crate::source::setup::{self, quote_ident, SetupError};
 use crate::source::snapshot::{self as reader, PageRange, SnapshotReadError};
 
@@ -171,9 +171,10 @@ pub(super) async fn export_slot(
     };
     let mut session = Session::connect(&repl).await.map_err(create_error)?;
     let rows = session
-        .simple_query(&format!(
-            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')",
-            quote_ident(&working)
+        .simple_query(&session.create_slot_command(
+            &quote_ident(&working),
+            false,
+            SlotSnapshot::Export,
         ))
         .await
         .map_err(create_error)?;

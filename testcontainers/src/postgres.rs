@@ -408,8 +408,11 @@ impl Postgres {
     }
 }
 
-/// `$PGCDC_PG_BINDIR`, else the newest `/usr/lib/postgresql/*/bin`, else
-/// `pg_config --bindir` (Debian's `/usr/local/bin` wrappers are avoided).
+/// `$PGCDC_PG_BINDIR`; else with `$PGCDC_TEST_PG_VERSION` (a major version)
+/// the system's build of that version or one fetched into the cache
+/// ([`crate::cache::postgres_bindir`]); else the newest
+/// `/usr/lib/postgresql/*/bin`, else `pg_config --bindir` (Debian's
+/// `/usr/local/bin` wrappers are avoided).
 fn bindir() -> Result<PathBuf> {
     let has_server = |dir: &Path| dir.join("postgres").is_file() && dir.join("initdb").is_file();
     if let Some(dir) = std::env::var_os("PGCDC_PG_BINDIR").map(PathBuf::from) {
@@ -419,6 +422,13 @@ fn bindir() -> Result<PathBuf> {
                 program: format!("initdb and postgres in PGCDC_PG_BINDIR={}", dir.display()),
                 hint: PG_HINT.into(),
             });
+    }
+    if let Some(major) = requested_version()? {
+        let system = PathBuf::from(format!("/usr/lib/postgresql/{major}/bin"));
+        if has_server(&system) {
+            return Ok(system);
+        }
+        return crate::cache::postgres_bindir(major);
     }
     let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
         .into_iter()
@@ -440,6 +450,21 @@ fn bindir() -> Result<PathBuf> {
         program: "initdb and postgres".into(),
         hint: PG_HINT.into(),
     })
+}
+
+/// The major version `$PGCDC_TEST_PG_VERSION` asks for, if set.
+pub fn requested_version() -> Result<Option<u32>> {
+    let Some(value) = std::env::var_os("PGCDC_TEST_PG_VERSION").filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let text = value.to_string_lossy();
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| Error::MissingTool {
+            program: format!("PostgreSQL version {text:?}"),
+            hint: "PGCDC_TEST_PG_VERSION is a major version, e.g. 17".into(),
+        })
 }
 
 /// `Some((uid, gid))` of the `postgres` user when we are root, else `None`.

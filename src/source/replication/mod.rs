@@ -40,7 +40,7 @@ mod tests;
 
 pub use error::{ReplicationError, ServerError};
 pub use frame::{CopyData, Keepalive, XLogData};
-pub use session::Session;
+pub use session::{Session, SlotSnapshot};
 pub use stream::{ReplicationMetrics, ReplicationStream, StartReplication};
 
 use crate::source::tls::PgTls;

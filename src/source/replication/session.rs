@@ -89,6 +89,18 @@ impl Session {
         self.server_version_num
     }
 
+    /// `CREATE_REPLICATION_SLOT` for a pgoutput slot named `slot` (already
+    /// quoted), in the syntax this server takes: the option list of 15+, or
+    /// the keywords of 14, which 15+ still accept but no longer document.
+    pub fn create_slot_command(
+        &self,
+        slot: &str,
+        temporary: bool,
+        snapshot: SlotSnapshot,
+    ) -> String {
+        create_slot_command(self.server_version_num, slot, temporary, snapshot)
+    }
+
     /// Runs `sql` (a replication command, or SQL on a `replication=database`
     /// session) with the simple query protocol; returns its rows as text.
     /// A server error leaves the session usable.
@@ -160,6 +172,35 @@ impl Session {
         }
         Ok(ReplicationStream::spawn(self.conn, start))
     }
+}
+
+/// What a new slot does with the snapshot it is consistent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotSnapshot {
+    /// Exported for other sessions (`SET TRANSACTION SNAPSHOT`) until the
+    /// creating session runs its next command: the initial snapshot.
+    Export,
+    /// Not kept: streaming starts at the consistent point.
+    Nothing,
+}
+
+/// See [`Session::create_slot_command`]; 0 (version unknown) takes the
+/// current syntax.
+pub(super) fn create_slot_command(
+    server_version_num: u32,
+    slot: &str,
+    temporary: bool,
+    snapshot: SlotSnapshot,
+) -> String {
+    let temporary = if temporary { " TEMPORARY" } else { "" };
+    let old_syntax = server_version_num != 0 && server_version_num < 150_000;
+    let snapshot = match (old_syntax, snapshot) {
+        (false, SlotSnapshot::Export) => " (SNAPSHOT 'export')",
+        (false, SlotSnapshot::Nothing) => " (SNAPSHOT 'nothing')",
+        (true, SlotSnapshot::Export) => " EXPORT_SNAPSHOT",
+        (true, SlotSnapshot::Nothing) => " NOEXPORT_SNAPSHOT",
+    };
+    format!("CREATE_REPLICATION_SLOT {slot}{temporary} LOGICAL pgoutput{snapshot}")
 }
 
 /// `server_version` ("15.4", "16.2 (Debian 16.2-1)", "17beta1", "9.6.24")
@@ -340,6 +381,27 @@ async fn authenticate(conn: &mut Conn, config: &ReplicationConfig) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_creation_follows_the_server_version() {
+        use super::SlotSnapshot::{Export, Nothing};
+        assert_eq!(
+            create_slot_command(140_010, "\"s\"", false, Export),
+            "CREATE_REPLICATION_SLOT \"s\" LOGICAL pgoutput EXPORT_SNAPSHOT"
+        );
+        assert_eq!(
+            create_slot_command(140_010, "s", true, Nothing),
+            "CREATE_REPLICATION_SLOT s TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT"
+        );
+        assert_eq!(
+            create_slot_command(150_004, "s", false, Export),
+            "CREATE_REPLICATION_SLOT s LOGICAL pgoutput (SNAPSHOT 'export')"
+        );
+        assert_eq!(
+            create_slot_command(180_000, "s", true, Nothing),
+            "CREATE_REPLICATION_SLOT s TEMPORARY LOGICAL pgoutput (SNAPSHOT 'nothing')"
+        );
+    }
 
     #[test]
     fn server_versions() {
