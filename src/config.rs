@@ -21,7 +21,7 @@ pub use crate::encode::options::{AvroLogicalTypes, EncodeOptions, Format, Subjec
 pub use crate::event::options::MetadataOptions;
 use crate::naming::Names;
 pub use crate::naming::SNAPSHOT_SLOT_SUFFIX;
-use crate::options::parse_key_value;
+use crate::options::{parse_key_value, PROPERTY_SEPARATOR};
 pub use crate::options::{ConfigError, Invalid, Secret};
 pub use crate::select::SelectOptions;
 pub use crate::sink::options::{EosOptions, TopicOptions};
@@ -286,8 +286,9 @@ pub struct RunConfig {
     #[command(flatten)]
     pub eos: EosOptions,
 
-    /// Extra librdkafka producer properties, key=value (repeatable).
-    #[arg(long = "kafka-property", value_parser = parse_key_value)]
+    /// Extra librdkafka producer properties, key=value (repeatable). In
+    /// PGCDC_KAFKA_PROPERTY, one property per line.
+    #[arg(long = "kafka-property", env = "PGCDC_KAFKA_PROPERTY", value_delimiter = PROPERTY_SEPARATOR, value_parser = parse_key_value)]
     pub kafka_properties: Vec<(String, String)>,
 }
 
@@ -527,6 +528,36 @@ mod tests {
             "http://127.0.0.1:8081",
         ]);
         assert!(fine.validate().is_ok());
+    }
+
+    #[test]
+    fn a_json_prefix_needs_only_kafkas_topic_rules() {
+        for prefix in ["1app", "my-app", "_x.y", "a".repeat(228).as_str()] {
+            let c = parse(&["--topic-prefix", prefix]);
+            assert!(c.validate().is_ok(), "{prefix} is a fine JSON prefix");
+        }
+        for prefix in ["", "a b", "a/b", ".."] {
+            let c = parse(&["--topic-prefix", prefix]);
+            let err = c.validate().expect_err("not a topic name");
+            let fields: Vec<_> = err.0.iter().map(|i| i.field).collect();
+            assert_eq!(fields, ["topic-prefix"], "{prefix:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_setting_that_makes_the_heartbeat_topic_too_long_is_blamed() {
+        let long = "a".repeat(229);
+        let err = parse(&["--topic-prefix", &long])
+            .validate()
+            .expect_err("heartbeat topic of 250 characters");
+        let fields: Vec<_> = err.0.iter().map(|i| i.field).collect();
+        assert_eq!(fields, ["topic-prefix"], "{err}");
+        let hb = "h".repeat(246);
+        let err = parse(&["--topic-prefix", "app", "--heartbeat-topics-prefix", &hb])
+            .validate()
+            .expect_err("heartbeat topic of 250 characters");
+        let fields: Vec<_> = err.0.iter().map(|i| i.field).collect();
+        assert_eq!(fields, ["heartbeat-topics-prefix"], "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! module in [`pgcdc_kafka::command`], which also lists the exit codes.
 
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::parser::ValueSource;
@@ -72,7 +73,11 @@ struct RunArgs {
 
 /// The subcommands that take `run`'s flags and so read `--config` and
 /// `--debezium-config`.
-const LAYERED: &[&[&str]] = &[&["run"], &["check"], &["config", "show"]];
+const LAYERED: &[&[&str]] = &[&["run"], &["check"], &["config", "show"], &["status"], &["snapshot"]];
+
+/// The layered subcommands that share some of `run`'s settings only: they
+/// read `run`'s `--config` file, skipping the keys they lack.
+const SHARING: &[&[&str]] = &[&["status"], &["snapshot"]];
 
 /// A parsed command line whose configuration came through the layers.
 struct Layered {
@@ -127,7 +132,12 @@ fn parse() -> Result<(Cli, Option<Layered>), ExitCode> {
         .try_fold(&root, |cmd, name| cmd.find_subcommand(name))
         .expect("the layered subcommand exists")
         .clone();
-    let resolved = layers::resolve(&cmd, leaf);
+    let resolved = if SHARING.contains(&path.as_slice()) {
+        let run = root.find_subcommand("run").expect("run exists");
+        layers::resolve_shared(&cmd, leaf, run)
+    } else {
+        layers::resolve(&cmd, leaf)
+    };
     if resolved.incomplete {
         eprintln!(
             "error: {}",
@@ -194,10 +204,31 @@ fn configuration_is_valid(layered: Option<&Layered>, config: &RunConfig) -> bool
     }
 }
 
+/// Whether text logs may carry ANSI colour: only when stderr is a terminal
+/// (a file or a pipe gets plain text) and `NO_COLOR` is unset or empty
+/// (<https://no-color.org>).
+fn log_colour() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Reports the problems of the `--config` file of a subcommand that has no
+/// validation of its own; `false` when there was any.
+fn layers_are_valid(layered: Option<&Layered>) -> bool {
+    let Some(l) = layered else { return true };
+    match layers::finish(&l.cmd, &l.origins, l.problems.clone(), Ok(())) {
+        Ok(()) => true,
+        Err(error) => {
+            eprintln!("error: {error}");
+            false
+        }
+    }
+}
+
 fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_env("PGCDC_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(log_colour())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -232,8 +263,18 @@ async fn main() -> ExitCode {
             }
             command::check::execute(&args, cli.log_format).await
         }
-        Command::Status(args) => command::status::execute(&args, cli.log_format).await,
-        Command::Snapshot(args) => command::snapshot::execute(&args, cli.log_format).await,
+        Command::Status(args) => {
+            if !layers_are_valid(layered.as_ref()) {
+                return ExitCode::from(2);
+            }
+            command::status::execute(&args, cli.log_format).await
+        }
+        Command::Snapshot(args) => {
+            if !layers_are_valid(layered.as_ref()) {
+                return ExitCode::from(2);
+            }
+            command::snapshot::execute(&args, cli.log_format).await
+        }
         Command::Run(args) => {
             let RunArgs { config, health, .. } = *args;
             if !configuration_is_valid(layered.as_ref(), &config) {

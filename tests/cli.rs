@@ -19,7 +19,8 @@ fn invalid_flags_are_all_reported_with_exit_code_2() {
             "--pg-url",
             "postgres://u@127.0.0.1:1/db",
             "--topic-prefix",
-            "1bad",
+            // Not "1bad": a leading digit is a valid Kafka topic prefix (issue 26).
+            "bad/prefix",
             "--slot",
             "Bad-Slot",
             "--kafka-property",

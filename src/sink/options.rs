@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::options::{parse_key_value, Invalid, Problems};
+use crate::options::{parse_key_value, Invalid, Problems, PROPERTY_SEPARATOR};
 
 /// Topic creation (`--topic-partitions` and friends): with any of them set,
 /// each topic is created on first use if it is missing.
@@ -24,8 +24,9 @@ pub struct TopicOptions {
     #[arg(long, env = "PGCDC_TOPIC_REPLICATION_FACTOR")]
     pub topic_replication_factor: Option<i32>,
 
-    /// Topic configuration of created topics, key=value (repeatable), e.g. cleanup.policy=compact.
-    #[arg(long = "topic-config", env = "PGCDC_TOPIC_CONFIG", value_parser = parse_key_value)]
+    /// Topic configuration of created topics, key=value (repeatable), e.g.
+    /// cleanup.policy=compact. In PGCDC_TOPIC_CONFIG, one entry per line.
+    #[arg(long = "topic-config", env = "PGCDC_TOPIC_CONFIG", value_delimiter = PROPERTY_SEPARATOR, value_parser = parse_key_value)]
     pub topic_config: Vec<(String, String)>,
 }
 
