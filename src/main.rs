@@ -11,13 +11,13 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use pgcdc_kafka::command::{self, check::CheckArgs, snapshot::SnapshotArgs, status::StatusArgs};
-use pgcdc_kafka::config::{layers, ConfigSources, LogFormat, Origins, Problem, RunConfig};
+use pgcdc_kafka::config::{layers, show, ConfigSources, LogFormat, Origins, Problem, RunConfig};
 use pgcdc_kafka::http::HealthPolicy;
 use tracing_subscriber::EnvFilter;
 
 /// PostgreSQL change data capture into Kafka, Debezium-compatible.
 #[derive(Debug, Parser)]
-#[command(name = "pgcdc-kafka", version, about)]
+#[command(name = "pgcdc-kafka", version = pgcdc_kafka::build_info::version_line(), about)]
 struct Cli {
     /// Log format.
     #[arg(
@@ -280,8 +280,12 @@ async fn main() -> ExitCode {
             if !configuration_is_valid(layered.as_ref(), &config) {
                 return ExitCode::from(2);
             }
+            let settings = layered
+                .as_ref()
+                .map(|l| show::one_line(&l.cmd, &l.matches, &l.origins))
+                .unwrap_or_default();
             let ignored = layered.map(|l| l.ignored).unwrap_or_default();
-            command::run::execute(config, health, &ignored, cli.log_format).await
+            command::run::execute(config, health, &settings, &ignored, cli.log_format).await
         }
     }
 }
