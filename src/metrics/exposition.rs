@@ -482,11 +482,11 @@ fn counter(r: &mut Registry, name: &'static str, text: &'static str, metric: imp
 
 /// Registers an info series, constant 1; prometheus-client appends the
 /// `_info` of `name`.
-fn info(
+fn info<const N: usize>(
     r: &mut Registry,
     name: &'static str,
     text: &'static str,
-    labels: [(&'static str, &'static str); 3],
+    labels: [(&'static str, &'static str); N],
 ) {
     let base = name.strip_suffix("_info");
     debug_assert!(base.is_some(), "info {name} must end with _info");
