@@ -49,6 +49,19 @@ enum Command {
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print a shell completion script, generated from this binary's flags:
+    /// e.g. `pgcdc-kafka completions bash > /etc/bash_completion.d/pgcdc-kafka`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print a man page (roff), generated from this binary's flags: of
+    /// pgcdc-kafka, or of one subcommand (`pgcdc-kafka man run | man -l -`).
+    Man {
+        /// The subcommand whose page to print, e.g. run.
+        subcommand: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -236,6 +249,36 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+/// `pgcdc-kafka man [subcommand]`: the page of the whole command or of one
+/// subcommand (named `pgcdc-kafka-<subcommand>`, as man sections name them).
+fn print_man_page(subcommand: Option<&str>) -> ExitCode {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let page = match subcommand {
+        None => cmd,
+        Some(name) => match cmd.find_subcommand(name) {
+            // clap names are `&'static str` (without its `string` feature);
+            // this one lives until the process exits a moment later anyway.
+            Some(sub) => sub
+                .clone()
+                .name(&*format!("pgcdc-kafka-{name}").leak())
+                .version(pgcdc_kafka::build_info::version_line()),
+            None => {
+                eprintln!("error: no subcommand {name:?}; `pgcdc-kafka --help` lists them");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    match clap_mangen::Man::new(page).render(&mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: cannot write the man page: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let (cli, layered) = match parse() {
@@ -244,6 +287,12 @@ async fn main() -> ExitCode {
     };
     init_logging(cli.log_format);
     match cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "pgcdc-kafka", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man { subcommand } => print_man_page(subcommand.as_deref()),
         Command::Config(ConfigCommand::Show(args)) => {
             if let Some(l) = &layered {
                 print!(

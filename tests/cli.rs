@@ -186,3 +186,62 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     assert!(plain.contains("starting pgcdc-kafka"), "{plain}");
     assert!(!plain.contains('\u{1b}'), "NO_COLOR honoured:\n{plain}");
 }
+
+fn stdout_of(args: &[&str]) -> String {
+    let output = Command::new(BIN).args(args).output().expect("binary runs");
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn run_help_groups_the_flags_under_headings() {
+    let help = stdout_of(&["run", "--help"]);
+    // Each flag listed under its heading: the last heading line before it.
+    let heading_of = |flag: &str| {
+        let at = help
+            .find(&format!("      {flag} "))
+            .unwrap_or_else(|| panic!("{flag} in run --help"));
+        help[..at]
+            .lines()
+            .rev()
+            .find(|l| !l.starts_with(' ') && l.ends_with(':'))
+            .map(str::to_owned)
+    };
+    for (flag, heading) in [
+        ("--pg-url", "Connection:"),
+        ("--bootstrap-servers", "Connection:"),
+        ("--table", "Selection and routing:"),
+        ("--format", "Format:"),
+        ("--snapshot-mode", "Snapshot:"),
+        ("--delivery", "Delivery:"),
+        ("--kafka-property", "Delivery:"),
+        ("--metrics-addr", "Operations:"),
+        ("--config", "Configuration files:"),
+    ] {
+        assert_eq!(heading_of(flag).as_deref(), Some(heading), "{flag}");
+    }
+}
+
+#[test]
+fn completions_and_man_pages_are_generated_from_the_flags() {
+    for shell in ["bash", "zsh", "fish"] {
+        let script = stdout_of(&["completions", shell]);
+        for needle in ["pgcdc-kafka", "topic-prefix", "kafka-property"] {
+            assert!(script.contains(needle), "{shell} completes {needle}");
+        }
+    }
+    let page = stdout_of(&["man"]);
+    assert!(page.contains(".TH pgcdc-kafka 1"), "{page}");
+    let run = stdout_of(&["man", "run"]);
+    assert!(run.contains(".TH pgcdc-kafka-run 1"), "{run}");
+    assert!(run.contains("topic\\-prefix"), "run's page lists its flags");
+    let unknown = Command::new(BIN)
+        .args(["man", "nope"])
+        .output()
+        .expect("binary runs");
+    assert_eq!(unknown.status.code(), Some(2));
+}

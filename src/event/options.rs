@@ -17,6 +17,7 @@ pub const DEFAULT_HEARTBEAT_TOPICS_PREFIX: &str = "__debezium-heartbeat";
 /// Transaction metadata and heartbeats (Debezium's
 /// `provide.transaction.metadata` and `heartbeat.*`).
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Operations")]
 pub struct MetadataOptions {
     /// Write a BEGIN and an END record per transaction to --transaction-topic
     /// and fill each event's `transaction` block (Debezium's

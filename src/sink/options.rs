@@ -14,6 +14,7 @@ use crate::options::{parse_key_value, Invalid, Problems, PROPERTY_SEPARATOR};
 /// Topic creation (`--topic-partitions` and friends): with any of them set,
 /// each topic is created on first use if it is missing.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Delivery")]
 pub struct TopicOptions {
     /// Partitions of topics the connector creates; with --topic-replication-factor
     /// or --topic-config, each topic is created on first use if missing.
@@ -56,6 +57,7 @@ impl TopicOptions {
 /// How `--delivery exactly-once` batches Postgres transactions into one
 /// Kafka transaction (see [`super::transactional::BatchLimits`]).
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Delivery")]
 pub struct EosOptions {
     /// Most Postgres transactions grouped into one Kafka transaction.
     #[arg(long, env = "PGCDC_EOS_MAX_BATCH_TRANSACTIONS", default_value_t = 1000)]
