@@ -26,8 +26,7 @@ fn main() {
     // Only existing files are named, since a missing one reruns every build.
     for path in [
         git(&["rev-parse", "--git-path", "HEAD"]),
-        git(&["symbolic-ref", "-q", "HEAD"])
-            .and_then(|r| git(&["rev-parse", "--git-path", &r])),
+        git(&["symbolic-ref", "-q", "HEAD"]).and_then(|r| git(&["rev-parse", "--git-path", &r])),
     ]
     .into_iter()
     .flatten()

@@ -86,7 +86,13 @@ struct RunArgs {
 
 /// The subcommands that take `run`'s flags and so read `--config` and
 /// `--debezium-config`.
-const LAYERED: &[&[&str]] = &[&["run"], &["check"], &["config", "show"], &["status"], &["snapshot"]];
+const LAYERED: &[&[&str]] = &[
+    &["run"],
+    &["check"],
+    &["config", "show"],
+    &["status"],
+    &["snapshot"],
+];
 
 /// The layered subcommands that share some of `run`'s settings only: they
 /// read `run`'s `--config` file, skipping the keys they lack.

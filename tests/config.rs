@@ -599,10 +599,20 @@ async fn a_debezium_connector_with_outbox_and_unwrap_imports_and_runs() {
 #[test]
 fn property_lists_take_one_entry_per_line_from_the_environment() {
     let output = pgcdc(
-        &["config", "show", "--pg-url", NOWHERE, "--topic-prefix", "app"],
+        &[
+            "config",
+            "show",
+            "--pg-url",
+            NOWHERE,
+            "--topic-prefix",
+            "app",
+        ],
         &[
             // A trailing newline, as a YAML block scalar leaves, is harmless.
-            ("PGCDC_KAFKA_PROPERTY", "linger.ms=50\ncompression.type=zstd\n"),
+            (
+                "PGCDC_KAFKA_PROPERTY",
+                "linger.ms=50\ncompression.type=zstd\n",
+            ),
             (
                 "PGCDC_TOPIC_CONFIG",
                 "cleanup.policy=compact,delete\r\nretention.ms=1000",
@@ -625,7 +635,11 @@ fn property_lists_take_one_entry_per_line_from_the_environment() {
             "\"compact,delete\"",
             "PGCDC_TOPIC_CONFIG",
         ),
-        ("topic_config.retention.ms", "\"1000\"", "PGCDC_TOPIC_CONFIG"),
+        (
+            "topic_config.retention.ms",
+            "\"1000\"",
+            "PGCDC_TOPIC_CONFIG",
+        ),
     ] {
         assert_eq!(
             show.get(key),
@@ -688,12 +702,7 @@ fn topic_prefix_follows_kafkas_rules_and_avros_only_with_avro() {
     assert!(!stderr.contains("--heartbeat-topics-prefix ="), "{stderr}");
     // A long heartbeat prefix chosen beside a short topic prefix is its own fault.
     let hb = "h".repeat(247);
-    let output = show(&[
-        "--topic-prefix",
-        "app",
-        "--heartbeat-topics-prefix",
-        &hb,
-    ]);
+    let output = show(&["--topic-prefix", "app", "--heartbeat-topics-prefix", &hb]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
     assert!(stderr.contains("--heartbeat-topics-prefix"), "{stderr}");
@@ -732,7 +741,10 @@ fn status_and_snapshot_read_runs_config_file() {
     );
     // A key neither command knows is still an error.
     let typo = write("typo.toml", "slott = \"x\"\n");
-    let status = pgcdc(&["status", "--config", path(&typo), "--pg-url", NOWHERE], &[]);
+    let status = pgcdc(
+        &["status", "--config", path(&typo), "--pg-url", NOWHERE],
+        &[],
+    );
     let stderr = text(&status.stderr);
     assert_eq!(status.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("did you mean \"slot\""), "{stderr}");

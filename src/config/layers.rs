@@ -173,17 +173,24 @@ fn resolve_with(cmd: &Command, matches: &ArgMatches, shared: Option<&ArgIndex>) 
         resolved.origins.by_id.insert(info.id.clone(), origin);
         resolved.args.extend(args);
     }
-    // Positional arguments (`snapshot`'s tables) come from the command line only.
-    let positional: Vec<OsString> = cmd
+    resolved.args.extend(positional_args(cmd, matches));
+    resolved
+}
+
+/// The positional arguments (`snapshot`'s tables), after `--`: they come
+/// from the command line only, never from a layer.
+fn positional_args(cmd: &Command, matches: &ArgMatches) -> Vec<OsString> {
+    let values: Vec<OsString> = cmd
         .get_positionals()
         .flat_map(|a| raw_values(matches, a.get_id().as_str()))
         .map(OsString::from)
         .collect();
-    if !positional.is_empty() {
-        resolved.args.push(OsString::from("--"));
-        resolved.args.extend(positional);
+    if values.is_empty() {
+        return values;
     }
-    resolved
+    std::iter::once(OsString::from("--"))
+        .chain(values)
+        .collect()
 }
 
 /// The value an argument got from a flag or the environment, if any.
