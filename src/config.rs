@@ -21,7 +21,7 @@ pub use crate::encode::options::{AvroLogicalTypes, EncodeOptions, Format, Subjec
 pub use crate::event::options::MetadataOptions;
 use crate::naming::Names;
 pub use crate::naming::SNAPSHOT_SLOT_SUFFIX;
-use crate::options::parse_key_value;
+use crate::options::{parse_key_value, PROPERTY_SEPARATOR};
 pub use crate::options::{ConfigError, Invalid, Secret};
 pub use crate::select::SelectOptions;
 pub use crate::sink::options::{EosOptions, TopicOptions};
@@ -34,17 +34,35 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use rdkafka::config::ClientConfig;
 
+use help::{CONNECTION, DELIVERY, FORMAT, OPERATIONS, SELECTION, SNAPSHOT};
+
 use crate::source::types::{
     BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, TimePrecision, ValueOptions,
     DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
 };
 use security::{KafkaSecurity, PgPassword};
 
+/// The headings of `run --help`: its flags grouped by what they are about.
+pub mod help {
+    pub const CONNECTION: &str = "Connection";
+    pub const SELECTION: &str = "Selection and routing";
+    pub const FORMAT: &str = "Format";
+    pub const DELIVERY: &str = "Delivery";
+    pub const SNAPSHOT: &str = "Snapshot";
+    pub const TRANSFORMS: &str = "Transforms";
+    pub const OPERATIONS: &str = "Operations";
+    pub const FILES: &str = "Configuration files";
+    /// Every heading, in the order `--help` shows them.
+    pub const ALL: &[&str] = &[
+        FILES, CONNECTION, SELECTION, FORMAT, SNAPSHOT, DELIVERY, TRANSFORMS, OPERATIONS,
+    ];
+}
+
 /// Everything `pgcdc-kafka run` needs.
 #[derive(Debug, Clone, Args)]
 pub struct RunConfig {
     /// PostgreSQL connection URL (libpq style), e.g. postgres://user:pw@host:5432/db.
-    #[arg(long, env = "PGCDC_PG_URL")]
+    #[arg(help_heading = CONNECTION, long, env = "PGCDC_PG_URL")]
     pub pg_url: PgUrl,
 
     #[command(flatten)]
@@ -55,6 +73,7 @@ pub struct RunConfig {
 
     /// Kafka bootstrap servers, comma separated.
     #[arg(
+        help_heading = CONNECTION,
         long,
         env = "PGCDC_BOOTSTRAP_SERVERS",
         default_value = "127.0.0.1:9092"
@@ -62,15 +81,16 @@ pub struct RunConfig {
     pub bootstrap_servers: String,
 
     /// Prefix of every topic (Debezium's topic.prefix): data goes to <prefix>.<schema>.<table>.
-    #[arg(long, env = "PGCDC_TOPIC_PREFIX")]
+    #[arg(help_heading = SELECTION, long, env = "PGCDC_TOPIC_PREFIX")]
     pub topic_prefix: String,
 
     /// Logical replication slot to stream from; created if missing.
-    #[arg(long = "slot", env = "PGCDC_SLOT", default_value = "pgcdc")]
+    #[arg(help_heading = CONNECTION, long = "slot", env = "PGCDC_SLOT", default_value = "pgcdc")]
     pub slot_name: String,
 
     /// Publication to stream; created if missing (FOR ALL TABLES, or --table).
     #[arg(
+        help_heading = SELECTION,
         long = "publication",
         env = "PGCDC_PUBLICATION",
         default_value = "pgcdc"
@@ -79,7 +99,7 @@ pub struct RunConfig {
 
     /// Tables (schema.table) to put in the publication when it is created.
     /// Without it a missing publication is created FOR ALL TABLES.
-    #[arg(long = "table", env = "PGCDC_TABLES", value_delimiter = ',')]
+    #[arg(help_heading = SELECTION, long = "table", env = "PGCDC_TABLES", value_delimiter = ',')]
     pub tables: Vec<String>,
 
     #[command(flatten)]
@@ -90,6 +110,7 @@ pub struct RunConfig {
     /// no_data (stream only), when_needed (also when the slot is missing or
     /// was invalidated: it is dropped and taken again).
     #[arg(
+        help_heading = SNAPSHOT,
         long,
         env = "PGCDC_SNAPSHOT_MODE",
         value_enum,
@@ -98,12 +119,12 @@ pub struct RunConfig {
     pub snapshot_mode: SnapshotMode,
 
     /// Connections reading the snapshot in parallel (default: the number of cores).
-    #[arg(long, env = "PGCDC_SNAPSHOT_WORKERS")]
+    #[arg(help_heading = SNAPSHOT, long, env = "PGCDC_SNAPSHOT_WORKERS")]
     pub snapshot_workers: Option<usize>,
 
     /// Table pages (8 kB each) per snapshot chunk: big tables are split into
     /// chunks of this many pages, read by all workers.
-    #[arg(long, env = "PGCDC_SNAPSHOT_CHUNK_PAGES", default_value_t = 4096)]
+    #[arg(help_heading = SNAPSHOT, long, env = "PGCDC_SNAPSHOT_CHUNK_PAGES", default_value_t = 4096)]
     pub snapshot_chunk_pages: u32,
 
     /// The signal table, schema.table (Debezium's signal.data.collection),
@@ -111,11 +132,12 @@ pub struct RunConfig {
     /// data varchar(2048)); it must be in the publication. A row of type
     /// `execute-snapshot` starts an incremental snapshot of the tables it
     /// names, `stop-snapshot` stops it (see docs/SNAPSHOTS.md).
-    #[arg(long, env = "PGCDC_SIGNAL_DATA_COLLECTION")]
+    #[arg(help_heading = SNAPSHOT, long, env = "PGCDC_SIGNAL_DATA_COLLECTION")]
     pub signal_data_collection: Option<String>,
 
     /// Rows per incremental snapshot chunk (Debezium's incremental.snapshot.chunk.size).
     #[arg(
+        help_heading = SNAPSHOT,
         long,
         env = "PGCDC_INCREMENTAL_SNAPSHOT_CHUNK_SIZE",
         default_value_t = 1024
@@ -124,12 +146,12 @@ pub struct RunConfig {
 
     /// Write a tombstone (same key, null value) after each delete, so log
     /// compaction can drop the key (Debezium's tombstones.on.delete).
-    #[arg(long, env = "PGCDC_TOMBSTONES_ON_DELETE", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(help_heading = FORMAT, long, env = "PGCDC_TOMBSTONES_ON_DELETE", default_value_t = true, action = clap::ArgAction::Set)]
     pub tombstones_on_delete: bool,
 
     /// Operations not to emit, comma separated among c (insert), u (update),
     /// d (delete), t (truncate), or `none` (Debezium's skipped.operations).
-    #[arg(long, env = "PGCDC_SKIPPED_OPERATIONS", default_value = "t", value_parser = parse_skipped_operations)]
+    #[arg(help_heading = SELECTION, long, env = "PGCDC_SKIPPED_OPERATIONS", default_value = "t", value_parser = parse_skipped_operations)]
     pub skipped_operations: SkippedOperations,
 
     /// How NUMERIC and MONEY values are written (Debezium's decimal.handling.mode):
@@ -137,6 +159,7 @@ pub struct RunConfig {
     /// NUMERIC NaN or Infinity stops the connector with an error rather than
     /// being written as null; choose double or string for columns that hold them.
     #[arg(
+        help_heading = FORMAT,
         long,
         env = "PGCDC_DECIMAL_HANDLING",
         value_enum,
@@ -147,6 +170,7 @@ pub struct RunConfig {
     /// How INTERVAL values are written (interval.handling.mode): numeric
     /// (int64 microseconds) or string (ISO-8601).
     #[arg(
+        help_heading = FORMAT,
         long,
         env = "PGCDC_INTERVAL_HANDLING",
         value_enum,
@@ -155,52 +179,53 @@ pub struct RunConfig {
     pub interval_handling: IntervalHandling,
 
     /// Written in place of unchanged TOASTed values (unavailable.value.placeholder).
-    #[arg(long, env = "PGCDC_UNAVAILABLE_VALUE_PLACEHOLDER", default_value = DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER)]
+    #[arg(help_heading = FORMAT, long, env = "PGCDC_UNAVAILABLE_VALUE_PLACEHOLDER", default_value = DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER)]
     pub unavailable_value_placeholder: String,
 
     /// Stop by itself once caught up (for scheduled jobs): `start-lsn` (the
     /// default when given without a value) drains up to the server's WAL
     /// position at start; `idle` stops after --idle-timeout without changes.
-    #[arg(long, env = "PGCDC_STOP_WHEN_CAUGHT_UP", value_enum, num_args = 0..=1, default_missing_value = "start-lsn")]
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_STOP_WHEN_CAUGHT_UP", value_enum, num_args = 0..=1, default_missing_value = "start-lsn")]
     pub stop_when_caught_up: Option<CaughtUp>,
 
     /// With `--stop-when-caught-up idle`: how long without changes counts as caught up.
-    #[arg(long, env = "PGCDC_IDLE_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_IDLE_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub idle_timeout: Duration,
 
     /// Stop gracefully after this long even if behind; the next run continues
     /// from what was acknowledged.
-    #[arg(long, env = "PGCDC_MAX_RUN", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_MAX_RUN", value_parser = humantime::parse_duration)]
     pub max_run: Option<Duration>,
 
     /// Most messages handed to Kafka and not yet acknowledged.
-    #[arg(long, env = "PGCDC_MAX_IN_FLIGHT_MESSAGES", default_value_t = 100_000)]
+    #[arg(help_heading = DELIVERY, long, env = "PGCDC_MAX_IN_FLIGHT_MESSAGES", default_value_t = 100_000)]
     pub max_in_flight_messages: usize,
 
     /// Most bytes (keys + values) handed to Kafka and not yet acknowledged.
     /// Peak memory follows it (librdkafka holds a copy of each record until
     /// it is acknowledged); 64 MiB keeps a fast backlog of JSON records
     /// with embedded schemas under 100 MB RSS at no measured throughput cost.
-    #[arg(long, env = "PGCDC_MAX_IN_FLIGHT_BYTES", default_value_t = 64 * 1024 * 1024)]
+    #[arg(help_heading = DELIVERY, long, env = "PGCDC_MAX_IN_FLIGHT_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_in_flight_bytes: usize,
 
     /// How often the confirmed position is reported to Postgres.
-    #[arg(long, env = "PGCDC_STATUS_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = DELIVERY, long, env = "PGCDC_STATUS_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
     pub status_interval: Duration,
 
     /// How long a graceful shutdown waits for Kafka to acknowledge in-flight messages.
-    #[arg(long, env = "PGCDC_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
 
     /// Serve Prometheus metrics (/metrics) and health checks (/healthz,
     /// /readyz) on this address, e.g. 127.0.0.1:9187.
-    #[arg(long, env = "PGCDC_METRICS_ADDR")]
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_METRICS_ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
 
     // --- value handling ---
     /// How BYTEA values are written (Debezium's binary.handling.mode): bytes
     /// (Connect bytes; base64 in JSON), or a string in base64, base64-url-safe or hex.
     #[arg(
+        help_heading = FORMAT,
         long,
         env = "PGCDC_BINARY_HANDLING",
         value_enum,
@@ -213,6 +238,7 @@ pub struct RunConfig {
     /// (TIME always in microseconds), or connect (Kafka Connect's Date, Time and
     /// Timestamp, in milliseconds: finer digits are dropped).
     #[arg(
+        help_heading = FORMAT,
         long,
         env = "PGCDC_TIME_PRECISION",
         value_enum,
@@ -223,6 +249,7 @@ pub struct RunConfig {
     /// How HSTORE values are written (hstore.handling.mode): json (a JSON object
     /// in a string) or map (a Connect map of string to optional string).
     #[arg(
+        help_heading = FORMAT,
         long,
         env = "PGCDC_HSTORE_HANDLING",
         value_enum,
@@ -246,7 +273,7 @@ pub struct RunConfig {
 
     /// Drop the slot after a graceful stop (slot.drop.on.stop): changes made
     /// after it are never captured.
-    #[arg(long, env = "PGCDC_SLOT_DROP_ON_STOP", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_SLOT_DROP_ON_STOP", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub slot_drop_on_stop: bool,
 
     /// Stream from a temporary slot that the replication connection creates
@@ -254,7 +281,7 @@ pub struct RunConfig {
     /// connector goes, but nothing survives a lost connection either, so the
     /// connector stops (never retries) when it loses it. For ad-hoc taps and
     /// tests; needs --snapshot-mode never or no_data.
-    #[arg(long, env = "PGCDC_SLOT_TEMPORARY", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_SLOT_TEMPORARY", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub slot_temporary: bool,
     // --- transaction metadata and heartbeats ---
     #[command(flatten)]
@@ -264,6 +291,7 @@ pub struct RunConfig {
     /// transactional producer; consumers with isolation.level=read_committed
     /// see every committed Postgres transaction exactly once). See docs/EXACTLY_ONCE.md.
     #[arg(
+        help_heading = DELIVERY,
         long,
         env = "PGCDC_DELIVERY",
         value_enum,
@@ -274,20 +302,21 @@ pub struct RunConfig {
     /// Name of this connector (default: the topic prefix). With
     /// --delivery exactly-once it keys the progress record and makes the
     /// transactional.id `pgcdc-kafka-<name>`, which fences other instances.
-    #[arg(long, env = "PGCDC_CONNECTOR_NAME")]
+    #[arg(help_heading = DELIVERY, long, env = "PGCDC_CONNECTOR_NAME")]
     pub connector_name: Option<String>,
 
     /// Compacted topic recording the last Postgres position committed to
     /// Kafka (default: <prefix>.progress); created if missing.
-    #[arg(long, env = "PGCDC_PROGRESS_TOPIC")]
+    #[arg(help_heading = DELIVERY, long, env = "PGCDC_PROGRESS_TOPIC")]
     pub progress_topic: Option<String>,
 
     // --- exactly-once batching ---
     #[command(flatten)]
     pub eos: EosOptions,
 
-    /// Extra librdkafka producer properties, key=value (repeatable).
-    #[arg(long = "kafka-property", value_parser = parse_key_value)]
+    /// Extra librdkafka producer properties, key=value (repeatable). In
+    /// PGCDC_KAFKA_PROPERTY, one property per line.
+    #[arg(help_heading = DELIVERY, long = "kafka-property", env = "PGCDC_KAFKA_PROPERTY", value_delimiter = PROPERTY_SEPARATOR, value_parser = parse_key_value)]
     pub kafka_properties: Vec<(String, String)>,
 }
 
@@ -527,6 +556,54 @@ mod tests {
             "http://127.0.0.1:8081",
         ]);
         assert!(fine.validate().is_ok());
+    }
+
+    #[test]
+    fn a_json_prefix_needs_only_kafkas_topic_rules() {
+        for prefix in ["1app", "my-app", "_x.y", "a".repeat(228).as_str()] {
+            let c = parse(&["--topic-prefix", prefix]);
+            assert!(c.validate().is_ok(), "{prefix} is a fine JSON prefix");
+        }
+        for prefix in ["", "a b", "a/b", ".."] {
+            let c = parse(&["--topic-prefix", prefix]);
+            let err = c.validate().expect_err("not a topic name");
+            let fields: Vec<_> = err.0.iter().map(|i| i.field).collect();
+            assert_eq!(fields, ["topic-prefix"], "{prefix:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_setting_that_makes_the_heartbeat_topic_too_long_is_blamed() {
+        let long = "a".repeat(229);
+        let err = parse(&["--topic-prefix", &long])
+            .validate()
+            .expect_err("heartbeat topic of 250 characters");
+        let fields: Vec<_> = err.0.iter().map(|i| i.field).collect();
+        assert_eq!(fields, ["topic-prefix"], "{err}");
+        let hb = "h".repeat(246);
+        let err = parse(&["--topic-prefix", "app", "--heartbeat-topics-prefix", &hb])
+            .validate()
+            .expect_err("heartbeat topic of 250 characters");
+        let fields: Vec<_> = err.0.iter().map(|i| i.field).collect();
+        assert_eq!(fields, ["heartbeat-topics-prefix"], "{err}");
+    }
+
+    #[test]
+    fn every_run_flag_has_one_of_the_help_headings() {
+        use clap::CommandFactory;
+        let cmd = LoadArgs::command();
+        for arg in cmd.get_arguments() {
+            if matches!(arg.get_id().as_str(), "help" | "version") {
+                continue;
+            }
+            let heading = arg.get_help_heading();
+            assert!(
+                heading.is_some_and(|h| help::ALL.contains(&h)),
+                "--{} has heading {heading:?}, not one of {:?}",
+                arg.get_id(),
+                help::ALL
+            );
+        }
     }
 
     #[test]

@@ -38,6 +38,7 @@
 //! confirmed after the Kafka commit, and a restart skips what Kafka already
 //! holds ([`sink::transactional`]).
 
+pub mod build_info;
 pub mod checkpoint;
 pub mod command;
 pub mod config;

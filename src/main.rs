@@ -5,18 +5,19 @@
 //! module in [`pgcdc_kafka::command`], which also lists the exit codes.
 
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use pgcdc_kafka::command::{self, check::CheckArgs, snapshot::SnapshotArgs, status::StatusArgs};
-use pgcdc_kafka::config::{layers, ConfigSources, LogFormat, Origins, Problem, RunConfig};
+use pgcdc_kafka::config::{layers, show, ConfigSources, LogFormat, Origins, Problem, RunConfig};
 use pgcdc_kafka::http::HealthPolicy;
 use tracing_subscriber::EnvFilter;
 
 /// PostgreSQL change data capture into Kafka, Debezium-compatible.
 #[derive(Debug, Parser)]
-#[command(name = "pgcdc-kafka", version, about)]
+#[command(name = "pgcdc-kafka", version = pgcdc_kafka::build_info::version_line(), about)]
 struct Cli {
     /// Log format.
     #[arg(
@@ -48,6 +49,19 @@ enum Command {
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print a shell completion script, generated from this binary's flags:
+    /// e.g. `pgcdc-kafka completions bash > /etc/bash_completion.d/pgcdc-kafka`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print a man page (roff), generated from this binary's flags: of
+    /// pgcdc-kafka, or of one subcommand (`pgcdc-kafka man run | man -l -`).
+    Man {
+        /// The subcommand whose page to print, e.g. run.
+        subcommand: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,7 +86,17 @@ struct RunArgs {
 
 /// The subcommands that take `run`'s flags and so read `--config` and
 /// `--debezium-config`.
-const LAYERED: &[&[&str]] = &[&["run"], &["check"], &["config", "show"]];
+const LAYERED: &[&[&str]] = &[
+    &["run"],
+    &["check"],
+    &["config", "show"],
+    &["status"],
+    &["snapshot"],
+];
+
+/// The layered subcommands that share some of `run`'s settings only: they
+/// read `run`'s `--config` file, skipping the keys they lack.
+const SHARING: &[&[&str]] = &[&["status"], &["snapshot"]];
 
 /// A parsed command line whose configuration came through the layers.
 struct Layered {
@@ -127,7 +151,12 @@ fn parse() -> Result<(Cli, Option<Layered>), ExitCode> {
         .try_fold(&root, |cmd, name| cmd.find_subcommand(name))
         .expect("the layered subcommand exists")
         .clone();
-    let resolved = layers::resolve(&cmd, leaf);
+    let resolved = if SHARING.contains(&path.as_slice()) {
+        let run = root.find_subcommand("run").expect("run exists");
+        layers::resolve_shared(&cmd, leaf, run)
+    } else {
+        layers::resolve(&cmd, leaf)
+    };
     if resolved.incomplete {
         eprintln!(
             "error: {}",
@@ -194,14 +223,65 @@ fn configuration_is_valid(layered: Option<&Layered>, config: &RunConfig) -> bool
     }
 }
 
+/// Whether text logs may carry ANSI colour: only when stderr is a terminal
+/// (a file or a pipe gets plain text) and `NO_COLOR` is unset or empty
+/// (<https://no-color.org>).
+fn log_colour() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Reports the problems of the `--config` file of a subcommand that has no
+/// validation of its own; `false` when there was any.
+fn layers_are_valid(layered: Option<&Layered>) -> bool {
+    let Some(l) = layered else { return true };
+    match layers::finish(&l.cmd, &l.origins, l.problems.clone(), Ok(())) {
+        Ok(()) => true,
+        Err(error) => {
+            eprintln!("error: {error}");
+            false
+        }
+    }
+}
+
 fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_env("PGCDC_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(log_colour())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// `pgcdc-kafka man [subcommand]`: the page of the whole command or of one
+/// subcommand (named `pgcdc-kafka-<subcommand>`, as man sections name them).
+fn print_man_page(subcommand: Option<&str>) -> ExitCode {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let page = match subcommand {
+        None => cmd,
+        Some(name) => match cmd.find_subcommand(name) {
+            // clap names are `&'static str` (without its `string` feature);
+            // this one lives until the process exits a moment later anyway.
+            Some(sub) => sub
+                .clone()
+                .name(&*format!("pgcdc-kafka-{name}").leak())
+                .version(pgcdc_kafka::build_info::version_line()),
+            None => {
+                eprintln!("error: no subcommand {name:?}; `pgcdc-kafka --help` lists them");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    match clap_mangen::Man::new(page).render(&mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: cannot write the man page: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -213,6 +293,12 @@ async fn main() -> ExitCode {
     };
     init_logging(cli.log_format);
     match cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "pgcdc-kafka", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man { subcommand } => print_man_page(subcommand.as_deref()),
         Command::Config(ConfigCommand::Show(args)) => {
             if let Some(l) = &layered {
                 print!(
@@ -232,15 +318,29 @@ async fn main() -> ExitCode {
             }
             command::check::execute(&args, cli.log_format).await
         }
-        Command::Status(args) => command::status::execute(&args, cli.log_format).await,
-        Command::Snapshot(args) => command::snapshot::execute(&args, cli.log_format).await,
+        Command::Status(args) => {
+            if !layers_are_valid(layered.as_ref()) {
+                return ExitCode::from(2);
+            }
+            command::status::execute(&args, cli.log_format).await
+        }
+        Command::Snapshot(args) => {
+            if !layers_are_valid(layered.as_ref()) {
+                return ExitCode::from(2);
+            }
+            command::snapshot::execute(&args, cli.log_format).await
+        }
         Command::Run(args) => {
             let RunArgs { config, health, .. } = *args;
             if !configuration_is_valid(layered.as_ref(), &config) {
                 return ExitCode::from(2);
             }
+            let settings = layered
+                .as_ref()
+                .map(|l| show::one_line(&l.cmd, &l.matches, &l.origins))
+                .unwrap_or_default();
             let ignored = layered.map(|l| l.ignored).unwrap_or_default();
-            command::run::execute(config, health, &ignored, cli.log_format).await
+            command::run::execute(config, health, &settings, &ignored, cli.log_format).await
         }
     }
 }

@@ -612,6 +612,7 @@ mod tests {
             names::EVENTS,
             names::SNAPSHOT_RUNNING,
             names::PHASE,
+            names::BUILD_INFO,
         ] {
             let types = text
                 .lines()
@@ -624,6 +625,14 @@ mod tests {
             Some(1.0)
         );
         assert_eq!(sample(&text, "pgcdc_phase{phase=\"streaming\"}"), Some(0.0));
+        let build = format!(
+            "{}{{version=\"{}\",commit=\"{}\",librdkafka=\"{}\"}}",
+            names::BUILD_INFO,
+            crate::build_info::VERSION,
+            crate::build_info::COMMIT,
+            crate::build_info::librdkafka_version()
+        );
+        assert_eq!(sample(&text, &build), Some(1.0), "{build} in:\n{text}");
     }
 
     #[test]

@@ -78,6 +78,13 @@ impl Problems {
     }
 }
 
+/// Separates the entries of a `key=value` list given in one environment
+/// variable (`PGCDC_KAFKA_PROPERTY`, `PGCDC_TOPIC_CONFIG`): a newline, which
+/// no librdkafka or topic configuration key holds, and unlike `,` or `;` no
+/// value either (`cleanup.policy=compact,delete`, JAAS and OAUTHBEARER
+/// strings). Blank lines are skipped, so a trailing newline is harmless.
+pub const PROPERTY_SEPARATOR: char = '\n';
+
 /// Parses `key=value` (both trimmed): the value parser of the repeatable
 /// property flags (`--kafka-property`, `--topic-config`).
 pub fn parse_key_value(s: &str) -> Result<(String, String), String> {

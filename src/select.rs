@@ -28,6 +28,7 @@ use crate::options::{ConfigError, Invalid};
 /// `--message-key-columns`, `--topic-delimiter`, `--topic-route*`).
 /// Flattened into `run`'s flags.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Selection and routing")]
 pub struct SelectOptions {
     /// Schemas to capture: comma-separated regexes matching the whole schema
     /// name, ignoring case (`\,` for a comma in one); Debezium's schema.include.list.

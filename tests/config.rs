@@ -595,3 +595,157 @@ async fn a_debezium_connector_with_outbox_and_unwrap_imports_and_runs() {
         "the outbox table's own topic stays empty"
     );
 }
+
+#[test]
+fn property_lists_take_one_entry_per_line_from_the_environment() {
+    let output = pgcdc(
+        &[
+            "config",
+            "show",
+            "--pg-url",
+            NOWHERE,
+            "--topic-prefix",
+            "app",
+        ],
+        &[
+            // A trailing newline, as a YAML block scalar leaves, is harmless.
+            (
+                "PGCDC_KAFKA_PROPERTY",
+                "linger.ms=50\ncompression.type=zstd\n",
+            ),
+            (
+                "PGCDC_TOPIC_CONFIG",
+                "cleanup.policy=compact,delete\r\nretention.ms=1000",
+            ),
+        ],
+    );
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&output.stderr)
+    );
+    let show = parse_show(&stdout);
+    for (key, value, variable) in [
+        ("kafka.linger.ms", "\"50\"", "PGCDC_KAFKA_PROPERTY"),
+        ("kafka.compression.type", "\"zstd\"", "PGCDC_KAFKA_PROPERTY"),
+        (
+            "topic_config.cleanup.policy",
+            "\"compact,delete\"",
+            "PGCDC_TOPIC_CONFIG",
+        ),
+        (
+            "topic_config.retention.ms",
+            "\"1000\"",
+            "PGCDC_TOPIC_CONFIG",
+        ),
+    ] {
+        assert_eq!(
+            show.get(key),
+            Some(&(value.to_owned(), format!("env {variable}"))),
+            "{key} in:\n{stdout}"
+        );
+    }
+    // The variable is checked like the flag.
+    let output = pgcdc(
+        &["run", "--pg-url", NOWHERE, "--topic-prefix", "app"],
+        &[("PGCDC_KAFKA_PROPERTY", "linger.ms=5\nacks=1")],
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("PGCDC_KAFKA_PROPERTY") && stderr.contains("acks=all"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn topic_prefix_follows_kafkas_rules_and_avros_only_with_avro() {
+    let show = |extra: &[&str]| {
+        let mut args = vec!["config", "show", "--pg-url", NOWHERE];
+        args.extend_from_slice(extra);
+        pgcdc(&args, &[])
+    };
+    let json = show(&["--topic-prefix", "1app"]);
+    assert_eq!(
+        json.status.code(),
+        Some(0),
+        "Kafka and Debezium accept 1app: {}",
+        text(&json.stderr)
+    );
+    let avro = show(&[
+        "--topic-prefix",
+        "1app",
+        "--format",
+        "avro",
+        "--schema-registry-url",
+        "http://127.0.0.1:1",
+    ]);
+    let stderr = text(&avro.stderr);
+    assert_eq!(avro.status.code(), Some(2), "stderr: {stderr}");
+    for needle in ["--topic-prefix = \"1app\"", "--format avro", "namespace"] {
+        assert!(stderr.contains(needle), "stderr names {needle}:\n{stderr}");
+    }
+    let bad = show(&["--topic-prefix", "app/eu"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("topic name"));
+
+    // Too long for the heartbeat topic beside the default heartbeat prefix:
+    // the prefix is to blame, not the default nobody chose.
+    let long = "a".repeat(240);
+    let output = show(&["--topic-prefix", &long]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("--topic-prefix"), "{stderr}");
+    assert!(stderr.contains("228 at most"), "{stderr}");
+    assert!(!stderr.contains("--heartbeat-topics-prefix ="), "{stderr}");
+    // A long heartbeat prefix chosen beside a short topic prefix is its own fault.
+    let hb = "h".repeat(247);
+    let output = show(&["--topic-prefix", "app", "--heartbeat-topics-prefix", &hb]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("--heartbeat-topics-prefix"), "{stderr}");
+    assert!(!stderr.contains("--topic-prefix ="), "{stderr}");
+}
+
+#[test]
+fn status_and_snapshot_read_runs_config_file() {
+    let pg = Postgres::shared();
+    let s = Scenario::new(pg, "cfg_status");
+    let file = write(
+        "run.toml",
+        &format!(
+            "pg_url = {:?}\nslot = {:?}\ntopic_prefix = \"app\"\n\
+             signal_data_collection = \"public.no_such_signals\"\n\
+             format = \"json\"\n\n[kafka]\n\"linger.ms\" = 5\n",
+            pg.url(&s.db),
+            s.slot,
+        ),
+    );
+    // No --pg-url and no --slot: both come from run's file, whose other
+    // keys (topic_prefix, format, [kafka]) status skips.
+    let status = pgcdc(&["status", "--config", path(&file)], &[]);
+    let out = format!("{}{}", text(&status.stdout), text(&status.stderr));
+    assert_eq!(status.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(&format!("replication slot {:?} does not exist", s.slot)),
+        "status read the slot from the file: {out}"
+    );
+    let snapshot = pgcdc(&["snapshot", "--config", path(&file), "public.t"], &[]);
+    let out = format!("{}{}", text(&snapshot.stdout), text(&snapshot.stderr));
+    assert_eq!(snapshot.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("no_such_signals") && !out.contains("required"),
+        "snapshot read the signal table from the file: {out}"
+    );
+    // A key neither command knows is still an error.
+    let typo = write("typo.toml", "slott = \"x\"\n");
+    let status = pgcdc(
+        &["status", "--config", path(&typo), "--pg-url", NOWHERE],
+        &[],
+    );
+    let stderr = text(&status.stderr);
+    assert_eq!(status.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("did you mean \"slot\""), "{stderr}");
+}

@@ -6,19 +6,34 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::{print_report, EXIT_INCOMPLETE};
+use crate::build_info;
 use crate::config::{LogFormat, RunConfig};
 use crate::http::{HealthPolicy, HttpServer};
 use crate::metrics::Metrics;
 use crate::pipeline::Shutdown;
 
-/// Runs the connector with a validated `config`; `ignored` are Debezium
-/// properties the import accepted without effect, logged once.
+/// Runs the connector with a validated `config`; `settings` are its
+/// settings on one line, secrets redacted
+/// ([`crate::config::show::one_line`]), logged once at start with the
+/// build; `ignored` are Debezium properties the import accepted without
+/// effect, logged once.
 pub async fn execute(
     config: RunConfig,
     health: HealthPolicy,
+    settings: &str,
     ignored: &[(String, String)],
     format: LogFormat,
 ) -> ExitCode {
+    // Where streaming starts is the slot's confirmed position, known once
+    // connected: the "starting replication" line gives it.
+    tracing::info!(
+        version = build_info::VERSION,
+        commit = build_info::COMMIT,
+        librdkafka = build_info::librdkafka_version(),
+        slot = %config.slot_name,
+        settings,
+        "starting pgcdc-kafka; streaming starts at the slot's confirmed position"
+    );
     for (property, reason) in ignored {
         tracing::info!(%property, %reason, "debezium property accepted without effect");
     }

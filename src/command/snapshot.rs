@@ -17,6 +17,12 @@ use crate::source::signal::{SignalTable, EXECUTE_SNAPSHOT, STOP_SNAPSHOT};
 /// table, for an incremental snapshot of some tables (or to stop one).
 #[derive(Debug, Clone, clap::Args)]
 pub struct SnapshotArgs {
+    /// `run`'s TOML configuration file: the settings `snapshot` shares with
+    /// `run` (pg_url, signal_data_collection) are read from it; its other
+    /// keys are skipped. Flags and environment override it.
+    #[arg(long = "config", env = "PGCDC_CONFIG", value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+
     /// PostgreSQL connection URL of the captured database.
     #[arg(long, env = "PGCDC_PG_URL")]
     pub pg_url: PgUrl,

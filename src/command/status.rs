@@ -28,6 +28,12 @@ use crate::source::{catalog, setup};
 /// `pgcdc-kafka status`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StatusArgs {
+    /// `run`'s TOML configuration file: the settings `status` shares with
+    /// `run` (pg_url, pg_password, slot, signal_data_collection) are read
+    /// from it; its other keys are skipped. Flags and environment override it.
+    #[arg(long = "config", env = "PGCDC_CONFIG", value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+
     /// PostgreSQL connection URL (libpq style), e.g. postgres://user:pw@host:5432/db.
     #[arg(long, env = "PGCDC_PG_URL")]
     pub pg_url: PgUrl,

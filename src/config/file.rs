@@ -1,6 +1,7 @@
 //! The `--config` TOML file: one key per flag (its long name with '-' ->
 //! '_'), arrays for list flags, tables for `key=value` flags (`[kafka]`).
-//! Unknown keys are errors, with the closest known key as a hint.
+//! Unknown keys are errors, with the closest known key as a hint; a
+//! command that shares `run`'s file skips `run`'s keys it does not have.
 
 use std::path::Path;
 
@@ -8,17 +9,28 @@ use toml::Value;
 
 use super::setting::{self, ArgIndex, Origin, Problem, Setting, Shape};
 
-/// Reads the file into settings, and every problem with it.
-pub(super) fn read(path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>) {
+/// Reads the file into settings, and every problem with it; keys of
+/// `shared` (another command's arguments, see
+/// [`super::layers::resolve_shared`]) that `index` lacks are skipped.
+pub(super) fn read(
+    path: &Path,
+    index: &ArgIndex,
+    shared: Option<&ArgIndex>,
+) -> (Vec<Setting>, Vec<Problem>) {
     let text = match setting::read_file(path, "--config") {
         Ok(text) => text,
         Err(problem) => return (Vec::new(), vec![problem]),
     };
-    parse(&text, path, index)
+    parse(&text, path, index, shared)
 }
 
 /// Parses the file's text (`path` names it in origins and errors).
-pub(super) fn parse(text: &str, path: &Path, index: &ArgIndex) -> (Vec<Setting>, Vec<Problem>) {
+pub(super) fn parse(
+    text: &str,
+    path: &Path,
+    index: &ArgIndex,
+    shared: Option<&ArgIndex>,
+) -> (Vec<Setting>, Vec<Problem>) {
     let origin = Origin::File(path.to_owned());
     let table: toml::Table = match text.parse() {
         Ok(table) => table,
@@ -44,6 +56,9 @@ pub(super) fn parse(text: &str, path: &Path, index: &ArgIndex) -> (Vec<Setting>,
             origin: Some(origin.clone()),
         };
         let Some(info) = index.by_key(key) else {
+            if shared.is_some_and(|s| s.by_key(key).is_some()) {
+                continue;
+            }
             let hint = index
                 .suggest(key)
                 .map(|k| format!("; did you mean {k:?}?"))

@@ -71,6 +71,18 @@ pub struct Resolved {
 /// Layers the `--config` file and `--debezium-config` under what `matches`
 /// (from [`relax`]`(cmd)`) took from flags and the environment.
 pub fn resolve(cmd: &Command, matches: &ArgMatches) -> Resolved {
+    resolve_with(cmd, matches, None)
+}
+
+/// [`resolve`] for a command that reads `run`'s `--config` file for the
+/// settings it shares with `run` (`status`, `snapshot`): the file's keys
+/// that are `run`'s but not `cmd`'s are skipped, so one file serves both;
+/// a key neither knows is still an error.
+pub fn resolve_shared(cmd: &Command, matches: &ArgMatches, run: &Command) -> Resolved {
+    resolve_with(cmd, matches, Some(&ArgIndex::new(run)))
+}
+
+fn resolve_with(cmd: &Command, matches: &ArgMatches, shared: Option<&ArgIndex>) -> Resolved {
     let index = ArgIndex::new(cmd);
     let mut resolved = Resolved::default();
     let path = |id: &str| {
@@ -89,7 +101,7 @@ pub fn resolve(cmd: &Command, matches: &ArgMatches) -> Resolved {
         resolved.ignored = ignored;
     }
     if let Some(path) = path(CONFIG_ID) {
-        let (settings, problems) = file::read(&path, &index);
+        let (settings, problems) = file::read(&path, &index, shared);
         layers.push(settings);
         resolved.problems.extend(problems);
     }
@@ -100,9 +112,14 @@ pub fn resolve(cmd: &Command, matches: &ArgMatches) -> Resolved {
         let (values, origin) = if info.shape == Shape::KeyValue {
             let mut merged: BTreeMap<String, (String, Origin)> = BTreeMap::new();
             let layered = layers.iter().flatten().filter(|s| s.id == info.id);
-            let given = from_command_line
-                .iter()
-                .flat_map(|(values, origin)| values.iter().map(move |v| (v, origin)));
+            // A variable holding one entry per line may end in a newline
+            // (or hold blank lines): those separate nothing.
+            let given = from_command_line.iter().flat_map(|(values, origin)| {
+                values
+                    .iter()
+                    .filter(|v| !v.trim().is_empty())
+                    .map(move |v| (v, origin))
+            });
             for (entry, origin) in layered
                 .flat_map(|s| s.values.iter().map(move |v| (v, &s.origin)))
                 .chain(given)
@@ -156,7 +173,24 @@ pub fn resolve(cmd: &Command, matches: &ArgMatches) -> Resolved {
         resolved.origins.by_id.insert(info.id.clone(), origin);
         resolved.args.extend(args);
     }
+    resolved.args.extend(positional_args(cmd, matches));
     resolved
+}
+
+/// The positional arguments (`snapshot`'s tables), after `--`: they come
+/// from the command line only, never from a layer.
+fn positional_args(cmd: &Command, matches: &ArgMatches) -> Vec<OsString> {
+    let values: Vec<OsString> = cmd
+        .get_positionals()
+        .flat_map(|a| raw_values(matches, a.get_id().as_str()))
+        .map(OsString::from)
+        .collect();
+    if values.is_empty() {
+        return values;
+    }
+    std::iter::once(OsString::from("--"))
+        .chain(values)
+        .collect()
 }
 
 /// The value an argument got from a flag or the environment, if any.

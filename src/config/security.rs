@@ -19,6 +19,7 @@ use crate::options::{read_secret_file, Invalid, Problems, Secret};
 
 /// The PostgreSQL password, kept out of the URL.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Connection")]
 pub struct PgPassword {
     /// PostgreSQL password, for a --pg-url without one.
     #[arg(long, env = "PGCDC_PG_PASSWORD")]
@@ -120,6 +121,7 @@ impl SaslMechanism {
 
 /// How the connector authenticates to Kafka and encrypts the connection.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Connection")]
 pub struct KafkaSecurity {
     /// Kafka security.protocol: plaintext, ssl, sasl_plaintext or sasl_ssl
     /// (default: plaintext, or what --kafka-property sets).

@@ -27,6 +27,7 @@ const SECRET_WORDS: &[&str] = &["password", "secret", "sasl.jaas", "basic_auth",
 /// The files a configuration is read from; flattened into every command
 /// that takes `run`'s flags.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Configuration files")]
 pub struct ConfigSources {
     /// TOML configuration file: keys are the flags' long names with '_'
     /// (`topic_prefix = "app"`), `[kafka]` holds librdkafka properties.

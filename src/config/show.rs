@@ -14,6 +14,29 @@ use super::setting::{is_secret_name, ArgIndex, Origins, Shape};
 /// Written in place of a secret.
 pub const REDACTED: &str = "<redacted>";
 
+/// [`render`] on one line, for the start-up log: `key=value` pairs joined
+/// by `, ` (table entries as `kafka.linger.ms="5"`), origins left out,
+/// secrets redacted as in `config show`.
+pub fn one_line(cmd: &Command, matches: &ArgMatches, origins: &Origins) -> String {
+    let mut table = String::new();
+    let mut pairs = Vec::new();
+    for line in render(cmd, matches, origins).lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            table = format!("{name}.");
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let setting = line.rsplit_once("  # ").map_or(line, |(s, _)| s);
+        if let Some((key, value)) = setting.split_once(" = ") {
+            pairs.push(format!("{table}{}={value}", key.trim_matches('"')));
+        }
+    }
+    pairs.join(", ")
+}
+
 /// Renders `matches` (the final parse of `cmd`, defaults included).
 pub fn render(cmd: &Command, matches: &ArgMatches, origins: &Origins) -> String {
     let index = ArgIndex::new(cmd);

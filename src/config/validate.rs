@@ -6,6 +6,7 @@
 //!
 //! [`TransformOptions::validate`]: crate::transform::options::TransformOptions::validate
 
+use crate::naming::is_topic_name;
 use crate::options::Problems;
 
 use super::{
@@ -35,20 +36,27 @@ impl RunConfig {
 
     /// The prefix, slot and publication names, the snapshot and bounded-run flags, the tables.
     fn check_names_and_snapshot(&self, p: &mut Problems) {
-        p.check(
-            is_topic_prefix(&self.topic_prefix),
-            "topic-prefix",
-            &self.topic_prefix,
-            "must start with a letter or '_' and contain only letters, digits, '.', '_' or '-' \
-             (it also names Avro schemas)",
-        );
-        p.check(
-            self.encode.format != Format::Avro || is_avro_namespace(&self.topic_prefix),
-            "topic-prefix",
-            &self.topic_prefix,
-            "with --format avro must be dot-separated Avro names (letters, digits and '_', \
-             each part starting with a letter or '_'): it is the namespace of every schema",
-        );
+        // Kafka's topic-name rules are the only ones a prefix must meet for
+        // JSON (Debezium and Kafka accept `1app`); Avro also makes it the
+        // namespace of every schema, whose rules are stricter.
+        if !is_topic_name(&self.topic_prefix) {
+            p.check(
+                false,
+                "topic-prefix",
+                &self.topic_prefix,
+                "must be 1-249 letters, digits, '.', '_' or '-' (it starts every topic name, \
+                 and Kafka allows only these in topic names)",
+            );
+        } else {
+            p.check(
+                self.encode.format != Format::Avro || is_avro_namespace(&self.topic_prefix),
+                "topic-prefix",
+                &self.topic_prefix,
+                "with --format avro must be dot-separated Avro names (letters, digits and '_', \
+                 each part starting with a letter or '_', so no '-' and no leading digit): it is \
+                 the namespace of every schema; Kafka and --format json accept it as it is",
+            );
+        }
         p.check(
             is_identifier(&self.slot_name),
             "slot",
@@ -176,7 +184,7 @@ impl RunConfig {
                 "must be 1-200 characters without spaces (it names the transactional.id)",
             );
             p.check(
-                is_topic_prefix(&self.names().progress_topic()),
+                is_topic_name(&self.names().progress_topic()),
                 "progress-topic",
                 self.names().progress_topic(),
                 "must contain only letters, digits, '.', '_' or '-'",
@@ -225,14 +233,6 @@ fn is_identifier(s: &str) -> bool {
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         && !s.starts_with(|c: char| c.is_ascii_digit())
-}
-
-fn is_topic_prefix(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 200
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        && s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
 }
 
 /// Whether `s` is an Avro namespace: dot-separated names matching

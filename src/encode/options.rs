@@ -32,6 +32,7 @@ pub enum SubjectNameStrategy {
 
 /// How keys and values are encoded (`--format` and the registry's flags).
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Format")]
 pub struct EncodeOptions {
     /// Embed the Kafka Connect schema in every JSON key and value
     /// (JsonConverter's schemas.enable).

@@ -11,9 +11,13 @@ use clap::Args;
 use crate::naming::{is_topic_name, Names};
 use crate::options::{Invalid, Problems};
 
+/// Debezium's `topic.heartbeat.prefix` default.
+pub const DEFAULT_HEARTBEAT_TOPICS_PREFIX: &str = "__debezium-heartbeat";
+
 /// Transaction metadata and heartbeats (Debezium's
 /// `provide.transaction.metadata` and `heartbeat.*`).
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Operations")]
 pub struct MetadataOptions {
     /// Write a BEGIN and an END record per transaction to --transaction-topic
     /// and fill each event's `transaction` block (Debezium's
@@ -35,7 +39,7 @@ pub struct MetadataOptions {
     #[arg(
         long,
         env = "PGCDC_HEARTBEAT_TOPICS_PREFIX",
-        default_value = "__debezium-heartbeat"
+        default_value = DEFAULT_HEARTBEAT_TOPICS_PREFIX
     )]
     pub heartbeat_topics_prefix: String,
 
@@ -59,12 +63,47 @@ impl MetadataOptions {
             );
         }
         p.check(
-            is_topic_name(&self.heartbeat_topics_prefix) && names.heartbeat_topic().len() <= 249,
+            is_topic_name(&self.heartbeat_topics_prefix),
             "heartbeat-topics-prefix",
             &self.heartbeat_topics_prefix,
-            "must be letters, digits, '.', '_' or '-', and with '.<topic-prefix>' at most 249 \
-             characters (a Kafka topic name)",
+            "must be letters, digits, '.', '_' or '-' (it starts a Kafka topic name)",
         );
+        let topic = names.heartbeat_topic();
+        if is_topic_name(&self.heartbeat_topics_prefix)
+            && is_topic_name(&names.prefix)
+            && topic.len() > 249
+        {
+            // Blame the setting that makes it too long: the topic prefix when
+            // even the default heartbeat prefix would not fit beside it.
+            let room = 249 - names.delimiter.len();
+            if DEFAULT_HEARTBEAT_TOPICS_PREFIX.len() + names.prefix.len() > room {
+                p.0.push(Invalid {
+                    field: "topic-prefix",
+                    value: names.prefix.clone(),
+                    constraint: format!(
+                        "is {} characters: the heartbeat topic <heartbeat-topics-prefix>{}<topic-prefix> \
+                         would be {} characters, over Kafka's 249; with the default \
+                         --heartbeat-topics-prefix the topic prefix may have {} at most",
+                        names.prefix.len(),
+                        names.delimiter,
+                        topic.len(),
+                        room.saturating_sub(DEFAULT_HEARTBEAT_TOPICS_PREFIX.len()),
+                    ),
+                });
+            } else {
+                p.0.push(Invalid {
+                    field: "heartbeat-topics-prefix",
+                    value: self.heartbeat_topics_prefix.clone(),
+                    constraint: format!(
+                        "makes the heartbeat topic <heartbeat-topics-prefix>{}<topic-prefix> {} \
+                         characters, over Kafka's 249; shorten it to {} at most",
+                        names.delimiter,
+                        topic.len(),
+                        room.saturating_sub(names.prefix.len()),
+                    ),
+                });
+            }
+        }
         p.check(
             self.heartbeat_action_query.is_none() || !self.heartbeat_interval.is_zero(),
             "heartbeat-action-query",

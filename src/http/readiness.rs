@@ -24,6 +24,7 @@ use crate::metrics::{Metrics, Phase};
 
 /// When `/readyz` reports not ready; flags of `pgcdc-kafka run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+#[command(next_help_heading = "Operations")]
 pub struct HealthPolicy {
     /// /readyz: longest time without a keepalive or data from PostgreSQL
     /// while streaming. Keep it above wal_sender_timeout: the server pings

@@ -229,8 +229,17 @@ impl Exposition {
     pub(super) fn new(m: &Metrics) -> Self {
         let live = Live::default();
         let mut r = Registry::default();
-        let version = [("version", env!("CARGO_PKG_VERSION"))];
-        info(&mut r, names::BUILD_INFO, "Build information.", version);
+        let build = [
+            ("version", crate::build_info::VERSION),
+            ("commit", crate::build_info::COMMIT),
+            ("librdkafka", crate::build_info::librdkafka_version()),
+        ];
+        info(
+            &mut r,
+            names::BUILD_INFO,
+            "Build information: the version, git commit and librdkafka version.",
+            build,
+        );
         register(
             &mut r,
             names::PHASE,
@@ -473,11 +482,11 @@ fn counter(r: &mut Registry, name: &'static str, text: &'static str, metric: imp
 
 /// Registers an info series, constant 1; prometheus-client appends the
 /// `_info` of `name`.
-fn info(
+fn info<const N: usize>(
     r: &mut Registry,
     name: &'static str,
     text: &'static str,
-    labels: [(&'static str, &'static str); 1],
+    labels: [(&'static str, &'static str); N],
 ) {
     let base = name.strip_suffix("_info");
     debug_assert!(base.is_some(), "info {name} must end with _info");

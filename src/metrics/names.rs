@@ -5,7 +5,7 @@
 //! Names are the exported series names, suffixes included: counters end in
 //! `_total`, the build info in `_info`.
 
-/// Build information, constant 1, labelled `version`.
+/// Build information, constant 1, labelled `version`, `commit` and `librdkafka`.
 pub const BUILD_INFO: &str = "pgcdc_build_info";
 /// The run phase, 1 for the current one, labelled `phase`.
 pub const PHASE: &str = "pgcdc_phase";

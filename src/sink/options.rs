@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::options::{parse_key_value, Invalid, Problems};
+use crate::options::{parse_key_value, Invalid, Problems, PROPERTY_SEPARATOR};
 
 /// Topic creation (`--topic-partitions` and friends): with any of them set,
 /// each topic is created on first use if it is missing.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Delivery")]
 pub struct TopicOptions {
     /// Partitions of topics the connector creates; with --topic-replication-factor
     /// or --topic-config, each topic is created on first use if missing.
@@ -24,8 +25,9 @@ pub struct TopicOptions {
     #[arg(long, env = "PGCDC_TOPIC_REPLICATION_FACTOR")]
     pub topic_replication_factor: Option<i32>,
 
-    /// Topic configuration of created topics, key=value (repeatable), e.g. cleanup.policy=compact.
-    #[arg(long = "topic-config", env = "PGCDC_TOPIC_CONFIG", value_parser = parse_key_value)]
+    /// Topic configuration of created topics, key=value (repeatable), e.g.
+    /// cleanup.policy=compact. In PGCDC_TOPIC_CONFIG, one entry per line.
+    #[arg(long = "topic-config", env = "PGCDC_TOPIC_CONFIG", value_delimiter = PROPERTY_SEPARATOR, value_parser = parse_key_value)]
     pub topic_config: Vec<(String, String)>,
 }
 
@@ -55,6 +57,7 @@ impl TopicOptions {
 /// How `--delivery exactly-once` batches Postgres transactions into one
 /// Kafka transaction (see [`super::transactional::BatchLimits`]).
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Delivery")]
 pub struct EosOptions {
     /// Most Postgres transactions grouped into one Kafka transaction.
     #[arg(long, env = "PGCDC_EOS_MAX_BATCH_TRANSACTIONS", default_value_t = 1000)]

@@ -20,6 +20,7 @@ pub enum PublicationAutocreateMode {
 
 /// Whether and how the publication is created or altered.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Selection and routing")]
 pub struct PublicationOptions {
     /// all_tables (create FOR ALL TABLES if missing), filtered (create or
     /// alter it to exactly the selected tables), or disabled (it must exist);

@@ -12,6 +12,7 @@ use crate::options::{Invalid, Problems};
 
 /// Which transforms apply, and how (`--outbox-*`, `--envelope`, `--unwrap-*`).
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Transforms")]
 pub struct TransformOptions {
     /// Outbox tables (schema.table, repeatable or comma separated): each row
     /// inserted into one becomes an event on the topic its routing column
