@@ -10,6 +10,9 @@ pub mod json;
 pub mod options;
 pub mod registry;
 
+#[cfg(test)]
+mod golden;
+
 use std::fmt;
 use std::sync::Arc;
 
