@@ -13,7 +13,7 @@ use pgcdc_kafka::encode::json::JsonEncoder;
 use pgcdc_kafka::encode::Encoder;
 use pgcdc_kafka::event::envelope::{self, ConnectorInfo};
 use pgcdc_kafka::event::value::{ConnectSchema, ConnectType, Value};
-use pgcdc_kafka::event::{ChangeEvent, ColumnSchema, Op, SourceInfo, TableSchema};
+use pgcdc_kafka::event::{ChangeEvent, ColumnSchema, Op, SnapshotMarker, SourceInfo, TableSchema};
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_kafka::transform::Stamp;
 
@@ -63,7 +63,7 @@ fn event(table: &Arc<TableSchema>, row: Vec<Value>, i: usize) -> ChangeEvent {
             xid: 1000 + i as u32,
             lsn: Lsn::new(0x1000_0000 + i as u64 * 64),
             last_commit_lsn: None,
-            snapshot: "false",
+            snapshot: SnapshotMarker::False,
         },
     }
 }

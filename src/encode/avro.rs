@@ -746,7 +746,7 @@ mod tests {
                 xid: 42,
                 lsn: crate::lsn::Lsn::new(0x1000),
                 last_commit_lsn: None,
-                snapshot: "false",
+                snapshot: crate::event::SnapshotMarker::False,
             },
         };
         let info = ConnectorInfo {

@@ -13,7 +13,9 @@ use super::options::AvroLogicalTypes;
 use crate::event::envelope::{self, ConnectorInfo};
 use crate::event::metadata::TransactionBlock;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
-use crate::event::{ChangeEvent, ColumnSchema, MessageEvent, Op, SourceInfo, TableSchema};
+use crate::event::{
+    ChangeEvent, ColumnSchema, MessageEvent, Op, SnapshotMarker, SourceInfo, TableSchema,
+};
 use crate::lsn::Lsn;
 
 const NOW: i64 = 1_700_000_000_123_456;
@@ -110,7 +112,7 @@ fn events() -> Vec<(&'static str, ChangeEvent, Option<TransactionBlock>)> {
                 None,
                 Some(row(1)),
                 false,
-                source(5000, Some(4000), "false"),
+                source(5000, Some(4000), SnapshotMarker::False),
             ),
             Some(block()),
         ),
@@ -121,7 +123,7 @@ fn events() -> Vec<(&'static str, ChangeEvent, Option<TransactionBlock>)> {
                 Some(row(1)),
                 Some(row(-2)),
                 false,
-                source(5001, None, "false"),
+                source(5001, None, SnapshotMarker::False),
             ),
             None,
         ),
@@ -132,7 +134,7 @@ fn events() -> Vec<(&'static str, ChangeEvent, Option<TransactionBlock>)> {
                 Some(row(3)),
                 None,
                 true,
-                source(u64::MAX - 3, Some(1), "false"),
+                source(u64::MAX - 3, Some(1), SnapshotMarker::False),
             ),
             None,
         ),
@@ -143,7 +145,7 @@ fn events() -> Vec<(&'static str, ChangeEvent, Option<TransactionBlock>)> {
                 None,
                 None,
                 false,
-                source(6000, Some(5999), "false"),
+                source(6000, Some(5999), SnapshotMarker::False),
             ),
             None,
         ),
@@ -154,7 +156,7 @@ fn events() -> Vec<(&'static str, ChangeEvent, Option<TransactionBlock>)> {
                 None,
                 Some(row(4)),
                 false,
-                source(7000, None, "last_in_data_collection"),
+                source(7000, None, SnapshotMarker::LastInDataCollection),
             ),
             None,
         ),
@@ -171,7 +173,7 @@ fn messages() -> Vec<(&'static str, MessageEvent, Option<TransactionBlock>)> {
             xid,
             lsn: Lsn::new(8000),
             last_commit_lsn: Some(Lsn::new(7999)),
-            snapshot: "false",
+            snapshot: SnapshotMarker::False,
         },
     };
     vec![

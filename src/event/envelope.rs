@@ -175,7 +175,7 @@ fn source_block(
         ("connector".into(), Value::String("postgresql".into())),
         ("name".into(), Value::String(info.name.to_string())),
         ("ts_ms".into(), Value::Int64(ts_us.div_euclid(1000))),
-        ("snapshot".into(), Value::String(s.snapshot.into())),
+        ("snapshot".into(), Value::String(s.snapshot.as_str().into())),
         ("db".into(), Value::String(info.db.to_string())),
         ("sequence".into(), Value::String(sequence)),
         ("ts_us".into(), Value::Int64(ts_us)),

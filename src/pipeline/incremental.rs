@@ -55,7 +55,7 @@ use super::stream::Stream;
 use super::PipelineError;
 use crate::checkpoint::TxnId;
 use crate::config::RunConfig;
-use crate::event::{ChangeEvent, Op, SourceInfo};
+use crate::event::{ChangeEvent, Op, SnapshotMarker, SourceInfo};
 use crate::lsn::Lsn;
 use crate::source::pgoutput::{Datum, Relation, Tuple};
 use crate::source::setup::{self, quote_ident, SetupError};
@@ -396,7 +396,7 @@ impl Stream<'_> {
                     xid,
                     lsn,
                     last_commit_lsn: self.last_commit_lsn,
-                    snapshot: "incremental",
+                    snapshot: SnapshotMarker::Incremental,
                 },
             };
             self.send_event(&event, Vec::new(), false, txn).await?;

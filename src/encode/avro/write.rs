@@ -225,7 +225,7 @@ fn write_source(
             "connector" => write_str_field(out, schema, "postgresql", logical)?,
             "name" => write_str_field(out, schema, &info.name, logical)?,
             "ts_ms" => write_long_field(out, schema, ts_us.div_euclid(1000), logical)?,
-            "snapshot" => write_str_field(out, schema, s.snapshot, logical)?,
+            "snapshot" => write_str_field(out, schema, s.snapshot.as_str(), logical)?,
             "db" => write_str_field(out, schema, &info.db, logical)?,
             "sequence" => {
                 // A JSON array of two LSN strings, as a string: at most 49 bytes.
@@ -550,7 +550,7 @@ mod tests {
         use std::sync::Arc;
 
         use crate::event::envelope::{self, envelope_value};
-        use crate::event::{ColumnSchema, Op, SourceInfo, TableSchema};
+        use crate::event::{ColumnSchema, Op, SnapshotMarker, SourceInfo, TableSchema};
         use crate::lsn::Lsn;
 
         let row_schema = row_schema();
@@ -614,7 +614,7 @@ mod tests {
                         xid: 9,
                         lsn: Lsn::new(4242),
                         last_commit_lsn: transaction.map(|_| Lsn::new(4000)),
-                        snapshot: "false",
+                        snapshot: SnapshotMarker::False,
                     },
                 };
                 let schema = &table.envelope_schema;

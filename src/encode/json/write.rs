@@ -135,7 +135,7 @@ fn write_source(out: &mut Vec<u8>, event: &ChangeEvent, info: &ConnectorInfo) {
     out.extend_from_slice(b",\"ts_ms\":");
     write_i64(out, ts_us.div_euclid(1000));
     out.extend_from_slice(b",\"snapshot\":");
-    write_str(out, s.snapshot);
+    write_str(out, s.snapshot.as_str());
     out.extend_from_slice(b",\"db\":");
     write_str(out, &info.db);
     // The sequence is a string holding a JSON array of two LSN strings.
@@ -241,7 +241,7 @@ mod tests {
     use crate::encode::json::value_json;
     use crate::event::envelope::{self, envelope_value, key_value};
     use crate::event::value::{ConnectSchema, ConnectType};
-    use crate::event::{ColumnSchema, Op, SourceInfo, TableSchema};
+    use crate::event::{ColumnSchema, Op, SnapshotMarker, SourceInfo, TableSchema};
     use crate::lsn::Lsn;
 
     fn written(value: &Value) -> String {
@@ -385,7 +385,11 @@ mod tests {
                     xid: u32::MAX,
                     lsn: Lsn::new(u64::MAX - 3),
                     last_commit_lsn: last_commit,
-                    snapshot: if op == Op::Read { "last" } else { "false" },
+                    snapshot: if op == Op::Read {
+                        SnapshotMarker::Last
+                    } else {
+                        SnapshotMarker::False
+                    },
                 },
             };
             let mut out = Vec::new();

@@ -10,7 +10,7 @@ use super::super::{PipelineError, NEW_KEY_HEADER, OLD_KEY_HEADER, UNCHANGED_COLU
 use super::{now_micros, Stream};
 use crate::checkpoint::TxnId;
 use crate::event::metadata::TransactionBlock;
-use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo, TableSchema};
+use crate::event::{ChangeEvent, MessageEvent, Op, SnapshotMarker, SourceInfo, TableSchema};
 use crate::lsn::Lsn;
 use crate::sink::EncodedRecord;
 use crate::source::pgoutput::{LogicalMessage, OldTuple, Tuple};
@@ -131,7 +131,7 @@ impl Stream<'_> {
             xid: txn.xid,
             lsn,
             last_commit_lsn: self.last_commit_lsn,
-            snapshot: "false",
+            snapshot: SnapshotMarker::False,
         };
         let table = Arc::clone(self.relations.get(relation_id, lsn)?);
         // Columns whose value was not sent because it is TOASTed and unchanged.
@@ -343,7 +343,7 @@ impl Stream<'_> {
             xid: self.txn.as_ref().map_or(0, |t| t.xid),
             lsn,
             last_commit_lsn: self.last_commit_lsn,
-            snapshot: "false",
+            snapshot: SnapshotMarker::False,
         };
         let message = MessageEvent {
             transactional,
