@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::options::{AvroLogicalTypes, EncodeOptions, SubjectNameStrategy};
-use crate::event::envelope::{self, ConnectorInfo};
+use crate::event::envelope::{self, ConnectorInfo, Stamp};
 use crate::event::metadata::TransactionBlock;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
@@ -282,10 +282,27 @@ impl AvroEncoder {
         transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Result<Vec<u8>, EncodeError> {
-        let value = envelope::message_value(message, &self.info, transaction, now_micros);
-        let (logical, topic) = (self.logical, self.message_topic.clone());
+        let (logical, topic, info) = (self.logical, self.message_topic.clone(), self.info.clone());
         let schemas = self.message_schemas().await?;
-        write(&schemas.value, value, logical, RecordPart::Value, &topic)
+        let registered = &schemas.value;
+        let mut out = wire_header(registered);
+        let stamp = Stamp {
+            now_micros,
+            transaction,
+        };
+        let direct = write::write_message(
+            &mut out,
+            &registered.connect,
+            message,
+            &info,
+            stamp,
+            logical,
+        );
+        if direct.is_ok() {
+            return Ok(out);
+        }
+        let value = envelope::message_value(message, &info, transaction, now_micros);
+        write(registered, value, logical, RecordPart::Value, &topic)
     }
 
     /// The key and value bytes of a transaction boundary or heartbeat

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use base64::Engine;
 use serde_json::{Map, Value as Json};
 
-use crate::event::envelope::{self, ConnectorInfo};
+use crate::event::envelope::{self, ConnectorInfo, Stamp};
 use crate::event::metadata::TransactionBlock;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
@@ -226,13 +226,16 @@ impl JsonEncoder {
         transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Vec<u8> {
-        let value = value_json(&envelope::message_value(
-            message,
-            &self.info,
-            transaction,
+        let stamp = Stamp {
             now_micros,
-        ));
-        self.wrap(Some(&self.message_schemas.value), &value)
+            transaction,
+        };
+        let schema = Some(self.message_schemas.value.as_str()).filter(|_| self.schemas_enabled);
+        enveloped(schema, |out| {
+            write::write_message(out, message, &self.info, stamp);
+            true
+        })
+        .unwrap_or_default()
     }
 
     fn schemas(&mut self, table: &Arc<TableSchema>) -> &CachedSchemas {

@@ -119,26 +119,6 @@ pub struct TransactionBlock {
     pub data_collection_order: i64,
 }
 
-impl TransactionBlock {
-    /// The block as a Connect value.
-    pub fn value(&self) -> Value {
-        Value::Struct(vec![
-            ("id".into(), Value::String(self.id.to_string())),
-            ("total_order".into(), Value::Int64(self.total_order)),
-            (
-                "data_collection_order".into(),
-                Value::Int64(self.data_collection_order),
-            ),
-        ])
-    }
-}
-
-/// The `transaction` field of a value: the block, or null outside a
-/// transaction (snapshots, metadata off, non-transactional messages).
-pub fn transaction_value(block: Option<&TransactionBlock>) -> Value {
-    block.map_or(Value::Null, TransactionBlock::value)
-}
-
 /// Which boundary a transaction metadata record marks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransactionStatus {
