@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use base64::Engine;
 use serde_json::{Map, Value as Json};
 
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
@@ -73,49 +72,11 @@ pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
     Json::Object(m)
 }
 
-fn float_json(f: f64) -> Json {
-    if f.is_nan() {
-        Json::from("NaN")
-    } else if f.is_infinite() {
-        Json::from(if f > 0.0 { "Infinity" } else { "-Infinity" })
-    } else {
-        serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
-    }
-}
-
-/// A Connect value as the JsonConverter writes it.
+/// A Connect value as the JsonConverter writes it (its JSON form,
+/// [`Value`]'s `Serialize`).
 pub fn value_json(value: &Value) -> Json {
-    match value {
-        Value::Null => Json::Null,
-        Value::Boolean(b) => Json::Bool(*b),
-        Value::Int8(i) => Json::from(*i),
-        Value::Int16(i) => Json::from(*i),
-        Value::Int32(i) => Json::from(*i),
-        Value::Int64(i) => Json::from(*i),
-        // Through f64's shortest representation of the f32, as Jackson prints floats.
-        Value::Float32(f) => {
-            if f.is_finite() {
-                f.to_string()
-                    .parse::<f64>()
-                    .ok()
-                    .and_then(serde_json::Number::from_f64)
-                    .map_or(Json::Null, Json::Number)
-            } else {
-                float_json(f64::from(*f))
-            }
-        }
-        Value::Float64(f) => float_json(*f),
-        Value::String(s) => Json::from(s.as_str()),
-        Value::Bytes(b) => Json::from(base64::engine::general_purpose::STANDARD.encode(b)),
-        Value::Array(items) => Json::Array(items.iter().map(value_json).collect()),
-        // JsonConverter writes a map with string keys as an object.
-        Value::Map(entries) | Value::Struct(entries) => Json::Object(
-            entries
-                .iter()
-                .map(|(k, v)| (k.clone(), value_json(v)))
-                .collect(),
-        ),
-    }
+    // Serializing a Value cannot fail: every map key is a string.
+    serde_json::to_value(value).unwrap_or(Json::Null)
 }
 
 /// Serialized key and value schemas of records that do not depend on a

@@ -26,7 +26,6 @@ pub mod unwrap;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use base64::Engine;
 use clap::ValueEnum;
 
 use crate::checkpoint::TxnId;
@@ -348,25 +347,7 @@ pub struct Stamp<'a> {
 /// it: strings as their UTF-8 text, numbers and booleans as text, bytes as
 /// base64, structs and arrays as JSON. `None` for null (no header is written).
 pub fn header_value(value: &Value) -> Option<Vec<u8>> {
-    Some(match value {
-        Value::Null => return None,
-        Value::String(s) => s.as_bytes().to_vec(),
-        Value::Boolean(b) => b.to_string().into_bytes(),
-        Value::Int8(i) => i.to_string().into_bytes(),
-        Value::Int16(i) => i.to_string().into_bytes(),
-        Value::Int32(i) => i.to_string().into_bytes(),
-        Value::Int64(i) => i.to_string().into_bytes(),
-        Value::Float32(f) => f.to_string().into_bytes(),
-        Value::Float64(f) => f.to_string().into_bytes(),
-        Value::Bytes(b) => base64::engine::general_purpose::STANDARD
-            .encode(b)
-            .into_bytes(),
-        Value::Array(_) | Value::Struct(_) | Value::Map(_) => {
-            crate::encode::json::value_json(value)
-                .to_string()
-                .into_bytes()
-        }
-    })
+    value.to_text().map(String::into_bytes)
 }
 
 /// A `&'static str` for a header name that comes from the configuration.
