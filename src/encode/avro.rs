@@ -39,7 +39,9 @@ use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 use crate::metrics::Metrics;
 
 use super::registry::{RegistryError, SchemaId, SchemaRegistry};
-use super::{EncodeError, MetadataKind, MetadataRecord, RecordPart};
+use super::{EncodeError, RecordPart};
+use crate::event::metadata::{MetadataKind, MetadataRecord};
+use crate::event::record::{Data, RecordKey, RecordValue};
 
 /// The Confluent wire format's first byte.
 pub const MAGIC_BYTE: u8 = 0;
@@ -202,6 +204,60 @@ impl AvroEncoder {
         write(&self.derived[&key].1, value, self.logical, part, topic)
     }
 
+    /// The bytes of a record's key, on a record bound for `topic`; `None`
+    /// for a null key.
+    ///
+    /// # Errors
+    /// See [`EncodeError`]: registering a schema may fail.
+    pub async fn record_key(
+        &mut self,
+        topic: &Arc<str>,
+        key: RecordKey<'_>,
+    ) -> Result<Option<Vec<u8>>, EncodeError> {
+        match key {
+            RecordKey::Table(event) => self.key(event).await,
+            RecordKey::Message(message) => self.message_key(message).await.map(Some),
+            RecordKey::Metadata(record) => self.metadata_key(record, topic).await.map(Some),
+            RecordKey::Data(data) => self.data(topic, RecordPart::Key, data).await.map(Some),
+        }
+    }
+
+    /// The bytes of a record's value, on a record bound for `topic`.
+    ///
+    /// # Errors
+    /// See [`EncodeError`]: registering a schema may fail.
+    pub async fn record_value(
+        &mut self,
+        topic: &Arc<str>,
+        value: RecordValue<'_>,
+    ) -> Result<Vec<u8>, EncodeError> {
+        match value {
+            RecordValue::Envelope(event, stamp) => {
+                self.value(event, stamp.transaction, stamp.now_micros).await
+            }
+            RecordValue::Message(message, stamp) => {
+                self.message_value(message, stamp.transaction, stamp.now_micros)
+                    .await
+            }
+            RecordValue::Metadata(record) => self.metadata_value(record, topic).await,
+            RecordValue::Data(data) => self.data(topic, RecordPart::Value, data).await,
+        }
+    }
+
+    /// A transform's data, under its schema whatever [`JsonForm`] it asks
+    /// of JSON records.
+    ///
+    /// [`JsonForm`]: crate::event::record::JsonForm
+    async fn data(
+        &mut self,
+        topic: &Arc<str>,
+        part: RecordPart,
+        data: Data,
+    ) -> Result<Vec<u8>, EncodeError> {
+        self.encode(topic, part, &data.schema, data.value, &data.what)
+            .await
+    }
+
     /// The key bytes, `None` for a null key.
     ///
     /// # Errors
@@ -306,17 +362,44 @@ impl AvroEncoder {
         write(registered, value, logical, RecordPart::Value, &topic)
     }
 
-    /// The key and value bytes of a transaction boundary or heartbeat
-    /// record bound for `topic`, registering the kind's schemas the first time.
+    /// The key bytes of a transaction boundary or heartbeat record bound
+    /// for `topic`.
     ///
     /// # Errors
     /// See [`EncodeError`].
-    pub async fn metadata(
+    pub async fn metadata_key(
         &mut self,
         record: MetadataRecord<'_>,
         topic: &str,
-    ) -> Result<(Vec<u8>, Vec<u8>), EncodeError> {
-        let kind = record.kind();
+    ) -> Result<Vec<u8>, EncodeError> {
+        let logical = self.logical;
+        let schemas = self.metadata_schemas(record.kind(), topic).await?;
+        write(&schemas.key, record.key(), logical, RecordPart::Key, topic)
+    }
+
+    /// The value bytes of a transaction boundary or heartbeat record bound
+    /// for `topic`.
+    ///
+    /// # Errors
+    /// See [`EncodeError`].
+    pub async fn metadata_value(
+        &mut self,
+        record: MetadataRecord<'_>,
+        topic: &str,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let logical = self.logical;
+        let schemas = self.metadata_schemas(record.kind(), topic).await?;
+        let value = record.value();
+        write(&schemas.value, value, logical, RecordPart::Value, topic)
+    }
+
+    /// The registered schemas of `kind`, registered (value, then key) the
+    /// first time.
+    async fn metadata_schemas(
+        &mut self,
+        kind: MetadataKind,
+        topic: &str,
+    ) -> Result<&MessageSchemas, EncodeError> {
         if !self.metadata.contains_key(&kind) {
             let target = Target {
                 what: kind.describe(),
@@ -330,18 +413,7 @@ impl AvroEncoder {
             let key = self.register(&target, RecordPart::Key, &key_schema).await?;
             self.metadata.insert(kind, MessageSchemas { key, value });
         }
-        let schemas = &self.metadata[&kind];
-        let (key, value) = record.values();
-        Ok((
-            write(&schemas.key, key, self.logical, RecordPart::Key, topic)?,
-            write(
-                &schemas.value,
-                value,
-                self.logical,
-                RecordPart::Value,
-                topic,
-            )?,
-        ))
+        Ok(&self.metadata[&kind])
     }
 
     /// The registered schemas of `table`, registering them first when this

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value as Json};
 
+use super::{header_value, RecordPart};
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
-use crate::event::metadata::TransactionBlock;
+use crate::event::metadata::{MetadataKind, MetadataRecord, TransactionBlock};
+use crate::event::record::{Data, JsonForm, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
-
-use super::{MetadataKind, MetadataRecord, RecordPart};
 
 mod write;
 
@@ -133,6 +133,41 @@ impl JsonEncoder {
         }
     }
 
+    /// The bytes of a record's key, on a record bound for `topic`; `None`
+    /// for a null key.
+    pub fn record_key(&mut self, topic: &Arc<str>, key: RecordKey<'_>) -> Option<Vec<u8>> {
+        match key {
+            RecordKey::Table(event) => self.key(event),
+            RecordKey::Message(message) => Some(self.message_key(message)),
+            RecordKey::Metadata(record) => Some(self.metadata_key(record)),
+            RecordKey::Data(data) => self.data(topic, RecordPart::Key, &data),
+        }
+    }
+
+    /// The bytes of a record's value, on a record bound for `topic`; `None`
+    /// only for [`JsonForm::Text`] data holding null.
+    pub fn record_value(&mut self, topic: &Arc<str>, value: RecordValue<'_>) -> Option<Vec<u8>> {
+        Some(match value {
+            RecordValue::Envelope(event, stamp) => {
+                self.value(event, stamp.transaction, stamp.now_micros)
+            }
+            RecordValue::Message(message, stamp) => {
+                self.message_value(message, stamp.transaction, stamp.now_micros)
+            }
+            RecordValue::Metadata(record) => self.metadata_value(record),
+            RecordValue::Data(data) => return self.data(topic, RecordPart::Value, &data),
+        })
+    }
+
+    /// A transform's data, in the form it asks of JSON records.
+    fn data(&mut self, topic: &Arc<str>, part: RecordPart, data: &Data) -> Option<Vec<u8>> {
+        match data.json {
+            JsonForm::Connect => Some(self.encode(topic, part, &data.schema, &data.value)),
+            JsonForm::Text => header_value(&data.value),
+            JsonForm::Raw => Some(raw(&data.value)),
+        }
+    }
+
     /// `value` under a schema a transform derived (an unwrapped row, an
     /// outbox envelope), as `part` of a record on `topic`. The schema is
     /// serialized when it differs from the one last used for that topic and
@@ -144,9 +179,8 @@ impl JsonEncoder {
         schema: &Arc<ConnectSchema>,
         value: &Value,
     ) -> Vec<u8> {
-        let payload = value_json(value);
         if !self.schemas_enabled {
-            return payload.to_string().into_bytes();
+            return self.wrap(None, value);
         }
         let key = (Arc::clone(topic), part);
         let fresh = self
@@ -158,25 +192,29 @@ impl JsonEncoder {
             self.derived.insert(key.clone(), (Arc::clone(schema), text));
         }
         let text = &self.derived[&key].1;
-        self.wrap(Some(text), &payload)
+        self.wrap(Some(text), value)
     }
 
-    /// The key and value bytes of a transaction boundary or heartbeat record.
-    pub fn metadata(&self, record: MetadataRecord<'_>) -> (Vec<u8>, Vec<u8>) {
-        let schemas = match record.kind() {
+    fn metadata_schemas(&self, record: MetadataRecord<'_>) -> &MessageSchemas {
+        match record.kind() {
             MetadataKind::Transaction => &self.metadata_schemas[0],
             MetadataKind::Heartbeat => &self.metadata_schemas[1],
-        };
-        let (key, value) = record.values();
-        (
-            self.wrap(Some(&schemas.key), &value_json(&key)),
-            self.wrap(Some(&schemas.value), &value_json(&value)),
-        )
+        }
+    }
+
+    /// The key bytes of a transaction boundary or heartbeat record.
+    pub fn metadata_key(&self, record: MetadataRecord<'_>) -> Vec<u8> {
+        self.wrap(Some(&self.metadata_schemas(record).key), &record.key())
+    }
+
+    /// The value bytes of a transaction boundary or heartbeat record.
+    pub fn metadata_value(&self, record: MetadataRecord<'_>) -> Vec<u8> {
+        self.wrap(Some(&self.metadata_schemas(record).value), &record.value())
     }
 
     /// The key bytes of a logical decoding message record.
     pub fn message_key(&self, message: &MessageEvent) -> Vec<u8> {
-        let key = value_json(&envelope::message_key(message));
+        let key = envelope::message_key(message);
         self.wrap(Some(&self.message_schemas.key), &key)
     }
 
@@ -203,11 +241,11 @@ impl JsonEncoder {
         cached(&mut self.cache, table)
     }
 
-    fn wrap(&self, schema: Option<&str>, payload: &Json) -> Vec<u8> {
+    /// `value` as a record part, with `schema` when schemas are enabled.
+    fn wrap(&self, schema: Option<&str>, value: &Value) -> Vec<u8> {
         let schema = schema.filter(|_| self.schemas_enabled);
         enveloped(schema, |out| {
-            // Writing a Value into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, payload);
+            write::write_value(out, value);
             true
         })
         .unwrap_or_default()
@@ -237,6 +275,20 @@ impl JsonEncoder {
             true
         })
         .unwrap_or_default()
+    }
+}
+
+/// A value as it is ([`JsonForm::Raw`]): a string's UTF-8 bytes, bytes
+/// themselves, anything else as its JSON.
+fn raw(value: &Value) -> Vec<u8> {
+    match value {
+        Value::String(s) => s.as_bytes().to_vec(),
+        Value::Bytes(b) => b.clone(),
+        other => {
+            let mut out = Vec::new();
+            write::write_value(&mut out, other);
+            out
+        }
     }
 }
 
@@ -329,7 +381,8 @@ mod tests {
         let mut open = OpenTransaction::new(7, Lsn::new(100), 5_000_000);
         open.event("public.t");
         let end = open.end();
-        let (key, value) = encoder.metadata(MetadataRecord::Transaction(&end));
+        let record = MetadataRecord::Transaction(&end);
+        let (key, value) = (encoder.metadata_key(record), encoder.metadata_value(record));
         assert_eq!(
             String::from_utf8(key).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"}],"optional":false,"name":"io.debezium.connector.common.TransactionMetadataKey","version":1},"payload":{"id":"7:100"}}"#
@@ -351,7 +404,8 @@ mod tests {
             server_name: "app".into(),
             ts_ms: 42,
         };
-        let (key, value) = encoder.metadata(MetadataRecord::Heartbeat(&heartbeat));
+        let record = MetadataRecord::Heartbeat(&heartbeat);
+        let (key, value) = (encoder.metadata_key(record), encoder.metadata_value(record));
         assert_eq!(
             String::from_utf8(key).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"serverName"}],"optional":false,"name":"io.debezium.connector.common.ServerNameKey","version":1},"payload":{"serverName":"app"}}"#
@@ -360,6 +414,13 @@ mod tests {
             String::from_utf8(value).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":42}}"#
         );
+    }
+
+    #[test]
+    fn raw_payloads_are_as_is() {
+        assert_eq!(raw(&Value::String("{\"a\": 1}".into())), b"{\"a\": 1}");
+        assert_eq!(raw(&Value::Bytes(vec![0, 159, 146])), vec![0, 159, 146]);
+        assert_eq!(raw(&Value::Int32(5)), b"5");
     }
 
     #[test]

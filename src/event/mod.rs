@@ -4,11 +4,14 @@
 //! A [`TableSchema`] is derived once per pgoutput Relation message and shared
 //! by every event of that table until the next Relation message replaces it.
 //! A [`ChangeEvent`] is one row change in that table's terms. The envelope
-//! module turns both into the Kafka Connect structs Debezium emits, which the
-//! encoders then write as JSON or Avro.
+//! module holds the Kafka Connect structs Debezium emits and the one walk
+//! that writes them; [`record::Record`] is the Connect-shaped record that
+//! Debezium's mapping or a transform makes of an event, and that the encode
+//! step turns into bytes.
 
 pub mod envelope;
 pub mod metadata;
+pub mod record;
 pub mod value;
 
 use std::sync::Arc;

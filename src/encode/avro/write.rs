@@ -13,7 +13,7 @@
 //! conversions.
 //!
 //! Envelopes are written by the envelope walk ([`crate::event::envelope`])
-//! driving [`AvroFields`], which takes each field's schema from the
+//! driving `AvroFields`, which takes each field's schema from the
 //! registered one, so rows and the source block are never built as values.
 //!
 //! A value that does not fit its schema is not written here: the caller
