@@ -24,6 +24,7 @@
 //! ids come from the registry client's cache: the hot path does no HTTP.
 
 mod evolution;
+mod registration;
 pub mod schema;
 pub mod value;
 pub mod write;
@@ -32,16 +33,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::options::{AvroLogicalTypes, EncodeOptions, SubjectNameStrategy};
+use super::registry::{RegistryError, SchemaRegistry};
+use super::{header_value, EncodeError, RecordPart};
+use crate::checkpoint::TxnId;
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
-use crate::event::metadata::TransactionBlock;
-use crate::event::value::{ConnectSchema, ConnectType, Value};
-use crate::event::{ChangeEvent, MessageEvent, TableSchema};
+use crate::event::metadata::{MetadataKind, MetadataRecord, TransactionBlock};
+use crate::event::record::{Data, Header, HeaderValue, Record, RecordKey, RecordValue};
+use crate::event::value::{ConnectSchema, Value};
+use crate::event::{ChangeEvent, MessageEvent};
 use crate::metrics::Metrics;
-
-use super::registry::{RegistryError, SchemaId, SchemaRegistry};
-use super::{EncodeError, RecordPart};
-use crate::event::metadata::{MetadataKind, MetadataRecord};
-use crate::event::record::{Data, RecordKey, RecordValue};
+use crate::sink::EncodedRecord;
+use registration::{MessageSchemas, Registered, TableSchemas, Target};
 
 /// The Confluent wire format's first byte.
 pub const MAGIC_BYTE: u8 = 0;
@@ -70,30 +72,6 @@ pub mod static_schemas {
     pub const HEARTBEAT_VALUE: &str = include_str!("../../schemas/heartbeat-value.avsc");
 }
 
-/// One registered schema: what to write values with, and its id.
-#[derive(Debug)]
-struct Registered {
-    connect: ConnectSchema,
-    avro: apache_avro::Schema,
-    id: SchemaId,
-}
-
-/// The registered schemas of one version of a table.
-#[derive(Debug)]
-struct TableSchemas {
-    table: Arc<TableSchema>,
-    key: Option<Registered>,
-    value: Registered,
-}
-
-/// The registered schemas of records that do not depend on a table
-/// (`<prefix>.message`, transaction boundaries, heartbeats).
-#[derive(Debug)]
-struct MessageSchemas {
-    key: Registered,
-    value: Registered,
-}
-
 /// Writes keys and values of change events as Confluent Avro.
 #[derive(Debug)]
 pub struct AvroEncoder {
@@ -109,15 +87,6 @@ pub struct AvroEncoder {
     /// Registered schemas of transformed records, by topic and part.
     derived: HashMap<(Arc<str>, RecordPart), (Arc<ConnectSchema>, Registered)>,
     metadata: HashMap<MetadataKind, MessageSchemas>,
-}
-
-/// What a registration is for, to name it in errors.
-struct Target<'a> {
-    /// `table public.t`, or what else the records carry.
-    what: &'a str,
-    topic: &'a str,
-    /// The change that made the schema new, for the incompatibility error.
-    change: &'a str,
 }
 
 impl AvroEncoder {
@@ -204,12 +173,55 @@ impl AvroEncoder {
         write(&self.derived[&key].1, value, self.logical, part, topic)
     }
 
+    /// The bytes of `record`, in transaction `txn` (see
+    /// [`super::Encoder::encode`]).
+    ///
+    /// # Errors
+    /// See [`EncodeError`]: registering a schema may fail.
+    pub async fn record(
+        &mut self,
+        record: Record<'_>,
+        txn: TxnId,
+    ) -> Result<EncodedRecord, EncodeError> {
+        let Record {
+            topic,
+            key,
+            value,
+            headers,
+        } = record;
+        let key = match key {
+            Some(key) => self.record_key(&topic, key).await?,
+            None => None,
+        };
+        let value = match value {
+            Some(value) => Some(self.record_value(&topic, value).await?),
+            None => None,
+        };
+        let mut encoded = Vec::with_capacity(headers.len());
+        for Header { name, value } in headers {
+            let bytes = match value {
+                HeaderValue::Value(value) => header_value(&value),
+                HeaderValue::Key(key) => {
+                    Some(self.record_key(&topic, key).await?.unwrap_or_default())
+                }
+            };
+            encoded.extend(bytes.map(|bytes| (name, bytes)));
+        }
+        Ok(EncodedRecord {
+            topic,
+            key,
+            value,
+            headers: encoded,
+            txn,
+        })
+    }
+
     /// The bytes of a record's key, on a record bound for `topic`; `None`
     /// for a null key.
     ///
     /// # Errors
     /// See [`EncodeError`]: registering a schema may fail.
-    pub async fn record_key(
+    async fn record_key(
         &mut self,
         topic: &Arc<str>,
         key: RecordKey<'_>,
@@ -226,7 +238,7 @@ impl AvroEncoder {
     ///
     /// # Errors
     /// See [`EncodeError`]: registering a schema may fail.
-    pub async fn record_value(
+    async fn record_value(
         &mut self,
         topic: &Arc<str>,
         value: RecordValue<'_>,
@@ -393,184 +405,10 @@ impl AvroEncoder {
         write(&schemas.value, value, logical, RecordPart::Value, topic)
     }
 
-    /// The registered schemas of `kind`, registered (value, then key) the
-    /// first time.
-    async fn metadata_schemas(
-        &mut self,
-        kind: MetadataKind,
-        topic: &str,
-    ) -> Result<&MessageSchemas, EncodeError> {
-        if !self.metadata.contains_key(&kind) {
-            let target = Target {
-                what: kind.describe(),
-                topic,
-                change: "the record schema, which never changes",
-            };
-            let (key_schema, value_schema) = kind.schemas();
-            let value = self
-                .register(&target, RecordPart::Value, &value_schema)
-                .await?;
-            let key = self.register(&target, RecordPart::Key, &key_schema).await?;
-            self.metadata.insert(kind, MessageSchemas { key, value });
-        }
-        Ok(&self.metadata[&kind])
-    }
-
-    /// The registered schemas of `table`, registering them first when this
-    /// version of the table is new: the value schema, then the key schema
-    /// (the value is the one that evolves, so a refused change leaves no key
-    /// version behind).
-    async fn table_schemas(
-        &mut self,
-        table: &Arc<TableSchema>,
-    ) -> Result<&TableSchemas, EncodeError> {
-        let fresh = |cached: &TableSchemas| Arc::ptr_eq(&cached.table, table);
-        if self.tables.get(&table.relation_id).is_some_and(fresh) {
-            // Looked up twice (a returned borrow may not fall through), but
-            // not moved out and back in on every event.
-            return Ok(&self.tables[&table.relation_id]);
-        }
-        let previous = self.tables.remove(&table.relation_id).map(|p| p.table);
-        let schemas = self.register_table(table, previous).await?;
-        Ok(self
-            .tables
-            .entry(table.relation_id)
-            .insert_entry(schemas)
-            .into_mut())
-    }
-
-    async fn register_table(
-        &mut self,
-        table: &Arc<TableSchema>,
-        previous: Option<Arc<TableSchema>>,
-    ) -> Result<TableSchemas, EncodeError> {
-        let what = format!("table {}.{}", table.schema, table.table);
-        let change = evolution::describe_change(previous.as_deref(), table);
-        let target = Target {
-            what: &what,
-            topic: &table.topic,
-            change: &change,
-        };
-        let value = self
-            .register(&target, RecordPart::Value, &table.envelope_schema)
-            .await?;
-        let key = match &table.key_schema {
-            Some(key) => Some(self.register(&target, RecordPart::Key, key).await?),
-            None => None,
-        };
-        if previous.is_some() {
-            tracing::info!(
-                topic = %table.topic,
-                schema_id = %value.id,
-                %change,
-                "table schema changed"
-            );
-        }
-        Ok(TableSchemas {
-            table: Arc::clone(table),
-            key,
-            value,
-        })
-    }
-
-    async fn message_schemas(&mut self) -> Result<&MessageSchemas, EncodeError> {
-        let schemas = match self.messages.take() {
-            Some(schemas) => schemas,
-            None => {
-                let topic = self.message_topic.clone();
-                let target = Target {
-                    what: "logical decoding messages",
-                    topic: &topic,
-                    change: "the message schema, which never changes",
-                };
-                let value = self
-                    .register(
-                        &target,
-                        RecordPart::Value,
-                        &envelope::message_value_schema(),
-                    )
-                    .await?;
-                let key = self
-                    .register(&target, RecordPart::Key, &envelope::message_key_schema())
-                    .await?;
-                MessageSchemas { key, value }
-            }
-        };
-        Ok(self.messages.insert(schemas))
-    }
-
-    /// The subject of `part` of records on `topic` described by `connect`.
-    fn subject(&self, topic: &str, part: RecordPart, connect: &ConnectSchema) -> String {
-        // Only a struct has a record name to register under.
-        let record = connect
-            .name
-            .as_deref()
-            .filter(|_| connect.kind == ConnectType::Struct);
-        crate::naming::subject(
-            self.subjects == SubjectNameStrategy::Record,
-            topic,
-            part,
-            record,
-        )
-    }
-
     /// Counts registrations and registry errors into `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
-    }
-
-    async fn register(
-        &mut self,
-        target: &Target<'_>,
-        part: RecordPart,
-        connect: &ConnectSchema,
-    ) -> Result<Registered, EncodeError> {
-        let avro =
-            schema::avro_schema(connect, self.logical).map_err(|source| EncodeError::Schema {
-                part,
-                topic: target.topic.to_owned(),
-                source,
-            })?;
-        let subject = self.subject(target.topic, part, connect);
-        let known = self.registry.cached(&subject, &avro.json).is_some();
-        let registered = self.registry.register(&subject, &avro.json).await;
-        if let Some(metrics) = &self.metrics {
-            match &registered {
-                Ok(_) if !known => metrics.schema_registered(),
-                Ok(_) => {}
-                Err(_) => metrics.schema_registry_error(),
-            }
-        }
-        let id = match registered {
-            Ok(id) => id,
-            Err(RegistryError::Incompatible { message, .. }) => {
-                return Err(EncodeError::Incompatible {
-                    part,
-                    what: target.what.to_owned(),
-                    topic: target.topic.to_owned(),
-                    subject,
-                    change: target.change.to_owned(),
-                    reason: message,
-                })
-            }
-            Err(source) => {
-                return Err(EncodeError::Registry {
-                    part,
-                    topic: target.topic.to_owned(),
-                    subject,
-                    source,
-                })
-            }
-        };
-        if !known {
-            tracing::debug!(%subject, schema_id = %id, "schema registered");
-        }
-        Ok(Registered {
-            connect: connect.clone(),
-            avro: avro.parsed,
-            id,
-        })
     }
 }
 
@@ -623,8 +461,9 @@ fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode::registry::SchemaId;
     use crate::event::value::ConnectType;
-    use crate::event::ColumnSchema;
+    use crate::event::{ColumnSchema, TableSchema};
 
     fn table(columns: &[(&str, ConnectSchema)], key: &[usize]) -> TableSchema {
         let columns: Vec<ColumnSchema> = columns

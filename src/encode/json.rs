@@ -14,11 +14,13 @@ use std::sync::Arc;
 use serde_json::{Map, Value as Json};
 
 use super::{header_value, RecordPart};
+use crate::checkpoint::TxnId;
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
 use crate::event::metadata::{MetadataKind, MetadataRecord, TransactionBlock};
-use crate::event::record::{Data, JsonForm, RecordKey, RecordValue};
+use crate::event::record::{Data, Header, HeaderValue, JsonForm, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
+use crate::sink::EncodedRecord;
 
 mod write;
 
@@ -133,9 +135,38 @@ impl JsonEncoder {
         }
     }
 
+    /// The bytes of `record`, in transaction `txn` (see
+    /// [`super::Encoder::encode`]).
+    pub fn record(&mut self, record: Record<'_>, txn: TxnId) -> EncodedRecord {
+        let Record {
+            topic,
+            key,
+            value,
+            headers,
+        } = record;
+        let key = key.and_then(|key| self.record_key(&topic, key));
+        let value = value.and_then(|value| self.record_value(&topic, value));
+        // No allocation for the usual record without headers.
+        let mut encoded = Vec::with_capacity(headers.len());
+        for Header { name, value } in headers {
+            let bytes = match value {
+                HeaderValue::Value(value) => header_value(&value),
+                HeaderValue::Key(key) => Some(self.record_key(&topic, key).unwrap_or_default()),
+            };
+            encoded.extend(bytes.map(|bytes| (name, bytes)));
+        }
+        EncodedRecord {
+            topic,
+            key,
+            value,
+            headers: encoded,
+            txn,
+        }
+    }
+
     /// The bytes of a record's key, on a record bound for `topic`; `None`
     /// for a null key.
-    pub fn record_key(&mut self, topic: &Arc<str>, key: RecordKey<'_>) -> Option<Vec<u8>> {
+    fn record_key(&mut self, topic: &Arc<str>, key: RecordKey<'_>) -> Option<Vec<u8>> {
         match key {
             RecordKey::Table(event) => self.key(event),
             RecordKey::Message(message) => Some(self.message_key(message)),
@@ -146,7 +177,7 @@ impl JsonEncoder {
 
     /// The bytes of a record's value, on a record bound for `topic`; `None`
     /// only for [`JsonForm::Text`] data holding null.
-    pub fn record_value(&mut self, topic: &Arc<str>, value: RecordValue<'_>) -> Option<Vec<u8>> {
+    fn record_value(&mut self, topic: &Arc<str>, value: RecordValue<'_>) -> Option<Vec<u8>> {
         Some(match value {
             RecordValue::Envelope(event, stamp) => {
                 self.value(event, stamp.transaction, stamp.now_micros)

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::checkpoint::TxnId;
 use crate::event::envelope::ConnectorInfo;
-use crate::event::record::{Header, HeaderValue, Record, RecordKey, RecordValue};
+use crate::event::record::Record;
 use crate::event::value::Value;
 use crate::metrics::Metrics;
 use crate::sink::EncodedRecord;
@@ -163,57 +163,11 @@ impl Encoder {
         record: Record<'_>,
         txn: TxnId,
     ) -> Result<EncodedRecord, EncodeError> {
-        let Record {
-            topic,
-            key,
-            value,
-            headers,
-        } = record;
-        let key = match key {
-            Some(key) => self.key(&topic, key).await?,
-            None => None,
-        };
-        let value = match value {
-            Some(value) => self.value(&topic, value).await?,
-            None => None,
-        };
-        // No allocation for the usual record without headers.
-        let mut encoded = Vec::with_capacity(headers.len());
-        for Header { name, value } in headers {
-            let bytes = match value {
-                HeaderValue::Value(value) => header_value(&value),
-                HeaderValue::Key(key) => Some(self.key(&topic, key).await?.unwrap_or_default()),
-            };
-            encoded.extend(bytes.map(|bytes| (name, bytes)));
-        }
-        Ok(EncodedRecord {
-            topic,
-            key,
-            value,
-            headers: encoded,
-            txn,
-        })
-    }
-
-    async fn key(
-        &mut self,
-        topic: &Arc<str>,
-        key: RecordKey<'_>,
-    ) -> Result<Option<Vec<u8>>, EncodeError> {
+        // One dispatch per record: the JSON encoder never waits, so its
+        // whole record is written without a future of its own.
         match self {
-            Encoder::Json(json) => Ok(json.record_key(topic, key)),
-            Encoder::Avro(avro) => avro.record_key(topic, key).await,
-        }
-    }
-
-    async fn value(
-        &mut self,
-        topic: &Arc<str>,
-        value: RecordValue<'_>,
-    ) -> Result<Option<Vec<u8>>, EncodeError> {
-        match self {
-            Encoder::Json(json) => Ok(json.record_value(topic, value)),
-            Encoder::Avro(avro) => avro.record_value(topic, value).await.map(Some),
+            Encoder::Json(json) => Ok(json.record(record, txn)),
+            Encoder::Avro(avro) => avro.record(record, txn).await,
         }
     }
 }
