@@ -10,9 +10,10 @@
 //! (RecordNameStrategy).
 //!
 //! Schema evolution: the pipeline hands every event its table's
-//! [`TableSchema`], a new `Arc` after each Relation message (an `ALTER
-//! TABLE`). The first event of a new `TableSchema` registers its value and
-//! key schemas before anything of it is encoded, so no message is ever
+//! [`TableSchema`](crate::event::TableSchema), a new `Arc` after each
+//! Relation message (an `ALTER TABLE`). The first event of a new
+//! `TableSchema` registers its value and key schemas (`registration.rs`)
+//! before anything of it is encoded, so no message is ever
 //! written with an id whose schema differs from the event's, and the change
 //! that needs the new schema carries only the new one. The registry's
 //! verdict decides the rest: an incompatible schema (HTTP 409) stops the
@@ -72,7 +73,8 @@ pub mod static_schemas {
     pub const HEARTBEAT_VALUE: &str = include_str!("../../schemas/heartbeat-value.avsc");
 }
 
-/// Writes keys and values of change events as Confluent Avro.
+/// Writes records as Confluent's AvroConverter does, registering their
+/// schemas first.
 #[derive(Debug)]
 pub struct AvroEncoder {
     info: ConnectorInfo,

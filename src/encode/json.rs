@@ -104,7 +104,7 @@ struct CachedSchemas {
     envelope: String,
 }
 
-/// Writes keys and values of change events as Connect JSON.
+/// Writes records as Kafka Connect's JsonConverter does.
 pub struct JsonEncoder {
     schemas_enabled: bool,
     info: ConnectorInfo,
