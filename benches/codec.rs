@@ -16,7 +16,7 @@ use pgcdc_kafka::config::AvroLogicalTypes;
 use pgcdc_kafka::encode::avro::write::{write_envelope, write_value};
 use pgcdc_kafka::encode::json::JsonEncoder;
 use pgcdc_kafka::event::envelope::{key_value, ConnectorInfo};
-use pgcdc_kafka::event::{ChangeEvent, Op, SourceInfo, TableSchema};
+use pgcdc_kafka::event::{ChangeEvent, Op, SnapshotMarker, SourceInfo, TableSchema};
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_kafka::source::pgoutput::{self, Column, LogicalMessage, Relation, ReplicaIdentity};
 use pgcdc_kafka::source::relation::{CatalogColumn, RelationCache};
@@ -100,7 +100,7 @@ fn event(relations: &RelationCache, table: &Arc<TableSchema>) -> ChangeEvent {
             xid: 771,
             lsn: LSN,
             last_commit_lsn: Some(Lsn::new(0x1_6B37_4C00)),
-            snapshot: "false",
+            snapshot: SnapshotMarker::False,
         },
     }
 }

@@ -1,5 +1,6 @@
-//! What the transforms cost on the encode path: events per second of the
-//! Debezium envelope, unwrap and the outbox router, JSON encoding, no Kafka.
+//! What the transforms cost on the record and encode path: events per
+//! second of the Debezium envelope, unwrap and the outbox router, JSON
+//! encoding, no Kafka.
 //!
 //! `cargo bench --bench transforms` (or `--profile dev` for a quick look;
 //! absolute numbers then mean little, the ratios still do).
@@ -11,11 +12,11 @@ use pgcdc_kafka::checkpoint::TxnId;
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::encode::json::JsonEncoder;
 use pgcdc_kafka::encode::Encoder;
-use pgcdc_kafka::event::envelope::{self, ConnectorInfo};
+use pgcdc_kafka::event::envelope::{self, ConnectorInfo, Stamp};
+use pgcdc_kafka::event::record::Record;
 use pgcdc_kafka::event::value::{ConnectSchema, ConnectType, Value};
-use pgcdc_kafka::event::{ChangeEvent, ColumnSchema, Op, SourceInfo, TableSchema};
+use pgcdc_kafka::event::{ChangeEvent, ColumnSchema, Op, SnapshotMarker, SourceInfo, TableSchema};
 use pgcdc_kafka::lsn::Lsn;
-use pgcdc_kafka::transform::Stamp;
 
 const STAMP: Stamp<'static> = Stamp {
     now_micros: 1,
@@ -63,7 +64,7 @@ fn event(table: &Arc<TableSchema>, row: Vec<Value>, i: usize) -> ChangeEvent {
             xid: 1000 + i as u32,
             lsn: Lsn::new(0x1000_0000 + i as u64 * 64),
             last_commit_lsn: None,
-            snapshot: "false",
+            snapshot: SnapshotMarker::False,
         },
     }
 }
@@ -151,8 +152,11 @@ fn main() {
         let started = Instant::now();
         let mut bytes = 0;
         for e in &events {
-            bytes += encoder.key(e).await.expect("key").map_or(0, |k| k.len());
-            bytes += encoder.value(e, None, 1).await.expect("value").len();
+            let r = encoder
+                .encode(Record::change(e, STAMP, Vec::new()), txn)
+                .await
+                .expect("record");
+            bytes += r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len());
         }
         report("debezium envelope (json, schemas)", started, bytes);
 
@@ -173,10 +177,10 @@ fn main() {
             let mut bytes = 0;
             for e in &events {
                 for r in transforms
-                    .records(e, Vec::new(), false, txn, &mut encoder, STAMP)
-                    .await
+                    .records(e, Vec::new(), false, STAMP)
                     .expect("records")
                 {
+                    let r = encoder.encode(r, txn).await.expect("encodes");
                     bytes += r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len());
                 }
             }
@@ -194,10 +198,10 @@ fn main() {
         let mut bytes = 0;
         for e in &events {
             for r in transforms
-                .records(e, Vec::new(), false, txn, &mut encoder, STAMP)
-                .await
+                .records(e, Vec::new(), false, STAMP)
                 .expect("records")
             {
+                let r = encoder.encode(r, txn).await.expect("encodes");
                 bytes += r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len());
             }
         }
@@ -205,7 +209,11 @@ fn main() {
         let started = Instant::now();
         let mut bytes = 0;
         for e in &events {
-            bytes += encoder.value(e, None, 1).await.expect("value").len();
+            let r = encoder
+                .encode(Record::change(e, STAMP, Vec::new()), txn)
+                .await
+                .expect("record");
+            bytes += r.value.map_or(0, |v| v.len());
         }
         report("same outbox rows as envelopes", started, bytes);
     });

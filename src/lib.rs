@@ -13,6 +13,10 @@
 //!   options per server version, framing, status updates).
 //! - What the catalog says (server, role, slots, publications, tables):
 //!   [`source::catalog`], for `run`, `check` and `status` alike.
+//! - The Debezium envelope's shape: [`event::envelope`] alone, one walk that
+//!   the JSON and Avro writers and the Connect value follow.
+//! - Records to bytes: [`encode::Encoder::encode`] alone; Debezium's mapping
+//!   ([`event::record`]) and the transforms make records, never bytes.
 //! - Which LSN may be confirmed: [`checkpoint`] alone, fed by the delivery.
 //! - What is specific to a delivery guarantee: one [`sink::Delivery`] each,
 //!   [`sink::AtLeastOnce`] and [`sink::Transactional`] (Kafka transactions,

@@ -11,15 +11,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use base64::Engine;
 use serde_json::{Map, Value as Json};
 
-use crate::event::envelope::{self, ConnectorInfo};
-use crate::event::metadata::TransactionBlock;
+use super::{header_value, RecordPart};
+use crate::checkpoint::TxnId;
+use crate::event::envelope::{self, ConnectorInfo, Stamp};
+use crate::event::metadata::{MetadataKind, MetadataRecord, TransactionBlock};
+use crate::event::record::{Data, Header, HeaderValue, JsonForm, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
-
-use super::{MetadataKind, MetadataRecord, RecordPart};
+use crate::sink::EncodedRecord;
 
 mod write;
 
@@ -73,49 +74,11 @@ pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
     Json::Object(m)
 }
 
-fn float_json(f: f64) -> Json {
-    if f.is_nan() {
-        Json::from("NaN")
-    } else if f.is_infinite() {
-        Json::from(if f > 0.0 { "Infinity" } else { "-Infinity" })
-    } else {
-        serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
-    }
-}
-
-/// A Connect value as the JsonConverter writes it.
+/// A Connect value as the JsonConverter writes it (its JSON form,
+/// [`Value`]'s `Serialize`).
 pub fn value_json(value: &Value) -> Json {
-    match value {
-        Value::Null => Json::Null,
-        Value::Boolean(b) => Json::Bool(*b),
-        Value::Int8(i) => Json::from(*i),
-        Value::Int16(i) => Json::from(*i),
-        Value::Int32(i) => Json::from(*i),
-        Value::Int64(i) => Json::from(*i),
-        // Through f64's shortest representation of the f32, as Jackson prints floats.
-        Value::Float32(f) => {
-            if f.is_finite() {
-                f.to_string()
-                    .parse::<f64>()
-                    .ok()
-                    .and_then(serde_json::Number::from_f64)
-                    .map_or(Json::Null, Json::Number)
-            } else {
-                float_json(f64::from(*f))
-            }
-        }
-        Value::Float64(f) => float_json(*f),
-        Value::String(s) => Json::from(s.as_str()),
-        Value::Bytes(b) => Json::from(base64::engine::general_purpose::STANDARD.encode(b)),
-        Value::Array(items) => Json::Array(items.iter().map(value_json).collect()),
-        // JsonConverter writes a map with string keys as an object.
-        Value::Map(entries) | Value::Struct(entries) => Json::Object(
-            entries
-                .iter()
-                .map(|(k, v)| (k.clone(), value_json(v)))
-                .collect(),
-        ),
-    }
+    // Serializing a Value cannot fail: every map key is a string.
+    serde_json::to_value(value).unwrap_or(Json::Null)
 }
 
 /// Serialized key and value schemas of records that do not depend on a
@@ -141,7 +104,7 @@ struct CachedSchemas {
     envelope: String,
 }
 
-/// Writes keys and values of change events as Connect JSON.
+/// Writes records as Kafka Connect's JsonConverter does.
 pub struct JsonEncoder {
     schemas_enabled: bool,
     info: ConnectorInfo,
@@ -172,6 +135,70 @@ impl JsonEncoder {
         }
     }
 
+    /// The bytes of `record`, in transaction `txn` (see
+    /// [`super::Encoder::encode`]).
+    pub fn record(&mut self, record: Record<'_>, txn: TxnId) -> EncodedRecord {
+        let Record {
+            topic,
+            key,
+            value,
+            headers,
+        } = record;
+        let key = key.and_then(|key| self.record_key(&topic, key));
+        let value = value.and_then(|value| self.record_value(&topic, value));
+        // No allocation for the usual record without headers.
+        let mut encoded = Vec::with_capacity(headers.len());
+        for Header { name, value } in headers {
+            let bytes = match value {
+                HeaderValue::Value(value) => header_value(&value),
+                HeaderValue::Key(key) => Some(self.record_key(&topic, key).unwrap_or_default()),
+            };
+            encoded.extend(bytes.map(|bytes| (name, bytes)));
+        }
+        EncodedRecord {
+            topic,
+            key,
+            value,
+            headers: encoded,
+            txn,
+        }
+    }
+
+    /// The bytes of a record's key, on a record bound for `topic`; `None`
+    /// for a null key.
+    fn record_key(&mut self, topic: &Arc<str>, key: RecordKey<'_>) -> Option<Vec<u8>> {
+        match key {
+            RecordKey::Table(event) => self.key(event),
+            RecordKey::Message(message) => Some(self.message_key(message)),
+            RecordKey::Metadata(record) => Some(self.metadata_key(record)),
+            RecordKey::Data(data) => self.data(topic, RecordPart::Key, &data),
+        }
+    }
+
+    /// The bytes of a record's value, on a record bound for `topic`; `None`
+    /// only for [`JsonForm::Text`] data holding null.
+    fn record_value(&mut self, topic: &Arc<str>, value: RecordValue<'_>) -> Option<Vec<u8>> {
+        Some(match value {
+            RecordValue::Envelope(event, stamp) => {
+                self.value(event, stamp.transaction, stamp.now_micros)
+            }
+            RecordValue::Message(message, stamp) => {
+                self.message_value(message, stamp.transaction, stamp.now_micros)
+            }
+            RecordValue::Metadata(record) => self.metadata_value(record),
+            RecordValue::Data(data) => return self.data(topic, RecordPart::Value, &data),
+        })
+    }
+
+    /// A transform's data, in the form it asks of JSON records.
+    fn data(&mut self, topic: &Arc<str>, part: RecordPart, data: &Data) -> Option<Vec<u8>> {
+        match data.json {
+            JsonForm::Connect => Some(self.encode(topic, part, &data.schema, &data.value)),
+            JsonForm::Text => header_value(&data.value),
+            JsonForm::Raw => Some(raw(&data.value)),
+        }
+    }
+
     /// `value` under a schema a transform derived (an unwrapped row, an
     /// outbox envelope), as `part` of a record on `topic`. The schema is
     /// serialized when it differs from the one last used for that topic and
@@ -183,9 +210,8 @@ impl JsonEncoder {
         schema: &Arc<ConnectSchema>,
         value: &Value,
     ) -> Vec<u8> {
-        let payload = value_json(value);
         if !self.schemas_enabled {
-            return payload.to_string().into_bytes();
+            return self.wrap(None, value);
         }
         let key = (Arc::clone(topic), part);
         let fresh = self
@@ -197,25 +223,29 @@ impl JsonEncoder {
             self.derived.insert(key.clone(), (Arc::clone(schema), text));
         }
         let text = &self.derived[&key].1;
-        self.wrap(Some(text), &payload)
+        self.wrap(Some(text), value)
     }
 
-    /// The key and value bytes of a transaction boundary or heartbeat record.
-    pub fn metadata(&self, record: MetadataRecord<'_>) -> (Vec<u8>, Vec<u8>) {
-        let schemas = match record.kind() {
+    fn metadata_schemas(&self, record: MetadataRecord<'_>) -> &MessageSchemas {
+        match record.kind() {
             MetadataKind::Transaction => &self.metadata_schemas[0],
             MetadataKind::Heartbeat => &self.metadata_schemas[1],
-        };
-        let (key, value) = record.values();
-        (
-            self.wrap(Some(&schemas.key), &value_json(&key)),
-            self.wrap(Some(&schemas.value), &value_json(&value)),
-        )
+        }
+    }
+
+    /// The key bytes of a transaction boundary or heartbeat record.
+    pub fn metadata_key(&self, record: MetadataRecord<'_>) -> Vec<u8> {
+        self.wrap(Some(&self.metadata_schemas(record).key), &record.key())
+    }
+
+    /// The value bytes of a transaction boundary or heartbeat record.
+    pub fn metadata_value(&self, record: MetadataRecord<'_>) -> Vec<u8> {
+        self.wrap(Some(&self.metadata_schemas(record).value), &record.value())
     }
 
     /// The key bytes of a logical decoding message record.
     pub fn message_key(&self, message: &MessageEvent) -> Vec<u8> {
-        let key = value_json(&envelope::message_key(message));
+        let key = envelope::message_key(message);
         self.wrap(Some(&self.message_schemas.key), &key)
     }
 
@@ -226,24 +256,27 @@ impl JsonEncoder {
         transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Vec<u8> {
-        let value = value_json(&envelope::message_value(
-            message,
-            &self.info,
-            transaction,
+        let stamp = Stamp {
             now_micros,
-        ));
-        self.wrap(Some(&self.message_schemas.value), &value)
+            transaction,
+        };
+        let schema = Some(self.message_schemas.value.as_str()).filter(|_| self.schemas_enabled);
+        enveloped(schema, |out| {
+            write::write_message(out, message, &self.info, stamp);
+            true
+        })
+        .unwrap_or_default()
     }
 
     fn schemas(&mut self, table: &Arc<TableSchema>) -> &CachedSchemas {
         cached(&mut self.cache, table)
     }
 
-    fn wrap(&self, schema: Option<&str>, payload: &Json) -> Vec<u8> {
+    /// `value` as a record part, with `schema` when schemas are enabled.
+    fn wrap(&self, schema: Option<&str>, value: &Value) -> Vec<u8> {
         let schema = schema.filter(|_| self.schemas_enabled);
         enveloped(schema, |out| {
-            // Writing a Value into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, payload);
+            write::write_value(out, value);
             true
         })
         .unwrap_or_default()
@@ -273,6 +306,20 @@ impl JsonEncoder {
             true
         })
         .unwrap_or_default()
+    }
+}
+
+/// A value as it is ([`JsonForm::Raw`]): a string's UTF-8 bytes, bytes
+/// themselves, anything else as its JSON.
+fn raw(value: &Value) -> Vec<u8> {
+    match value {
+        Value::String(s) => s.as_bytes().to_vec(),
+        Value::Bytes(b) => b.clone(),
+        other => {
+            let mut out = Vec::new();
+            write::write_value(&mut out, other);
+            out
+        }
     }
 }
 
@@ -365,7 +412,8 @@ mod tests {
         let mut open = OpenTransaction::new(7, Lsn::new(100), 5_000_000);
         open.event("public.t");
         let end = open.end();
-        let (key, value) = encoder.metadata(MetadataRecord::Transaction(&end));
+        let record = MetadataRecord::Transaction(&end);
+        let (key, value) = (encoder.metadata_key(record), encoder.metadata_value(record));
         assert_eq!(
             String::from_utf8(key).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"}],"optional":false,"name":"io.debezium.connector.common.TransactionMetadataKey","version":1},"payload":{"id":"7:100"}}"#
@@ -387,7 +435,8 @@ mod tests {
             server_name: "app".into(),
             ts_ms: 42,
         };
-        let (key, value) = encoder.metadata(MetadataRecord::Heartbeat(&heartbeat));
+        let record = MetadataRecord::Heartbeat(&heartbeat);
+        let (key, value) = (encoder.metadata_key(record), encoder.metadata_value(record));
         assert_eq!(
             String::from_utf8(key).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"serverName"}],"optional":false,"name":"io.debezium.connector.common.ServerNameKey","version":1},"payload":{"serverName":"app"}}"#
@@ -396,6 +445,13 @@ mod tests {
             String::from_utf8(value).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":42}}"#
         );
+    }
+
+    #[test]
+    fn raw_payloads_are_as_is() {
+        assert_eq!(raw(&Value::String("{\"a\": 1}".into())), b"{\"a\": 1}");
+        assert_eq!(raw(&Value::Bytes(vec![0, 159, 146])), vec![0, 159, 146]);
+        assert_eq!(raw(&Value::Int32(5)), b"5");
     }
 
     #[test]

@@ -1,23 +1,30 @@
-//! Encoders: the Kafka Connect model of an event, written as bytes for Kafka.
+//! The encode step: Connect-shaped records ([`Record`]) written as bytes for
+//! Kafka ([`EncodedRecord`]).
 //!
-//! [`Encoder`] is the one seam the pipeline calls; each variant writes the
-//! same events in its wire format: [`json`] as Kafka Connect's
-//! JsonConverter, [`avro`] as Confluent's AvroConverter with schemas in a
-//! [`registry`].
+//! [`Encoder::encode`] is the one place records become bytes, whether
+//! Debezium's mapping or a transform made them; each variant writes them in
+//! its wire format: [`json`] as Kafka Connect's JsonConverter, [`avro`] as
+//! Confluent's AvroConverter with schemas in a [`registry`]. Headers are
+//! written as Connect's `SimpleHeaderConverter` writes them, except a key
+//! held in a header, which is written as a record key.
 
 pub mod avro;
 pub mod json;
 pub mod options;
 pub mod registry;
 
+#[cfg(test)]
+mod golden;
+
 use std::fmt;
 use std::sync::Arc;
 
+use crate::checkpoint::TxnId;
 use crate::event::envelope::ConnectorInfo;
-use crate::event::metadata::{self, Heartbeat, TransactionBlock, TransactionBoundary};
-use crate::event::value::{ConnectSchema, Value};
-use crate::event::{ChangeEvent, MessageEvent};
+use crate::event::record::Record;
+use crate::event::value::Value;
 use crate::metrics::Metrics;
+use crate::sink::EncodedRecord;
 use options::{EncodeOptions, Format};
 
 use avro::AvroEncoder;
@@ -39,62 +46,6 @@ impl fmt::Display for RecordPart {
             RecordPart::Key => "key",
             RecordPart::Value => "value",
         })
-    }
-}
-
-/// A record whose schemas do not depend on any table: a transaction
-/// boundary on the transaction topic, or a heartbeat.
-#[derive(Debug, Clone, Copy)]
-pub enum MetadataRecord<'a> {
-    Transaction(&'a TransactionBoundary),
-    Heartbeat(&'a Heartbeat),
-}
-
-/// The kinds of [`MetadataRecord`], each with its own pair of schemas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MetadataKind {
-    Transaction,
-    Heartbeat,
-}
-
-impl MetadataKind {
-    /// What the records carry, in an operator's words.
-    pub const fn describe(self) -> &'static str {
-        match self {
-            MetadataKind::Transaction => "transaction metadata",
-            MetadataKind::Heartbeat => "heartbeats",
-        }
-    }
-
-    /// The key and value schemas of this kind.
-    pub fn schemas(self) -> (ConnectSchema, ConnectSchema) {
-        match self {
-            MetadataKind::Transaction => (
-                metadata::transaction_key_schema(),
-                metadata::transaction_value_schema(),
-            ),
-            MetadataKind::Heartbeat => (
-                metadata::heartbeat_key_schema(),
-                metadata::heartbeat_value_schema(),
-            ),
-        }
-    }
-}
-
-impl MetadataRecord<'_> {
-    pub const fn kind(&self) -> MetadataKind {
-        match self {
-            MetadataRecord::Transaction(_) => MetadataKind::Transaction,
-            MetadataRecord::Heartbeat(_) => MetadataKind::Heartbeat,
-        }
-    }
-
-    /// The key and value as Connect values.
-    pub fn values(&self) -> (Value, Value) {
-        match self {
-            MetadataRecord::Transaction(t) => (t.key(), t.value()),
-            MetadataRecord::Heartbeat(h) => (h.key(), h.value()),
-        }
     }
 }
 
@@ -200,81 +151,51 @@ impl Encoder {
         }
     }
 
-    /// The key bytes, `None` for a null key.
-    pub async fn key(&mut self, event: &ChangeEvent) -> Result<Option<Vec<u8>>, EncodeError> {
-        match self {
-            Encoder::Json(json) => Ok(json.key(event)),
-            Encoder::Avro(avro) => avro.key(event).await,
-        }
-    }
-
-    /// The value bytes of the event's envelope, processed at `now_micros`,
-    /// with its `transaction` block when transaction metadata is on.
-    pub async fn value(
-        &mut self,
-        event: &ChangeEvent,
-        transaction: Option<&TransactionBlock>,
-        now_micros: i64,
-    ) -> Result<Vec<u8>, EncodeError> {
-        match self {
-            Encoder::Json(json) => Ok(json.value(event, transaction, now_micros)),
-            Encoder::Avro(avro) => avro.value(event, transaction, now_micros).await,
-        }
-    }
-
-    /// `value` under a schema a transform derived, as `part` of a record on
-    /// `topic`; `what` names the records in errors (see
-    /// [`JsonEncoder::encode`], [`AvroEncoder::encode`]).
+    /// The bytes of `record`, tagged with its transaction `txn`: the one
+    /// place where records become bytes. The key is encoded first, then the
+    /// value, then the headers (with Avro, each schema is registered the
+    /// first time it is needed, in that order).
+    ///
+    /// # Errors
+    /// See [`EncodeError`]: with Avro, registering a schema may fail.
     pub async fn encode(
         &mut self,
-        topic: &Arc<str>,
-        part: RecordPart,
-        schema: &Arc<ConnectSchema>,
-        value: Value,
-        what: &str,
-    ) -> Result<Vec<u8>, EncodeError> {
+        record: Record<'_>,
+        txn: TxnId,
+    ) -> Result<EncodedRecord, EncodeError> {
+        // One dispatch per record: the JSON encoder never waits, so its
+        // whole record is written without a future of its own.
         match self {
-            Encoder::Json(json) => Ok(json.encode(topic, part, schema, &value)),
-            Encoder::Avro(avro) => avro.encode(topic, part, schema, value, what).await,
+            Encoder::Json(json) => Ok(json.record(record, txn)),
+            Encoder::Avro(avro) => avro.record(record, txn).await,
         }
     }
+}
 
-    /// Whether records are Kafka Connect JSON (rather than Avro).
-    pub fn is_json(&self) -> bool {
-        matches!(self, Encoder::Json(_))
-    }
+/// A header value as Kafka Connect's default `SimpleHeaderConverter` writes
+/// it: strings as their UTF-8 text, numbers and booleans as text, bytes as
+/// base64, structs and arrays as JSON ([`Value::to_text`]). `None` for null
+/// (no header is written).
+pub fn header_value(value: &Value) -> Option<Vec<u8>> {
+    value.to_text().map(String::into_bytes)
+}
 
-    /// The key bytes of a logical decoding message record.
-    pub async fn message_key(&mut self, message: &MessageEvent) -> Result<Vec<u8>, EncodeError> {
-        match self {
-            Encoder::Json(json) => Ok(json.message_key(message)),
-            Encoder::Avro(avro) => avro.message_key(message).await,
-        }
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// The value bytes of a logical decoding message record.
-    pub async fn message_value(
-        &mut self,
-        message: &MessageEvent,
-        transaction: Option<&TransactionBlock>,
-        now_micros: i64,
-    ) -> Result<Vec<u8>, EncodeError> {
-        match self {
-            Encoder::Json(json) => Ok(json.message_value(message, transaction, now_micros)),
-            Encoder::Avro(avro) => avro.message_value(message, transaction, now_micros).await,
-        }
-    }
-
-    /// The key and value bytes of a transaction boundary or heartbeat
-    /// record bound for `topic`.
-    pub async fn metadata(
-        &mut self,
-        record: MetadataRecord<'_>,
-        topic: &str,
-    ) -> Result<(Vec<u8>, Vec<u8>), EncodeError> {
-        match self {
-            Encoder::Json(json) => Ok(json.metadata(record)),
-            Encoder::Avro(avro) => avro.metadata(record, topic).await,
-        }
+    #[test]
+    fn headers_render_like_simple_header_converter() {
+        assert_eq!(
+            header_value(&Value::String("a b".into())),
+            Some(b"a b".to_vec())
+        );
+        assert_eq!(header_value(&Value::Int64(-7)), Some(b"-7".to_vec()));
+        assert_eq!(header_value(&Value::Boolean(true)), Some(b"true".to_vec()));
+        assert_eq!(header_value(&Value::Null), None);
+        assert_eq!(
+            header_value(&Value::Bytes(vec![1, 255])),
+            Some(b"Af8=".to_vec())
+        );
     }
 }

@@ -119,26 +119,6 @@ pub struct TransactionBlock {
     pub data_collection_order: i64,
 }
 
-impl TransactionBlock {
-    /// The block as a Connect value.
-    pub fn value(&self) -> Value {
-        Value::Struct(vec![
-            ("id".into(), Value::String(self.id.to_string())),
-            ("total_order".into(), Value::Int64(self.total_order)),
-            (
-                "data_collection_order".into(),
-                Value::Int64(self.data_collection_order),
-            ),
-        ])
-    }
-}
-
-/// The `transaction` field of a value: the block, or null outside a
-/// transaction (snapshots, metadata off, non-transactional messages).
-pub fn transaction_value(block: Option<&TransactionBlock>) -> Value {
-    block.map_or(Value::Null, TransactionBlock::value)
-}
-
 /// Which boundary a transaction metadata record marks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransactionStatus {
@@ -296,6 +276,64 @@ impl Heartbeat {
     /// The record value `{ts_ms}`.
     pub fn value(&self) -> Value {
         Value::Struct(vec![("ts_ms".into(), Value::Int64(self.ts_ms))])
+    }
+}
+
+/// A record whose schemas do not depend on any table: a transaction
+/// boundary on the transaction topic, or a heartbeat.
+#[derive(Debug, Clone, Copy)]
+pub enum MetadataRecord<'a> {
+    Transaction(&'a TransactionBoundary),
+    Heartbeat(&'a Heartbeat),
+}
+
+/// The kinds of [`MetadataRecord`], each with its own pair of schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetadataKind {
+    Transaction,
+    Heartbeat,
+}
+
+impl MetadataKind {
+    /// What the records carry, in an operator's words.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            MetadataKind::Transaction => "transaction metadata",
+            MetadataKind::Heartbeat => "heartbeats",
+        }
+    }
+
+    /// The key and value schemas of this kind.
+    pub fn schemas(self) -> (ConnectSchema, ConnectSchema) {
+        match self {
+            MetadataKind::Transaction => (transaction_key_schema(), transaction_value_schema()),
+            MetadataKind::Heartbeat => (heartbeat_key_schema(), heartbeat_value_schema()),
+        }
+    }
+}
+
+impl MetadataRecord<'_> {
+    pub const fn kind(&self) -> MetadataKind {
+        match self {
+            MetadataRecord::Transaction(_) => MetadataKind::Transaction,
+            MetadataRecord::Heartbeat(_) => MetadataKind::Heartbeat,
+        }
+    }
+
+    /// The key as a Connect value.
+    pub fn key(&self) -> Value {
+        match self {
+            MetadataRecord::Transaction(t) => t.key(),
+            MetadataRecord::Heartbeat(h) => h.key(),
+        }
+    }
+
+    /// The value as a Connect value.
+    pub fn value(&self) -> Value {
+        match self {
+            MetadataRecord::Transaction(t) => t.value(),
+            MetadataRecord::Heartbeat(h) => h.value(),
+        }
     }
 }
 

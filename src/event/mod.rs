@@ -4,12 +4,15 @@
 //! A [`TableSchema`] is derived once per pgoutput Relation message and shared
 //! by every event of that table until the next Relation message replaces it.
 //! A [`ChangeEvent`] is one row change in that table's terms. The envelope
-//! module turns both into the Kafka Connect structs Debezium emits, which the
-//! encoders then write as JSON or Avro.
+//! module holds the Kafka Connect structs Debezium emits and the one walk
+//! that writes them; [`record::Record`] is the Connect-shaped record that
+//! Debezium's mapping or a transform makes of an event, and that the encode
+//! step turns into bytes.
 
 pub mod envelope;
 pub mod metadata;
 pub mod options;
+pub mod record;
 pub mod value;
 
 use std::sync::Arc;
@@ -90,9 +93,88 @@ pub struct SourceInfo {
     pub lsn: Lsn,
     /// Commit LSN of the previous transaction, if known (`sequence[0]`).
     pub last_commit_lsn: Option<Lsn>,
-    /// `source.snapshot`: `"false"` for streamed changes, else the snapshot
-    /// marker (`first`, `true`, `last_in_data_collection`, `last`, ...).
-    pub snapshot: &'static str,
+    /// `source.snapshot`: [`SnapshotMarker::False`] for streamed changes.
+    pub snapshot: SnapshotMarker,
+}
+
+/// `source.snapshot`: whether a record was read by a snapshot and where in
+/// it, as Debezium 3.x writes it (the `io.debezium.data.Enum` declared in
+/// [`envelope::SNAPSHOT_VALUES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SnapshotMarker {
+    /// A streamed change.
+    False,
+    /// A row of the initial snapshot that is neither first nor last.
+    True,
+    /// The initial snapshot's first row.
+    First,
+    /// The first row of a table, not the snapshot's first.
+    FirstInDataCollection,
+    /// The last row of a table, not the snapshot's last.
+    LastInDataCollection,
+    /// The initial snapshot's last row.
+    Last,
+    /// A row read by an incremental snapshot.
+    Incremental,
+}
+
+/// Where a row read by the initial snapshot stands, which decides its
+/// [`SnapshotMarker`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SnapshotPosition {
+    /// The snapshot's first row.
+    pub first: bool,
+    /// The snapshot's last row.
+    pub last: bool,
+    /// The first row of its table.
+    pub first_in_table: bool,
+    /// The last row of its table.
+    pub last_in_table: bool,
+}
+
+impl SnapshotMarker {
+    /// Every marker, in the order Debezium declares them.
+    pub const ALL: [SnapshotMarker; 7] = [
+        SnapshotMarker::True,
+        SnapshotMarker::First,
+        SnapshotMarker::FirstInDataCollection,
+        SnapshotMarker::LastInDataCollection,
+        SnapshotMarker::Last,
+        SnapshotMarker::False,
+        SnapshotMarker::Incremental,
+    ];
+
+    /// The marker of an initial-snapshot row at `position`: the snapshot's
+    /// first and last rows are `first` and `last`; otherwise a table's last
+    /// row is `last_in_data_collection`, its first `first_in_data_collection`
+    /// (so a one-row table's row is `last_in_data_collection`), any other
+    /// `true`.
+    pub const fn of_row(position: SnapshotPosition) -> Self {
+        if position.first {
+            SnapshotMarker::First
+        } else if position.last {
+            SnapshotMarker::Last
+        } else if position.last_in_table {
+            SnapshotMarker::LastInDataCollection
+        } else if position.first_in_table {
+            SnapshotMarker::FirstInDataCollection
+        } else {
+            SnapshotMarker::True
+        }
+    }
+
+    /// The value of `source.snapshot`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SnapshotMarker::False => "false",
+            SnapshotMarker::True => "true",
+            SnapshotMarker::First => "first",
+            SnapshotMarker::FirstInDataCollection => "first_in_data_collection",
+            SnapshotMarker::LastInDataCollection => "last_in_data_collection",
+            SnapshotMarker::Last => "last",
+            SnapshotMarker::Incremental => "incremental",
+        }
+    }
 }
 
 /// A `pg_logical_emit_message` message, emitted on `<prefix>.message`.
@@ -162,4 +244,38 @@ pub fn now_micros() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_are_the_values_the_schema_allows() {
+        let all: Vec<&str> = SnapshotMarker::ALL.iter().map(|m| m.as_str()).collect();
+        assert_eq!(all.join(","), envelope::SNAPSHOT_VALUES);
+    }
+
+    #[test]
+    fn first_and_last_of_the_snapshot_win_over_the_table_ones() {
+        let at = |first, last, first_in_table, last_in_table| {
+            SnapshotMarker::of_row(SnapshotPosition {
+                first,
+                last,
+                first_in_table,
+                last_in_table,
+            })
+        };
+        assert_eq!(at(true, false, true, true), SnapshotMarker::First);
+        assert_eq!(at(false, true, false, true), SnapshotMarker::Last);
+        assert_eq!(
+            at(false, false, true, true),
+            SnapshotMarker::LastInDataCollection
+        );
+        assert_eq!(
+            at(false, false, true, false),
+            SnapshotMarker::FirstInDataCollection
+        );
+        assert_eq!(at(false, false, false, false), SnapshotMarker::True);
+    }
 }

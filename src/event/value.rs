@@ -7,8 +7,15 @@
 //! model, so the connector decodes Postgres values straight into it: one
 //! [`Value`] per column, described by one [`ConnectSchema`] per column. The
 //! encoders only translate this model into their wire formats.
+//!
+//! A value's JSON form (`Serialize`) and text form ([`Value::to_text`]) are
+//! Kafka Connect's own, defined here once: the JSON encoder's payloads,
+//! record headers and the outbox router's topic names all use them.
 
 use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
 
 /// A Kafka Connect primitive or structural schema type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,4 +169,69 @@ pub enum Value {
     Map(Vec<(String, Value)>),
     /// Struct fields in schema order.
     Struct(Vec<(String, Value)>),
+}
+
+/// The JSON form of a value, as Kafka Connect's `JsonConverter` writes a
+/// payload: structs and maps as objects (fields in order), bytes as base64,
+/// non-finite floats as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`,
+/// and a `float32` through the shortest decimal that reads back as it (as
+/// Jackson prints it), not through its widened `f64` digits.
+impl serde::Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Null => serializer.serialize_unit(),
+            Value::Boolean(b) => serializer.serialize_bool(*b),
+            Value::Int8(i) => serializer.serialize_i8(*i),
+            Value::Int16(i) => serializer.serialize_i16(*i),
+            Value::Int32(i) => serializer.serialize_i32(*i),
+            Value::Int64(i) => serializer.serialize_i64(*i),
+            Value::Float32(f) if f.is_finite() => match f.to_string().parse::<f64>() {
+                Ok(wide) => serializer.serialize_f64(wide),
+                Err(_) => serializer.serialize_unit(),
+            },
+            Value::Float32(f) => serialize_float(serializer, f64::from(*f)),
+            Value::Float64(f) => serialize_float(serializer, *f),
+            Value::String(s) => serializer.serialize_str(s),
+            Value::Bytes(b) => serializer.serialize_str(&BASE64.encode(b)),
+            Value::Array(items) => serializer.collect_seq(items),
+            Value::Map(entries) | Value::Struct(entries) => {
+                serializer.collect_map(entries.iter().map(|(k, v)| (k, v)))
+            }
+        }
+    }
+}
+
+fn serialize_float<S: serde::Serializer>(serializer: S, f: f64) -> Result<S::Ok, S::Error> {
+    if f.is_nan() {
+        serializer.serialize_str("NaN")
+    } else if f.is_infinite() {
+        serializer.serialize_str(if f > 0.0 { "Infinity" } else { "-Infinity" })
+    } else {
+        serializer.serialize_f64(f)
+    }
+}
+
+impl Value {
+    /// The value as text, as Kafka Connect's `SimpleHeaderConverter` writes
+    /// a header (and `StringConverter` a key): a string as itself, numbers
+    /// and booleans as printed, bytes as base64, arrays, maps and structs
+    /// as their JSON. `None` for null.
+    pub fn to_text(&self) -> Option<String> {
+        Some(match self {
+            Value::Null => return None,
+            Value::String(s) => s.clone(),
+            Value::Boolean(b) => b.to_string(),
+            Value::Int8(i) => i.to_string(),
+            Value::Int16(i) => i.to_string(),
+            Value::Int32(i) => i.to_string(),
+            Value::Int64(i) => i.to_string(),
+            Value::Float32(f) => f.to_string(),
+            Value::Float64(f) => f.to_string(),
+            Value::Bytes(b) => BASE64.encode(b),
+            Value::Array(_) | Value::Map(_) | Value::Struct(_) => {
+                // Serializing a Value cannot fail: every map key is a string.
+                serde_json::to_string(self).unwrap_or_default()
+            }
+        })
+    }
 }

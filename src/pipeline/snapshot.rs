@@ -31,7 +31,7 @@ use super::stream::{now_micros, Stream};
 use super::{PipelineError, StopReason};
 use crate::checkpoint::TxnId;
 use crate::config::{RunConfig, SnapshotMode};
-use crate::event::{ChangeEvent, Op, SourceInfo};
+use crate::event::{ChangeEvent, Op, SnapshotMarker, SnapshotPosition, SourceInfo};
 use crate::lsn::Lsn;
 use crate::progress::SnapshotProgress;
 use crate::sink::{InKafka, SinkError};
@@ -243,26 +243,6 @@ enum Work {
     },
 }
 
-/// Which `source.snapshot` marker a record gets.
-fn marker(
-    first_overall: bool,
-    first_in_table: bool,
-    last_in_table: bool,
-    last_overall: bool,
-) -> &'static str {
-    if first_overall {
-        "first"
-    } else if last_overall {
-        "last"
-    } else if last_in_table {
-        "last_in_data_collection"
-    } else if first_in_table {
-        "first_in_data_collection"
-    } else {
-        "true"
-    }
-}
-
 struct TableProgress {
     relation: Relation,
     chunks_left: usize,
@@ -360,7 +340,7 @@ pub(super) async fn emit_snapshot(
     let mut total_rows = 0u64;
     let mut held_last: Option<(usize, Tuple)> = None;
     let mut first_overall = true;
-    let source = |lsn: Lsn, marker: &'static str| SourceInfo {
+    let source = |lsn: Lsn, marker: SnapshotMarker| SourceInfo {
         commit_time_micros: now_micros(),
         xid: snapshot_xid,
         lsn,
@@ -397,12 +377,12 @@ pub(super) async fn emit_snapshot(
                     progress.row();
                     let previous = t.pending.replace((tuple, t.rows == 1));
                     if let Some((row, first_in_table)) = previous {
-                        let m = marker(
-                            std::mem::take(&mut first_overall),
+                        // Another row of its table follows: it is not last of anything.
+                        let m = SnapshotMarker::of_row(SnapshotPosition {
+                            first: std::mem::take(&mut first_overall),
                             first_in_table,
-                            false,
-                            false,
-                        );
+                            ..SnapshotPosition::default()
+                        });
                         emit_row(stream, relation_ids[table], &row, source(point, m), txn).await?;
                     }
                 }
@@ -421,7 +401,7 @@ pub(super) async fn emit_snapshot(
                                 stream,
                                 relation_ids[held_table],
                                 &held_row,
-                                source(point, "last_in_data_collection"),
+                                source(point, SnapshotMarker::LastInDataCollection),
                                 txn,
                             )
                             .await?;
@@ -432,7 +412,7 @@ pub(super) async fn emit_snapshot(
                                 stream,
                                 relation_ids[table],
                                 &row,
-                                source(point, "first"),
+                                source(point, SnapshotMarker::First),
                                 txn,
                             )
                             .await?;
@@ -450,7 +430,7 @@ pub(super) async fn emit_snapshot(
             stream,
             relation_ids[table],
             &row,
-            source(point, "last"),
+            source(point, SnapshotMarker::Last),
             txn,
         )
         .await?;

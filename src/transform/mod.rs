@@ -8,11 +8,13 @@
 //! tombstone). Outbox tables (`--outbox-table`) go through the router; every
 //! other table follows `--envelope` (the Debezium envelope, or unwrapped).
 //!
-//! The delivery guarantee does not change: every record a transform makes is
-//! tagged with the transaction of the event it came from and goes through the
-//! same sink, so the slot is still confirmed only after Kafka acknowledged
-//! all of them. An event that yields no record (an ignored outbox delete) is
-//! handled all the same: its transaction commits with nothing outstanding.
+//! Transforms make Connect-shaped records ([`Record`]): values under the
+//! schemas they derive, never bytes. The pipeline encodes them in the same
+//! encode step as Debezium's own records and tags each with the transaction
+//! of the event it came from, so the slot is still confirmed only after
+//! Kafka acknowledged all of them. An event that yields no record (an
+//! ignored outbox delete) is handled all the same: its transaction commits
+//! with nothing outstanding.
 //!
 //! Derived schemas (the unwrapped row, an outbox payload or envelope) are
 //! built once per table version and shared as `Arc`s, so the encoders cache
@@ -26,17 +28,13 @@ pub mod unwrap;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use base64::Engine;
 use clap::ValueEnum;
 
-use crate::checkpoint::TxnId;
-use crate::encode::{EncodeError, Encoder};
-use crate::event::envelope::ConnectorInfo;
-use crate::event::metadata::TransactionBlock;
+use crate::event::envelope::{ConnectorInfo, Stamp};
+use crate::event::record::{Header, Record};
 use crate::event::value::Value;
 use crate::event::{ChangeEvent, TableSchema};
 use crate::lsn::Lsn;
-use crate::sink::EncodedRecord;
 use options::TransformOptions;
 
 use outbox::OutboxRouter;
@@ -231,9 +229,6 @@ pub fn parse_metadata_fields(s: &str) -> Result<MetadataFields, String> {
 /// Errors making the records of a transformed event.
 #[derive(Debug, thiserror::Error)]
 pub enum TransformError {
-    /// Boxed: the error path is cold and the enum travels in every `Result`.
-    #[error(transparent)]
-    Encode(Box<EncodeError>),
     /// An outbox table lacks a column the router needs.
     #[error(
         "outbox table {table} has no column {column:?} ({flag}); name the column that holds \
@@ -269,17 +264,11 @@ pub enum TransformError {
     },
 }
 
-impl From<EncodeError> for TransformError {
-    fn from(error: EncodeError) -> Self {
-        TransformError::Encode(Box::new(error))
-    }
-}
-
 impl TransformError {
-    /// Whether trying again may succeed (the registry was unreachable).
+    /// Whether trying again may succeed: never, each names the row or
+    /// table the operator must change.
     pub fn is_retryable(&self) -> bool {
         match self {
-            TransformError::Encode(e) => e.is_retryable(),
             TransformError::MissingColumn { .. }
             | TransformError::NullRoute { .. }
             | TransformError::TopicTooLong { .. } => false,
@@ -309,64 +298,25 @@ impl Transforms {
         self.unwrap.is_some() || self.outbox.as_ref().is_some_and(|o| o.routes(table))
     }
 
-    /// The records of `event` in transaction `txn`, processed at
-    /// `stamp`. `headers` are the event's own (key-change and TOAST
-    /// headers); `tombstone` says whether Debezium would follow it with a
-    /// tombstone.
-    pub async fn records(
+    /// The records of `event`, processed at `stamp` (what the envelope's
+    /// `ts_ms` and `transaction` block say, for added fields and headers).
+    /// `headers` are the event's own (key-change and TOAST headers);
+    /// `tombstone` says whether Debezium would follow it with a tombstone.
+    pub fn records<'e>(
         &mut self,
-        event: &ChangeEvent,
-        headers: Vec<(&'static str, Vec<u8>)>,
+        event: &'e ChangeEvent,
+        headers: Vec<Header<'e>>,
         tombstone: bool,
-        txn: TxnId,
-        encoder: &mut Encoder,
-        stamp: Stamp<'_>,
-    ) -> Result<Vec<EncodedRecord>, TransformError> {
+        stamp: Stamp<'e>,
+    ) -> Result<Vec<Record<'e>>, TransformError> {
         if let Some(outbox) = self.outbox.as_mut().filter(|o| o.routes(&event.table)) {
-            return outbox.records(event, headers, txn, encoder).await;
+            return outbox.records(event, headers);
         }
-        match self.unwrap.as_mut() {
-            Some(unwrap) => {
-                unwrap
-                    .records(event, headers, tombstone, txn, encoder, stamp)
-                    .await
-            }
-            None => Ok(Vec::new()),
-        }
+        Ok(match self.unwrap.as_mut() {
+            Some(unwrap) => unwrap.records(event, headers, tombstone, stamp),
+            None => Vec::new(),
+        })
     }
-}
-
-/// When and in which transaction an event is processed: what the envelope's
-/// `ts_ms` and `transaction` block say (for added fields and headers).
-#[derive(Debug, Clone, Copy)]
-pub struct Stamp<'a> {
-    pub now_micros: i64,
-    pub transaction: Option<&'a TransactionBlock>,
-}
-
-/// A header value as Kafka Connect's default `SimpleHeaderConverter` writes
-/// it: strings as their UTF-8 text, numbers and booleans as text, bytes as
-/// base64, structs and arrays as JSON. `None` for null (no header is written).
-pub fn header_value(value: &Value) -> Option<Vec<u8>> {
-    Some(match value {
-        Value::Null => return None,
-        Value::String(s) => s.as_bytes().to_vec(),
-        Value::Boolean(b) => b.to_string().into_bytes(),
-        Value::Int8(i) => i.to_string().into_bytes(),
-        Value::Int16(i) => i.to_string().into_bytes(),
-        Value::Int32(i) => i.to_string().into_bytes(),
-        Value::Int64(i) => i.to_string().into_bytes(),
-        Value::Float32(f) => f.to_string().into_bytes(),
-        Value::Float64(f) => f.to_string().into_bytes(),
-        Value::Bytes(b) => base64::engine::general_purpose::STANDARD
-            .encode(b)
-            .into_bytes(),
-        Value::Array(_) | Value::Struct(_) | Value::Map(_) => {
-            crate::encode::json::value_json(value)
-                .to_string()
-                .into_bytes()
-        }
-    })
 }
 
 /// A `&'static str` for a header name that comes from the configuration.
@@ -457,21 +407,6 @@ mod tests {
         let err = parse_metadata_fields("op,nope").expect_err("unknown field");
         assert!(err.contains("\"nope\""), "{err}");
         assert!(parse_metadata_fields("after.id").is_err());
-    }
-
-    #[test]
-    fn headers_render_like_simple_header_converter() {
-        assert_eq!(
-            header_value(&Value::String("a b".into())),
-            Some(b"a b".to_vec())
-        );
-        assert_eq!(header_value(&Value::Int64(-7)), Some(b"-7".to_vec()));
-        assert_eq!(header_value(&Value::Boolean(true)), Some(b"true".to_vec()));
-        assert_eq!(header_value(&Value::Null), None);
-        assert_eq!(
-            header_value(&Value::Bytes(vec![1, 255])),
-            Some(b"Af8=".to_vec())
-        );
     }
 
     #[derive(clap::Parser)]

@@ -18,9 +18,10 @@
 //!   `--outbox-field-event-type` column, when the table has it and no
 //!   additional header already carries it), then each additional `header`
 //!   column under its alias, rendered as Connect's `SimpleHeaderConverter`
-//!   does (see [`super::header_value`]).
+//!   does ([`Value::to_text`]).
 //!
-//! Encoding. With `--format avro` key and value are Confluent Avro with the
+//! Encoding, which the encode step does as the records' [`JsonForm`]s ask.
+//! With `--format avro` key and value are Confluent Avro with the
 //! columns' Connect schemas (a `jsonb` payload is an Avro string named
 //! `io.debezium.data.Json`, a `bytea` one Avro bytes), registered under the
 //! routed topic's subjects. With `--format json` key and value are written
@@ -41,12 +42,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::options::TransformOptions;
-use super::{header_value, intern, AdditionalField, Placement, Topic, TransformError};
-use crate::checkpoint::TxnId;
-use crate::encode::{json, Encoder, RecordPart};
+use super::{intern, AdditionalField, Placement, Topic, TransformError};
+use crate::event::record::{Data, Header, JsonForm, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, Field, Value};
 use crate::event::{ChangeEvent, Op, TableSchema};
-use crate::sink::EncodedRecord;
 
 /// The placeholder `--outbox-route-topic-replacement` substitutes.
 pub const ROUTED_BY_VALUE: &str = "${routedByValue}";
@@ -84,7 +83,7 @@ struct OutboxTable {
     table: Arc<TableSchema>,
     name: String,
     /// Names the records in errors.
-    what: String,
+    what: Arc<str>,
     id: usize,
     key: usize,
     kind: Option<usize>,
@@ -194,7 +193,7 @@ impl OutboxRouter {
             }),
             payload_schema: Arc::new(table.columns[payload].schema.clone()),
             table: Arc::clone(table),
-            what: format!("outbox events of table {name}"),
+            what: format!("outbox events of table {name}").into(),
             name,
             id,
             key,
@@ -208,13 +207,11 @@ impl OutboxRouter {
     }
 
     /// The records of `event`: see the module documentation.
-    pub async fn records(
+    pub fn records<'e>(
         &mut self,
-        event: &ChangeEvent,
-        mut headers: Vec<(&'static str, Vec<u8>)>,
-        txn: TxnId,
-        encoder: &mut Encoder,
-    ) -> Result<Vec<EncodedRecord>, TransformError> {
+        event: &'e ChangeEvent,
+        mut headers: Vec<Header<'e>>,
+    ) -> Result<Vec<Record<'e>>, TransformError> {
         match event.op {
             Op::Create | Op::Read => {}
             Op::Update => {
@@ -243,30 +240,27 @@ impl OutboxRouter {
                 })
             }
             Value::String(s) => s.clone(),
-            other => header_text(other),
+            other => other.to_text().unwrap_or_default(),
         };
         if !table.routes.contains_key(&routed) {
             let route = new_route(table, &replacement, &routed, event)?;
             table.routes.insert(routed.clone(), route);
         }
         let route = &table.routes[&routed];
-        let topic = Arc::clone(&route.topic);
-        let what = &table.what;
+        let data = |schema: &Arc<ConnectSchema>, value: Value, json| Data {
+            schema: Arc::clone(schema),
+            value,
+            json,
+            what: Arc::clone(&table.what),
+        };
 
         let key = match column(table.key) {
             Value::Null => None,
-            value if encoder.is_json() => header_value(value),
-            value => Some(
-                encoder
-                    .encode(
-                        &topic,
-                        RecordPart::Key,
-                        &table.key_schema,
-                        value.clone(),
-                        what,
-                    )
-                    .await?,
-            ),
+            value => Some(RecordKey::Data(data(
+                &table.key_schema,
+                value.clone(),
+                JsonForm::Text,
+            ))),
         };
         let payload = column(table.payload);
         let value = match &route.envelope {
@@ -278,46 +272,24 @@ impl OutboxRouter {
                         .iter()
                         .map(|(i, alias)| (alias.clone(), column(*i).clone())),
                 );
-                Some(
-                    encoder
-                        .encode(
-                            &topic,
-                            RecordPart::Value,
-                            schema,
-                            Value::Struct(fields),
-                            what,
-                        )
-                        .await?,
-                )
+                Some(data(schema, Value::Struct(fields), JsonForm::Connect))
             }
             None if payload == &Value::Null => None,
-            None if encoder.is_json() => Some(raw(payload)),
-            None => Some(
-                encoder
-                    .encode(
-                        &topic,
-                        RecordPart::Value,
-                        &table.payload_schema,
-                        payload.clone(),
-                        what,
-                    )
-                    .await?,
-            ),
+            None => Some(data(&table.payload_schema, payload.clone(), JsonForm::Raw)),
         };
 
-        headers.extend(header_value(column(table.id)).map(|v| (ID_HEADER, v)));
+        headers.push(Header::value(ID_HEADER, column(table.id).clone()));
         if let Some(kind) = table.kind {
-            headers.extend(header_value(column(kind)).map(|v| (TYPE_HEADER, v)));
+            headers.push(Header::value(TYPE_HEADER, column(kind).clone()));
         }
         for (i, name) in &table.headers {
-            headers.extend(header_value(column(*i)).map(|v| (*name, v)));
+            headers.push(Header::value(name, column(*i).clone()));
         }
-        Ok(vec![EncodedRecord {
-            topic,
+        Ok(vec![Record {
+            topic: Arc::clone(&route.topic),
             key,
-            value,
+            value: value.map(RecordValue::Data),
             headers,
-            txn,
         }])
     }
 }
@@ -384,23 +356,6 @@ fn name_part(value: &str) -> String {
     part
 }
 
-/// A non-string routing value as text.
-fn header_text(value: &Value) -> String {
-    header_value(value)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default()
-}
-
-/// A payload as it is: a string's UTF-8 bytes, bytes themselves, anything
-/// else as JSON.
-fn raw(payload: &Value) -> Vec<u8> {
-    match payload {
-        Value::String(s) => s.as_bytes().to_vec(),
-        Value::Bytes(b) => b.clone(),
-        other => json::value_json(other).to_string().into_bytes(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,12 +366,5 @@ mod tests {
         assert_eq!(topic_name("outbox.event.a b/ü"), "outbox.event.a_b__");
         assert_eq!(name_part("purchase-order"), "purchase_order");
         assert_eq!(name_part("1st"), "_1st");
-    }
-
-    #[test]
-    fn raw_payloads_are_as_is() {
-        assert_eq!(raw(&Value::String("{\"a\": 1}".into())), b"{\"a\": 1}");
-        assert_eq!(raw(&Value::Bytes(vec![0, 159, 146])), vec![0, 159, 146]);
-        assert_eq!(raw(&Value::Int32(5)), b"5");
     }
 }

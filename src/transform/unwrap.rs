@@ -22,15 +22,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::options::TransformOptions;
-use super::{
-    header_value, intern, struct_field, Block, DeleteHandling, MetadataField, Stamp, TransformError,
-};
-use crate::checkpoint::TxnId;
-use crate::encode::{Encoder, RecordPart};
-use crate::event::envelope::{self, ConnectorInfo};
+use super::{intern, struct_field, Block, DeleteHandling, MetadataField};
+use crate::event::envelope::{self, ConnectorInfo, Stamp};
+use crate::event::record::{Data, Header, JsonForm, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ChangeEvent, Op, TableSchema};
-use crate::sink::EncodedRecord;
 
 /// The field the rewrite modes add.
 pub const DELETED_FIELD: &str = "__deleted";
@@ -51,7 +47,7 @@ struct UnwrapSchema {
     /// Indexes into `Unwrap::fields` of the fields the envelope has.
     present: Vec<usize>,
     /// Names the records in errors.
-    what: String,
+    what: Arc<str>,
 }
 
 impl Unwrap {
@@ -79,19 +75,17 @@ impl Unwrap {
     }
 
     /// The records of `event`: see the module documentation.
-    pub async fn records(
+    pub fn records<'e>(
         &mut self,
-        event: &ChangeEvent,
-        mut headers: Vec<(&'static str, Vec<u8>)>,
+        event: &'e ChangeEvent,
+        mut headers: Vec<Header<'e>>,
         tombstone: bool,
-        txn: TxnId,
-        encoder: &mut Encoder,
-        stamp: Stamp<'_>,
-    ) -> Result<Vec<EncodedRecord>, TransformError> {
+        stamp: Stamp<'e>,
+    ) -> Vec<Record<'e>> {
         let row = match event.op {
-            Op::Truncate => return Ok(Vec::new()),
+            Op::Truncate => return Vec::new(),
             Op::Delete => match self.delete {
-                DeleteHandling::Drop => return Ok(Vec::new()),
+                DeleteHandling::Drop => return Vec::new(),
                 DeleteHandling::Tombstone => None,
                 DeleteHandling::Rewrite | DeleteHandling::RewriteWithTombstone => {
                     event.before.as_ref()
@@ -104,59 +98,47 @@ impl Unwrap {
         });
         if let Some(envelope) = &envelope {
             for (field, name) in &self.headers {
-                if let Some(bytes) = header_value(&metadata_value(envelope, field)) {
-                    headers.push((name, bytes));
-                }
+                headers.push(Header::value(name, metadata_value(envelope, field)));
             }
         }
         let topic = Arc::clone(&event.table.topic);
-        let key = encoder.key(event).await?;
-        let value = match row {
-            None => None,
-            Some(row) => {
-                let rewrite = self.rewrite();
-                let schema = table_schema(&mut self.schemas, &self.fields, rewrite, &event.table);
-                let mut value: Vec<(String, Value)> = event
-                    .table
-                    .columns
-                    .iter()
-                    .zip(row)
-                    .map(|(c, v)| (c.name.clone(), v.clone()))
-                    .collect();
-                for &i in &schema.present {
-                    let field = &self.fields[i];
-                    let v = envelope
-                        .as_ref()
-                        .map_or(Value::Null, |e| metadata_value(e, field));
-                    value.push((field.name.clone(), v));
-                }
-                if rewrite {
-                    let deleted = if event.op == Op::Delete {
-                        "true"
-                    } else {
-                        "false"
-                    };
-                    value.push((DELETED_FIELD.to_owned(), Value::String(deleted.to_owned())));
-                }
-                Some(
-                    encoder
-                        .encode(
-                            &topic,
-                            RecordPart::Value,
-                            &schema.value,
-                            Value::Struct(value),
-                            &schema.what,
-                        )
-                        .await?,
-                )
+        let value = row.map(|row| {
+            let rewrite = self.rewrite();
+            let schema = table_schema(&mut self.schemas, &self.fields, rewrite, &event.table);
+            let mut value: Vec<(String, Value)> = event
+                .table
+                .columns
+                .iter()
+                .zip(row)
+                .map(|(c, v)| (c.name.clone(), v.clone()))
+                .collect();
+            for &i in &schema.present {
+                let field = &self.fields[i];
+                let v = envelope
+                    .as_ref()
+                    .map_or(Value::Null, |e| metadata_value(e, field));
+                value.push((field.name.clone(), v));
             }
-        };
-        let mut records = vec![EncodedRecord {
+            if rewrite {
+                let deleted = if event.op == Op::Delete {
+                    "true"
+                } else {
+                    "false"
+                };
+                value.push((DELETED_FIELD.to_owned(), Value::String(deleted.to_owned())));
+            }
+            RecordValue::Data(Data {
+                schema: Arc::clone(&schema.value),
+                value: Value::Struct(value),
+                json: JsonForm::Connect,
+                what: Arc::clone(&schema.what),
+            })
+        });
+        let mut records = vec![Record {
             topic: Arc::clone(&topic),
-            key: key.clone(),
+            key: Some(RecordKey::Table(event)),
             value,
             headers,
-            txn,
         }];
         if event.op == Op::Delete
             && tombstone
@@ -166,17 +148,16 @@ impl Unwrap {
                 .headers
                 .iter()
                 .filter(|(f, _)| f.block == Block::Envelope && f.field == "op")
-                .map(|(_, name)| (*name, b"d".to_vec()))
+                .map(|(_, name)| Header::value(name, Value::String("d".to_owned())))
                 .collect();
-            records.push(EncodedRecord {
+            records.push(Record {
                 topic,
-                key,
+                key: Some(RecordKey::Table(event)),
                 value: None,
                 headers,
-                txn,
             });
         }
-        Ok(records)
+        records
     }
 }
 
@@ -212,7 +193,7 @@ fn table_schema<'s>(
             table: Arc::clone(table),
             value: Arc::new(value),
             present,
-            what: format!("table {}.{} (unwrapped)", table.schema, table.table),
+            what: format!("table {}.{} (unwrapped)", table.schema, table.table).into(),
         };
         schemas.insert(table.relation_id, schema);
     }

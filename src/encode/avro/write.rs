@@ -12,19 +12,21 @@
 //! from, with the same union order ([`null_first`]) and the same native
 //! conversions.
 //!
+//! Envelopes are written by the envelope walk ([`crate::event::envelope`])
+//! driving `AvroFields`, which takes each field's schema from the
+//! registered one, so rows and the source block are never built as values.
+//!
 //! A value that does not fit its schema is not written here: the caller
 //! falls back to the tree path, whose error names the path to the value.
 //! Tests compare the bytes with apache-avro's for the same values.
 
-use std::io::Write;
-
 use super::schema::{is_avro_decimal, null_first, NativeType};
 use super::value::zoned_timestamp_micros;
 use crate::encode::options::AvroLogicalTypes;
-use crate::event::envelope::ConnectorInfo;
-use crate::event::metadata::{transaction_value, TransactionBlock};
-use crate::event::value::{ConnectSchema, ConnectType, Value};
-use crate::event::ChangeEvent;
+use crate::event::envelope::{self, ConnectorInfo, EnvelopeWriter, FieldName, Stamp};
+use crate::event::metadata::TransactionBlock;
+use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
+use crate::event::{ChangeEvent, ColumnSchema, MessageEvent};
 
 /// The value does not fit the schema; the tree path says how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,13 +57,10 @@ pub fn write_value(
     value: &Value,
     logical: AvroLogicalTypes,
 ) -> Result<(), Unfit> {
-    if schema.optional {
-        let null_index = i64::from(!null_first(schema));
-        if matches!(value, Value::Null) {
-            write_long(out, null_index);
-            return Ok(());
-        }
-        write_long(out, 1 - null_index);
+    let present = !matches!(value, Value::Null);
+    write_branch(out, schema, present);
+    if !present && schema.optional {
+        return Ok(());
     }
     write_required(out, schema, value, logical)
 }
@@ -149,6 +148,127 @@ fn write_native(out: &mut Vec<u8>, native: NativeType, value: &Value) -> Result<
     Ok(())
 }
 
+/// The envelope walk's Avro writer: each field under the next field of the
+/// registered schema, which must bear the walked field's name.
+struct AvroFields<'s, 'o> {
+    out: &'o mut Vec<u8>,
+    /// The fields of the struct being written, and how many are written.
+    fields: &'s [Field],
+    next: usize,
+    logical: AvroLogicalTypes,
+}
+
+impl<'s> AvroFields<'s, '_> {
+    /// Appends the struct `schema` whose fields `walk` writes.
+    fn record<'o>(
+        out: &'o mut Vec<u8>,
+        schema: &'s ConnectSchema,
+        logical: AvroLogicalTypes,
+        walk: impl FnOnce(&mut AvroFields<'s, 'o>) -> Result<(), Unfit>,
+    ) -> Result<(), Unfit> {
+        if schema.optional || schema.kind != ConnectType::Struct {
+            return Err(Unfit);
+        }
+        let mut fields = AvroFields {
+            out,
+            fields: &schema.fields,
+            next: 0,
+            logical,
+        };
+        walk(&mut fields)?;
+        fields.finish()
+    }
+
+    /// The schema of the next field, which must be `name`.
+    fn field(&mut self, name: &str) -> Result<&'s ConnectSchema, Unfit> {
+        let fields = self.fields;
+        let field = fields.get(self.next).ok_or(Unfit)?;
+        if field.name != name {
+            return Err(Unfit);
+        }
+        self.next += 1;
+        Ok(&field.schema)
+    }
+
+    /// Whether every field of the struct was written.
+    fn finish(&self) -> Result<(), Unfit> {
+        if self.next == self.fields.len() {
+            Ok(())
+        } else {
+            Err(Unfit)
+        }
+    }
+}
+
+impl EnvelopeWriter for AvroFields<'_, '_> {
+    type Error = Unfit;
+
+    fn string(&mut self, name: FieldName, value: &str) -> Result<(), Unfit> {
+        let schema = self.field(name.as_str())?;
+        write_str_field(self.out, schema, value, self.logical)
+    }
+
+    fn long(&mut self, name: FieldName, value: i64) -> Result<(), Unfit> {
+        let schema = self.field(name.as_str())?;
+        write_value(self.out, schema, &Value::Int64(value), self.logical)
+    }
+
+    fn bytes(&mut self, name: FieldName, value: &[u8]) -> Result<(), Unfit> {
+        let schema = self.field(name.as_str())?;
+        if schema.kind != ConnectType::Bytes
+            || is_avro_decimal(schema)
+            || NativeType::of(schema, self.logical).is_some()
+        {
+            return Err(Unfit);
+        }
+        write_branch(self.out, schema, true);
+        write_bytes(self.out, value);
+        Ok(())
+    }
+
+    fn null(&mut self, name: FieldName) -> Result<(), Unfit> {
+        let schema = self.field(name.as_str())?;
+        write_value(self.out, schema, &Value::Null, self.logical)
+    }
+
+    fn row(
+        &mut self,
+        name: FieldName,
+        _columns: &[ColumnSchema],
+        values: Option<&[Value]>,
+    ) -> Result<(), Unfit> {
+        let schema = self.field(name.as_str())?;
+        write_row(self.out, schema, values, self.logical)
+    }
+
+    fn structure<F>(&mut self, name: FieldName, fields: F) -> Result<(), Unfit>
+    where
+        F: FnOnce(&mut Self) -> Result<(), Unfit>,
+    {
+        let schema = self.field(name.as_str())?;
+        if schema.kind != ConnectType::Struct {
+            return Err(Unfit);
+        }
+        write_branch(self.out, schema, true);
+        let outer = (
+            std::mem::replace(&mut self.fields, &schema.fields),
+            std::mem::replace(&mut self.next, 0),
+        );
+        let walked = fields(self).and_then(|()| self.finish());
+        (self.fields, self.next) = outer;
+        walked
+    }
+}
+
+/// The union branch of a present (`true`) or null value under `schema`,
+/// when it is optional.
+fn write_branch(out: &mut Vec<u8>, schema: &ConnectSchema, present: bool) {
+    if schema.optional {
+        let null_index = i64::from(!null_first(schema));
+        write_long(out, if present { 1 - null_index } else { null_index });
+    }
+}
+
 /// Appends the envelope of `event` under `schema` (its table's envelope
 /// schema): the bytes of `write_value(schema, &envelope_value(..))`,
 /// without building the rows as values first (they are most of the
@@ -166,91 +286,31 @@ pub fn write_envelope(
     now_micros: i64,
     logical: AvroLogicalTypes,
 ) -> Result<(), Unfit> {
-    if schema.optional || schema.kind != ConnectType::Struct {
-        return Err(Unfit);
-    }
-    for field in &schema.fields {
-        match field.name.as_str() {
-            "before" => write_row(out, &field.schema, event.before.as_deref(), logical)?,
-            "after" => write_row(out, &field.schema, event.after.as_deref(), logical)?,
-            "source" => write_source(out, &field.schema, event, info, logical)?,
-            "transaction" => {
-                write_value(out, &field.schema, &transaction_value(transaction), logical)?;
-            }
-            "op" => write_value(
-                out,
-                &field.schema,
-                &Value::String(event.op.code().to_owned()),
-                logical,
-            )?,
-            "ts_ms" => write_long_field(out, &field.schema, now_micros.div_euclid(1000), logical)?,
-            "ts_us" => write_long_field(out, &field.schema, now_micros, logical)?,
-            "ts_ns" => {
-                write_long_field(out, &field.schema, now_micros.saturating_mul(1000), logical)?;
-            }
-            _ => return Err(Unfit),
-        }
-    }
-    Ok(())
+    let stamp = Stamp {
+        now_micros,
+        transaction,
+    };
+    AvroFields::record(out, schema, logical, |w| {
+        envelope::walk_change(w, event, info, stamp)
+    })
 }
 
-fn write_long_field(
+/// Appends the value of a logical decoding message record under `schema`
+/// (the message value schema).
+///
+/// # Errors
+/// [`Unfit`] as [`write_envelope`].
+pub fn write_message(
     out: &mut Vec<u8>,
     schema: &ConnectSchema,
-    n: i64,
-    logical: AvroLogicalTypes,
-) -> Result<(), Unfit> {
-    write_value(out, schema, &Value::Int64(n), logical)
-}
-
-/// The source block, written field by field from the event: the bytes of
-/// `write_value(.., &source_value(event, info), ..)` without building that
-/// value (fourteen fields, most of them strings, per event).
-fn write_source(
-    out: &mut Vec<u8>,
-    schema: &ConnectSchema,
-    event: &ChangeEvent,
+    message: &MessageEvent,
     info: &ConnectorInfo,
+    stamp: Stamp<'_>,
     logical: AvroLogicalTypes,
 ) -> Result<(), Unfit> {
-    if schema.optional || schema.kind != ConnectType::Struct {
-        return Err(Unfit);
-    }
-    let s = &event.source;
-    let ts_us = s.commit_time_micros;
-    for field in &schema.fields {
-        let schema = &field.schema;
-        match field.name.as_str() {
-            "version" => write_str_field(out, schema, env!("CARGO_PKG_VERSION"), logical)?,
-            "connector" => write_str_field(out, schema, "postgresql", logical)?,
-            "name" => write_str_field(out, schema, &info.name, logical)?,
-            "ts_ms" => write_long_field(out, schema, ts_us.div_euclid(1000), logical)?,
-            "snapshot" => write_str_field(out, schema, s.snapshot, logical)?,
-            "db" => write_str_field(out, schema, &info.db, logical)?,
-            "sequence" => {
-                // A JSON array of two LSN strings, as a string: at most 49 bytes.
-                let mut sequence = [0u8; 64];
-                let mut cursor = std::io::Cursor::new(&mut sequence[..]);
-                let written = match s.last_commit_lsn {
-                    Some(l) => write!(cursor, "[\"{}\",\"{}\"]", l.as_u64(), s.lsn.as_u64()),
-                    None => write!(cursor, "[null,\"{}\"]", s.lsn.as_u64()),
-                };
-                written.map_err(|_| Unfit)?;
-                let len = cursor.position() as usize;
-                let text = std::str::from_utf8(&sequence[..len]).map_err(|_| Unfit)?;
-                write_str_field(out, schema, text, logical)?;
-            }
-            "ts_us" => write_long_field(out, schema, ts_us, logical)?,
-            "ts_ns" => write_long_field(out, schema, ts_us.saturating_mul(1000), logical)?,
-            "schema" => write_str_field(out, schema, &event.table.schema, logical)?,
-            "table" => write_str_field(out, schema, &event.table.table, logical)?,
-            "txId" => write_long_field(out, schema, i64::from(s.xid), logical)?,
-            "lsn" => write_long_field(out, schema, s.lsn.as_u64() as i64, logical)?,
-            "xmin" => write_value(out, schema, &Value::Null, logical)?,
-            _ => return Err(Unfit),
-        }
-    }
-    Ok(())
+    AvroFields::record(out, schema, logical, |w| {
+        envelope::walk_message(w, message, info, stamp)
+    })
 }
 
 /// A string field: the union branch when optional, then the string.
@@ -263,9 +323,7 @@ fn write_str_field(
     if schema.kind != ConnectType::String || NativeType::of(schema, logical).is_some() {
         return Err(Unfit);
     }
-    if schema.optional {
-        write_long(out, i64::from(null_first(schema)));
-    }
+    write_branch(out, schema, true);
     write_bytes(out, text.as_bytes());
     Ok(())
 }
@@ -281,17 +339,14 @@ fn write_row(
     if schema.kind != ConnectType::Struct {
         return Err(Unfit);
     }
-    let null_index = i64::from(!null_first(schema));
     let Some(values) = row else {
         if !schema.optional {
             return Err(Unfit);
         }
-        write_long(out, null_index);
+        write_branch(out, schema, false);
         return Ok(());
     };
-    if schema.optional {
-        write_long(out, 1 - null_index);
-    }
+    write_branch(out, schema, true);
     if values.len() != schema.fields.len() {
         return Err(Unfit);
     }
@@ -550,7 +605,7 @@ mod tests {
         use std::sync::Arc;
 
         use crate::event::envelope::{self, envelope_value};
-        use crate::event::{ColumnSchema, Op, SourceInfo, TableSchema};
+        use crate::event::{ColumnSchema, Op, SnapshotMarker, SourceInfo, TableSchema};
         use crate::lsn::Lsn;
 
         let row_schema = row_schema();
@@ -614,7 +669,7 @@ mod tests {
                         xid: 9,
                         lsn: Lsn::new(4242),
                         last_commit_lsn: transaction.map(|_| Lsn::new(4000)),
-                        snapshot: "false",
+                        snapshot: SnapshotMarker::False,
                     },
                 };
                 let schema = &table.envelope_schema;

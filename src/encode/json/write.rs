@@ -1,20 +1,23 @@
 //! Connect JSON written straight into a byte buffer: the hot path of the
 //! JSON encoder.
 //!
-//! [`super::value_json`] builds a `serde_json::Value` tree, and the envelope
-//! builders in [`crate::event::envelope`] build a Connect [`Value`] tree
-//! before that, cloning every column name and string on the way. For a
-//! table's change events both trees are skipped: the envelope, its rows and
-//! its source block are written field by field from the event. The bytes are
-//! exactly those of the tree path (`value_json(&envelope_value(..))`), which
-//! stays the reference and is what the tests compare against.
+//! [`super::value_json`] builds a `serde_json::Value` tree, and
+//! [`crate::event::envelope::ValueTree`] a Connect [`Value`] tree before
+//! that, cloning every column name and string on the way. For envelopes
+//! both trees are skipped: the envelope walk drives [`JsonFields`], which
+//! writes each field as it is walked, and rows and values are written from
+//! the event. The bytes are exactly those of the tree path
+//! (`value_json(&envelope_value(..))`), which the tests compare against.
 
 use base64::Engine;
 
-use crate::event::envelope::ConnectorInfo;
+use std::convert::Infallible;
+
+use crate::event::envelope::{self, ConnectorInfo, EnvelopeWriter, FieldName, Stamp};
 use crate::event::metadata::TransactionBlock;
 use crate::event::value::Value;
-use crate::event::ChangeEvent;
+use crate::event::{ChangeEvent, ColumnSchema, MessageEvent};
+use crate::lsn::Lsn;
 
 /// Appends `s` as a JSON string (quoted and escaped).
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
@@ -25,6 +28,11 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
 fn write_i64(out: &mut Vec<u8>, i: i64) {
     let mut buffer = itoa::Buffer::new();
     out.extend_from_slice(buffer.format(i).as_bytes());
+}
+
+fn write_u64(out: &mut Vec<u8>, u: u64) {
+    let mut buffer = itoa::Buffer::new();
+    out.extend_from_slice(buffer.format(u).as_bytes());
 }
 
 /// As [`super::float_json`]: non-finite floats are the strings Jackson writes.
@@ -62,18 +70,7 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
         Value::Float32(f) => write_f64(out, f64::from(*f)),
         Value::Float64(f) => write_f64(out, *f),
         Value::String(s) => write_str(out, s),
-        Value::Bytes(b) => {
-            // Base64 needs no escaping.
-            out.push(b'"');
-            let start = out.len();
-            let len = base64::encoded_len(b.len(), true).unwrap_or(0);
-            out.resize(start + len, 0);
-            let written = base64::engine::general_purpose::STANDARD
-                .encode_slice(b, &mut out[start..])
-                .unwrap_or(0);
-            out.truncate(start + written);
-            out.push(b'"');
-        }
+        Value::Bytes(b) => write_base64(out, b),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
@@ -109,14 +106,12 @@ fn write_object<'a>(out: &mut Vec<u8>, entries: impl Iterator<Item = (&'a str, &
 }
 
 /// A row as the `before` / `after` struct: column names in table order.
-fn write_row(out: &mut Vec<u8>, event: &ChangeEvent, row: Option<&Vec<Value>>) {
+fn write_row(out: &mut Vec<u8>, columns: &[ColumnSchema], row: Option<&[Value]>) {
     match row {
         None => out.extend_from_slice(b"null"),
         Some(values) => write_object(
             out,
-            event
-                .table
-                .columns
+            columns
                 .iter()
                 .zip(values)
                 .map(|(c, v)| (c.name.as_str(), v)),
@@ -124,46 +119,149 @@ fn write_row(out: &mut Vec<u8>, event: &ChangeEvent, row: Option<&Vec<Value>>) {
     }
 }
 
-/// The source block, as [`crate::event::envelope::source_value`] builds it.
-fn write_source(out: &mut Vec<u8>, event: &ChangeEvent, info: &ConnectorInfo) {
-    let s = &event.source;
-    let ts_us = s.commit_time_micros;
-    out.extend_from_slice(b"{\"version\":");
-    write_str(out, env!("CARGO_PKG_VERSION"));
-    out.extend_from_slice(b",\"connector\":\"postgresql\",\"name\":");
-    write_str(out, &info.name);
-    out.extend_from_slice(b",\"ts_ms\":");
-    write_i64(out, ts_us.div_euclid(1000));
-    out.extend_from_slice(b",\"snapshot\":");
-    write_str(out, s.snapshot);
-    out.extend_from_slice(b",\"db\":");
-    write_str(out, &info.db);
-    // The sequence is a string holding a JSON array of two LSN strings.
-    out.extend_from_slice(b",\"sequence\":\"[");
-    match s.last_commit_lsn {
-        Some(l) => {
-            out.extend_from_slice(b"\\\"");
-            write_i64(out, l.as_u64() as i64);
-            out.extend_from_slice(b"\\\"");
-        }
-        None => out.extend_from_slice(b"null"),
+/// Appends `bytes` as the JsonConverter writes them: a base64 string.
+fn write_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Base64 needs no escaping.
+    out.push(b'"');
+    let start = out.len();
+    let len = base64::encoded_len(bytes.len(), true).unwrap_or(0);
+    out.resize(start + len, 0);
+    let written = base64::engine::general_purpose::STANDARD
+        .encode_slice(bytes, &mut out[start..])
+        .unwrap_or(0);
+    out.truncate(start + written);
+    out.push(b'"');
+}
+
+/// The envelope walk's JSON writer: each field as `,"name":value`, a
+/// struct as an object of its fields whose first comma becomes its opening
+/// brace, so a field costs one copy of its key and no state.
+struct JsonFields {
+    out: Vec<u8>,
+}
+
+impl JsonFields {
+    /// Appends the object whose fields `walk` writes.
+    fn object(out: &mut Vec<u8>, walk: impl FnOnce(&mut JsonFields) -> Result<(), Infallible>) {
+        let start = out.len();
+        let mut fields = JsonFields {
+            out: std::mem::take(out),
+        };
+        let Ok(()) = walk(&mut fields);
+        *out = fields.out;
+        close(out, start);
     }
-    out.extend_from_slice(b",\\\"");
-    let mut buffer = itoa::Buffer::new();
-    out.extend_from_slice(buffer.format(s.lsn.as_u64()).as_bytes());
-    out.extend_from_slice(b"\\\"]\",\"ts_us\":");
-    write_i64(out, ts_us);
-    out.extend_from_slice(b",\"ts_ns\":");
-    write_i64(out, ts_us.saturating_mul(1000));
-    out.extend_from_slice(b",\"schema\":");
-    write_str(out, &event.table.schema);
-    out.extend_from_slice(b",\"table\":");
-    write_str(out, &event.table.table);
-    out.extend_from_slice(b",\"txId\":");
-    write_i64(out, i64::from(s.xid));
-    out.extend_from_slice(b",\"lsn\":");
-    write_i64(out, s.lsn.as_u64() as i64);
-    out.extend_from_slice(b",\"xmin\":null}");
+
+    #[inline(always)]
+    fn key(&mut self, name: FieldName) {
+        self.out.extend_from_slice(name.json_key());
+    }
+}
+
+/// Ends the object whose fields start at `start`: the first field's comma
+/// becomes the opening brace.
+#[inline(always)]
+fn close(out: &mut Vec<u8>, start: usize) {
+    match out.get_mut(start) {
+        Some(comma) => *comma = b'{',
+        None => out.push(b'{'),
+    }
+    out.push(b'}');
+}
+
+impl EnvelopeWriter for JsonFields {
+    type Error = Infallible;
+
+    #[inline(always)]
+    fn string(&mut self, name: FieldName, value: &str) -> Result<(), Infallible> {
+        self.key(name);
+        write_str(&mut self.out, value);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn word(&mut self, name: FieldName, value: &'static str) -> Result<(), Infallible> {
+        debug_assert!(value
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'));
+        self.key(name);
+        let out = &mut self.out;
+        out.push(b'"');
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'"');
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn long(&mut self, name: FieldName, value: i64) -> Result<(), Infallible> {
+        self.key(name);
+        write_i64(&mut self.out, value);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn bytes(&mut self, name: FieldName, value: &[u8]) -> Result<(), Infallible> {
+        self.key(name);
+        write_base64(&mut self.out, value);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn null(&mut self, name: FieldName) -> Result<(), Infallible> {
+        self.key(name);
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn row(
+        &mut self,
+        name: FieldName,
+        columns: &[ColumnSchema],
+        values: Option<&[Value]>,
+    ) -> Result<(), Infallible> {
+        self.key(name);
+        write_row(&mut self.out, columns, values);
+        Ok(())
+    }
+
+    /// Written from the numbers, escaped as the string's JSON is: the
+    /// envelope's one string that needs escaping, in every record.
+    #[inline(always)]
+    fn lsn_sequence(
+        &mut self,
+        name: FieldName,
+        first: Option<Lsn>,
+        second: Lsn,
+    ) -> Result<(), Infallible> {
+        self.key(name);
+        let out = &mut self.out;
+        out.extend_from_slice(b"\"[");
+        match first {
+            Some(first) => {
+                out.extend_from_slice(b"\\\"");
+                write_u64(out, first.as_u64());
+                out.extend_from_slice(b"\\\"");
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\\\"");
+        write_u64(out, second.as_u64());
+        out.extend_from_slice(b"\\\"]\"");
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn structure<F>(&mut self, name: FieldName, fields: F) -> Result<(), Infallible>
+    where
+        F: FnOnce(&mut Self) -> Result<(), Infallible>,
+    {
+        self.key(name);
+        let start = self.out.len();
+        let Ok(()) = fields(self);
+        close(&mut self.out, start);
+        Ok(())
+    }
 }
 
 /// Appends the envelope payload of `event`: the bytes of
@@ -175,26 +273,21 @@ pub fn write_envelope(
     transaction: Option<&TransactionBlock>,
     now_micros: i64,
 ) {
-    out.extend_from_slice(b"{\"before\":");
-    write_row(out, event, event.before.as_ref());
-    out.extend_from_slice(b",\"after\":");
-    write_row(out, event, event.after.as_ref());
-    out.extend_from_slice(b",\"source\":");
-    write_source(out, event, info);
-    out.extend_from_slice(b",\"transaction\":");
-    match transaction {
-        Some(block) => write_value(out, &block.value()),
-        None => out.extend_from_slice(b"null"),
-    }
-    out.extend_from_slice(b",\"op\":");
-    write_str(out, event.op.code());
-    out.extend_from_slice(b",\"ts_ms\":");
-    write_i64(out, now_micros.div_euclid(1000));
-    out.extend_from_slice(b",\"ts_us\":");
-    write_i64(out, now_micros);
-    out.extend_from_slice(b",\"ts_ns\":");
-    write_i64(out, now_micros.saturating_mul(1000));
-    out.push(b'}');
+    let stamp = Stamp {
+        now_micros,
+        transaction,
+    };
+    JsonFields::object(out, |w| envelope::walk_change(w, event, info, stamp));
+}
+
+/// Appends the value payload of a logical decoding message record.
+pub fn write_message(
+    out: &mut Vec<u8>,
+    message: &MessageEvent,
+    info: &ConnectorInfo,
+    stamp: Stamp<'_>,
+) {
+    JsonFields::object(out, |w| envelope::walk_message(w, message, info, stamp));
 }
 
 /// Appends the key payload of `event` (the bytes of
@@ -241,7 +334,7 @@ mod tests {
     use crate::encode::json::value_json;
     use crate::event::envelope::{self, envelope_value, key_value};
     use crate::event::value::{ConnectSchema, ConnectType};
-    use crate::event::{ColumnSchema, Op, SourceInfo, TableSchema};
+    use crate::event::{ColumnSchema, Op, SnapshotMarker, SourceInfo, TableSchema};
     use crate::lsn::Lsn;
 
     fn written(value: &Value) -> String {
@@ -385,7 +478,11 @@ mod tests {
                     xid: u32::MAX,
                     lsn: Lsn::new(u64::MAX - 3),
                     last_commit_lsn: last_commit,
-                    snapshot: if op == Op::Read { "last" } else { "false" },
+                    snapshot: if op == Op::Read {
+                        SnapshotMarker::Last
+                    } else {
+                        SnapshotMarker::False
+                    },
                 },
             };
             let mut out = Vec::new();

@@ -14,7 +14,7 @@ use tokio_postgres::SimpleQueryMessage;
 use super::window::{key_of, Chunk, Window};
 use super::{chunk_query, Incremental, IncrementalError};
 use crate::checkpoint::TxnId;
-use crate::event::{ChangeEvent, Op, SourceInfo};
+use crate::event::{ChangeEvent, Op, SnapshotMarker, SourceInfo};
 use crate::lsn::Lsn;
 use crate::pipeline::stream::Stream;
 use crate::pipeline::PipelineError;
@@ -70,7 +70,7 @@ impl Stream<'_> {
                     xid,
                     lsn,
                     last_commit_lsn: self.last_commit_lsn,
-                    snapshot: "incremental",
+                    snapshot: SnapshotMarker::Incremental,
                 },
             };
             self.send_event(&event, Vec::new(), false, txn).await?;

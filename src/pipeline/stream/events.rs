@@ -1,7 +1,8 @@
 //! The translation of each pgoutput message of a transaction into Kafka
 //! records: row changes (with key changes split into a delete and a create,
 //! and TOASTed unchanged values marked), truncates, logical messages and
-//! signal-table rows, through the transforms and the encoder into the sink.
+//! signal-table rows, as records (Debezium's or a transform's) through the
+//! encode step into the sink.
 //! The read loop ([`super`]) calls [`Stream::handle_message`] for each one.
 
 use std::sync::Arc;
@@ -9,14 +10,15 @@ use std::sync::Arc;
 use super::super::{PipelineError, NEW_KEY_HEADER, OLD_KEY_HEADER, UNCHANGED_COLUMNS_HEADER};
 use super::{now_micros, Stream};
 use crate::checkpoint::TxnId;
-use crate::event::metadata::TransactionBlock;
-use crate::event::{ChangeEvent, MessageEvent, Op, SourceInfo, TableSchema};
+use crate::event::envelope::Stamp;
+use crate::event::record::{Header, Record, RecordKey};
+use crate::event::value::Value;
+use crate::event::{ChangeEvent, MessageEvent, Op, SnapshotMarker, SourceInfo, TableSchema};
 use crate::lsn::Lsn;
 use crate::sink::EncodedRecord;
 use crate::source::pgoutput::{LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
 use crate::source::setup;
-use crate::transform::Stamp;
 
 impl Stream<'_> {
     /// Turns one decoded message of the open transaction (`lsn`: where it
@@ -131,7 +133,7 @@ impl Stream<'_> {
             xid: txn.xid,
             lsn,
             last_commit_lsn: self.last_commit_lsn,
-            snapshot: "false",
+            snapshot: SnapshotMarker::False,
         };
         let table = Arc::clone(self.relations.get(relation_id, lsn)?);
         // Columns whose value was not sent because it is TOASTed and unchanged.
@@ -140,10 +142,8 @@ impl Stream<'_> {
             .map(|t| self.relations.unchanged_columns(&table, t))
             .unwrap_or_default();
         let unchanged_header = (!unchanged.is_empty()).then(|| {
-            (
-                UNCHANGED_COLUMNS_HEADER,
-                serde_json::to_vec(&unchanged).unwrap_or_default(),
-            )
+            let names = unchanged.iter().map(|&c| Value::String(c.to_owned()));
+            Header::value(UNCHANGED_COLUMNS_HEADER, Value::Array(names.collect()))
         });
         let mut table = table;
         let decode = |relations: &RelationCache, table: &TableSchema| {
@@ -203,7 +203,7 @@ impl Stream<'_> {
     async fn emit_key_change(
         &mut self,
         event: ChangeEvent,
-        unchanged_header: Option<(&'static str, Vec<u8>)>,
+        unchanged_header: Option<Header<'static>>,
         txn: TxnId,
     ) -> Result<(), PipelineError> {
         let delete = event.clone_as(Op::Delete);
@@ -211,12 +211,11 @@ impl Stream<'_> {
             before: None,
             ..event.clone_as(Op::Create)
         };
-        let old_key = self.encoder.key(&delete).await?.unwrap_or_default();
-        let new_key = self.encoder.key(&create).await?.unwrap_or_default();
         let tombstone = self.config.tombstones_on_delete;
-        self.send_event(&delete, vec![(NEW_KEY_HEADER, new_key)], tombstone, txn)
+        let new_key = Header::key(NEW_KEY_HEADER, RecordKey::Table(&create));
+        self.send_event(&delete, vec![new_key], tombstone, txn)
             .await?;
-        let mut headers = vec![(OLD_KEY_HEADER, old_key)];
+        let mut headers = vec![Header::key(OLD_KEY_HEADER, RecordKey::Table(&delete))];
         headers.extend(unchanged_header);
         self.send_event(&create, headers, false, txn).await
     }
@@ -224,47 +223,38 @@ impl Stream<'_> {
     pub(in crate::pipeline) async fn send_event(
         &mut self,
         event: &ChangeEvent,
-        headers: Vec<(&'static str, Vec<u8>)>,
+        headers: Vec<Header<'_>>,
         tombstone: bool,
         txn: TxnId,
     ) -> Result<(), PipelineError> {
         // Counted for the transaction block whether or not a transform then
         // rewrites the event, as Debezium counts before its transforms.
         let transaction = self.metadata.event(&event.table);
+        let stamp = Stamp {
+            now_micros: now_micros(),
+            transaction: transaction.as_ref(),
+        };
         if self.transforms.applies_to(&event.table) {
             return self
-                .send_transformed(event, headers, tombstone, txn, transaction.as_ref())
+                .send_transformed(event, headers, tombstone, txn, stamp)
                 .await;
         }
-        let topic = Arc::clone(&event.table.topic);
-        let mut key = self.encoder.key(event).await?;
-        let value = self
-            .encoder
-            .value(event, transaction.as_ref(), now_micros())
-            .await?;
-        let key_bytes = key.as_ref().map_or(0, Vec::len);
-        let mut bytes = key_bytes + value.len();
-        self.delivery
-            .send(EncodedRecord {
-                topic: Arc::clone(&topic),
-                // The key is needed again only for a tombstone.
-                key: if tombstone { key.clone() } else { key.take() },
-                value: Some(value),
-                headers,
-                txn,
-            })
-            .await?;
+        let record = Record::change(event, stamp, headers);
+        let record = self.encoder.encode(record, txn).await?;
+        let key_bytes = record.key.as_ref().map_or(0, Vec::len);
+        let mut bytes = key_bytes + record.value.as_ref().map_or(0, Vec::len);
+        // The tombstone: the same key, encoded once, and no value.
+        let tombstone = tombstone.then(|| EncodedRecord {
+            topic: Arc::clone(&record.topic),
+            key: record.key.clone(),
+            value: None,
+            headers: Vec::new(),
+            txn,
+        });
+        self.delivery.send(record).await?;
         self.summary.events += 1;
-        if tombstone {
-            self.delivery
-                .send(EncodedRecord {
-                    topic,
-                    key,
-                    value: None,
-                    headers: Vec::new(),
-                    txn,
-                })
-                .await?;
+        if let Some(tombstone) = tombstone {
+            self.delivery.send(tombstone).await?;
             bytes += key_bytes;
         }
         self.metrics
@@ -277,24 +267,22 @@ impl Stream<'_> {
     async fn send_transformed(
         &mut self,
         event: &ChangeEvent,
-        headers: Vec<(&'static str, Vec<u8>)>,
+        headers: Vec<Header<'_>>,
         tombstone: bool,
         txn: TxnId,
-        transaction: Option<&TransactionBlock>,
+        stamp: Stamp<'_>,
     ) -> Result<(), PipelineError> {
-        let stamp = Stamp {
-            now_micros: now_micros(),
-            transaction,
-        };
-        let records = self
-            .transforms
-            .records(event, headers, tombstone, txn, &mut self.encoder, stamp)
-            .await?;
+        let records = self.transforms.records(event, headers, tombstone, stamp)?;
         if records.is_empty() {
             return Ok(());
         }
-        let mut bytes = 0;
+        // All encoded before any is sent, so a failure sends none of them.
+        let mut encoded = Vec::with_capacity(records.len());
         for record in records {
+            encoded.push(self.encoder.encode(record, txn).await?);
+        }
+        let mut bytes = 0;
+        for record in encoded {
             bytes +=
                 record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
             self.delivery.send(record).await?;
@@ -340,7 +328,7 @@ impl Stream<'_> {
             xid: self.txn.as_ref().map_or(0, |t| t.xid),
             lsn,
             last_commit_lsn: self.last_commit_lsn,
-            snapshot: "false",
+            snapshot: SnapshotMarker::False,
         };
         let message = MessageEvent {
             transactional,
@@ -350,17 +338,12 @@ impl Stream<'_> {
         };
         let topic = Arc::clone(&self.message_topic);
         self.ensure_topic(&topic).await?;
-        let record = EncodedRecord {
-            topic,
-            key: Some(self.encoder.message_key(&message).await?),
-            value: Some(
-                self.encoder
-                    .message_value(&message, transaction.as_ref(), now_micros())
-                    .await?,
-            ),
-            headers: Vec::new(),
-            txn,
+        let stamp = Stamp {
+            now_micros: now_micros(),
+            transaction: transaction.as_ref(),
         };
+        let record = Record::message(topic, &message, stamp);
+        let record = self.encoder.encode(record, txn).await?;
         let bytes =
             record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
         self.delivery.send(record).await?;

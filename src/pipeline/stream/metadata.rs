@@ -44,15 +44,14 @@ use tokio_postgres::error::SqlState;
 
 use super::{now_micros, PipelineError, Stream};
 use crate::checkpoint::TxnId;
-use crate::encode::MetadataRecord;
 use crate::event::metadata::{
-    Heartbeat, OpenTransaction, TransactionBlock, MESSAGE_DATA_COLLECTION,
+    Heartbeat, MetadataRecord, OpenTransaction, TransactionBlock, MESSAGE_DATA_COLLECTION,
 };
 use crate::event::options::MetadataOptions;
+use crate::event::record::Record;
 use crate::event::TableSchema;
 use crate::lsn::Lsn;
 use crate::naming::Names;
-use crate::sink::EncodedRecord;
 
 /// `--heartbeat-action-query` failed in a way that stops this attempt.
 #[derive(Debug, thiserror::Error)]
@@ -214,16 +213,11 @@ impl Stream<'_> {
         // Created like the data topics when topic creation is configured
         // (cached: a lookup after the first time).
         self.ensure_topic(&topic).await?;
-        let (key, value) = self.encoder.metadata(record, &topic).await?;
-        self.delivery
-            .send(EncodedRecord {
-                topic,
-                key: Some(key),
-                value: Some(value),
-                headers: Vec::new(),
-                txn,
-            })
+        let record = self
+            .encoder
+            .encode(Record::metadata(topic, record), txn)
             .await?;
+        self.delivery.send(record).await?;
         Ok(())
     }
 }

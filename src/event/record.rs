@@ -1,0 +1,162 @@
+//! The Connect-shaped record: what the record stage makes of an event and
+//! the encode step ([`crate::encode::Encoder::encode`]) turns into bytes.
+//!
+//! A [`Record`] is what a Kafka Connect source task would hand its
+//! converters: a topic, a key, a value and headers. Each part is typed, never
+//! bytes: a Connect value under its schema ([`Data`]), or the event whose
+//! key or envelope it is, so the hot path writes the envelope straight from
+//! the event through the envelope walk instead of building it as a value.
+//! Debezium's own records are made here ([`Record::change`],
+//! [`Record::message`], [`Record::metadata`]); transforms
+//! ([`crate::transform`]) make theirs from [`Data`].
+//!
+//! Invariant: which converter writes a record (Connect JSON, Avro through a
+//! registry) is known to the encode step alone. A record only says what it
+//! holds; where a transform needs JSON records to carry a value as it is
+//! (the outbox router's `StringConverter` keys), [`JsonForm`] says so.
+
+use std::sync::Arc;
+
+use super::envelope::Stamp;
+use super::metadata::MetadataRecord;
+use super::value::{ConnectSchema, Value};
+use super::{ChangeEvent, MessageEvent};
+
+/// One Kafka record, before encoding.
+#[derive(Debug, Clone)]
+pub struct Record<'e> {
+    pub topic: Arc<str>,
+    /// `None` for a null key.
+    pub key: Option<RecordKey<'e>>,
+    /// `None` for a tombstone.
+    pub value: Option<RecordValue<'e>>,
+    pub headers: Vec<Header<'e>>,
+}
+
+/// What a record's key holds.
+#[derive(Debug, Clone)]
+pub enum RecordKey<'e> {
+    /// The key struct `<topic>.Key` of the event's table; null when the
+    /// table has no key.
+    Table(&'e ChangeEvent),
+    /// `{prefix}` of a logical decoding message.
+    Message(&'e MessageEvent),
+    /// The key of a transaction boundary or heartbeat.
+    Metadata(MetadataRecord<'e>),
+    /// A value a transform made.
+    Data(Data),
+}
+
+/// What a record's value holds.
+#[derive(Debug, Clone)]
+pub enum RecordValue<'e> {
+    /// Debezium's envelope of the event.
+    Envelope(&'e ChangeEvent, Stamp<'e>),
+    /// The value of a logical decoding message record.
+    Message(&'e MessageEvent, Stamp<'e>),
+    /// The value of a transaction boundary or heartbeat.
+    Metadata(MetadataRecord<'e>),
+    /// A value a transform made.
+    Data(Data),
+}
+
+/// A Connect value under the schema a transform derived for it (an
+/// unwrapped row, an outbox payload or envelope).
+///
+/// The schema is shared: a transform keeps one `Arc` per table version, so
+/// the encoders serialize or register it once and recognize it by identity.
+#[derive(Debug, Clone)]
+pub struct Data {
+    pub schema: Arc<ConnectSchema>,
+    pub value: Value,
+    /// How JSON records carry it.
+    pub json: JsonForm,
+    /// Names the records in errors: `table public.t (unwrapped)`.
+    pub what: Arc<str>,
+}
+
+/// How [`Data`] is written when records are JSON. Avro records always hold
+/// the value under its schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonForm {
+    /// Connect JSON, as `JsonConverter` writes it (with its schema under
+    /// `--json-schemas`).
+    Connect,
+    /// The value's text ([`Value::to_text`]), as `StringConverter` writes
+    /// it: null gives no bytes.
+    Text,
+    /// The value as it is: a string's UTF-8, bytes themselves, anything
+    /// else its JSON (`StringConverter`, `BinaryDataConverter`).
+    Raw,
+}
+
+/// One record header.
+#[derive(Debug, Clone)]
+pub struct Header<'e> {
+    pub name: &'static str,
+    pub value: HeaderValue<'e>,
+}
+
+/// What a header holds.
+#[derive(Debug, Clone)]
+pub enum HeaderValue<'e> {
+    /// A Connect value, written as Kafka Connect's `SimpleHeaderConverter`
+    /// writes it ([`Value::to_text`]); a null value gives no header.
+    Value(Value),
+    /// A record key, written as the record's key would be (Debezium's
+    /// `__debezium.newkey` / `__debezium.oldkey`); a null key gives an empty
+    /// header.
+    Key(RecordKey<'e>),
+}
+
+impl<'e> Header<'e> {
+    /// A header holding `value`.
+    pub fn value(name: &'static str, value: Value) -> Self {
+        Header {
+            name,
+            value: HeaderValue::Value(value),
+        }
+    }
+
+    /// A header holding the key `key`.
+    pub fn key(name: &'static str, key: RecordKey<'e>) -> Self {
+        Header {
+            name,
+            value: HeaderValue::Key(key),
+        }
+    }
+}
+
+impl<'e> Record<'e> {
+    /// Debezium's record of a change event: on its table's topic, the
+    /// table's key struct and the envelope stamped with `stamp`.
+    pub fn change(event: &'e ChangeEvent, stamp: Stamp<'e>, headers: Vec<Header<'e>>) -> Self {
+        Record {
+            topic: Arc::clone(&event.table.topic),
+            key: Some(RecordKey::Table(event)),
+            value: Some(RecordValue::Envelope(event, stamp)),
+            headers,
+        }
+    }
+
+    /// The record of a logical decoding message on `topic`; it carries no
+    /// headers.
+    pub fn message(topic: Arc<str>, message: &'e MessageEvent, stamp: Stamp<'e>) -> Self {
+        Record {
+            topic,
+            key: Some(RecordKey::Message(message)),
+            value: Some(RecordValue::Message(message, stamp)),
+            headers: Vec::new(),
+        }
+    }
+
+    /// A transaction boundary or heartbeat record on `topic`.
+    pub fn metadata(topic: Arc<str>, record: MetadataRecord<'e>) -> Self {
+        Record {
+            topic,
+            key: Some(RecordKey::Metadata(record)),
+            value: Some(RecordValue::Metadata(record)),
+            headers: Vec::new(),
+        }
+    }
+}
