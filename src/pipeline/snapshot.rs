@@ -256,7 +256,7 @@ struct TableProgress {
 pub(super) async fn emit_snapshot(
     stream: &mut Stream<'_>,
     exported: ExportedSlot,
-    mut stop: std::pin::Pin<&mut impl std::future::Future<Output = super::StopReason>>,
+    mut stop: Pin<&mut impl Future<Output = StopReason>>,
 ) -> Result<Option<u64>, PipelineError> {
     let config = stream.config;
     let workers = config.snapshot_workers();
@@ -269,7 +269,81 @@ pub(super) async fn emit_snapshot(
     // Every worker holds the snapshot now; the exporting session can go.
     drop(exported.session);
 
-    let catalog_client = &clients[0];
+    let (tables, jobs, estimated_rows) = plan_tables(stream, &clients[0]).await?;
+    let total_tables = tables.len();
+    stream.metrics.snapshot_tables(total_tables as u64);
+    tracing::info!(
+        tables = total_tables,
+        chunks = jobs.len(),
+        estimated_rows,
+        workers,
+        "snapshot started"
+    );
+    let xid = snapshot_xid(&clients[0]).await?;
+    let relations: Arc<Vec<Relation>> =
+        Arc::new(tables.iter().map(|t| t.relation.clone()).collect());
+    let (mut rx, handles) = spawn_readers(clients, jobs, &relations);
+
+    let mut emission = Emission {
+        relation_ids: relations.iter().map(|r| r.id).collect(),
+        tables,
+        txn: stream.delivery.begin(),
+        point: exported.consistent_point,
+        xid,
+        rows: 0,
+        held_last: None,
+        first_overall: true,
+        progress: SnapshotProgress::new(total_tables as u64, estimated_rows),
+    };
+    let started = Instant::now();
+    loop {
+        let work = tokio::select! {
+            biased;
+            reason = &mut stop => {
+                emission.progress.finish();
+                tracing::info!(?reason, rows = emission.rows, "snapshot interrupted; it starts over on the next run");
+                for h in &handles { h.abort(); }
+                stream.summary.stopped = reason;
+                return Ok(None);
+            }
+            work = rx.recv() => work,
+        };
+        let Some(work) = work else { break };
+        match work? {
+            Work::Rows { table, rows } => {
+                for fields in rows {
+                    emission.row(stream, table, fields).await?;
+                }
+            }
+            Work::ChunkDone { table } => emission.chunk_done(stream, table).await?,
+        }
+    }
+    emission.last(stream).await?;
+    for h in handles {
+        let _ = h.await;
+    }
+    emission.progress.finish();
+    stream.delivery.commit(emission.txn, emission.point);
+    tracing::info!(
+        rows = emission.rows,
+        tables = total_tables,
+        secs = started.elapsed().as_secs_f64(),
+        "snapshot read; waiting for Kafka to acknowledge it"
+    );
+    Ok(Some(emission.rows))
+}
+
+/// The chunks to read, by table: what `Work` names a table by.
+type Jobs = Vec<(usize, PageRange)>;
+
+/// The published tables the selection admits, registered in the stream's
+/// relation cache (only the captured columns are read) and their topics
+/// made; the chunks to read; and the planner's estimate of their rows.
+async fn plan_tables(
+    stream: &mut Stream<'_>,
+    catalog_client: &tokio_postgres::Client,
+) -> Result<(Vec<TableProgress>, Jobs, u64), PipelineError> {
+    let config = stream.config;
     let mut tables = Vec::new();
     let mut jobs = Vec::new();
     let mut estimated_rows = 0u64;
@@ -298,27 +372,26 @@ pub(super) async fn emit_snapshot(
             pending: None,
         });
     }
-    let total_tables = tables.len();
-    stream.metrics.snapshot_tables(total_tables as u64);
-    tracing::info!(
-        tables = total_tables,
-        chunks = jobs.len(),
-        estimated_rows,
-        workers,
-        "snapshot started"
-    );
-    let mut progress = SnapshotProgress::new(total_tables as u64, estimated_rows);
+    Ok((tables, jobs, estimated_rows))
+}
 
-    let relations: Arc<Vec<Relation>> =
-        Arc::new(tables.iter().map(|t| t.relation.clone()).collect());
-    let relation_ids: Vec<u32> = relations.iter().map(|r| r.id).collect();
-    let snapshot_xid = snapshot_xid(catalog_client).await?;
+/// One reader task per client, each taking chunks off the shared queue
+/// until it is empty and sending their rows (then a `ChunkDone`) to the
+/// channel returned.
+fn spawn_readers(
+    clients: Vec<tokio_postgres::Client>,
+    jobs: Jobs,
+    relations: &Arc<Vec<Relation>>,
+) -> (
+    mpsc::Receiver<Result<Work, SnapshotError>>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
     let queue = Arc::new(Mutex::new(jobs));
-    let (tx, mut rx) = mpsc::channel::<Result<Work, SnapshotError>>(ROW_BATCHES_QUEUED);
+    let (tx, rx) = mpsc::channel::<Result<Work, SnapshotError>>(ROW_BATCHES_QUEUED);
     let mut handles = Vec::new();
     for client in clients {
         let queue = Arc::clone(&queue);
-        let relations = Arc::clone(&relations);
+        let relations = Arc::clone(relations);
         let tx = tx.clone();
         handles.push(tokio::spawn(async move {
             loop {
@@ -333,120 +406,118 @@ pub(super) async fn emit_snapshot(
             let _ = client.batch_execute("COMMIT").await;
         }));
     }
-    drop(tx);
+    (rx, handles)
+}
 
-    let txn = stream.delivery.begin();
-    let started = Instant::now();
-    let mut total_rows = 0u64;
-    let mut held_last: Option<(usize, Tuple)> = None;
-    let mut first_overall = true;
-    let source = |lsn: Lsn, marker: SnapshotMarker| SourceInfo {
-        commit_time_micros: now_micros(),
-        xid: snapshot_xid,
-        lsn,
-        last_commit_lsn: None,
-        snapshot: marker,
-    };
-    let point = exported.consistent_point;
+/// The snapshot's rows on their way out, with what their markers need: a
+/// table's newest row is held until the next one shows it is not the
+/// table's last, and the last row of a finished table until another table
+/// finishes or the snapshot ends (it may be the snapshot's last). All of
+/// it is one transaction, at the slot's consistent point.
+struct Emission {
+    tables: Vec<TableProgress>,
+    relation_ids: Vec<u32>,
+    txn: TxnId,
+    point: Lsn,
+    /// `source.txId` of every row: the oldest transaction the snapshot does not see.
+    xid: u32,
+    rows: u64,
+    held_last: Option<(usize, Tuple)>,
+    first_overall: bool,
+    progress: SnapshotProgress,
+}
 
-    loop {
-        let work = tokio::select! {
-            biased;
-            reason = &mut stop => {
-                progress.finish();
-                tracing::info!(?reason, rows = total_rows, "snapshot interrupted; it starts over on the next run");
-                for h in &handles { h.abort(); }
-                stream.summary.stopped = reason;
-                return Ok(None);
-            }
-            work = rx.recv() => work,
+impl Emission {
+    async fn emit(
+        &self,
+        stream: &mut Stream<'_>,
+        table: usize,
+        row: &Tuple,
+        marker: SnapshotMarker,
+    ) -> Result<(), PipelineError> {
+        let source = SourceInfo {
+            commit_time_micros: now_micros(),
+            xid: self.xid,
+            lsn: self.point,
+            last_commit_lsn: None,
+            snapshot: marker,
         };
-        let Some(work) = work else { break };
-        match work? {
-            Work::Rows { table, rows } => {
-                for fields in rows {
-                    let tuple = Tuple(
-                        fields
-                            .into_iter()
-                            .map(|f| f.map_or(Datum::Null, Datum::Text))
-                            .collect(),
-                    );
-                    let t = &mut tables[table];
-                    t.rows += 1;
-                    total_rows += 1;
-                    progress.row();
-                    let previous = t.pending.replace((tuple, t.rows == 1));
-                    if let Some((row, first_in_table)) = previous {
-                        // Another row of its table follows: it is not last of anything.
-                        let m = SnapshotMarker::of_row(SnapshotPosition {
-                            first: std::mem::take(&mut first_overall),
-                            first_in_table,
-                            ..SnapshotPosition::default()
-                        });
-                        emit_row(stream, relation_ids[table], &row, source(point, m), txn).await?;
-                    }
-                }
+        emit_row(stream, self.relation_ids[table], row, source, self.txn).await
+    }
+
+    /// A row read from `table`; emits the row it held back, which another
+    /// row of its table now follows.
+    async fn row(
+        &mut self,
+        stream: &mut Stream<'_>,
+        table: usize,
+        fields: Vec<Option<Bytes>>,
+    ) -> Result<(), PipelineError> {
+        let tuple = Tuple(
+            fields
+                .into_iter()
+                .map(|f| f.map_or(Datum::Null, Datum::Text))
+                .collect(),
+        );
+        let t = &mut self.tables[table];
+        t.rows += 1;
+        let previous = t.pending.replace((tuple, t.rows == 1));
+        self.rows += 1;
+        self.progress.row();
+        if let Some((row, first_in_table)) = previous {
+            // Another row of its table follows: it is not last of anything.
+            let marker = SnapshotMarker::of_row(SnapshotPosition {
+                first: std::mem::take(&mut self.first_overall),
+                first_in_table,
+                ..SnapshotPosition::default()
+            });
+            self.emit(stream, table, &row, marker).await?;
+        }
+        Ok(())
+    }
+
+    /// A chunk of `table` was read; after its last one the table is done,
+    /// and its held row is the last of its table.
+    async fn chunk_done(
+        &mut self,
+        stream: &mut Stream<'_>,
+        table: usize,
+    ) -> Result<(), PipelineError> {
+        let t = &mut self.tables[table];
+        t.chunks_left -= 1;
+        if t.chunks_left > 0 {
+            return Ok(());
+        }
+        let first_in_table = t.pending.as_ref().is_some_and(|(_, first)| *first);
+        let pending = t.pending.take();
+        self.progress.table_done();
+        stream.metrics.snapshot_table_done();
+        if let Some((row, _)) = pending {
+            // The previously completed table's last row is no longer the snapshot's last.
+            if let Some((held_table, held_row)) = self.held_last.take() {
+                let marker = SnapshotMarker::LastInDataCollection;
+                self.emit(stream, held_table, &held_row, marker).await?;
             }
-            Work::ChunkDone { table } => {
-                let t = &mut tables[table];
-                t.chunks_left -= 1;
-                if t.chunks_left == 0 {
-                    progress.table_done();
-                    stream.metrics.snapshot_table_done();
-                    let first_in_table = t.pending.as_ref().is_some_and(|(_, first)| *first);
-                    if let Some((row, _)) = t.pending.take() {
-                        // The previously completed table's last row is no longer the snapshot's last.
-                        if let Some((held_table, held_row)) = held_last.take() {
-                            emit_row(
-                                stream,
-                                relation_ids[held_table],
-                                &held_row,
-                                source(point, SnapshotMarker::LastInDataCollection),
-                                txn,
-                            )
-                            .await?;
-                        }
-                        if first_in_table && std::mem::take(&mut first_overall) {
-                            // A one-row table that is also the first: emit now, as "first".
-                            emit_row(
-                                stream,
-                                relation_ids[table],
-                                &row,
-                                source(point, SnapshotMarker::First),
-                                txn,
-                            )
-                            .await?;
-                        } else {
-                            held_last = Some((table, row));
-                        }
-                    }
-                    tracing::info!(table = %format!("{}.{}", tables[table].relation.namespace, tables[table].relation.name), rows = tables[table].rows, "snapshot of table done");
-                }
+            if first_in_table && std::mem::take(&mut self.first_overall) {
+                // A one-row table that is also the first: emit now, as "first".
+                self.emit(stream, table, &row, SnapshotMarker::First)
+                    .await?;
+            } else {
+                self.held_last = Some((table, row));
             }
         }
+        let t = &self.tables[table];
+        tracing::info!(table = %format!("{}.{}", t.relation.namespace, t.relation.name), rows = t.rows, "snapshot of table done");
+        Ok(())
     }
-    if let Some((table, row)) = held_last.take() {
-        emit_row(
-            stream,
-            relation_ids[table],
-            &row,
-            source(point, SnapshotMarker::Last),
-            txn,
-        )
-        .await?;
+
+    /// Every table was read: the row held last is the snapshot's last.
+    async fn last(&mut self, stream: &mut Stream<'_>) -> Result<(), PipelineError> {
+        if let Some((table, row)) = self.held_last.take() {
+            self.emit(stream, table, &row, SnapshotMarker::Last).await?;
+        }
+        Ok(())
     }
-    for h in handles {
-        let _ = h.await;
-    }
-    progress.finish();
-    stream.delivery.commit(txn, point);
-    tracing::info!(
-        rows = total_rows,
-        tables = total_tables,
-        secs = started.elapsed().as_secs_f64(),
-        "snapshot read; waiting for Kafka to acknowledge it"
-    );
-    Ok(Some(total_rows))
 }
 
 async fn read_chunk(

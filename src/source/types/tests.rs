@@ -510,6 +510,8 @@ fn binary_handling_changes_bytea_schemas() {
     );
 }
 
+/// Long on purpose: one table of every temporal type under each
+/// `--time-precision` mode, read as Debezium's documentation lists them.
 #[test]
 fn time_precision_changes_temporal_schemas() {
     let with = |mode| ValueOptions {
