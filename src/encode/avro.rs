@@ -467,7 +467,12 @@ mod tests {
     use crate::event::value::ConnectType;
     use crate::event::{ColumnSchema, TableSchema};
 
-    fn table(columns: &[(&str, ConnectSchema)], key: &[usize]) -> TableSchema {
+    /// A table `app.public.t` of `columns`, keyed by the columns at `key`
+    /// (also for the schema-change tests in `evolution`).
+    pub(in crate::encode::avro) fn table(
+        columns: &[(&str, ConnectSchema)],
+        key: &[usize],
+    ) -> TableSchema {
         let columns: Vec<ColumnSchema> = columns
             .iter()
             .map(|(name, schema)| ColumnSchema {

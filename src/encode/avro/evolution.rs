@@ -76,37 +76,8 @@ fn describe(schema: &ConnectSchema) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::envelope;
+    use crate::encode::avro::tests::table;
     use crate::event::value::ConnectType;
-    use crate::event::ColumnSchema;
-
-    fn table(columns: &[(&str, ConnectSchema)], key: &[usize]) -> TableSchema {
-        let columns: Vec<ColumnSchema> = columns
-            .iter()
-            .map(|(name, schema)| ColumnSchema {
-                name: (*name).to_owned(),
-                type_oid: 0,
-                type_modifier: -1,
-                schema: schema.clone(),
-            })
-            .collect();
-        let topic = "app.public.t";
-        let row = envelope::row_schema(topic, &columns);
-        let key_columns: Vec<&ColumnSchema> = key.iter().map(|&i| &columns[i]).collect();
-        TableSchema {
-            relation_id: 1,
-            schema: "public".into(),
-            table: "t".into(),
-            qualified_name: "public.t".into(),
-            topic: topic.into(),
-            key_schema: (!key.is_empty()).then(|| envelope::key_schema(topic, &key_columns)),
-            envelope_schema: envelope::envelope_schema(topic, &row),
-            row_schema: row,
-            key_columns: key.to_vec(),
-            routed_key_field: None,
-            columns,
-        }
-    }
 
     #[test]
     fn changes_are_described() {
