@@ -82,9 +82,7 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "\n{printed} messages; connector stopped after {} transactions, slot confirmed at {}",
         summary.transactions,
-        summary
-            .confirmed_lsn
-            .map_or_else(|| "unknown".to_owned(), |lsn| lsn.to_string())
+        pgcdc_kafka::or_unknown(&summary.confirmed_lsn)
     );
     Ok(())
 }

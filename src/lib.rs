@@ -60,6 +60,14 @@ pub mod sink;
 pub mod source;
 pub mod transform;
 
+/// A value for people, or `unknown` when it is not known (an LSN of a run
+/// that never reached the server, a slot that is gone).
+pub fn or_unknown<T: std::fmt::Display>(value: &Option<T>) -> String {
+    value
+        .as_ref()
+        .map_or_else(|| "unknown".to_owned(), ToString::to_string)
+}
+
 /// An error and its chain of sources, joined by `": "`, for one log line.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();

@@ -23,6 +23,7 @@ use crate::config::PgUrl;
 use crate::lsn::Lsn;
 use crate::metrics::{names, Phase};
 use crate::naming;
+use crate::or_unknown;
 use crate::source::{catalog, setup};
 
 /// `pgcdc-kafka status`.
@@ -346,12 +347,6 @@ fn bytes(n: i64) -> String {
     } else {
         format!("{value:.1} {}", UNITS[unit])
     }
-}
-
-fn or_unknown<T: fmt::Display>(value: &Option<T>) -> String {
-    value
-        .as_ref()
-        .map_or_else(|| "unknown".to_owned(), ToString::to_string)
 }
 
 fn write_slot(f: &mut fmt::Formatter<'_>, s: &SlotState) -> fmt::Result {

@@ -198,11 +198,6 @@ impl RunSummary {
     }
 }
 
-/// An LSN, or `unknown` for a run that never reached the server.
-fn or_unknown(lsn: Option<Lsn>) -> String {
-    lsn.map_or_else(|| "unknown".to_owned(), |lsn| lsn.to_string())
-}
-
 fn serialize_optional_lsn<S: serde::Serializer>(
     lsn: &Option<Lsn>,
     s: S,
@@ -229,8 +224,8 @@ impl std::fmt::Display for RunSummary {
             "stopped ({how}): {} transactions, {} events delivered; confirmed LSN {} -> {}; {}",
             self.transactions,
             self.events,
-            or_unknown(self.start_lsn),
-            or_unknown(self.confirmed_lsn),
+            crate::or_unknown(&self.start_lsn),
+            crate::or_unknown(&self.confirmed_lsn),
             if self.caught_up {
                 "caught up"
             } else {
@@ -381,8 +376,9 @@ fn time_limit_while_restarting(
     summary
 }
 
-/// Sleeps until `deadline`, or forever without one.
-async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+/// Sleeps until `deadline`, or forever without one (a disabled `select!`
+/// branch, or no `--max-run`).
+pub(crate) async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::incremental::Incremental;
-use super::{PipelineError, RunSummary, StopReason};
+use super::{sleep_until_some, PipelineError, RunSummary, StopReason};
 use crate::checkpoint::TxnId;
 use crate::config::{CaughtUp, RunConfig};
 use crate::encode::Encoder;
@@ -201,7 +201,7 @@ impl Stream<'_> {
                     tracing::info!(idle_for = ?self.config.idle_timeout, "stream idle; draining in-flight messages");
                     return Ok(StopReason::CaughtUp);
                 }
-                () = metadata::sleep_until(heartbeat), if heartbeat.is_some() && self.txn.is_none() && stopping.is_none() => {
+                () = sleep_until_some(heartbeat), if heartbeat.is_some() && self.txn.is_none() && stopping.is_none() => {
                     self.send_heartbeat().await?;
                 }
                 acked = self.delivery.acked_changed() => {
@@ -445,13 +445,5 @@ impl Stream<'_> {
             created = topics.ensure(topic) => Ok(created?),
             refused = self.delivery.login_refused() => Err(SinkError::from(refused).into()),
         }
-    }
-}
-
-/// Sleeps until `deadline`, or forever without one (a disabled select branch).
-async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }

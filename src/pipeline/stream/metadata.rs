@@ -130,14 +130,6 @@ impl Metadata {
     }
 }
 
-/// Sleeps until `deadline`, or forever without one (a disabled branch).
-pub(super) async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Stream<'_> {
     /// Begin was read: opens the transaction's counters and sends `BEGIN`
     /// as a record of `txn`.
