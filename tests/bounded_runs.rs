@@ -37,7 +37,7 @@ async fn run_bounded_exit(
 /// [`run_bounded_exit`] with `run`'s whole argument list.
 async fn run_args_exit(s: &Scenario, run_args: Vec<String>) -> (Option<i32>, Json, String) {
     // Not every test has the server up when the run starts.
-    let wal_before = wal_position(s);
+    let wal_before = s.positions_if_up().map(|(wal, _)| wal);
     let mut args = vec![
         "--log-format".to_owned(),
         "json".to_owned(),
@@ -56,17 +56,7 @@ async fn run_args_exit(s: &Scenario, run_args: Vec<String>) -> (Option<i32>, Jso
         .unwrap_or_else(|| panic!("a summary on stdout; stderr:\n{stderr}"));
     let summary: Json =
         serde_json::from_str(line).unwrap_or_else(|e| panic!("summary is JSON ({e}): {line}"));
-    let slot =
-        s.pg.query(
-            &s.db,
-            &format!(
-                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{}'",
-                s.slot
-            ),
-        )
-        .ok()
-        .and_then(|rows| rows.into_iter().next()?.into_iter().next()?)
-        .map(|lsn| lsn.parse::<Lsn>().expect("lsn parses"));
+    let slot = s.positions_if_up().and_then(|(_, slot)| slot);
     // A run that never reached the server knows no position.
     let reported = summary["confirmed_lsn"].is_string();
     if let (Some(0), Some(slot), true) = (output.status.code(), slot, reported) {
@@ -85,18 +75,6 @@ async fn run_args_exit(s: &Scenario, run_args: Vec<String>) -> (Option<i32>, Jso
         }
     }
     (output.status.code(), summary, stderr)
-}
-
-/// The server's WAL insert position, if the server answers.
-fn wal_position(s: &Scenario) -> Option<Lsn> {
-    let rows =
-        s.pg.query(&s.db, "SELECT pg_current_wal_insert_lsn()::text")
-            .ok()?;
-    rows.into_iter()
-        .next()?
-        .into_iter()
-        .next()?
-        .map(|lsn| lsn.parse().expect("lsn parses"))
 }
 
 fn lsn_field(summary: &Json, field: &str) -> Lsn {

@@ -143,11 +143,7 @@ fn postgres_cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("PGCDC_PG_CACHE").filter(|v| !v.is_empty()) {
         return PathBuf::from(dir);
     }
-    let root = fs::metadata("/proc/self").is_ok_and(|m| {
-        use std::os::unix::fs::MetadataExt;
-        m.uid() == 0
-    });
-    match root {
+    match crate::process::is_root().unwrap_or(false) {
         true => PathBuf::from("/var/cache/pgcdc-kafka"),
         false => cache_dir(),
     }

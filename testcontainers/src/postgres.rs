@@ -12,7 +12,6 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -469,8 +468,7 @@ pub fn requested_version() -> Result<Option<u32>> {
 
 /// `Some((uid, gid))` of the `postgres` user when we are root, else `None`.
 fn run_as() -> Result<Option<(u32, u32)>> {
-    let me = fs::metadata("/proc/self").map_err(Error::io("stat /proc/self"))?;
-    if me.uid() != 0 {
+    if !crate::process::is_root()? {
         return Ok(None);
     }
     let passwd = fs::read_to_string("/etc/passwd").map_err(Error::io("read /etc/passwd"))?;

@@ -331,6 +331,14 @@ impl Drop for Local {
 }
 
 /// A free TCP port on 127.0.0.1, never the same one twice in this process.
+/// Whether this process runs as root (then servers that refuse root, like
+/// PostgreSQL, run as their own user).
+pub(crate) fn is_root() -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let me = fs::metadata("/proc/self").map_err(Error::io("stat /proc/self"))?;
+    Ok(me.uid() == 0)
+}
+
 pub(crate) fn free_port() -> Result<u16> {
     static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());

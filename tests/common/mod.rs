@@ -27,6 +27,9 @@ use tokio::task::JoinHandle;
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use wait::{hold_for, poll_blocking, wait_for, wait_until, TIMEOUT};
 
+/// The server's current WAL insert position, as text.
+const CURRENT_LSN: &str = "SELECT pg_current_wal_insert_lsn()::text";
+
 /// One database with its own slot, publication and topic prefix.
 #[derive(Clone)]
 pub struct Scenario {
@@ -55,17 +58,23 @@ impl Scenario {
     }
 
     pub fn query_one(&self, sql: &str) -> Option<String> {
-        self.pg
-            .query(&self.db, sql)
+        self.try_query_one(sql)
             .unwrap_or_else(|e| panic!("SQL failed: {sql}: {e}"))
+    }
+
+    /// [`Self::query_one`], or the error when the server does not answer
+    /// (for tests that stop it).
+    pub fn try_query_one(&self, sql: &str) -> Result<Option<String>, pgcdc_testcontainers::Error> {
+        let rows = self.pg.query(&self.db, sql)?;
+        Ok(rows
             .into_iter()
             .next()
-            .and_then(|row| row.into_iter().next().flatten())
+            .and_then(|row| row.into_iter().next().flatten()))
     }
 
     /// The server's current WAL insert position.
     pub fn current_lsn(&self) -> Lsn {
-        self.query_one("SELECT pg_current_wal_insert_lsn()::text")
+        self.query_one(CURRENT_LSN)
             .expect("lsn")
             .parse()
             .expect("lsn parses")
@@ -73,11 +82,25 @@ impl Scenario {
 
     /// The slot's confirmed_flush_lsn, `None` until the slot exists.
     pub fn confirmed_flush_lsn(&self) -> Option<Lsn> {
-        self.query_one(&format!(
+        self.query_one(&self.confirmed_flush_sql())
+            .map(|s| s.parse().expect("lsn parses"))
+    }
+
+    /// The server's WAL position and the slot's confirmed position, as
+    /// [`Self::current_lsn`] and [`Self::confirmed_flush_lsn`] read them, or
+    /// `None` when the server does not answer.
+    pub fn positions_if_up(&self) -> Option<(Lsn, Option<Lsn>)> {
+        let lsn = |text: String| text.parse::<Lsn>().expect("lsn parses");
+        let wal = self.try_query_one(CURRENT_LSN).ok()??;
+        let slot = self.try_query_one(&self.confirmed_flush_sql()).ok()?;
+        Some((lsn(wal), slot.map(lsn)))
+    }
+
+    fn confirmed_flush_sql(&self) -> String {
+        format!(
             "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{}'",
             self.slot
-        ))
-        .map(|s| s.parse().expect("lsn parses"))
+        )
     }
 
     /// Whether a walsender holds the slot (`None` until the slot exists).
