@@ -184,6 +184,11 @@ pub struct RunSummary {
     /// the slot reports an older position (see `run_once`).
     #[serde(skip)]
     pub acked_lsn: Lsn,
+    /// A delivery failed in an earlier attempt of this run, which may have
+    /// left a gap in a partition: no later attempt skips a replayed record
+    /// of a transaction at or below this position (see `sink::tails`).
+    #[serde(skip)]
+    pub resend_through: Lsn,
 }
 
 impl RunSummary {

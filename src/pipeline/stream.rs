@@ -303,6 +303,7 @@ impl Stream<'_> {
         let delivered = self.delivery.already_delivered(begin.final_lsn);
         let commit_time_micros = begin.commit_time_unix_micros();
         let id = self.delivery.begin();
+        self.delivery.anchor(id, begin.final_lsn);
         self.txn = Some(OpenTxn {
             id,
             xid: begin.xid,
@@ -401,6 +402,9 @@ impl Stream<'_> {
         let wal = setup::current_wal_lsn(&self.sql).await.ok();
         self.summary.confirmed_lsn = Some(confirmed);
         self.summary.acked_lsn = self.summary.acked_lsn.max(acked);
+        if self.delivery.failure().is_some() {
+            self.summary.resend_through = self.summary.resend_through.max(self.received);
+        }
         self.summary.caught_up = caught_up;
         self.summary.remaining_lag_bytes = wal.map(|w| w.bytes_since(confirmed));
         tracing::info!(lsn = %confirmed, "replication stopped");

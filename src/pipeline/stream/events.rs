@@ -313,7 +313,11 @@ impl Stream<'_> {
         }
         let (txn, own) = match &self.txn {
             Some(open) => (open.id, false),
-            None => (self.delivery.begin(), true),
+            None => {
+                let txn = self.delivery.begin();
+                self.delivery.anchor(txn, lsn);
+                (txn, true)
+            }
         };
         let transaction = if own {
             None
