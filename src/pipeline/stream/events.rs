@@ -1,8 +1,8 @@
 //! The translation of each pgoutput message of a transaction into Kafka
 //! records: row changes (with key changes split into a delete and a create,
-//! and TOASTed unchanged values marked), truncates, logical messages and
-//! signal-table rows, as records (Debezium's or a transform's) through the
-//! encode step into the sink.
+//! TOASTed unchanged values taken from the old row when it has them, else
+//! marked), truncates, logical messages and signal-table rows, as records
+//! (Debezium's or a transform's) through the encode step into the sink.
 //! The read loop ([`super`]) calls [`Stream::handle_message`] for each one.
 
 use std::sync::Arc;
@@ -82,12 +82,16 @@ impl Stream<'_> {
             LogicalMessage::Insert(i) if !skipped.inserts => {
                 (Op::Create, i.relation_id, None, Some(i.new))
             }
-            LogicalMessage::Update(u) if !skipped.updates => (
-                Op::Update,
-                u.relation_id,
-                u.old.map(OldTuple::into_tuple),
-                Some(u.new),
-            ),
+            LogicalMessage::Update(u) if !skipped.updates => {
+                let old = u.old.map(OldTuple::into_tuple);
+                let mut new = u.new;
+                // Unchanged TOASTed values the old row holds (REPLICA
+                // IDENTITY FULL) go into `after`, as Debezium fills them.
+                if let Some(old) = &old {
+                    new.fill_unchanged_from(old);
+                }
+                (Op::Update, u.relation_id, old, Some(new))
+            }
             LogicalMessage::Delete(d) if !skipped.deletes => {
                 (Op::Delete, d.relation_id, Some(d.old.into_tuple()), None)
             }
