@@ -66,6 +66,7 @@ impl Stream<'_> {
                 before: None,
                 after: Some(row),
                 source: SourceInfo {
+                    origin: None,
                     commit_time_micros,
                     xid,
                     lsn,

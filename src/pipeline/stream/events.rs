@@ -12,8 +12,10 @@ use super::{now_micros, Stream};
 use crate::checkpoint::TxnId;
 use crate::event::envelope::Stamp;
 use crate::event::record::{Header, Record, RecordKey};
-use crate::event::value::Value;
-use crate::event::{ChangeEvent, MessageEvent, Op, SnapshotMarker, SourceInfo, TableSchema};
+use crate::event::value::{ConnectSchema, ConnectType, Value};
+use crate::event::{
+    ChangeEvent, MessageEvent, Op, SnapshotMarker, SourceInfo, SourceOrigin, TableSchema,
+};
 use crate::lsn::Lsn;
 use crate::sink::EncodedRecord;
 use crate::source::pgoutput::{LogicalMessage, OldTuple, Tuple};
@@ -102,6 +104,15 @@ impl Stream<'_> {
                 }
                 return Ok(());
             }
+            LogicalMessage::Origin(origin) => {
+                if let Some(txn) = &mut self.txn {
+                    txn.origin = Some(SourceOrigin {
+                        name: origin.name.into(),
+                        commit_lsn: origin.commit_lsn,
+                    });
+                }
+                return Ok(());
+            }
             LogicalMessage::Message(m) => {
                 return self
                     .emit_message(m.transactional, m.prefix, m.content.to_vec(), m.lsn)
@@ -133,6 +144,7 @@ impl Stream<'_> {
         }
         let txn_id = txn.id;
         let source = SourceInfo {
+            origin: txn.origin.clone(),
             commit_time_micros: txn.commit_time_micros,
             xid: txn.xid,
             lsn,
@@ -147,7 +159,9 @@ impl Stream<'_> {
             .unwrap_or_default();
         let unchanged_header = (!unchanged.is_empty()).then(|| {
             let names = unchanged.iter().map(|&c| Value::String(c.to_owned()));
-            Header::value(UNCHANGED_COLUMNS_HEADER, Value::Array(names.collect()))
+            let schema = ConnectSchema::array(ConnectSchema::primitive(ConnectType::String));
+            let names = Value::Array(names.collect());
+            Header::value(UNCHANGED_COLUMNS_HEADER, names, Arc::new(schema))
         });
         let mut table = table;
         let decode = |relations: &RelationCache, table: &TableSchema| {
@@ -231,6 +245,12 @@ impl Stream<'_> {
         tombstone: bool,
         txn: TxnId,
     ) -> Result<(), PipelineError> {
+        // Debezium's context headers follow the emitter's own on every
+        // change record (transforms see them as Debezium's SMTs would).
+        let mut headers = headers;
+        if self.config.extended_headers {
+            headers.extend(Header::context());
+        }
         // Counted for the transaction block whether or not a transform then
         // rewrites the event, as Debezium counts before its transforms.
         let transaction = self.metadata.event(&event.table);
@@ -247,12 +267,14 @@ impl Stream<'_> {
         let record = self.encoder.encode(record, txn).await?;
         let key_bytes = record.key.as_ref().map_or(0, Vec::len);
         let mut bytes = key_bytes + record.value.as_ref().map_or(0, Vec::len);
-        // The tombstone: the same key, encoded once, and no value.
+        // The tombstone: the same key and headers, encoded once, and no
+        // value (Debezium's tombstone is its delete's `newRecord` with the
+        // delete's headers).
         let tombstone = tombstone.then(|| EncodedRecord {
             topic: Arc::clone(&record.topic),
             key: record.key.clone(),
             value: None,
-            headers: Vec::new(),
+            headers: record.headers.clone(),
             txn,
         });
         self.delivery.send(record).await?;
@@ -325,6 +347,7 @@ impl Stream<'_> {
             self.metadata.message_event()
         };
         let source = SourceInfo {
+            origin: self.txn.as_ref().and_then(|t| t.origin.clone()),
             commit_time_micros: self
                 .txn
                 .as_ref()
