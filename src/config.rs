@@ -149,6 +149,13 @@ pub struct RunConfig {
     #[arg(help_heading = FORMAT, long, env = "PGCDC_TOMBSTONES_ON_DELETE", default_value_t = true, action = clap::ArgAction::Set)]
     pub tombstones_on_delete: bool,
 
+    /// Write Debezium's context headers on every change record and
+    /// tombstone: __debezium.context.connectorLogicalName (the topic
+    /// prefix), taskId (0), connectorName (postgresql) and runId (a UUID
+    /// v7 per start) (Debezium's extended.headers.enabled).
+    #[arg(help_heading = FORMAT, long, env = "PGCDC_EXTENDED_HEADERS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub extended_headers: bool,
+
     /// Operations not to emit, comma separated among c (insert), u (update),
     /// d (delete), t (truncate), or `none` (Debezium's skipped.operations).
     #[arg(help_heading = SELECTION, long, env = "PGCDC_SKIPPED_OPERATIONS", default_value = "t", value_parser = parse_skipped_operations)]

@@ -11,6 +11,7 @@ use crate::checkpoint::TxnId;
 use crate::config::{CaughtUp, RunConfig};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
+use crate::event::SourceOrigin;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::sink::topics::TopicCreator;
@@ -36,6 +37,9 @@ struct OpenTxn {
     commit_time_micros: i64,
     /// Kafka already holds it (exactly-once restarts): its changes are dropped.
     delivered: bool,
+    /// Where a subscriber applied it from (pgoutput's Origin message, sent
+    /// after Begin), for `source.origin`.
+    origin: Option<SourceOrigin>,
 }
 
 pub(super) use crate::event::now_micros;
@@ -89,6 +93,7 @@ impl<'a> Stream<'a> {
         let info = ConnectorInfo {
             name: config.topic_prefix.as_str().into(),
             db: config.pg_url.dbname().into(),
+            run_id: crate::event::context::new_run_id(),
         };
         Ok(Stream {
             relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
@@ -309,6 +314,7 @@ impl Stream<'_> {
             xid: begin.xid,
             commit_time_micros,
             delivered,
+            origin: None,
         });
         self.metrics.transaction_begun(commit_time_micros);
         if !delivered {

@@ -68,6 +68,7 @@ impl Stream<'_> {
                 before: None,
                 after: Some(row),
                 source: SourceInfo {
+                    origin: None,
                     commit_time_micros,
                     xid,
                     lsn,
