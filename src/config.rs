@@ -600,6 +600,20 @@ mod tests {
     }
 
     #[test]
+    fn the_older_json_schemas_flag_sets_both_sides() {
+        let both = parse(&["--topic-prefix", "app", "--json-schemas", "false"]);
+        assert!(!both.encode.key_schemas() && !both.encode.value_schemas());
+        let value_only = parse(&["--topic-prefix", "app", "--json-value-schemas", "false"]);
+        assert!(value_only.encode.key_schemas() && !value_only.encode.value_schemas());
+        let mut argv = vec!["--pg-url", "postgres://u@db/shop", "--topic-prefix", "app"];
+        argv.extend(["--json-schemas", "false", "--json-key-schemas", "true"]);
+        assert!(
+            RunConfig::from_args(argv).is_err(),
+            "the shorthand and a side flag conflict"
+        );
+    }
+
+    #[test]
     fn avro_needs_a_prefix_that_is_an_avro_namespace() {
         let json = parse(&["--topic-prefix", "my-app"]);
         assert!(json.validate().is_ok(), "'-' is fine for JSON topics");

@@ -114,11 +114,7 @@ impl AvroEncoder {
         )
         .await
         .map_err(EncodeError::RegistrySetup)?;
-        let headers = HeaderWriter::new(
-            options.header_converter(),
-            options.json_value_schemas,
-            &info,
-        );
+        let headers = HeaderWriter::new(options.header_converter(), options.value_schemas(), &info);
         Ok(AvroEncoder::new(
             info,
             registry,

@@ -138,15 +138,12 @@ impl Encoder {
     pub async fn new(options: &EncodeOptions, info: ConnectorInfo) -> Result<Self, EncodeError> {
         match options.format {
             Format::Json => {
-                let headers = HeaderWriter::new(
-                    options.header_converter(),
-                    options.json_value_schemas,
-                    &info,
-                );
+                let headers =
+                    HeaderWriter::new(options.header_converter(), options.value_schemas(), &info);
                 Ok(Encoder::Json(JsonEncoder::new(
                     info,
-                    options.json_key_schemas,
-                    options.json_value_schemas,
+                    options.key_schemas(),
+                    options.value_schemas(),
                     headers,
                 )))
             }

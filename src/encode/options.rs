@@ -53,6 +53,12 @@ pub struct EncodeOptions {
     #[arg(long, env = "PGCDC_JSON_VALUE_SCHEMAS", default_value_t = true, action = clap::ArgAction::Set)]
     pub json_value_schemas: bool,
 
+    /// Both of the above at once, as before they were separate (kept so
+    /// that existing command lines, environments and config files go on
+    /// working); cannot be combined with either.
+    #[arg(long, env = "PGCDC_JSON_SCHEMAS", action = clap::ArgAction::Set, conflicts_with_all = ["json_key_schemas", "json_value_schemas"])]
+    pub json_schemas: Option<bool>,
+
     /// How record headers are written (Kafka Connect's header.converter):
     /// simple (SimpleHeaderConverter: strings as text, structs as
     /// `{"id":2}`) or json (JsonConverter, with its schema under
@@ -105,6 +111,18 @@ pub struct EncodeOptions {
 }
 
 impl EncodeOptions {
+    /// Whether JSON keys embed their schema (`--json-key-schemas`, or the
+    /// older `--json-schemas`).
+    pub fn key_schemas(&self) -> bool {
+        self.json_schemas.unwrap_or(self.json_key_schemas)
+    }
+
+    /// Whether JSON values (and JSON headers) embed their schema
+    /// (`--json-value-schemas`, or the older `--json-schemas`).
+    pub fn value_schemas(&self) -> bool {
+        self.json_schemas.unwrap_or(self.json_value_schemas)
+    }
+
     /// The header converter: `--header-converter`, else json for JSON
     /// records and simple for Avro.
     pub fn header_converter(&self) -> HeaderConverter {
