@@ -156,7 +156,8 @@ impl LogDir {
 
 impl Drop for LogDir {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        // PGCDC_KEEP_LOGS keeps them after a passing test too, to study one.
+        if !std::thread::panicking() && std::env::var_os("PGCDC_KEEP_LOGS").is_none() {
             let _ = fs::remove_dir_all(&self.0);
         }
     }
