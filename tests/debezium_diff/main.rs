@@ -1,0 +1,330 @@
+//! The differential test against Debezium (issue 21 item 2): Debezium
+//! 3.6.1.Final, embedded, and pgcdc-kafka decode the same workload from
+//! slots at the same LSN, and their records are compared one by one: topic,
+//! key bytes, value, headers, with only the volatile fields masked
+//! (`compare.rs`). Every difference must be a deviation documented in
+//! `tests/debezium/deviations.toml`, and every deviation there must still
+//! occur (`deviations.rs`).
+//!
+//! One slot is created and copied (`pg_copy_logical_replication_slot`), so
+//! all slots share one confirmed position, checked before the workload runs:
+//! one for Debezium, one per pgcdc-kafka configuration. Debezium runs once
+//! and converts each SourceRecord for every output the way a Kafka Connect
+//! worker would (`tests/debezium/DebeziumDiffRunner.java`); pgcdc-kafka runs
+//! once per output, bounded (`--stop-when-caught-up`), into the real Kafka,
+//! and its topics are read back from where each run began.
+//!
+//! Outputs: `json_schemas` and `json_plain` (JsonConverter with and without
+//! schemas), `unwrap` (ExtractNewRecordState, `--envelope unwrap`), `outbox`
+//! (EventRouter, `--outbox-table`). Headers are compared as Kafka Connect's
+//! default header converter (`SimpleHeaderConverter`) writes them.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod compare;
+mod deviations;
+mod engine;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::{read_raw_from, topics_matching, ReadUntil, Scenario, TIMEOUT};
+use compare::Rec;
+use pgcdc_testcontainers::{unique_name, Kafka, Postgres};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
+
+const JSON_CONVERTER: &str = "org.apache.kafka.connect.json.JsonConverter";
+const SIMPLE_HEADER_CONVERTER: &str = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
+
+/// One configuration compared: pgcdc-kafka's flags, Debezium's output
+/// settings, and which of our topics belong to it.
+struct Case {
+    output: &'static str,
+    pgcdc: Vec<String>,
+    debezium: Vec<(String, String)>,
+    ours: Box<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+/// JsonConverter for key and value, with `schemas.enable` = `schemas`, and
+/// the default header converter.
+fn json_converters(schemas: bool) -> Vec<(String, String)> {
+    let schemas = schemas.to_string();
+    [
+        ("key.converter", JSON_CONVERTER),
+        ("key.converter.schemas.enable", &schemas),
+        ("value.converter", JSON_CONVERTER),
+        ("value.converter.schemas.enable", &schemas),
+        ("header.converter", SIMPLE_HEADER_CONVERTER),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn cases(prefix: &str, outbox_type: &str) -> Vec<Case> {
+    let strings = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let setting = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    let ours_prefix = {
+        let p = format!("{prefix}.");
+        move |t: &str| t.starts_with(&p)
+    };
+    let outbox_topic = format!("outbox.event.{outbox_type}");
+    let mut unwrap = json_converters(true);
+    unwrap.extend([
+        setting("transforms", "unwrap"),
+        setting(
+            "transforms.unwrap.type",
+            "io.debezium.transforms.ExtractNewRecordState",
+        ),
+    ]);
+    let mut outbox = json_converters(true);
+    outbox.extend([
+        setting(
+            "topics",
+            &format!("{}\\.public\\.outbox", regex::escape(prefix)),
+        ),
+        setting("transforms", "outbox"),
+        setting(
+            "transforms.outbox.type",
+            "io.debezium.transforms.outbox.EventRouter",
+        ),
+    ]);
+    vec![
+        Case {
+            output: "json_schemas",
+            pgcdc: strings(&["--json-schemas", "true"]),
+            debezium: json_converters(true),
+            ours: Box::new(ours_prefix.clone()),
+        },
+        Case {
+            output: "json_plain",
+            pgcdc: strings(&["--json-schemas", "false"]),
+            debezium: json_converters(false),
+            ours: Box::new(ours_prefix.clone()),
+        },
+        Case {
+            output: "unwrap",
+            pgcdc: strings(&["--json-schemas", "true", "--envelope", "unwrap"]),
+            debezium: unwrap,
+            ours: Box::new(ours_prefix),
+        },
+        Case {
+            output: "outbox",
+            pgcdc: strings(&["--json-schemas", "true", "--outbox-table", "public.outbox"]),
+            debezium: outbox,
+            ours: Box::new(move |t: &str| t == outbox_topic),
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_records_as_debezium_except_documented_deviations() {
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let pg = Postgres::shared();
+    let s = Scenario::new(pg, "dbzdiff");
+    let outbox_type = unique_name("order");
+    let cases = cases(&s.prefix, &outbox_type);
+
+    let (ddl, extensions) = workload::schema(|ext| {
+        pg.execute(&s.db, &format!("CREATE EXTENSION IF NOT EXISTS {ext}"))
+            .map_err(|e| eprintln!("extension {ext} unavailable, its column left out: {e}"))
+            .is_ok()
+    });
+    for statement in &ddl {
+        s.sql(statement);
+    }
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR ALL TABLES",
+        s.publication
+    ));
+
+    // One slot, copied for each pgcdc-kafka run: all at one position.
+    let dbz_slot = format!("{}_dbz", s.slot);
+    s.sql(&format!(
+        "SELECT pg_create_logical_replication_slot('{dbz_slot}', 'pgoutput')"
+    ));
+    let slots: Vec<String> = cases
+        .iter()
+        .map(|c| format!("{}_{}", s.slot, c.output))
+        .collect();
+    for slot in &slots {
+        s.sql(&format!(
+            "SELECT pg_copy_logical_replication_slot('{dbz_slot}', '{slot}')"
+        ));
+    }
+    let positions = s.query_one(&format!(
+        "SELECT string_agg(DISTINCT confirmed_flush_lsn::text, ',') FROM pg_replication_slots \
+         WHERE slot_name LIKE '{}%'",
+        s.slot
+    ));
+    assert!(
+        positions.as_deref().is_some_and(|p| !p.contains(',')),
+        "every slot at one confirmed position: {positions:?}"
+    );
+
+    for statement in workload::changes(&extensions, &outbox_type) {
+        s.sql(&statement);
+    }
+
+    let work = std::env::temp_dir().join(unique_name("dbzdiff"));
+    std::fs::create_dir_all(&work).expect("work dir");
+    let started = std::time::Instant::now();
+    let debezium = {
+        let outputs: Vec<engine::Output> = cases
+            .iter()
+            .map(|c| engine::Output {
+                name: c.output,
+                settings: c.debezium.clone(),
+            })
+            .collect();
+        let (host, port) = (pg.host().to_owned(), pg.port());
+        let (user, password) = (pg.user().to_owned(), pg.password().to_owned());
+        let (db, publication, prefix) = (s.db.clone(), s.publication.clone(), s.prefix.clone());
+        let work = work.clone();
+        tokio::task::spawn_blocking(move || {
+            let source = engine::Source {
+                host: &host,
+                port,
+                user: &user,
+                password: &password,
+                database: &db,
+                slot: &dbz_slot,
+                publication: &publication,
+            };
+            engine::run(
+                &source,
+                &prefix,
+                workload::STOP_PREFIX,
+                &[("skipped.operations", "none")],
+                &outputs,
+                &work,
+            )
+        })
+    };
+
+    let mut ours: BTreeMap<&str, Vec<Rec>> = BTreeMap::new();
+    for (case, slot) in cases.iter().zip(&slots) {
+        let mut args = vec![
+            "--pg-url".to_owned(),
+            pg.url(&s.db),
+            "--bootstrap-servers".to_owned(),
+            bootstrap.clone(),
+            "--topic-prefix".to_owned(),
+            s.prefix.clone(),
+            "--slot".to_owned(),
+            slot.clone(),
+            "--publication".to_owned(),
+            s.publication.clone(),
+            "--snapshot-mode".to_owned(),
+            "never".to_owned(),
+            "--skipped-operations".to_owned(),
+            "none".to_owned(),
+            "--stop-when-caught-up".to_owned(),
+        ];
+        args.extend(case.pgcdc.iter().cloned());
+        ours.insert(
+            case.output,
+            run_pgcdc(&bootstrap, &args, &case.ours, &work).await,
+        );
+    }
+    let debezium = debezium.await.expect("debezium runner thread");
+    eprintln!(
+        "debezium {} and {} pgcdc-kafka runs took {:.1?}",
+        engine::DEBEZIUM_VERSION,
+        cases.len(),
+        started.elapsed()
+    );
+
+    let mut compared = 0;
+    let mut diffs = Vec::new();
+    for case in &cases {
+        let (n, d) =
+            compare::compare_output(case.output, &ours[case.output], &debezium[case.output]);
+        eprintln!(
+            "{}: {} records ours, {} Debezium's; {n} compared, {} differences",
+            case.output,
+            ours[case.output].len(),
+            debezium[case.output].len(),
+            d.len()
+        );
+        compared += n;
+        diffs.extend(d);
+    }
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/debezium/deviations.toml");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let deviations = deviations::parse(&text, &s.prefix);
+    let total = diffs.len();
+    let verdict = deviations::judge(&deviations, diffs);
+    println!("{}", deviations::report(&deviations, &verdict, 300));
+    let listing = work.join("undocumented.txt");
+    let lines: Vec<String> = verdict.undocumented.iter().map(|d| d.to_string()).collect();
+    std::fs::write(&listing, lines.join("\n")).expect("write undocumented.txt");
+    println!(
+        "{compared} records compared, {total} differences ({} undocumented, {} stale deviations)",
+        verdict.undocumented.len(),
+        verdict.stale.len()
+    );
+    assert!(
+        !verdict.failed(),
+        "{} undocumented differences and {} stale deviations (above; all of them in {})",
+        verdict.undocumented.len(),
+        verdict.stale.len(),
+        listing.display()
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Runs pgcdc-kafka with `args` until caught up, and returns what it wrote
+/// to the topics `ours` selects (per topic, in order).
+async fn run_pgcdc(
+    bootstrap: &str,
+    args: &[String],
+    ours: &(dyn Fn(&str) -> bool + Send + Sync),
+    work: &Path,
+) -> Vec<Rec> {
+    // Every run writes the same topic names: read only past where it began.
+    let before = topics_matching(bootstrap, |_| true).await;
+    let args = args.to_vec();
+    let output =
+        tokio::task::spawn_blocking(move || Command::new(BIN).arg("run").args(&args).output())
+            .await
+            .expect("join")
+            .expect("pgcdc-kafka runs");
+    let log = work.join(unique_name("pgcdc.log"));
+    let _ = std::fs::write(&log, &output.stderr);
+    assert!(
+        output.status.success(),
+        "pgcdc-kafka exits 0 ({}); stderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let after = topics_matching(bootstrap, |_| true).await;
+    let mut records = Vec::new();
+    for (topic, highs) in after {
+        if !ours(&topic) {
+            continue;
+        }
+        let from = before.get(&topic).cloned().unwrap_or_default();
+        let from: Vec<i64> = (0..highs.len())
+            .map(|p| from.get(p).copied().unwrap_or(0))
+            .collect();
+        let count: i64 = highs.iter().zip(&from).map(|(h, f)| h - f).sum();
+        if count == 0 {
+            continue;
+        }
+        let count = usize::try_from(count).expect("high watermark past the start");
+        let read = read_raw_from(bootstrap, &topic, from, ReadUntil::count(count, TIMEOUT)).await;
+        assert_eq!(read.len(), count, "read all of {topic}");
+        records.extend(read.into_iter().map(|r| Rec {
+            topic: topic.clone(),
+            key: r.key,
+            value: r.value,
+            headers: r.headers,
+        }));
+    }
+    records
+}
