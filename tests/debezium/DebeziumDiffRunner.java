@@ -192,6 +192,7 @@ public final class DebeziumDiffRunner {
         }
         Map<String, String> conf = new LinkedHashMap<>();
         file.stringPropertyNames().forEach(k -> conf.put(k, file.getProperty(k)));
+        System.err.println("debezium-diff-runner: java " + System.getProperty("java.version"));
         Path dir = Path.of(args[1]);
         Files.createDirectories(dir);
 
