@@ -10,7 +10,7 @@
 //! so a formatting difference (a float printed with other digits, another
 //! escape) still shows. Each difference names its place as a path:
 //! `value/payload/after/c_float4`, `value/schema/fields[source]/fields[origin]`
-//! (an array of Connect fields is indexed by field name), `headers/<name>`,
+//! (an array of Connect or Avro fields is indexed by field name), `headers/<name>`,
 //! `key#bytes`, `headers#order`, `records` (the counts differ).
 
 use std::collections::BTreeMap;
@@ -378,14 +378,20 @@ fn diff_json(place: &mut Place<'_>, path: &str, ours: &Json, debezium: &Json) {
     }
 }
 
-/// The `field` names of an array of Connect field schemas.
+/// The names of an array of Connect field schemas (`field`) or Avro record
+/// fields (`name`).
 fn field_names(items: &[Json]) -> Option<Vec<String>> {
     if items.is_empty() {
         return None;
     }
     items
         .iter()
-        .map(|i| i.get("field").and_then(Json::as_str).map(str::to_owned))
+        .map(|i| {
+            i.get("field")
+                .or_else(|| i.get("name"))
+                .and_then(Json::as_str)
+                .map(str::to_owned)
+        })
         .collect()
 }
 

@@ -15,9 +15,13 @@
 //! and its topics are read back from where each run began.
 //!
 //! Outputs: `json_schemas` and `json_plain` (JsonConverter with and without
-//! schemas), `unwrap` (ExtractNewRecordState, `--envelope unwrap`), `outbox`
-//! (EventRouter, `--outbox-table`). Headers are compared as Kafka Connect's
-//! default header converter (`SimpleHeaderConverter`) writes them.
+//! schemas), `avro` (Confluent's AvroConverter and `--format avro`, both
+//! against the same Apicurio registry; each side's key and value decoded with
+//! its writer schema and compared as `{schema, payload}` documents, so the
+//! schemas are compared too), `unwrap` (ExtractNewRecordState, `--envelope
+//! unwrap`), `outbox` (EventRouter, `--outbox-table`). Headers are compared
+//! as Kafka Connect's default header converter (`SimpleHeaderConverter`)
+//! writes them.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -30,19 +34,23 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use common::avro_reader::{plain, AvroReader};
 use common::{read_raw_from, topics_matching, ReadUntil, Scenario, TIMEOUT};
 use compare::Rec;
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres};
+use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
 const JSON_CONVERTER: &str = "org.apache.kafka.connect.json.JsonConverter";
 const SIMPLE_HEADER_CONVERTER: &str = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
+const AVRO_CONVERTER: &str = "io.confluent.connect.avro.AvroConverter";
 
 /// One configuration compared: pgcdc-kafka's flags, Debezium's output
 /// settings, and which of our topics belong to it.
 struct Case {
     output: &'static str,
+    /// Keys and values are Confluent-framed Avro.
+    avro: bool,
     pgcdc: Vec<String>,
     debezium: Vec<(String, String)>,
     ours: Box<dyn Fn(&str) -> bool + Send + Sync>,
@@ -64,7 +72,22 @@ fn json_converters(schemas: bool) -> Vec<(String, String)> {
     .collect()
 }
 
-fn cases(prefix: &str, outbox_type: &str) -> Vec<Case> {
+/// AvroConverter for key and value against `registry`, and the default
+/// header converter.
+fn avro_converters(registry: &str) -> Vec<(String, String)> {
+    [
+        ("key.converter", AVRO_CONVERTER),
+        ("key.converter.schema.registry.url", registry),
+        ("value.converter", AVRO_CONVERTER),
+        ("value.converter.schema.registry.url", registry),
+        ("header.converter", SIMPLE_HEADER_CONVERTER),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
     let strings = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let setting = |k: &str, v: &str| (k.to_owned(), v.to_owned());
     let ours_prefix = {
@@ -95,24 +118,35 @@ fn cases(prefix: &str, outbox_type: &str) -> Vec<Case> {
     vec![
         Case {
             output: "json_schemas",
+            avro: false,
             pgcdc: strings(&["--json-schemas", "true"]),
             debezium: json_converters(true),
             ours: Box::new(ours_prefix.clone()),
         },
         Case {
             output: "json_plain",
+            avro: false,
             pgcdc: strings(&["--json-schemas", "false"]),
             debezium: json_converters(false),
             ours: Box::new(ours_prefix.clone()),
         },
         Case {
+            output: "avro",
+            avro: true,
+            pgcdc: strings(&["--format", "avro", "--schema-registry-url", registry]),
+            debezium: avro_converters(registry),
+            ours: Box::new(ours_prefix.clone()),
+        },
+        Case {
             output: "unwrap",
+            avro: false,
             pgcdc: strings(&["--json-schemas", "true", "--envelope", "unwrap"]),
             debezium: unwrap,
             ours: Box::new(ours_prefix),
         },
         Case {
             output: "outbox",
+            avro: false,
             pgcdc: strings(&["--json-schemas", "true", "--outbox-table", "public.outbox"]),
             debezium: outbox,
             ours: Box::new(move |t: &str| t == outbox_topic),
@@ -127,7 +161,8 @@ async fn same_records_as_debezium_except_documented_deviations() {
     let pg = Postgres::shared();
     let s = Scenario::new(pg, "dbzdiff");
     let outbox_type = unique_name("order");
-    let cases = cases(&s.prefix, &outbox_type);
+    let registry = SchemaRegistry::shared();
+    let cases = cases(&s.prefix, &outbox_type, &registry.url());
 
     let (ddl, extensions) = workload::schema(|ext| {
         pg.execute(&s.db, &format!("CREATE EXTENSION IF NOT EXISTS {ext}"))
@@ -241,14 +276,21 @@ async fn same_records_as_debezium_except_documented_deviations() {
 
     let mut compared = 0;
     let mut diffs = Vec::new();
+    let reader = AvroReader::new(registry);
     for case in &cases {
-        let (n, d) =
-            compare::compare_output(case.output, &ours[case.output], &debezium[case.output]);
+        let (ours, debezium) = match case.avro {
+            true => (
+                avro_as_json(&reader, &ours[case.output]),
+                avro_as_json(&reader, &debezium[case.output]),
+            ),
+            false => (ours[case.output].clone(), debezium[case.output].clone()),
+        };
+        let (n, d) = compare::compare_output(case.output, &ours, &debezium);
         eprintln!(
             "{}: {} records ours, {} Debezium's; {n} compared, {} differences",
             case.output,
-            ours[case.output].len(),
-            debezium[case.output].len(),
+            ours.len(),
+            debezium.len(),
             d.len()
         );
         compared += n;
@@ -276,6 +318,26 @@ async fn same_records_as_debezium_except_documented_deviations() {
         listing.display()
     );
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// The records with each key and value decoded with its writer schema, as
+/// JSON `{"schema": <the writer schema>, "payload": <the datum>}`.
+fn avro_as_json(reader: &AvroReader<'_>, records: &[Rec]) -> Vec<Rec> {
+    let document = |bytes: &Vec<u8>| {
+        let (_, schema, datum) = reader.decode_with_schema(bytes);
+        serde_json::json!({"schema": schema, "payload": plain(&datum)})
+            .to_string()
+            .into_bytes()
+    };
+    records
+        .iter()
+        .map(|r| Rec {
+            topic: r.topic.clone(),
+            key: r.key.as_ref().map(document),
+            value: r.value.as_ref().map(document),
+            headers: r.headers.clone(),
+        })
+        .collect()
 }
 
 /// Runs pgcdc-kafka with `args` until caught up, and returns what it wrote
