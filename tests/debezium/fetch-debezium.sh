@@ -28,17 +28,9 @@ CONFLUENT_JARS=(
 )
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if [ -n "${PGCDC_SERVICES_CACHE:-}" ]; then cache=$PGCDC_SERVICES_CACHE
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then cache=$XDG_CACHE_HOME/pgcdc-kafka
-else cache=$HOME/.cache/pgcdc-kafka
-fi
-
-for tool in mvn javac sha256sum unzip; do
-  command -v "$tool" >/dev/null || {
-    echo "fetch-debezium: $tool not found; apt-get install maven openjdk-17-jdk-headless" >&2
-    exit 1
-  }
-done
+# shellcheck source=../../testcontainers/cache-dir.sh
+. "$here/../../testcontainers/cache-dir.sh"
+need_tools fetch-debezium "apt-get install maven openjdk-17-jdk-headless unzip" mvn javac sha256sum unzip
 
 base=$cache/debezium-$DEBEZIUM_VERSION
 libs=$base/libs
