@@ -56,100 +56,105 @@ struct Case {
     ours: Box<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
-/// JsonConverter for key and value, with `schemas.enable` = `schemas`, and
-/// the default header converter.
-fn json_converters(schemas: bool) -> Vec<(String, String)> {
-    let schemas = schemas.to_string();
-    [
-        ("key.converter", JSON_CONVERTER),
-        ("key.converter.schemas.enable", &schemas),
-        ("value.converter", JSON_CONVERTER),
-        ("value.converter.schemas.enable", &schemas),
-        ("header.converter", SIMPLE_HEADER_CONVERTER),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+/// Settings from `(key, value)` pairs.
+fn settings(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
-/// AvroConverter for key and value against `registry`, and the default
+/// `converter` for key and value (with `options` for both), and the default
 /// header converter.
-fn avro_converters(registry: &str) -> Vec<(String, String)> {
-    [
-        ("key.converter", AVRO_CONVERTER),
-        ("key.converter.schema.registry.url", registry),
-        ("value.converter", AVRO_CONVERTER),
-        ("value.converter.schema.registry.url", registry),
+fn converters(converter: &str, options: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs = vec![
+        ("key.converter", converter),
+        ("value.converter", converter),
         ("header.converter", SIMPLE_HEADER_CONVERTER),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    ];
+    let prefixed: Vec<(String, &str)> = options
+        .iter()
+        .flat_map(|(k, v)| {
+            [
+                (format!("key.converter.{k}"), *v),
+                (format!("value.converter.{k}"), *v),
+            ]
+        })
+        .collect();
+    pairs.extend(prefixed.iter().map(|(k, v)| (k.as_str(), *v)));
+    settings(&pairs)
 }
 
 fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
-    let strings = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let setting = |k: &str, v: &str| (k.to_owned(), v.to_owned());
-    let ours_prefix = {
-        let p = format!("{prefix}.");
-        move |t: &str| t.starts_with(&p)
+    let case = |output, avro, pgcdc: &[&str], debezium| Case {
+        output,
+        avro,
+        pgcdc: pgcdc.iter().map(|s| s.to_string()).collect(),
+        debezium,
+        ours: Box::new({
+            let p = format!("{prefix}.");
+            move |t: &str| t.starts_with(&p)
+        }),
     };
+    let with = |mut base: Vec<(String, String)>, more: &[(&str, &str)]| {
+        base.extend(settings(more));
+        base
+    };
+    let schemas = |on: &'static str| converters(JSON_CONVERTER, &[("schemas.enable", on)]);
+    let outbox_topics = format!("{}\\.public\\.outbox", regex::escape(prefix));
     let outbox_topic = format!("outbox.event.{outbox_type}");
-    let mut unwrap = json_converters(true);
-    unwrap.extend([
-        setting("transforms", "unwrap"),
-        setting(
-            "transforms.unwrap.type",
-            "io.debezium.transforms.ExtractNewRecordState",
-        ),
-    ]);
-    let mut outbox = json_converters(true);
-    outbox.extend([
-        setting(
-            "topics",
-            &format!("{}\\.public\\.outbox", regex::escape(prefix)),
-        ),
-        setting("transforms", "outbox"),
-        setting(
-            "transforms.outbox.type",
-            "io.debezium.transforms.outbox.EventRouter",
-        ),
-    ]);
     vec![
+        case(
+            "json_schemas",
+            false,
+            &["--json-schemas", "true"],
+            schemas("true"),
+        ),
+        case(
+            "json_plain",
+            false,
+            &["--json-schemas", "false"],
+            schemas("false"),
+        ),
+        case(
+            "avro",
+            true,
+            &["--format", "avro", "--schema-registry-url", registry],
+            converters(AVRO_CONVERTER, &[("schema.registry.url", registry)]),
+        ),
+        case(
+            "unwrap",
+            false,
+            &["--json-schemas", "true", "--envelope", "unwrap"],
+            with(
+                schemas("true"),
+                &[
+                    ("transforms", "unwrap"),
+                    (
+                        "transforms.unwrap.type",
+                        "io.debezium.transforms.ExtractNewRecordState",
+                    ),
+                ],
+            ),
+        ),
         Case {
-            output: "json_schemas",
-            avro: false,
-            pgcdc: strings(&["--json-schemas", "true"]),
-            debezium: json_converters(true),
-            ours: Box::new(ours_prefix.clone()),
-        },
-        Case {
-            output: "json_plain",
-            avro: false,
-            pgcdc: strings(&["--json-schemas", "false"]),
-            debezium: json_converters(false),
-            ours: Box::new(ours_prefix.clone()),
-        },
-        Case {
-            output: "avro",
-            avro: true,
-            pgcdc: strings(&["--format", "avro", "--schema-registry-url", registry]),
-            debezium: avro_converters(registry),
-            ours: Box::new(ours_prefix.clone()),
-        },
-        Case {
-            output: "unwrap",
-            avro: false,
-            pgcdc: strings(&["--json-schemas", "true", "--envelope", "unwrap"]),
-            debezium: unwrap,
-            ours: Box::new(ours_prefix),
-        },
-        Case {
-            output: "outbox",
-            avro: false,
-            pgcdc: strings(&["--json-schemas", "true", "--outbox-table", "public.outbox"]),
-            debezium: outbox,
             ours: Box::new(move |t: &str| t == outbox_topic),
+            ..case(
+                "outbox",
+                false,
+                &["--json-schemas", "true", "--outbox-table", "public.outbox"],
+                with(
+                    schemas("true"),
+                    &[
+                        ("topics", &outbox_topics),
+                        ("transforms", "outbox"),
+                        (
+                            "transforms.outbox.type",
+                            "io.debezium.transforms.outbox.EventRouter",
+                        ),
+                    ],
+                ),
+            )
         },
     ]
 }
