@@ -94,7 +94,12 @@ public final class DebeziumDiffRunner {
             if (!topics.matcher(record.topic()).matches()) {
                 return;
             }
-            SourceRecord r = record;
+            // Each output gets its own headers: an SMT may change them in
+            // place (ExtractNewRecordState's add.headers does), and Debezium's
+            // tombstone shares its delete's headers.
+            SourceRecord r = record.newRecord(record.topic(), record.kafkaPartition(),
+                    record.keySchema(), record.key(), record.valueSchema(), record.value(),
+                    record.timestamp(), record.headers().duplicate());
             for (Transformation<SourceRecord> t : transforms) {
                 r = t.apply(r);
                 if (r == null) {

@@ -24,8 +24,15 @@ pub struct Source<'a> {
     pub user: &'a str,
     pub password: &'a str,
     pub database: &'a str,
-    pub slot: &'a str,
     pub publication: &'a str,
+}
+
+/// One engine run: its slot, its connector settings beyond the connection,
+/// and the outputs it feeds.
+pub struct Run {
+    pub slot: String,
+    pub settings: Vec<(String, String)>,
+    pub outputs: Vec<Output>,
 }
 
 /// One output: a name and its `output.<name>.*` settings (converters,
@@ -113,9 +120,9 @@ fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
-/// Runs Debezium over `source` until the logical decoding message with
-/// prefix `stop_prefix`, and returns each output's records in the order
-/// Debezium produced them. `engine` adds connector settings.
+/// Runs Debezium over `source` and `run`'s slot until the logical decoding
+/// message with prefix `stop_prefix`, and returns each output's records in
+/// the order Debezium produced them.
 ///
 /// # Panics
 /// When the engine fails or does not see the stop message in time, with its log.
@@ -123,8 +130,7 @@ pub fn run(
     source: &Source<'_>,
     prefix: &str,
     stop_prefix: &str,
-    engine: &[(&str, &str)],
-    outputs: &[Output],
+    run: &Run,
     work: &Path,
 ) -> BTreeMap<String, Vec<Rec>> {
     let mut props = String::new();
@@ -144,23 +150,25 @@ pub fn run(
         ("database.password", source.password),
         ("database.dbname", source.database),
         ("topic.prefix", prefix),
-        ("slot.name", source.slot),
+        ("slot.name", run.slot.as_str()),
         ("publication.name", source.publication),
         ("publication.autocreate.mode", "disabled"),
         ("plugin.name", "pgoutput"),
         ("snapshot.mode", "no_data"),
     ];
     let port = source.port.to_string();
+    let settings = run.settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     for (k, v) in base
-        .iter()
-        .chain(&[("database.port", port.as_str())])
-        .chain(engine)
+        .into_iter()
+        .chain([("database.port", port.as_str())])
+        .chain(settings)
     {
         let _ = writeln!(props, "engine.{k}={}", escape(v));
     }
     let _ = writeln!(props, "stop.topic={prefix}.message");
     let _ = writeln!(props, "stop.prefix={stop_prefix}");
     let _ = writeln!(props, "timeout.seconds=180");
+    let outputs = &run.outputs;
     let names: Vec<&str> = outputs.iter().map(|o| o.name).collect();
     let _ = writeln!(props, "outputs={}", names.join(","));
     for o in outputs {

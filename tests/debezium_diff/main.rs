@@ -52,14 +52,24 @@ struct Case {
     /// Keys and values are Confluent-framed Avro.
     avro: bool,
     pgcdc: Vec<String>,
+    /// Connector settings of the Debezium run this case reads (one run per
+    /// distinct set, each on its own slot).
+    engine: &'static [(&'static str, &'static str)],
     debezium: Vec<(String, String)>,
     ours: Box<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
+/// What every Debezium run sets beyond the connection: truncates are
+/// compared too (both skip them by default).
+const ENGINE_BASE: &[(&str, &str)] = &[("skipped.operations", "none")];
+
+/// The Debezium run of the transaction metadata case.
+const WITH_TRANSACTIONS: &[(&str, &str)] = &[("provide.transaction.metadata", "true")];
+
 /// Settings from `(key, value)` pairs.
-fn settings(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+fn settings<'a>(pairs: impl IntoIterator<Item = &'a (&'a str, &'a str)>) -> Vec<(String, String)> {
     pairs
-        .iter()
+        .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
@@ -90,6 +100,7 @@ fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
         output,
         avro,
         pgcdc: pgcdc.iter().map(|s| s.to_string()).collect(),
+        engine: &[],
         debezium,
         ours: Box::new({
             let p = format!("{prefix}.");
@@ -137,6 +148,52 @@ fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
                 ],
             ),
         ),
+        case(
+            "unwrap_rewrite",
+            false,
+            &[
+                "--json-schemas",
+                "true",
+                "--envelope",
+                "unwrap",
+                "--unwrap-delete-handling",
+                "rewrite",
+                "--unwrap-add-fields",
+                "op,table,lsn,source.ts_ms",
+                "--unwrap-add-headers",
+                "db,op",
+            ],
+            with(
+                schemas("true"),
+                &[
+                    ("transforms", "unwrap"),
+                    (
+                        "transforms.unwrap.type",
+                        "io.debezium.transforms.ExtractNewRecordState",
+                    ),
+                    (
+                        "transforms.unwrap.delete.tombstone.handling.mode",
+                        "rewrite",
+                    ),
+                    ("transforms.unwrap.add.fields", "op,table,lsn,source.ts_ms"),
+                    ("transforms.unwrap.add.headers", "db,op"),
+                ],
+            ),
+        ),
+        Case {
+            engine: WITH_TRANSACTIONS,
+            ..case(
+                "transactions",
+                false,
+                &[
+                    "--json-schemas",
+                    "true",
+                    "--provide-transaction-metadata",
+                    "true",
+                ],
+                schemas("true"),
+            )
+        },
         Case {
             ours: Box::new(move |t: &str| t == outbox_topic),
             ..case(
@@ -182,29 +239,22 @@ async fn same_records_as_debezium_except_documented_deviations() {
         s.publication
     ));
 
-    // One slot, copied for each pgcdc-kafka run: all at one position.
-    let dbz_slot = format!("{}_dbz", s.slot);
-    s.sql(&format!(
-        "SELECT pg_create_logical_replication_slot('{dbz_slot}', 'pgoutput')"
-    ));
+    // One slot per Debezium run and per pgcdc-kafka run, all copies of the
+    // first: all at one position.
+    let mut engines: Vec<&[(&str, &str)]> = Vec::new();
+    for case in &cases {
+        if !engines.contains(&case.engine) {
+            engines.push(case.engine);
+        }
+    }
+    let dbz_slots: Vec<String> = (0..engines.len())
+        .map(|i| format!("{}_dbz{i}", s.slot))
+        .collect();
     let slots: Vec<String> = cases
         .iter()
         .map(|c| format!("{}_{}", s.slot, c.output))
         .collect();
-    for slot in &slots {
-        s.sql(&format!(
-            "SELECT pg_copy_logical_replication_slot('{dbz_slot}', '{slot}')"
-        ));
-    }
-    let positions = s.query_one(&format!(
-        "SELECT string_agg(DISTINCT confirmed_flush_lsn::text, ',') FROM pg_replication_slots \
-         WHERE slot_name LIKE '{}%'",
-        s.slot
-    ));
-    assert!(
-        positions.as_deref().is_some_and(|p| !p.contains(',')),
-        "every slot at one confirmed position: {positions:?}"
-    );
+    create_slots(&s, dbz_slots.iter().chain(&slots));
 
     for statement in workload::changes(&extensions, &outbox_type) {
         s.sql(&statement);
@@ -214,17 +264,27 @@ async fn same_records_as_debezium_except_documented_deviations() {
     std::fs::create_dir_all(&work).expect("work dir");
     let started = std::time::Instant::now();
     let debezium = {
-        let outputs: Vec<engine::Output> = cases
+        let runs: Vec<engine::Run> = engines
             .iter()
-            .map(|c| engine::Output {
-                name: c.output,
-                settings: c.debezium.clone(),
+            .zip(&dbz_slots)
+            .map(|(engine, slot)| engine::Run {
+                slot: slot.clone(),
+                settings: settings(ENGINE_BASE.iter().chain(*engine)),
+                outputs: cases
+                    .iter()
+                    .filter(|c| c.engine == *engine)
+                    .map(|c| engine::Output {
+                        name: c.output,
+                        settings: c.debezium.clone(),
+                    })
+                    .collect(),
             })
             .collect();
         let (host, port) = (pg.host().to_owned(), pg.port());
         let (user, password) = (pg.user().to_owned(), pg.password().to_owned());
         let (db, publication, prefix) = (s.db.clone(), s.publication.clone(), s.prefix.clone());
         let work = work.clone();
+        // One run after the other, beside the pgcdc-kafka runs: two cores.
         tokio::task::spawn_blocking(move || {
             let source = engine::Source {
                 host: &host,
@@ -232,39 +292,37 @@ async fn same_records_as_debezium_except_documented_deviations() {
                 user: &user,
                 password: &password,
                 database: &db,
-                slot: &dbz_slot,
                 publication: &publication,
             };
-            engine::run(
-                &source,
-                &prefix,
-                workload::STOP_PREFIX,
-                &[("skipped.operations", "none")],
-                &outputs,
-                &work,
-            )
+            let mut records = BTreeMap::new();
+            for (i, run) in runs.iter().enumerate() {
+                let dir = work.join(format!("debezium-{i}"));
+                std::fs::create_dir_all(&dir).expect("debezium work dir");
+                records.extend(engine::run(
+                    &source,
+                    &prefix,
+                    workload::STOP_PREFIX,
+                    run,
+                    &dir,
+                ));
+            }
+            records
         })
     };
 
     let mut ours: BTreeMap<&str, Vec<Rec>> = BTreeMap::new();
     for (case, slot) in cases.iter().zip(&slots) {
-        let mut args = vec![
-            "--pg-url".to_owned(),
-            pg.url(&s.db),
-            "--bootstrap-servers".to_owned(),
-            bootstrap.clone(),
-            "--topic-prefix".to_owned(),
-            s.prefix.clone(),
-            "--slot".to_owned(),
-            slot.clone(),
-            "--publication".to_owned(),
-            s.publication.clone(),
-            "--snapshot-mode".to_owned(),
-            "never".to_owned(),
-            "--skipped-operations".to_owned(),
-            "none".to_owned(),
-            "--stop-when-caught-up".to_owned(),
-        ];
+        let mut args = s.args(
+            &bootstrap,
+            &[
+                "--snapshot-mode",
+                "never",
+                "--skipped-operations",
+                "none",
+                "--stop-when-caught-up",
+            ],
+        );
+        replace_flag(&mut args, "--slot", slot);
         args.extend(case.pgcdc.iter().cloned());
         ours.insert(
             case.output,
@@ -273,7 +331,8 @@ async fn same_records_as_debezium_except_documented_deviations() {
     }
     let debezium = debezium.await.expect("debezium runner thread");
     eprintln!(
-        "debezium {} and {} pgcdc-kafka runs took {:.1?}",
+        "{} debezium {} and {} pgcdc-kafka runs took {:.1?}",
+        engines.len(),
         engine::DEBEZIUM_VERSION,
         cases.len(),
         started.elapsed()
@@ -323,6 +382,39 @@ async fn same_records_as_debezium_except_documented_deviations() {
         listing.display()
     );
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Creates the first of `slots` (pgoutput) and the others as its copies,
+/// and checks that all are at one confirmed position.
+fn create_slots<'a>(s: &Scenario, slots: impl IntoIterator<Item = &'a String>) {
+    let mut slots = slots.into_iter();
+    let first = slots.next().expect("a slot");
+    s.sql(&format!(
+        "SELECT pg_create_logical_replication_slot('{first}', 'pgoutput')"
+    ));
+    for slot in slots {
+        s.sql(&format!(
+            "SELECT pg_copy_logical_replication_slot('{first}', '{slot}')"
+        ));
+    }
+    let positions = s.query_one(&format!(
+        "SELECT string_agg(DISTINCT confirmed_flush_lsn::text, ',') FROM pg_replication_slots \
+         WHERE slot_name LIKE '{}%'",
+        s.slot
+    ));
+    assert!(
+        positions.as_deref().is_some_and(|p| !p.contains(',')),
+        "every slot at one confirmed position: {positions:?}"
+    );
+}
+
+/// Sets the value following `flag` in `args`.
+fn replace_flag(args: &mut [String], flag: &str, value: &str) {
+    let at = args
+        .iter()
+        .position(|a| a == flag)
+        .unwrap_or_else(|| panic!("{flag} in {args:?}"));
+    args[at + 1] = value.to_owned();
 }
 
 /// The records with each key and value decoded with its writer schema, as
