@@ -561,6 +561,24 @@ mod tests {
     }
 
     #[test]
+    fn avro_record_fields_are_matched_by_name() {
+        let schema = |extra: bool| {
+            let mut fields = vec![json!({"name": "id", "type": "int"})];
+            if extra {
+                fields.push(json!({"name": "origin", "type": ["null", "string"]}));
+            }
+            fields.push(json!({"name": "lsn", "type": "long"}));
+            json!({"schema": {"type": "record", "name": "Source", "fields": fields}, "payload": {}})
+        };
+        let (_, diffs) = compare_output(
+            "avro",
+            &[rec("t", json!(1), Some(schema(false)), &[])],
+            &[rec("t", json!(1), Some(schema(true)), &[])],
+        );
+        assert_eq!(paths(&diffs), ["value/schema/fields[origin]"]);
+    }
+
+    #[test]
     fn formatting_differences_show_as_text_and_bytes() {
         let d = Rec {
             topic: "t".into(),

@@ -19,9 +19,12 @@
 //! against the same Apicurio registry; each side's key and value decoded with
 //! its writer schema and compared as `{schema, payload}` documents, so the
 //! schemas are compared too), `unwrap` (ExtractNewRecordState, `--envelope
-//! unwrap`), `outbox` (EventRouter, `--outbox-table`). Headers are compared
-//! as Kafka Connect's default header converter (`SimpleHeaderConverter`)
-//! writes them.
+//! unwrap`), `unwrap_rewrite` (the same with deletes rewritten and envelope
+//! fields added as fields and headers), `transactions` (transaction metadata:
+//! the BEGIN/END topic and each event's `transaction` block, from a second
+//! Debezium run), `outbox` (EventRouter, `--outbox-table`). Headers are
+//! compared as Kafka Connect's default header converter
+//! (`SimpleHeaderConverter`) writes them.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -31,12 +34,12 @@ mod engine;
 mod workload;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::avro_reader::{plain, AvroReader};
 use common::{read_raw_from, topics_matching, ReadUntil, Scenario, TIMEOUT};
-use compare::Rec;
+use compare::{Difference, Rec};
 use pgcdc_testcontainers::{unique_name, Kafka, Postgres, SchemaRegistry};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
@@ -241,20 +244,12 @@ async fn same_records_as_debezium_except_documented_deviations() {
 
     // One slot per Debezium run and per pgcdc-kafka run, all copies of the
     // first: all at one position.
-    let mut engines: Vec<&[(&str, &str)]> = Vec::new();
-    for case in &cases {
-        if !engines.contains(&case.engine) {
-            engines.push(case.engine);
-        }
-    }
-    let dbz_slots: Vec<String> = (0..engines.len())
-        .map(|i| format!("{}_dbz{i}", s.slot))
-        .collect();
+    let runs = debezium_runs(&cases, &s.slot);
     let slots: Vec<String> = cases
         .iter()
         .map(|c| format!("{}_{}", s.slot, c.output))
         .collect();
-    create_slots(&s, dbz_slots.iter().chain(&slots));
+    create_slots(&s, runs.iter().map(|r| &r.slot).chain(&slots));
 
     for statement in workload::changes(&extensions, &outbox_type) {
         s.sql(&statement);
@@ -263,53 +258,8 @@ async fn same_records_as_debezium_except_documented_deviations() {
     let work = std::env::temp_dir().join(unique_name("dbzdiff"));
     std::fs::create_dir_all(&work).expect("work dir");
     let started = std::time::Instant::now();
-    let debezium = {
-        let runs: Vec<engine::Run> = engines
-            .iter()
-            .zip(&dbz_slots)
-            .map(|(engine, slot)| engine::Run {
-                slot: slot.clone(),
-                settings: settings(ENGINE_BASE.iter().chain(*engine)),
-                outputs: cases
-                    .iter()
-                    .filter(|c| c.engine == *engine)
-                    .map(|c| engine::Output {
-                        name: c.output,
-                        settings: c.debezium.clone(),
-                    })
-                    .collect(),
-            })
-            .collect();
-        let (host, port) = (pg.host().to_owned(), pg.port());
-        let (user, password) = (pg.user().to_owned(), pg.password().to_owned());
-        let (db, publication, prefix) = (s.db.clone(), s.publication.clone(), s.prefix.clone());
-        let work = work.clone();
-        // One run after the other, beside the pgcdc-kafka runs: two cores.
-        tokio::task::spawn_blocking(move || {
-            let source = engine::Source {
-                host: &host,
-                port,
-                user: &user,
-                password: &password,
-                database: &db,
-                publication: &publication,
-            };
-            let mut records = BTreeMap::new();
-            for (i, run) in runs.iter().enumerate() {
-                let dir = work.join(format!("debezium-{i}"));
-                std::fs::create_dir_all(&dir).expect("debezium work dir");
-                records.extend(engine::run(
-                    &source,
-                    &prefix,
-                    workload::STOP_PREFIX,
-                    run,
-                    &dir,
-                ));
-            }
-            records
-        })
-    };
-
+    let engines = runs.len();
+    let debezium = spawn_debezium(&s, runs, work.clone());
     let mut ours: BTreeMap<&str, Vec<Rec>> = BTreeMap::new();
     for (case, slot) in cases.iter().zip(&slots) {
         let mut args = s.args(
@@ -331,8 +281,7 @@ async fn same_records_as_debezium_except_documented_deviations() {
     }
     let debezium = debezium.await.expect("debezium runner thread");
     eprintln!(
-        "{} debezium {} and {} pgcdc-kafka runs took {:.1?}",
-        engines.len(),
+        "{engines} debezium {} and {} pgcdc-kafka runs took {:.1?}",
         engine::DEBEZIUM_VERSION,
         cases.len(),
         started.elapsed()
@@ -360,9 +309,80 @@ async fn same_records_as_debezium_except_documented_deviations() {
         compared += n;
         diffs.extend(d);
     }
+    assert_all_documented(&s.prefix, compared, diffs, &work);
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// One Debezium run per distinct [`Case::engine`], each feeding the outputs
+/// of its cases, on slot `<slot>_dbz<n>`.
+fn debezium_runs(cases: &[Case], slot: &str) -> Vec<engine::Run> {
+    let mut engines: Vec<&[(&str, &str)]> = Vec::new();
+    for case in cases {
+        if !engines.contains(&case.engine) {
+            engines.push(case.engine);
+        }
+    }
+    engines
+        .iter()
+        .enumerate()
+        .map(|(i, engine)| engine::Run {
+            slot: format!("{slot}_dbz{i}"),
+            settings: settings(ENGINE_BASE.iter().chain(*engine)),
+            outputs: cases
+                .iter()
+                .filter(|c| c.engine == *engine)
+                .map(|c| engine::Output {
+                    name: c.output,
+                    settings: c.debezium.clone(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Runs `runs` one after the other on a blocking thread (beside the
+/// pgcdc-kafka runs: two cores) and returns every output's records.
+fn spawn_debezium(
+    s: &Scenario,
+    runs: Vec<engine::Run>,
+    work: PathBuf,
+) -> tokio::task::JoinHandle<BTreeMap<String, Vec<Rec>>> {
+    let (host, port) = (s.pg.host().to_owned(), s.pg.port());
+    let (user, password) = (s.pg.user().to_owned(), s.pg.password().to_owned());
+    let (db, publication, prefix) = (s.db.clone(), s.publication.clone(), s.prefix.clone());
+    tokio::task::spawn_blocking(move || {
+        let source = engine::Source {
+            host: &host,
+            port,
+            user: &user,
+            password: &password,
+            database: &db,
+            publication: &publication,
+        };
+        let mut records = BTreeMap::new();
+        for (i, run) in runs.iter().enumerate() {
+            let dir = work.join(format!("debezium-{i}"));
+            std::fs::create_dir_all(&dir).expect("debezium work dir");
+            records.extend(engine::run(
+                &source,
+                &prefix,
+                workload::STOP_PREFIX,
+                run,
+                &dir,
+            ));
+        }
+        records
+    })
+}
+
+/// Judges `diffs` against `tests/debezium/deviations.toml`, prints the
+/// report and the `N records compared, M differences` line, and fails on an
+/// undocumented difference or a stale deviation (all undocumented ones are
+/// also written to `<work>/undocumented.txt`).
+fn assert_all_documented(prefix: &str, compared: usize, diffs: Vec<Difference>, work: &Path) {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/debezium/deviations.toml");
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let deviations = deviations::parse(&text, &s.prefix);
+    let deviations = deviations::parse(&text, prefix);
     let total = diffs.len();
     let verdict = deviations::judge(&deviations, diffs);
     println!("{}", deviations::report(&deviations, &verdict, 300));
@@ -381,7 +401,6 @@ async fn same_records_as_debezium_except_documented_deviations() {
         verdict.stale.len(),
         listing.display()
     );
-    let _ = std::fs::remove_dir_all(&work);
 }
 
 /// Creates the first of `slots` (pgoutput) and the others as its copies,
