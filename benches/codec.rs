@@ -96,6 +96,7 @@ fn event(relations: &RelationCache, table: &Arc<TableSchema>) -> ChangeEvent {
         before: None,
         after: Some(relations.decode_row(table, &insert.new, LSN).expect("row")),
         source: SourceInfo {
+            origin: None,
             commit_time_micros: 1_764_847_191_123_456,
             xid: 771,
             lsn: LSN,
@@ -109,6 +110,7 @@ fn info() -> ConnectorInfo {
     ConnectorInfo {
         name: "bench".into(),
         db: "shop".into(),
+        run_id: "0190a0b0-0000-7000-8000-000000000000".into(),
     }
 }
 
@@ -139,7 +141,7 @@ fn encode(c: &mut Criterion) {
     let mut group = c.benchmark_group("encode");
     group.throughput(Throughput::Elements(1));
     for (name, schemas) in [("json with schemas", true), ("json without schemas", false)] {
-        let mut encoder = JsonEncoder::new(info(), schemas);
+        let mut encoder = JsonEncoder::uniform(info(), schemas);
         group.bench_function(name, |b| {
             b.iter(|| {
                 let key = encoder.key(black_box(&event));

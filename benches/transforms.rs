@@ -60,6 +60,7 @@ fn event(table: &Arc<TableSchema>, row: Vec<Value>, i: usize) -> ChangeEvent {
         before: None,
         after: Some(row),
         source: SourceInfo {
+            origin: None,
             commit_time_micros: 1_700_000_000_000_000 + i as i64,
             xid: 1000 + i as u32,
             lsn: Lsn::new(0x1000_0000 + i as u64 * 64),
@@ -73,6 +74,7 @@ fn info() -> ConnectorInfo {
     ConnectorInfo {
         name: "bench".into(),
         db: "shop".into(),
+        run_id: "0190a0b0-0000-7000-8000-000000000000".into(),
     }
 }
 
@@ -147,7 +149,7 @@ fn main() {
     let txn = TxnId::from_u64(1);
 
     runtime.block_on(async {
-        let mut encoder = Encoder::Json(JsonEncoder::new(info(), true));
+        let mut encoder = Encoder::Json(JsonEncoder::uniform(info(), true));
         let events: Vec<ChangeEvent> = (0..EVENTS).map(|i| event(&items, item(i), i)).collect();
         let started = Instant::now();
         let mut bytes = 0;

@@ -38,11 +38,13 @@ async fn main() -> anyhow::Result<()> {
         &kafka.bootstrap_servers(),
         "--topic-prefix",
         "app",
-        "--json-schemas",
+        "--json-key-schemas",
+        "false",
+        "--json-value-schemas",
         "false",
     ])?;
     config.validate()?;
-    println!("\nrunning: pgcdc-kafka run --pg-url {} --bootstrap-servers {} --topic-prefix app --json-schemas false", config.pg_url, config.bootstrap_servers);
+    println!("\nrunning: pgcdc-kafka run --pg-url {} --bootstrap-servers {} --topic-prefix app --json-key-schemas false --json-value-schemas false", config.pg_url, config.bootstrap_servers);
     let (stop, shutdown) = Shutdown::new();
     let connector = tokio::spawn(pipeline::run(config, shutdown));
 

@@ -149,6 +149,13 @@ pub struct RunConfig {
     #[arg(help_heading = FORMAT, long, env = "PGCDC_TOMBSTONES_ON_DELETE", default_value_t = true, action = clap::ArgAction::Set)]
     pub tombstones_on_delete: bool,
 
+    /// Write Debezium's context headers on every change record and
+    /// tombstone: __debezium.context.connectorLogicalName (the topic
+    /// prefix), taskId (0), connectorName (postgresql) and runId (a UUID
+    /// v7 per start) (Debezium's extended.headers.enabled).
+    #[arg(help_heading = FORMAT, long, env = "PGCDC_EXTENDED_HEADERS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub extended_headers: bool,
+
     /// Operations not to emit, comma separated among c (insert), u (update),
     /// d (delete), t (truncate), or `none` (Debezium's skipped.operations).
     #[arg(help_heading = SELECTION, long, env = "PGCDC_SKIPPED_OPERATIONS", default_value = "t", value_parser = parse_skipped_operations)]
@@ -298,6 +305,16 @@ pub struct RunConfig {
         default_value = "at-least-once"
     )]
     pub delivery: Delivery,
+
+    /// At-least-once: when a run (re)starts, skip the replayed records that
+    /// Kafka already has, found from the last record of each partition of
+    /// the topics written to (a `pgcdc.position` header on every streamed
+    /// record). Needs a producer that leaves no gaps, so it gives the
+    /// producer no delivery timeout (message.timeout.ms=0) and
+    /// enable.gapless.guarantee; a --kafka-property message.timeout.ms
+    /// other than 0 turns the skipping off. See the README, "Delivery".
+    #[arg(help_heading = DELIVERY, long, env = "PGCDC_SKIP_DELIVERED", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub skip_delivered: bool,
 
     /// Name of this connector (default: the topic prefix). With
     /// --delivery exactly-once it keys the progress record and makes the
@@ -478,6 +495,49 @@ impl RunConfig {
         }
     }
 
+    /// Whether an at-least-once restart skips what Kafka already has
+    /// (`--skip-delivered`): not with a delivery timeout, which can leave a
+    /// record out of a partition that holds later ones.
+    pub fn skips_delivered(&self) -> bool {
+        self.delivery == Delivery::AtLeastOnce
+            && self.skip_delivered
+            && !self.kafka_properties.iter().any(|(k, v)| {
+                matches!(k.as_str(), "message.timeout.ms" | "delivery.timeout.ms") && v != "0"
+            })
+    }
+
+    /// A fingerprint of this build and of the settings that decide which
+    /// records a transaction makes, carried in each record's position
+    /// header: a restart skips records by position only when the run that
+    /// wrote Kafka's last records had the same one (see `sink::position`).
+    pub fn output_fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let output = format!(
+            "{} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            crate::build_info::VERSION,
+            crate::build_info::COMMIT,
+            self.topic_prefix,
+            self.tables,
+            self.encode,
+            self.tombstones_on_delete,
+            self.skipped_operations,
+            self.decimal_handling,
+            self.interval_handling,
+            self.unavailable_value_placeholder,
+            self.binary_handling,
+            self.time_precision,
+            self.hstore_handling,
+            self.transform,
+            self.select,
+            self.topics,
+            self.publication,
+            self.metadata,
+        );
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        output.hash(&mut hasher);
+        hasher.finish()
+    }
+
     /// The librdkafka producer configuration: the one place it is built.
     pub fn producer_config(&self) -> ClientConfig {
         let mut settings: BTreeMap<&str, String> = BTreeMap::new();
@@ -491,6 +551,12 @@ impl RunConfig {
         settings.insert("compression.type", "lz4".to_owned());
         settings.insert("linger.ms", "5".to_owned());
         settings.insert("client.id", self.names().client_id());
+        if self.skips_delivered() {
+            // No gap in a partition, ever: a record is retried until it is
+            // delivered, and an error that could leave one stops the producer.
+            settings.insert("message.timeout.ms", "0".to_owned());
+            settings.insert("enable.gapless.guarantee", "true".to_owned());
+        }
         let mut config = ClientConfig::new();
         for (k, v) in settings {
             config.set(k, v);
@@ -531,6 +597,20 @@ mod tests {
         let mut argv = vec!["--pg-url", "postgres://u:secret@db:5433/shop"];
         argv.extend_from_slice(args);
         RunConfig::from_args(argv).expect("arguments parse")
+    }
+
+    #[test]
+    fn the_older_json_schemas_flag_sets_both_sides() {
+        let both = parse(&["--topic-prefix", "app", "--json-schemas", "false"]);
+        assert!(!both.encode.key_schemas() && !both.encode.value_schemas());
+        let value_only = parse(&["--topic-prefix", "app", "--json-value-schemas", "false"]);
+        assert!(value_only.encode.key_schemas() && !value_only.encode.value_schemas());
+        let mut argv = vec!["--pg-url", "postgres://u@db/shop", "--topic-prefix", "app"];
+        argv.extend(["--json-schemas", "false", "--json-key-schemas", "true"]);
+        assert!(
+            RunConfig::from_args(argv).is_err(),
+            "the shorthand and a side flag conflict"
+        );
     }
 
     #[test]

@@ -142,6 +142,8 @@ pub struct Metrics {
     records_sent: Counter,
     records_acknowledged: Counter,
     delivery_errors: Counter,
+    already_delivered: Counter,
+    tail_read_failures: Counter,
     producer_retries: Counter,
     in_flight_records: AtomicI64,
     in_flight_bytes: AtomicI64,
@@ -196,6 +198,8 @@ impl Metrics {
             records_sent: Counter::default(),
             records_acknowledged: Counter::default(),
             delivery_errors: Counter::default(),
+            already_delivered: Counter::default(),
+            tail_read_failures: Counter::default(),
             producer_retries: Counter::default(),
             in_flight_records: AtomicI64::new(0),
             in_flight_bytes: AtomicI64::new(0),
@@ -392,6 +396,17 @@ impl Metrics {
     pub fn record_failed(&self, bytes: u64) {
         self.delivery_errors.inc();
         self.leave_flight(bytes);
+    }
+
+    /// A replayed record was not sent: Kafka already had it (`--skip-delivered`).
+    pub fn record_already_delivered(&self) {
+        self.already_delivered.inc();
+    }
+
+    /// A topic's partition tails could not be read: its replayed records
+    /// are sent again.
+    pub fn tail_read_failed(&self) {
+        self.tail_read_failures.inc();
     }
 
     /// Adds produce requests the producer retried since its last statistics.

@@ -580,6 +580,47 @@ async fn postgres_down_at_the_start_or_the_time_limit_is_no_failure() {
         summary["start_lsn"].is_null(),
         "the start is unknown: {summary}"
     );
+
+    // 4. A stop asked for while it waits to retry is a stop, not a failure.
+    let closed = format!("postgres://postgres@127.0.0.1:{}/nothing", closed_port());
+    let mut args = vec![
+        "--log-format".to_owned(),
+        "json".to_owned(),
+        "run".to_owned(),
+    ];
+    args.extend(s.args(&kafka.bootstrap_servers(), &[]));
+    let url = args.iter().position(|a| a == "--pg-url").expect("--pg-url") + 1;
+    args[url] = closed;
+    let child = Command::new(BIN)
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    // The first attempt fails at once; the backoff before the next is 1 s,
+    // then 2 s: 1.5 s lands in one of them.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(term.success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("the run ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let summary: Json = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("a JSON summary ({e}): {stdout}\n{stderr}"));
+    assert_eq!(summary["stopped"], "requested", "{summary}");
+    assert!(
+        summary["interrupted"]
+            .as_str()
+            .is_some_and(|e| e.contains("127.0.0.1")),
+        "says what it was recovering from: {summary}"
+    );
 }
 
 /// A local port nothing listens on.

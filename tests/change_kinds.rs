@@ -130,6 +130,50 @@ async fn updates_deletes_tombstones_and_key_changes() {
     assert_eq!(new_key["payload"], json!({"id": 100}));
     assert_eq!(key_payload(&accounts[6]), Some(&json!({"id": 1})));
     assert!(accounts[6].value.is_none());
+    // Debezium's order: the emitter's key-change header, then the context
+    // headers; the tombstone repeats its delete's headers.
+    let context = [
+        "__debezium.context.connectorLogicalName",
+        "__debezium.context.taskId",
+        "__debezium.context.connectorName",
+        "__debezium.context.runId",
+    ];
+    for (i, first) in [
+        (5, "__debezium.newkey"),
+        (6, "__debezium.newkey"),
+        (7, "__debezium.oldkey"),
+    ] {
+        let mut names = vec![first];
+        names.extend(context);
+        assert_eq!(accounts[i].header_names(), names, "record {i}");
+    }
+    assert_eq!(
+        accounts[6].headers, accounts[5].headers,
+        "tombstone = delete's headers"
+    );
+    assert_eq!(
+        accounts[0].header_names(),
+        context,
+        "every change record carries the context headers"
+    );
+    assert_eq!(accounts[4].header_names(), context, "and every tombstone");
+    let value = |record: &Record, name| record.header_payload(name).expect(name);
+    assert_eq!(value(&accounts[0], context[0]), json!(s.prefix));
+    assert_eq!(value(&accounts[0], context[1]), json!("0"));
+    assert_eq!(value(&accounts[0], context[2]), json!("postgresql"));
+    let run_id = value(&accounts[0], context[3]);
+    let run_id = run_id.as_str().expect("a string");
+    assert_eq!(
+        (run_id.len(), &run_id[14..15]),
+        (36, "7"),
+        "a UUID v7: {run_id}"
+    );
+    assert!(
+        accounts
+            .iter()
+            .all(|r| r.header_payload(context[3]) == Some(json!(run_id))),
+        "one run id per run"
+    );
     assert_eq!(key_payload(&accounts[7]), Some(&json!({"id": 100})));
     assert_eq!(payload(&accounts[7])["before"], json!(null));
     assert_eq!(
@@ -213,10 +257,10 @@ async fn unchanged_toast_truncate_and_messages() {
         json!(null),
         "an int[] cannot carry the placeholder: null, and listed in the header"
     );
-    let unchanged: Vec<String> =
-        serde_json::from_slice(header(&docs[1], "pgcdc.unchanged.columns").expect("header"))
-            .unwrap();
-    assert_eq!(unchanged, ["body", "tags"]);
+    assert_eq!(
+        docs[1].header_payload("pgcdc.unchanged.columns"),
+        Some(json!(["body", "tags"]))
+    );
     assert!(header(&docs[0], "pgcdc.unchanged.columns").is_none());
 
     let truncate = &docs[2];
@@ -234,6 +278,10 @@ async fn unchanged_toast_truncate_and_messages() {
     )
     .await;
     assert_eq!(messages.len(), 2);
+    assert!(
+        messages.iter().all(|m| m.headers.is_empty()),
+        "logical decoding messages carry no headers"
+    );
     let prefixes: Vec<&Json> = messages
         .iter()
         .map(|m| &key_payload(m).unwrap()["prefix"])
@@ -261,6 +309,216 @@ async fn unchanged_toast_truncate_and_messages() {
 
     let summary = running.stop().await;
     assert_eq!(summary.events, 5);
+}
+
+/// Every TOAST-able column type, each value stored out of line
+/// (`STORAGE EXTERNAL`: no compression, so past ~2 kB it must move to the
+/// TOAST table), and an update that leaves them alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_identity_fills_unchanged_toast_from_the_old_row() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "toastfull");
+    let hstore = match s.try_query_one("CREATE EXTENSION IF NOT EXISTS hstore") {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("extension hstore unavailable, skipping its column: {e}");
+            false
+        }
+    };
+    // (column, type, a value of some 10 kB in SQL)
+    let mut columns = vec![
+        ("c_text", "text", "repeat('t', 10000)".to_owned()),
+        (
+            "c_varchar",
+            "varchar(20000)",
+            "repeat('v', 10000)".to_owned(),
+        ),
+        (
+            "c_bytea",
+            "bytea",
+            "decode(repeat('ab01', 5000), 'hex')".to_owned(),
+        ),
+        (
+            "c_jsonb",
+            "jsonb",
+            "jsonb_build_object('k', repeat('j', 10000))".to_owned(),
+        ),
+        (
+            "c_json",
+            "json",
+            "json_build_object('k', repeat('j', 10000))".to_owned(),
+        ),
+        (
+            "c_xml",
+            "xml",
+            "xmlelement(name x, repeat('x', 10000))".to_owned(),
+        ),
+        (
+            "c_int4s",
+            "int4[]",
+            "array(SELECT generate_series(1, 3000))".to_owned(),
+        ),
+        (
+            "c_texts",
+            "text[]",
+            "array_fill(repeat('a', 100), ARRAY[100])".to_owned(),
+        ),
+        (
+            "c_numeric",
+            "numeric",
+            "(repeat('9', 9000) || '.5')::numeric".to_owned(),
+        ),
+    ];
+    if hstore {
+        columns.push((
+            "c_hstore",
+            "hstore",
+            "hstore(array(SELECT 'k' || i FROM generate_series(1, 1000) i), \
+             array(SELECT repeat('h', 10) FROM generate_series(1, 1000)))"
+                .to_owned(),
+        ));
+    }
+    for table in ["full_rows", "default_rows"] {
+        let ddl: Vec<String> = columns.iter().map(|(c, t, _)| format!("{c} {t}")).collect();
+        s.sql(&format!(
+            "CREATE TABLE {table} (id int PRIMARY KEY, counter int, {})",
+            ddl.join(", ")
+        ));
+        for (c, _, _) in &columns {
+            s.sql(&format!(
+                "ALTER TABLE {table} ALTER COLUMN {c} SET STORAGE EXTERNAL"
+            ));
+        }
+    }
+    s.sql("ALTER TABLE full_rows REPLICA IDENTITY FULL");
+    let running = s.start(&kafka.bootstrap_servers(), &[]);
+    s.await_slot().await;
+
+    let names: Vec<&str> = columns.iter().map(|(c, _, _)| *c).collect();
+    let values: Vec<&str> = columns.iter().map(|(_, _, v)| v.as_str()).collect();
+    for table in ["full_rows", "default_rows"] {
+        s.sql(&format!(
+            "INSERT INTO {table} (id, counter, {}) VALUES (1, 0, {})",
+            names.join(", "),
+            values.join(", ")
+        ));
+        s.sql(&format!("UPDATE {table} SET counter = 1 WHERE id = 1"));
+    }
+
+    let full = consume(
+        &kafka.bootstrap_servers(),
+        &s.topic("full_rows"),
+        2,
+        TIMEOUT,
+    )
+    .await;
+    assert_eq!(full.len(), 2, "insert and update");
+    let (insert, update) = (payload(&full[0]), payload(&full[1]));
+    assert_eq!(update["op"], "u");
+    assert_eq!(update["after"]["counter"], 1);
+    for c in &names {
+        assert_eq!(
+            update["after"][c], insert["after"][c],
+            "{c}: after holds the value the old row carried"
+        );
+        assert_eq!(
+            update["before"][c], insert["after"][c],
+            "{c}: before is the old row"
+        );
+        assert!(
+            update["after"][c].to_string().len() > 1000,
+            "{c} is a real value"
+        );
+    }
+    assert!(
+        header(&full[1], "pgcdc.unchanged.columns").is_none(),
+        "no column lacks its value"
+    );
+
+    // The control, and the proof that every value was stored out of line
+    // (the same values and storage in both tables): under DEFAULT the old
+    // row has only the key, so each one arrives as unchanged TOAST.
+    let default = consume(
+        &kafka.bootstrap_servers(),
+        &s.topic("default_rows"),
+        2,
+        TIMEOUT,
+    )
+    .await;
+    let update = payload(&default[1]);
+    assert_eq!(update["after"]["c_text"], "__debezium_unavailable_value");
+    assert_eq!(
+        default[1].header_payload("pgcdc.unchanged.columns"),
+        Some(json!(names))
+    );
+    running.stop().await;
+}
+
+/// A transaction applied under a replication origin (as a logical
+/// replication subscriber applies one) names it in `source.origin` and
+/// `source.origin_lsn`, as Debezium does from pgoutput's Origin message; a
+/// local one has both null, and the Source schema says they are optional.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicated_changes_name_their_origin() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "origin");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let origin = format!("upstream_{}", s.prefix);
+    s.sql(&format!("SELECT pg_replication_origin_create('{origin}')"));
+    let running = s.start(&kafka.bootstrap_servers(), &[]);
+    s.await_slot().await;
+    s.sql("INSERT INTO t VALUES (1)");
+    // One session: the origin set up, then a transaction applied under it.
+    s.sql(&format!(
+        "SELECT pg_replication_origin_session_setup('{origin}'); \
+         SELECT pg_replication_origin_xact_setup('0/ABCDEF', now()); \
+         INSERT INTO t VALUES (2)"
+    ));
+    s.sql("INSERT INTO t VALUES (3)");
+    let records = consume(&kafka.bootstrap_servers(), &s.topic("t"), 3, TIMEOUT).await;
+    let source = |i: usize| &payload(&records[i])["source"];
+    assert_eq!(
+        (&source(0)["origin"], &source(0)["origin_lsn"]),
+        (&json!(null), &json!(null))
+    );
+    assert_eq!(source(1)["origin"], json!(origin));
+    assert_eq!(source(1)["origin_lsn"], json!(0xAB_CDEF));
+    assert_eq!(
+        source(2)["origin"],
+        json!(null),
+        "the origin is per transaction"
+    );
+    let schema = &records[0].value.as_ref().expect("a value")["schema"];
+    let source_schema = schema["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .find(|f| f["field"] == "source")
+        .expect("source");
+    assert_eq!(
+        source_schema["version"], 1,
+        "the Source schema's Connect version"
+    );
+    let tail: Vec<(&Json, &Json)> = source_schema["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .rev()
+        .take(2)
+        .map(|f| (&f["field"], &f["optional"]))
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            (&json!("origin_lsn"), &json!(true)),
+            (&json!("origin"), &json!(true))
+        ]
+    );
+    assert!(source(0)["version"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("pgcdc-kafka/")));
+    running.stop().await;
+    s.sql(&format!("SELECT pg_replication_origin_drop('{origin}')"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

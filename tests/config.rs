@@ -110,7 +110,7 @@ bootstrap_servers = "file:9092"
 slot = "file_slot"
 publication = "file_pub"
 table = ["public.a", "public.b"]
-json_schemas = false
+json_value_schemas = false
 
 [kafka]
 "linger.ms" = 2
@@ -155,7 +155,8 @@ json_schemas = false
     expect("slot", "\"env_slot\"", "env PGCDC_SLOT");
     expect("publication", "\"file_pub\"", &file_origin);
     expect("table", "[\"public.a\", \"public.b\"]", &file_origin);
-    expect("json_schemas", "false", &file_origin);
+    expect("json_value_schemas", "false", &file_origin);
+    expect("json_key_schemas", "true", "default");
     expect("topic_prefix", "\"dbz_prefix\"", "debezium topic.prefix");
     expect("snapshot_workers", "7", "debezium snapshot.max.threads");
     expect("status_interval", "\"1s\"", "default");

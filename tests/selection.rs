@@ -581,6 +581,58 @@ async fn disabled_mode_and_missing_replication_privilege_explain_the_fix() {
     );
 }
 
+/// An existing publication that lacks a selected table, or a selection
+/// that matches no table, stops the run before a slot exists, naming the fix
+/// (it used to stream nothing, silently, while the slot held WAL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selected_table_the_publication_lacks_stops_the_run() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "selpub");
+    s.sql("CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (id int PRIMARY KEY)");
+    s.sql(&format!("CREATE PUBLICATION {} FOR TABLE a", s.publication));
+    let fails = |extra: &'static [&'static str]| {
+        let config =
+            RunConfig::from_args(s.args(&kafka.bootstrap_servers(), extra)).expect("flags");
+        async move {
+            let (_stop, shutdown) = Shutdown::new();
+            let error = pipeline::run(config, shutdown)
+                .await
+                .expect_err("nothing of the selection would be streamed");
+            assert!(!error.is_retryable());
+            pgcdc_kafka::error_chain(&error)
+        }
+    };
+    for extra in [
+        &["--table", "public.a,public.b"][..],
+        &[
+            "--table-include-list",
+            "public\\.(a|b)",
+            "--publication-autocreate-mode",
+            "disabled",
+        ],
+    ] {
+        let message = fails(extra).await;
+        assert!(
+            message.contains(&format!(
+                "ALTER PUBLICATION \"{}\" ADD TABLE \"public\".\"b\";",
+                s.publication
+            )) && !message.contains("\"a\""),
+            "{extra:?}: {message}"
+        );
+    }
+    let message = fails(&["--table", "public.nope"]).await;
+    assert!(
+        message.contains("no table of the database matches"),
+        "{message}"
+    );
+    assert!(s.confirmed_flush_lsn().is_none(), "no slot was created");
+
+    // The selection within the publication runs.
+    let running = s.start(&kafka.bootstrap_servers(), &["--table", "public.a"]);
+    wait_for_slot(&s).await;
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slot_is_dropped_after_a_graceful_stop() {
     let kafka = Kafka::shared();

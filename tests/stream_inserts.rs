@@ -257,7 +257,15 @@ async fn json_without_schemas_is_the_bare_payload() {
     let kafka = Kafka::shared();
     let s = Scenario::new(Postgres::shared(), "noschema");
     s.sql("CREATE TABLE t (id int PRIMARY KEY, v text)");
-    let running = s.start(&kafka.bootstrap_servers(), &["--json-schemas", "false"]);
+    let running = s.start(
+        &kafka.bootstrap_servers(),
+        &[
+            "--json-key-schemas",
+            "false",
+            "--json-value-schemas",
+            "false",
+        ],
+    );
     s.await_slot().await;
     s.sql("INSERT INTO t VALUES (7, 'seven')");
     let records = consume(&kafka.bootstrap_servers(), &s.topic("t"), 1, TIMEOUT).await;

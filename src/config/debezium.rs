@@ -358,6 +358,11 @@ mod tests {
         assert!(m.rejected.is_empty(), "{:?}", m.rejected);
         assert_eq!(value_of(&m, "format"), ["avro"]);
         assert_eq!(
+            value_of(&m, "header_converter"),
+            ["simple"],
+            "a Kafka Connect worker's default header converter"
+        );
+        assert_eq!(
             value_of(&m, "schema_registry_url"),
             ["http://registry:8081"]
         );
@@ -418,6 +423,7 @@ debezium.source.plugin.name=pgoutput\n\
 debezium.source.slot.name=server_slot\n\
 debezium.format.value=json\n\
 debezium.format.value.schemas.enable=false\n\
+debezium.format.header=json\n\
 debezium.source.snapshot.mode=fancy\n\
 quarkus.log.level=INFO\n";
         let properties = parse_properties(text);
@@ -428,7 +434,13 @@ quarkus.log.level=INFO\n";
         assert_eq!(value_of(&m, "topic_prefix"), ["app"]);
         assert_eq!(value_of(&m, "slot"), ["server_slot"]);
         assert_eq!(value_of(&m, "format"), ["json"]);
-        assert_eq!(value_of(&m, "json_schemas"), ["false"]);
+        assert_eq!(value_of(&m, "json_value_schemas"), ["false"]);
+        assert_eq!(
+            value_of(&m, "json_key_schemas"),
+            Vec::<&str>::new(),
+            "a value-only setting leaves the key schemas at Debezium's default"
+        );
+        assert_eq!(value_of(&m, "header_converter"), ["json"]);
         assert!(value_of(&m, "pg_url")[0].starts_with("postgres://cdc:s3cret@db:5432/shop"));
         let rejected: Vec<&str> = m.rejected.iter().map(|r| r.property.as_str()).collect();
         assert_eq!(

@@ -33,13 +33,14 @@ pub mod write;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::options::{AvroLogicalTypes, EncodeOptions, SubjectNameStrategy};
+use super::headers::HeaderWriter;
+use super::options::{AvroLogicalTypes, EncodeOptions, HeaderConverter, SubjectNameStrategy};
 use super::registry::{RegistryError, SchemaRegistry};
-use super::{header_value, EncodeError, RecordPart};
+use super::{EncodeError, RecordPart};
 use crate::checkpoint::TxnId;
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
 use crate::event::metadata::{MetadataKind, MetadataRecord, TransactionBlock};
-use crate::event::record::{Data, Header, HeaderValue, Record, RecordKey, RecordValue};
+use crate::event::record::{Data, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, Value};
 use crate::event::{ChangeEvent, MessageEvent};
 use crate::metrics::Metrics;
@@ -89,6 +90,7 @@ pub struct AvroEncoder {
     /// Registered schemas of transformed records, by topic and part.
     derived: HashMap<(Arc<str>, RecordPart), (Arc<ConnectSchema>, Registered)>,
     metadata: HashMap<MetadataKind, MessageSchemas>,
+    headers: HeaderWriter,
 }
 
 impl AvroEncoder {
@@ -112,12 +114,21 @@ impl AvroEncoder {
         )
         .await
         .map_err(EncodeError::RegistrySetup)?;
+        let headers = HeaderWriter::new(options.header_converter(), options.value_schemas(), &info);
         Ok(AvroEncoder::new(
             info,
             registry,
             options.avro_logical_types,
             options.subject_name_strategy,
-        ))
+        )
+        .with_headers(headers))
+    }
+
+    /// The same encoder, writing headers with `headers` (by default as
+    /// Connect's `SimpleHeaderConverter`).
+    pub fn with_headers(mut self, headers: HeaderWriter) -> Self {
+        self.headers = headers;
+        self
     }
 
     /// An encoder registering with `registry`.
@@ -129,6 +140,7 @@ impl AvroEncoder {
     ) -> Self {
         AvroEncoder {
             message_topic: format!("{}.message", info.name),
+            headers: HeaderWriter::new(HeaderConverter::Simple, true, &info),
             info,
             logical,
             subjects,
@@ -199,21 +211,11 @@ impl AvroEncoder {
             Some(value) => Some(self.record_value(&topic, value).await?),
             None => None,
         };
-        let mut encoded = Vec::with_capacity(headers.len());
-        for Header { name, value } in headers {
-            let bytes = match value {
-                HeaderValue::Value(value) => header_value(&value),
-                HeaderValue::Key(key) => {
-                    Some(self.record_key(&topic, key).await?.unwrap_or_default())
-                }
-            };
-            encoded.extend(bytes.map(|bytes| (name, bytes)));
-        }
         Ok(EncodedRecord {
+            headers: self.headers.write(headers),
             topic,
             key,
             value,
-            headers: encoded,
             txn,
         })
     }
@@ -585,6 +587,7 @@ mod tests {
             before: None,
             after: Some(vec![Value::Int16(-3), Value::Bytes(vec![0x30, 0x39])]),
             source: crate::event::SourceInfo {
+                origin: None,
                 commit_time_micros: 1_700_000_000_123_456,
                 xid: 42,
                 lsn: crate::lsn::Lsn::new(0x1000),
@@ -595,6 +598,7 @@ mod tests {
         let info = ConnectorInfo {
             name: "app".into(),
             db: "shop".into(),
+            run_id: "0190a0b0-0000-7000-8000-000000000000".into(),
         };
         let value = envelope::envelope_value(&event, &info, None, 5);
         let bytes = write(

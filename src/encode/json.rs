@@ -13,16 +13,18 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value as Json};
 
+use super::headers::HeaderWriter;
+use super::options::HeaderConverter;
 use super::{header_value, RecordPart};
 use crate::checkpoint::TxnId;
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
 use crate::event::metadata::{MetadataKind, MetadataRecord, TransactionBlock};
-use crate::event::record::{Data, Header, HeaderValue, JsonForm, Record, RecordKey, RecordValue};
+use crate::event::record::{Data, JsonForm, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 use crate::sink::EncodedRecord;
 
-mod write;
+pub(super) mod write;
 
 /// A Connect schema as the JsonConverter writes it; `field` names a struct field.
 pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
@@ -106,10 +108,15 @@ struct CachedSchemas {
 
 /// Writes records as Kafka Connect's JsonConverter does.
 pub struct JsonEncoder {
-    schemas_enabled: bool,
+    /// Whether keys carry their schema (`key.converter.schemas.enable`).
+    key_schemas: bool,
+    /// Whether values carry their schema (`value.converter.schemas.enable`).
+    value_schemas: bool,
+    headers: HeaderWriter,
     info: ConnectorInfo,
     cache: HashMap<u32, CachedSchemas>,
-    message_schemas: MessageSchemas,
+    /// Logical decoding message records (boxed, as `metadata_schemas`).
+    message_schemas: Box<MessageSchemas>,
     /// Serialized schemas of transformed records, by topic and part.
     derived: HashMap<(Arc<str>, RecordPart), (Arc<ConnectSchema>, String)>,
     /// Transaction boundaries and heartbeats (boxed: rarely used, and the
@@ -118,15 +125,24 @@ pub struct JsonEncoder {
 }
 
 impl JsonEncoder {
-    pub fn new(info: ConnectorInfo, schemas_enabled: bool) -> Self {
+    /// An encoder of keys with their schema when `key_schemas`, values
+    /// when `value_schemas`, headers as `headers` writes them.
+    pub fn new(
+        info: ConnectorInfo,
+        key_schemas: bool,
+        value_schemas: bool,
+        headers: HeaderWriter,
+    ) -> Self {
         JsonEncoder {
-            schemas_enabled,
+            key_schemas,
+            value_schemas,
+            headers,
             info,
             cache: HashMap::new(),
-            message_schemas: MessageSchemas {
+            message_schemas: Box::new(MessageSchemas {
                 key: schema_json(&envelope::message_key_schema(), None).to_string(),
                 value: schema_json(&envelope::message_value_schema(), None).to_string(),
-            },
+            }),
             derived: HashMap::new(),
             metadata_schemas: Box::new([
                 MessageSchemas::of(MetadataKind::Transaction),
@@ -146,20 +162,11 @@ impl JsonEncoder {
         } = record;
         let key = key.and_then(|key| self.record_key(&topic, key));
         let value = value.and_then(|value| self.record_value(&topic, value));
-        // No allocation for the usual record without headers.
-        let mut encoded = Vec::with_capacity(headers.len());
-        for Header { name, value } in headers {
-            let bytes = match value {
-                HeaderValue::Value(value) => header_value(&value),
-                HeaderValue::Key(key) => Some(self.record_key(&topic, key).unwrap_or_default()),
-            };
-            encoded.extend(bytes.map(|bytes| (name, bytes)));
-        }
         EncodedRecord {
             topic,
             key,
             value,
-            headers: encoded,
+            headers: self.headers.write(headers),
             txn,
         }
     }
@@ -210,8 +217,12 @@ impl JsonEncoder {
         schema: &Arc<ConnectSchema>,
         value: &Value,
     ) -> Vec<u8> {
-        if !self.schemas_enabled {
-            return self.wrap(None, value);
+        if !self.schemas_on(part) {
+            return enveloped(None, |out| {
+                write::write_value(out, value);
+                true
+            })
+            .unwrap_or_default();
         }
         let key = (Arc::clone(topic), part);
         let fresh = self
@@ -223,7 +234,26 @@ impl JsonEncoder {
             self.derived.insert(key.clone(), (Arc::clone(schema), text));
         }
         let text = &self.derived[&key].1;
-        self.wrap(Some(text), value)
+        enveloped(Some(text), |out| {
+            write::write_value(out, value);
+            true
+        })
+        .unwrap_or_default()
+    }
+
+    /// Whether `part` carries its schema.
+    fn schemas_on(&self, part: RecordPart) -> bool {
+        match part {
+            RecordPart::Key => self.key_schemas,
+            RecordPart::Value => self.value_schemas,
+        }
+    }
+
+    /// An encoder whose keys, values and (JSON) headers all carry their
+    /// schema, or none does.
+    pub fn uniform(info: ConnectorInfo, schemas: bool) -> Self {
+        let headers = HeaderWriter::new(HeaderConverter::Json, schemas, &info);
+        JsonEncoder::new(info, schemas, schemas, headers)
     }
 
     fn metadata_schemas(&self, record: MetadataRecord<'_>) -> &MessageSchemas {
@@ -235,18 +265,26 @@ impl JsonEncoder {
 
     /// The key bytes of a transaction boundary or heartbeat record.
     pub fn metadata_key(&self, record: MetadataRecord<'_>) -> Vec<u8> {
-        self.wrap(Some(&self.metadata_schemas(record).key), &record.key())
+        self.wrap(
+            RecordPart::Key,
+            &self.metadata_schemas(record).key,
+            &record.key(),
+        )
     }
 
     /// The value bytes of a transaction boundary or heartbeat record.
     pub fn metadata_value(&self, record: MetadataRecord<'_>) -> Vec<u8> {
-        self.wrap(Some(&self.metadata_schemas(record).value), &record.value())
+        self.wrap(
+            RecordPart::Value,
+            &self.metadata_schemas(record).value,
+            &record.value(),
+        )
     }
 
     /// The key bytes of a logical decoding message record.
     pub fn message_key(&self, message: &MessageEvent) -> Vec<u8> {
         let key = envelope::message_key(message);
-        self.wrap(Some(&self.message_schemas.key), &key)
+        self.wrap(RecordPart::Key, &self.message_schemas.key, &key)
     }
 
     /// The value bytes of a logical decoding message record.
@@ -260,7 +298,7 @@ impl JsonEncoder {
             now_micros,
             transaction,
         };
-        let schema = Some(self.message_schemas.value.as_str()).filter(|_| self.schemas_enabled);
+        let schema = Some(self.message_schemas.value.as_str()).filter(|_| self.value_schemas);
         enveloped(schema, |out| {
             write::write_message(out, message, &self.info, stamp);
             true
@@ -272,9 +310,9 @@ impl JsonEncoder {
         cached(&mut self.cache, table)
     }
 
-    /// `value` as a record part, with `schema` when schemas are enabled.
-    fn wrap(&self, schema: Option<&str>, value: &Value) -> Vec<u8> {
-        let schema = schema.filter(|_| self.schemas_enabled);
+    /// `value` as a record `part`, with `schema` when that part carries it.
+    fn wrap(&self, part: RecordPart, schema: &str, value: &Value) -> Vec<u8> {
+        let schema = Some(schema).filter(|_| self.schemas_on(part));
         enveloped(schema, |out| {
             write::write_value(out, value);
             true
@@ -284,9 +322,9 @@ impl JsonEncoder {
 
     /// The key bytes, `None` for a null key.
     pub fn key(&mut self, event: &ChangeEvent) -> Option<Vec<u8>> {
-        let schemas_enabled = self.schemas_enabled;
+        let key_schemas = self.key_schemas;
         let schema = self.schemas(&event.table).key.as_deref();
-        enveloped(schema.filter(|_| schemas_enabled), |out| {
+        enveloped(schema.filter(|_| key_schemas), |out| {
             write::write_key(out, event)
         })
     }
@@ -301,7 +339,7 @@ impl JsonEncoder {
     ) -> Vec<u8> {
         let schema = cached(&mut self.cache, &event.table).envelope.as_str();
         let info = &self.info;
-        enveloped(Some(schema).filter(|_| self.schemas_enabled), |out| {
+        enveloped(Some(schema).filter(|_| self.value_schemas), |out| {
             write::write_envelope(out, event, info, transaction, now_micros);
             true
         })
@@ -348,7 +386,10 @@ fn cached<'a>(
 /// A record as the JsonConverter writes it: `{"schema":<schema>,"payload":
 /// <payload>}`, or the bare payload without a schema. `payload` appends the
 /// payload and returns whether there is one (`false`: a null key, `None`).
-fn enveloped(schema: Option<&str>, payload: impl FnOnce(&mut Vec<u8>) -> bool) -> Option<Vec<u8>> {
+pub(super) fn enveloped(
+    schema: Option<&str>,
+    payload: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(schema.map_or(0, str::len) + 512);
     if let Some(schema) = schema {
         out.extend_from_slice(b"{\"schema\":");
@@ -402,10 +443,11 @@ mod tests {
     fn metadata_records_as_the_json_converter_writes_them() {
         use crate::event::metadata::{Heartbeat, OpenTransaction};
         use crate::lsn::Lsn;
-        let encoder = JsonEncoder::new(
+        let encoder = JsonEncoder::uniform(
             ConnectorInfo {
                 name: "app".into(),
                 db: "shop".into(),
+                run_id: "0190a0b0-0000-7000-8000-000000000000".into(),
             },
             true,
         );

@@ -5,10 +5,10 @@
 //! Debezium's mapping or a transform made them; each variant writes them in
 //! its wire format: [`json`] as Kafka Connect's JsonConverter, [`avro`] as
 //! Confluent's AvroConverter with schemas in a [`registry`]. Headers are
-//! written as Connect's `SimpleHeaderConverter` writes them, except a key
-//! held in a header, which is written as a record key.
+//! written by the configured header converter ([`headers`]).
 
 pub mod avro;
+pub mod headers;
 pub mod json;
 pub mod options;
 pub mod registry;
@@ -28,6 +28,7 @@ use crate::sink::EncodedRecord;
 use options::{EncodeOptions, Format};
 
 use avro::AvroEncoder;
+use headers::HeaderWriter;
 use json::JsonEncoder;
 use registry::RegistryError;
 
@@ -136,7 +137,16 @@ impl Encoder {
     /// The encoder `options` ask for.
     pub async fn new(options: &EncodeOptions, info: ConnectorInfo) -> Result<Self, EncodeError> {
         match options.format {
-            Format::Json => Ok(Encoder::Json(JsonEncoder::new(info, options.json_schemas))),
+            Format::Json => {
+                let headers =
+                    HeaderWriter::new(options.header_converter(), options.value_schemas(), &info);
+                Ok(Encoder::Json(JsonEncoder::new(
+                    info,
+                    options.key_schemas(),
+                    options.value_schemas(),
+                    headers,
+                )))
+            }
             Format::Avro => Ok(Encoder::Avro(Box::new(
                 AvroEncoder::from_options(options, info).await?,
             ))),

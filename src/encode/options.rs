@@ -12,6 +12,15 @@ pub enum Format {
     Avro,
 }
 
+/// How record headers are written: Kafka Connect's `header.converter`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HeaderConverter {
+    /// `org.apache.kafka.connect.storage.SimpleHeaderConverter`.
+    Simple,
+    /// `org.apache.kafka.connect.json.JsonConverter`.
+    Json,
+}
+
 /// How Avro schemas represent temporal and decimal columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AvroLogicalTypes {
@@ -34,10 +43,29 @@ pub enum SubjectNameStrategy {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Format")]
 pub struct EncodeOptions {
-    /// Embed the Kafka Connect schema in every JSON key and value
-    /// (JsonConverter's schemas.enable).
-    #[arg(long, env = "PGCDC_JSON_SCHEMAS", default_value_t = true, action = clap::ArgAction::Set)]
-    pub json_schemas: bool,
+    /// Embed the Kafka Connect schema in every JSON key
+    /// (key.converter.schemas.enable).
+    #[arg(long, env = "PGCDC_JSON_KEY_SCHEMAS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub json_key_schemas: bool,
+
+    /// Embed the Kafka Connect schema in every JSON value, and in headers
+    /// written by the json header converter (value.converter.schemas.enable).
+    #[arg(long, env = "PGCDC_JSON_VALUE_SCHEMAS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub json_value_schemas: bool,
+
+    /// Both of the above at once, as before they were separate (kept so
+    /// that existing command lines, environments and config files go on
+    /// working); cannot be combined with either.
+    #[arg(long, env = "PGCDC_JSON_SCHEMAS", action = clap::ArgAction::Set, conflicts_with_all = ["json_key_schemas", "json_value_schemas"])]
+    pub json_schemas: Option<bool>,
+
+    /// How record headers are written (Kafka Connect's header.converter):
+    /// simple (SimpleHeaderConverter: strings as text, structs as
+    /// `{"id":2}`) or json (JsonConverter, with its schema under
+    /// --json-value-schemas). Default: json with --format json (as
+    /// Debezium Server and the embedded engine write them), simple with avro.
+    #[arg(long, env = "PGCDC_HEADER_CONVERTER", value_enum)]
+    pub header_converter: Option<HeaderConverter>,
 
     /// Encoding of keys and values: json (Kafka Connect JsonConverter) or avro
     /// (Confluent AvroConverter, with schemas in --schema-registry-url).
@@ -83,6 +111,27 @@ pub struct EncodeOptions {
 }
 
 impl EncodeOptions {
+    /// Whether JSON keys embed their schema (`--json-key-schemas`, or the
+    /// older `--json-schemas`).
+    pub fn key_schemas(&self) -> bool {
+        self.json_schemas.unwrap_or(self.json_key_schemas)
+    }
+
+    /// Whether JSON values (and JSON headers) embed their schema
+    /// (`--json-value-schemas`, or the older `--json-schemas`).
+    pub fn value_schemas(&self) -> bool {
+        self.json_schemas.unwrap_or(self.json_value_schemas)
+    }
+
+    /// The header converter: `--header-converter`, else json for JSON
+    /// records and simple for Avro.
+    pub fn header_converter(&self) -> HeaderConverter {
+        self.header_converter.unwrap_or(match self.format {
+            Format::Json => HeaderConverter::Json,
+            Format::Avro => HeaderConverter::Simple,
+        })
+    }
+
     /// The schema registry's `user:password`, from the flag or its file.
     pub fn schema_registry_auth(&self) -> Option<&Secret> {
         self.schema_registry_basic_auth

@@ -24,6 +24,12 @@ use crate::lsn::Lsn;
 
 /// Schema name of the `source` block.
 pub const SOURCE_SCHEMA_NAME: &str = "io.debezium.connector.postgresql.Source";
+/// `source.version`: which product and version wrote the record, as an
+/// HTTP-style product token (`pgcdc-kafka/0.4.0`, RFC 9110 section
+/// 10.1.5): the product before the slash, a semantic version after it.
+/// Debezium writes its own version there (`3.6.1.Final`); a consumer that
+/// needs to tell the two apart splits at the slash.
+pub const SOURCE_VERSION: &str = concat!("pgcdc-kafka/", env!("CARGO_PKG_VERSION"));
 /// Allowed values of `source.snapshot`, as Debezium 3.x declares them.
 pub const SNAPSHOT_VALUES: &str =
     "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental";
@@ -35,6 +41,9 @@ pub struct ConnectorInfo {
     pub name: Arc<str>,
     /// The database name (`source.db`).
     pub db: Arc<str>,
+    /// This run's id (a UUID v7, new at every start): Debezium's
+    /// `__debezium.context.runId` header ([`super::context`]).
+    pub run_id: Arc<str>,
 }
 
 /// When an envelope was made and where its event stands in its transaction:
@@ -213,8 +222,11 @@ pub fn source_schema() -> ConnectSchema {
             field("txId", int64().optional()),
             field("lsn", int64().optional()),
             field("xmin", int64().optional()),
+            field("origin", string().optional()),
+            field("origin_lsn", int64().optional()),
         ],
     )
+    .with_version(1)
 }
 
 /// What a `source` block says about where the change was made.
@@ -234,7 +246,7 @@ fn walk_source<W: EnvelopeWriter>(
     origin: Origin<'_>,
 ) -> Result<(), W::Error> {
     let ts_us = s.commit_time_micros;
-    w.word(name!("version"), env!("CARGO_PKG_VERSION"))?;
+    w.word(name!("version"), SOURCE_VERSION)?;
     w.word(name!("connector"), "postgresql")?;
     w.string(name!("name"), &info.name)?;
     w.long(name!("ts_ms"), ts_us.div_euclid(1000))?;
@@ -251,7 +263,17 @@ fn walk_source<W: EnvelopeWriter>(
     }
     // Connect's int64 holds the LSN's bits, as Debezium writes it.
     w.long(name!("lsn"), s.lsn.as_u64() as i64)?;
-    w.null(name!("xmin"))
+    w.null(name!("xmin"))?;
+    match &s.origin {
+        Some(origin) => {
+            w.string(name!("origin"), &origin.name)?;
+            w.long(name!("origin_lsn"), origin.commit_lsn.as_u64() as i64)
+        }
+        None => {
+            w.null(name!("origin"))?;
+            w.null(name!("origin_lsn"))
+        }
+    }
 }
 
 /// The text of [`EnvelopeWriter::lsn_sequence`], held on the stack (the
@@ -560,11 +582,13 @@ mod tests {
         ConnectorInfo {
             name: "app".into(),
             db: "shop".into(),
+            run_id: "0190a0b0-0000-7000-8000-000000000000".into(),
         }
     }
 
     fn source(last_commit_lsn: Option<Lsn>) -> SourceInfo {
         SourceInfo {
+            origin: None,
             commit_time_micros: 1_700_000_000_000_001,
             xid: 7,
             lsn: Lsn::new(u64::MAX),

@@ -9,6 +9,7 @@
 //! Debezium's mapping or a transform makes of an event, and that the encode
 //! step turns into bytes.
 
+pub mod context;
 pub mod envelope;
 pub mod metadata;
 pub mod options;
@@ -95,6 +96,18 @@ pub struct SourceInfo {
     pub last_commit_lsn: Option<Lsn>,
     /// `source.snapshot`: [`SnapshotMarker::False`] for streamed changes.
     pub snapshot: SnapshotMarker,
+    /// `source.origin` / `source.origin_lsn`: the replication origin of a
+    /// transaction that a subscriber applied (pgoutput's Origin message);
+    /// `None` for local changes.
+    pub origin: Option<SourceOrigin>,
+}
+
+/// The replication origin a transaction came from: its name and the commit
+/// LSN on the origin server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceOrigin {
+    pub name: Arc<str>,
+    pub commit_lsn: Lsn,
 }
 
 /// `source.snapshot`: whether a record was read by a snapshot and where in

@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use super::context::ContextHeader;
 use super::envelope::Stamp;
 use super::metadata::MetadataRecord;
 use super::value::{ConnectSchema, Value};
@@ -80,7 +81,7 @@ pub struct Data {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonForm {
     /// Connect JSON, as `JsonConverter` writes it (with its schema under
-    /// `--json-schemas`).
+    /// `--json-value-schemas`).
     Connect,
     /// The value's text ([`Value::to_text`]), as `StringConverter` writes
     /// it: null gives no bytes.
@@ -97,24 +98,28 @@ pub struct Header<'e> {
     pub value: HeaderValue<'e>,
 }
 
-/// What a header holds.
+/// What a header holds. Headers are written as the configured header
+/// converter writes them ([`crate::encode::headers`]): Connect's
+/// `SimpleHeaderConverter` (text) or a `JsonConverter`.
 #[derive(Debug, Clone)]
 pub enum HeaderValue<'e> {
-    /// A Connect value, written as Kafka Connect's `SimpleHeaderConverter`
-    /// writes it ([`Value::to_text`]); a null value gives no header.
-    Value(Value),
-    /// A record key, written as the record's key would be (Debezium's
-    /// `__debezium.newkey` / `__debezium.oldkey`); a null key gives an empty
-    /// header.
+    /// A Connect value under its schema; a null value gives no header
+    /// under the simple converter.
+    Value(Value, Arc<ConnectSchema>),
+    /// A record key (Debezium's `__debezium.newkey` / `__debezium.oldkey`);
+    /// a null key gives an empty header under the simple converter.
     Key(RecordKey<'e>),
+    /// One of Debezium's context headers, the same on every record of a
+    /// run (so the encoder writes each once).
+    Context(ContextHeader),
 }
 
 impl<'e> Header<'e> {
-    /// A header holding `value`.
-    pub fn value(name: &'static str, value: Value) -> Self {
+    /// A header holding `value`, of schema `schema`.
+    pub fn value(name: &'static str, value: Value, schema: Arc<ConnectSchema>) -> Self {
         Header {
             name,
-            value: HeaderValue::Value(value),
+            value: HeaderValue::Value(value, schema),
         }
     }
 
@@ -124,6 +129,14 @@ impl<'e> Header<'e> {
             name,
             value: HeaderValue::Key(key),
         }
+    }
+
+    /// Debezium's context headers, in order.
+    pub fn context() -> impl Iterator<Item = Self> {
+        ContextHeader::ALL.into_iter().map(|header| Header {
+            name: header.name(),
+            value: HeaderValue::Context(header),
+        })
     }
 }
 

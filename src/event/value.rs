@@ -235,3 +235,18 @@ impl Value {
         })
     }
 }
+
+/// A UUID's 16 bytes as its canonical lowercase text
+/// (`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`), as Java's `UUID.toString`
+/// writes it.
+pub fn uuid_text(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}

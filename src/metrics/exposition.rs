@@ -347,6 +347,20 @@ impl Exposition {
         );
         counter(
             &mut r,
+            names::ALREADY_DELIVERED,
+            "Replayed records not sent again after a restart because Kafka already had them \
+             (--skip-delivered).",
+            m.already_delivered.clone(),
+        );
+        counter(
+            &mut r,
+            names::TAIL_READ_FAILURES,
+            "Topics whose partition tails could not be read at a restart, so their replayed \
+             records were sent again.",
+            m.tail_read_failures.clone(),
+        );
+        counter(
+            &mut r,
             names::PRODUCER_RETRIES,
             "Produce requests the Kafka producer sent again after a failure or timeout \
              (sampled every 5 s from librdkafka's statistics).",

@@ -39,6 +39,10 @@ pub const RECORDS_SENT: &str = "pgcdc_kafka_records_sent_total";
 pub const RECORDS_ACKNOWLEDGED: &str = "pgcdc_kafka_records_acknowledged_total";
 /// Records Kafka did not accept (including those purged at a restart).
 pub const DELIVERY_ERRORS: &str = "pgcdc_kafka_delivery_errors_total";
+/// Replayed records not sent again because Kafka already had them.
+pub const ALREADY_DELIVERED: &str = "pgcdc_kafka_records_already_delivered_total";
+/// Topics whose partition tails could not be read at a restart.
+pub const TAIL_READ_FAILURES: &str = "pgcdc_kafka_tail_read_failures_total";
 /// Produce requests librdkafka sent again (its brokers' `txretries`).
 pub const PRODUCER_RETRIES: &str = "pgcdc_kafka_producer_retries_total";
 /// Records handed to the producer and not yet acknowledged or failed.

@@ -14,7 +14,7 @@ use crate::config::{Delivery as DeliveryMode, RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
-use crate::sink::{AtLeastOnce, Delivery, KafkaSink, SinkError, Transactional};
+use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::replication::{ReplicationConfig, Session, SlotSnapshot, StartReplication};
 use crate::source::setup::{self, SetupError, SlotStatus};
 
@@ -62,7 +62,16 @@ pub async fn run_once(
         *target = Some(setup::current_wal_lsn(&sql).await?);
     }
 
-    let (delivery, producer) = delivery_for(config, start, metrics)?;
+    let dedupe = if config.skips_delivered() {
+        Some(Dedupe {
+            horizon: setup::current_wal_lsn(&sql).await?,
+            resend_through: summary.resend_through,
+            fingerprint: config.output_fingerprint(),
+        })
+    } else {
+        None
+    };
+    let (delivery, producer) = delivery_for(config, start, dedupe, metrics)?;
     let mut stream = Stream::new(config, sql, types, delivery, summary, start, metrics).await?;
     stream.target = *target;
     // Declared after `stream`, so dropped before it (see `watch_producer_queue`).
@@ -112,10 +121,12 @@ pub async fn run_once(
 }
 
 /// The delivery `--delivery` asks for, starting at the slot's position
-/// `start`, and its producer (for the queue gauge).
+/// `start` (at-least-once: skipping what `dedupe` allows), and its
+/// producer (for the queue gauge).
 fn delivery_for(
     config: &RunConfig,
     start: Lsn,
+    dedupe: Option<Dedupe>,
     metrics: &Arc<Metrics>,
 ) -> Result<(Box<dyn Delivery>, Arc<KafkaSink>), SinkError> {
     let limits = InFlightLimits {
@@ -128,6 +139,7 @@ fn delivery_for(
                 &config.producer_config(),
                 limits,
                 start,
+                dedupe,
                 Arc::clone(metrics),
             )?;
             let producer = Arc::clone(delivery.producer());

@@ -184,6 +184,11 @@ pub struct RunSummary {
     /// the slot reports an older position (see `run_once`).
     #[serde(skip)]
     pub acked_lsn: Lsn,
+    /// A delivery failed in an earlier attempt of this run, which may have
+    /// left a gap in a partition: no later attempt skips a replayed record
+    /// of a transaction at or below this position (see `sink::tails`).
+    #[serde(skip)]
+    pub resend_through: Lsn,
 }
 
 impl RunSummary {
@@ -213,6 +218,9 @@ impl std::fmt::Display for RunSummary {
         let how = match (self.stopped, &self.interrupted) {
             (StopReason::TimeLimit, Some(error)) => {
                 format!("time limit reached while restarting after: {error}")
+            }
+            (StopReason::Requested, Some(error)) => {
+                format!("on request, while restarting after: {error}")
             }
             (StopReason::Requested, _) => "on request".to_owned(),
             (StopReason::CaughtUp, _) => "caught up".to_owned(),
@@ -321,10 +329,25 @@ pub async fn run_with_metrics(
                 metrics.set_phase(Phase::Stopped);
                 return Ok(summary);
             }
-            Err(error) if error.is_retryable() && !shutdown.is_requested() && past_deadline() => {
-                return Ok(time_limit_while_restarting(summary, &error, &metrics));
+            // A stop asked for while an attempt was failing ends the run as
+            // asked: exit 0, with what it was recovering from.
+            Err(error) if error.is_retryable() && shutdown.is_requested() => {
+                return Ok(stopped_while_restarting(
+                    summary,
+                    StopReason::Requested,
+                    &error,
+                    &metrics,
+                ));
             }
-            Err(error) if error.is_retryable() && !shutdown.is_requested() => {
+            Err(error) if error.is_retryable() && past_deadline() => {
+                return Ok(stopped_while_restarting(
+                    summary,
+                    StopReason::TimeLimit,
+                    &error,
+                    &metrics,
+                ));
+            }
+            Err(error) if error.is_retryable() => {
                 summary.restarts += 1;
                 if started.elapsed() > MAX_BACKOFF {
                     backoff = Duration::from_secs(1);
@@ -339,10 +362,11 @@ pub async fn run_with_metrics(
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {}
                     () = shutdown.clone().requested() => {
-                        metrics.set_phase(Phase::Failed { error: crate::error_chain(&error) });
-                        return Err(error);
+                        return Ok(stopped_while_restarting(summary, StopReason::Requested, &error, &metrics));
                     }
-                    () = limit => return Ok(time_limit_while_restarting(summary, &error, &metrics)),
+                    () = limit => {
+                        return Ok(stopped_while_restarting(summary, StopReason::TimeLimit, &error, &metrics));
+                    }
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -356,18 +380,19 @@ pub async fn run_with_metrics(
     }
 }
 
-/// `--max-run` ran out while the run was recovering from `error` (say
-/// PostgreSQL restarting): the limit is what ends the run, as it would have
-/// mid-stream. What earlier attempts confirmed stays confirmed; the summary
-/// says what it was recovering from.
-fn time_limit_while_restarting(
+/// A stop was asked for, or `--max-run` ran out, while the run was
+/// recovering from `error` (say PostgreSQL restarting): that ends the run
+/// as it would have mid-stream, exit 0. What earlier attempts confirmed
+/// stays confirmed; the summary says what it was recovering from.
+fn stopped_while_restarting(
     mut summary: RunSummary,
+    reason: StopReason,
     error: &PipelineError,
     metrics: &Metrics,
 ) -> RunSummary {
     let error = crate::error_chain(error);
-    tracing::warn!(%error, "time limit reached while restarting after a failure; stopping");
-    summary.stopped = StopReason::TimeLimit;
+    tracing::warn!(%error, ?reason, "stopping while restarting after a failure");
+    summary.stopped = reason;
     summary.caught_up = false;
     // Not known: the server could not be asked.
     summary.remaining_lag_bytes = None;

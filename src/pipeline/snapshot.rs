@@ -436,6 +436,7 @@ impl Emission {
         marker: SnapshotMarker,
     ) -> Result<(), PipelineError> {
         let source = SourceInfo {
+            origin: None,
             commit_time_micros: now_micros(),
             xid: self.xid,
             lsn: self.point,

@@ -11,6 +11,7 @@ use crate::checkpoint::TxnId;
 use crate::config::{CaughtUp, RunConfig};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
+use crate::event::SourceOrigin;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::sink::topics::TopicCreator;
@@ -36,6 +37,9 @@ struct OpenTxn {
     commit_time_micros: i64,
     /// Kafka already holds it (exactly-once restarts): its changes are dropped.
     delivered: bool,
+    /// Where a subscriber applied it from (pgoutput's Origin message, sent
+    /// after Begin), for `source.origin`.
+    origin: Option<SourceOrigin>,
 }
 
 pub(super) use crate::event::now_micros;
@@ -89,6 +93,7 @@ impl<'a> Stream<'a> {
         let info = ConnectorInfo {
             name: config.topic_prefix.as_str().into(),
             db: config.pg_url.dbname().into(),
+            run_id: crate::event::context::new_run_id(),
         };
         Ok(Stream {
             relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
@@ -303,11 +308,13 @@ impl Stream<'_> {
         let delivered = self.delivery.already_delivered(begin.final_lsn);
         let commit_time_micros = begin.commit_time_unix_micros();
         let id = self.delivery.begin();
+        self.delivery.anchor(id, begin.final_lsn);
         self.txn = Some(OpenTxn {
             id,
             xid: begin.xid,
             commit_time_micros,
             delivered,
+            origin: None,
         });
         self.metrics.transaction_begun(commit_time_micros);
         if !delivered {
@@ -391,13 +398,8 @@ impl Stream<'_> {
         }
         let acked = self.delivery.acked();
         client.update_applied_lsn(acked);
-        // The client reports on its status cadence; wait for it to tell the server.
-        let deadline =
-            Instant::now() + client_status_interval(self.config) * 3 + Duration::from_secs(1);
-        let metrics = client.metrics();
-        while metrics.last_applied_lsn() < acked && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // The stop reports `acked` before its CopyDone, and waits for the
+        // server to end the copy: no need to wait for the status cadence.
         client.stop();
         while let Ok(Some(_)) = client.recv().await {}
         // After a failure the last update may never have reached the
@@ -406,6 +408,9 @@ impl Stream<'_> {
         let wal = setup::current_wal_lsn(&self.sql).await.ok();
         self.summary.confirmed_lsn = Some(confirmed);
         self.summary.acked_lsn = self.summary.acked_lsn.max(acked);
+        if self.delivery.failure().is_some() {
+            self.summary.resend_through = self.summary.resend_through.max(self.received);
+        }
         self.summary.caught_up = caught_up;
         self.summary.remaining_lag_bytes = wal.map(|w| w.bytes_since(confirmed));
         tracing::info!(lsn = %confirmed, "replication stopped");

@@ -74,6 +74,18 @@ pub trait Delivery: Send + Sync {
     /// whose records are skipped: the position moves past it only in turn.
     fn begin(&mut self) -> TxnId;
 
+    /// Says that the records of `txn` (registered last) belong to the
+    /// transaction committing at `commit` (a message outside a transaction:
+    /// its own position), so that each record's place in the WAL is known
+    /// (see [`super::position`]). Records of unanchored transactions
+    /// (snapshots, heartbeats) have no place.
+    fn anchor(&mut self, _txn: TxnId, _commit: Lsn) {}
+
+    /// The rest of the anchored transaction would not be the same on a
+    /// replay (an incremental snapshot chunk reads the table as it is
+    /// then): its records have no place.
+    fn unanchor(&mut self) {}
+
     /// Hands a record to the producer, waiting while the in-flight bound is
     /// reached. Delivery is reported through [`Delivery::acked_changed`].
     async fn send(&mut self, record: EncodedRecord) -> Result<(), SinkError>;

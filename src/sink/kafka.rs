@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{
@@ -116,6 +118,17 @@ impl ClientContext for DeliveryContext {
             Some(refused) => self.shared.publish_failure(refused.into()),
             None => tracing::warn!(%error, reason, "kafka client error"),
         }
+    }
+
+    /// librdkafka's own log, as rdkafka logs it, without the warning that
+    /// `enable.gapless.guarantee` is experimental: `--skip-delivered` sets
+    /// it on purpose (see `RunConfig::skips_delivered`), and a warning at
+    /// every start would teach operators to ignore warnings.
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if fac == "CONFWARN" && log_message.contains("enable.gapless.guarantee is experimental") {
+            return;
+        }
+        DefaultClientContext.log(level, fac, log_message);
     }
 
     /// librdkafka's statistics (every [`STATISTICS_INTERVAL_MS`]): counts the

@@ -6,10 +6,12 @@ pub mod error;
 pub mod kafka;
 pub mod login;
 pub mod options;
+pub mod position;
 pub mod record;
+pub mod tails;
 pub mod transactional;
 
-pub use at_least_once::AtLeastOnce;
+pub use at_least_once::{AtLeastOnce, Dedupe};
 pub use delivery::{Delivery, DeliveryFailure, InKafka};
 pub use error::SinkError;
 pub use kafka::KafkaSink;

@@ -4,7 +4,8 @@
 //! A column's schema is required (not optional) only when no event can carry
 //! a null in it: NOT NULL (or primary key), present in every before-image
 //! (a key column, or REPLICA IDENTITY FULL), and able to carry the
-//! unchanged-TOAST placeholder. Debezium marks every NOT NULL column required
+//! unchanged-TOAST placeholder (or, under FULL, never without its value:
+//! the old row fills it in). Debezium marks every NOT NULL column required
 //! and then fills unknown before-image values with zeros and empty strings,
 //! indistinguishable from data; we keep them null and say so in the schema.
 //!
@@ -303,8 +304,10 @@ impl RelationCache {
                 // identity columns: the others are unknown there, so null.
                 let in_every_before_image = full_identity || c.is_key;
                 // An unchanged TOASTed value is null where its type cannot carry
-                // the placeholder (numeric, arrays of numbers, ...).
-                let placeholder_is_null = ty.is_varlena()
+                // the placeholder (numeric, arrays of numbers, ...); under FULL
+                // the old row always holds it, so `after` never lacks it.
+                let placeholder_is_null = !full_identity
+                    && ty.is_varlena()
                     && types::unavailable_value(&ty, c.type_modifier, &self.options) == Value::Null;
                 let required = not_null(&c.name) && in_every_before_image && !placeholder_is_null;
                 let mut schema = types::column_schema(&ty, c.type_modifier, &self.options);

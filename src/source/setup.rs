@@ -59,6 +59,15 @@ pub enum SetupError {
     },
     #[error("no table matches the include/exclude lists, so --publication-autocreate-mode filtered has nothing to publish; check --schema-include-list / --table-include-list (and their exclude lists) against the database")]
     NothingSelected,
+    #[error("publication {publication:?} does not publish {tables}, which the selection names, so nothing of {them} would be streamed; add {them} ({statement}) or narrow --table / the include lists")]
+    NotPublished {
+        publication: String,
+        tables: String,
+        them: &'static str,
+        statement: String,
+    },
+    #[error("no table of the database matches the selection (--table, the include and exclude lists), so nothing would be streamed; check the names against the database (schema-qualified, case as created)")]
+    SelectsNothing,
     #[error("not allowed to run: {statement}; {needs}; run it as a role with that privilege, or have one run it and restart")]
     PublicationPrivilege {
         statement: String,
@@ -321,6 +330,12 @@ async fn ensure_publication(
     };
     let mode = wanted.options.publication_autocreate_mode;
     match (mode, existing) {
+        (
+            PublicationAutocreateMode::AllTables | PublicationAutocreateMode::Disabled,
+            Some((all_tables, current_via_root)),
+        ) if selection.filters_tables() => {
+            check_published(client, publication, selection, all_tables, current_via_root).await
+        }
         (PublicationAutocreateMode::AllTables, Some(_)) => Ok(()),
         (PublicationAutocreateMode::AllTables, None) => {
             let target = all_tables_target(wanted.tables);
@@ -471,6 +486,54 @@ pub async fn selected_tables(
         .filter(|r| selection.includes_table(r.get(0), r.get(1)))
         .map(|r| qualified(r.get(0), r.get(1)))
         .collect())
+}
+
+/// An existing publication that the connector does not manage must carry
+/// every table the selection matches, and the selection must match one:
+/// otherwise the slot would stream nothing of them, silently, while it
+/// holds WAL back.
+async fn check_published(
+    client: &Client,
+    publication: &str,
+    selection: &Selection,
+    all_tables: bool,
+    via_root: bool,
+) -> Result<(), SetupError> {
+    let selected = selected_tables(client, selection, via_root).await?;
+    if selected.is_empty() {
+        return Err(SetupError::SelectsNothing);
+    }
+    if all_tables {
+        return Ok(());
+    }
+    let rows = client
+        .query(
+            "SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1",
+            &[&publication],
+        )
+        .await
+        .map_err(query_error(format!(
+            "listing the tables of publication {publication:?}"
+        )))?;
+    let published: std::collections::BTreeSet<String> =
+        rows.iter().map(|r| qualified(r.get(0), r.get(1))).collect();
+    let missing: Vec<String> = selected
+        .into_iter()
+        .filter(|t| !published.contains(t))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let list = missing.join(", ");
+    Err(SetupError::NotPublished {
+        publication: publication.to_owned(),
+        statement: format!(
+            "ALTER PUBLICATION {} ADD TABLE {list};",
+            quote_ident(publication)
+        ),
+        them: if missing.len() == 1 { "it" } else { "them" },
+        tables: list,
+    })
 }
 
 /// The tables named in a publication (not FOR ALL TABLES), quoted and

@@ -713,15 +713,7 @@ fn name_uuid_from_bytes(bytes: &[u8]) -> String {
     let mut h: [u8; 16] = md5::Md5::digest(bytes).into();
     h[6] = (h[6] & 0x0f) | 0x30;
     h[8] = (h[8] & 0x3f) | 0x80;
-    let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    crate::event::value::uuid_text(&h)
 }
 
 /// A column value that cannot be represented. Never retryable: the same text fails the

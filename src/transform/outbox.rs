@@ -30,7 +30,7 @@
 //! `BinaryDataConverter` for `bytea` payloads): a `jsonb` payload is its JSON
 //! text, a `text` payload its UTF-8 bytes, a `bytea` payload its bytes, the
 //! key the aggregate id's text. An envelope value (additional `envelope`
-//! columns) is Connect JSON, with or without its schema per `--json-schemas`.
+//! columns) is Connect JSON, with or without its schema per `--json-value-schemas`.
 //! A null payload gives a null value, as Debezium writes it.
 //!
 //! Deletes of outbox rows (applications delete rows once written) produce
@@ -44,7 +44,7 @@ use std::sync::Arc;
 use super::options::TransformOptions;
 use super::{intern, AdditionalField, Placement, Topic, TransformError};
 use crate::event::record::{Data, Header, JsonForm, Record, RecordKey, RecordValue};
-use crate::event::value::{ConnectSchema, Field, Value};
+use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ChangeEvent, Op, TableSchema};
 
 /// The placeholder `--outbox-route-topic-replacement` substitutes.
@@ -278,12 +278,19 @@ impl OutboxRouter {
             None => Some(data(&table.payload_schema, payload.clone(), JsonForm::Raw)),
         };
 
-        headers.push(Header::value(ID_HEADER, column(table.id).clone()));
+        // Each header under its column's schema (what a JSON header
+        // converter writes beside the value).
+        let header = |name, i: usize| {
+            let schema = table.table.columns.get(i).map(|c| c.schema.clone());
+            let schema = schema.unwrap_or_else(|| ConnectSchema::primitive(ConnectType::String));
+            Header::value(name, column(i).clone(), Arc::new(schema))
+        };
+        headers.push(header(ID_HEADER, table.id));
         if let Some(kind) = table.kind {
-            headers.push(Header::value(TYPE_HEADER, column(kind).clone()));
+            headers.push(header(TYPE_HEADER, kind));
         }
         for (i, name) in &table.headers {
-            headers.push(Header::value(name, column(*i).clone()));
+            headers.push(header(name, *i));
         }
         Ok(vec![Record {
             topic: Arc::clone(&route.topic),

@@ -98,7 +98,8 @@ impl Unwrap {
         });
         if let Some(envelope) = &envelope {
             for (field, name) in &self.headers {
-                headers.push(Header::value(name, metadata_value(envelope, field)));
+                let value = metadata_value(envelope, field);
+                headers.push(Header::value(name, value, header_schema(event, field)));
             }
         }
         let topic = Arc::clone(&event.table.topic);
@@ -148,7 +149,10 @@ impl Unwrap {
                 .headers
                 .iter()
                 .filter(|(f, _)| f.block == Block::Envelope && f.field == "op")
-                .map(|(_, name)| Header::value(name, Value::String("d".to_owned())))
+                .map(|(field, name)| {
+                    let value = Value::String("d".to_owned());
+                    Header::value(name, value, header_schema(event, field))
+                })
                 .collect();
             records.push(Record {
                 topic,
@@ -213,6 +217,24 @@ fn metadata_schema(envelope: &ConnectSchema, field: &MetadataField) -> Option<Co
         default: None,
         ..schema.clone()
     })
+}
+
+/// The schema of a header holding an envelope field: the field's own
+/// schema, as the SMT adds it (an optional string if the envelope lacks it).
+fn header_schema(event: &ChangeEvent, field: &MetadataField) -> Arc<ConnectSchema> {
+    let envelope = &event.table.envelope_schema;
+    let parent = match field.block.name() {
+        None => Some(envelope),
+        Some(block) => envelope
+            .fields
+            .iter()
+            .find(|f| f.name == block)
+            .map(|f| &f.schema),
+    };
+    let schema = parent
+        .and_then(|p| p.fields.iter().find(|f| f.name == field.field))
+        .map(|f| f.schema.clone());
+    Arc::new(schema.unwrap_or_else(|| ConnectSchema::primitive(ConnectType::String).optional()))
 }
 
 /// The value of an added field in an envelope value (null when its block is).

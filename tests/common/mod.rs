@@ -290,6 +290,26 @@ impl Record {
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         header(&self.headers, name)
     }
+
+    /// The payload of the first header called `name`, written by a
+    /// JsonConverter with schemas (`{"schema":…,"payload":…}`).
+    ///
+    /// # Panics
+    /// When the header is not such JSON.
+    pub fn header_payload(&self, name: &str) -> Option<Json> {
+        let bytes = self.header(name)?;
+        let mut json: Json = serde_json::from_slice(bytes).expect("a JSON header");
+        assert!(
+            json["schema"].is_object(),
+            "{name} carries its schema: {json}"
+        );
+        Some(json["payload"].take())
+    }
+
+    /// The names of the record's headers, in order.
+    pub fn header_names(&self) -> Vec<&str> {
+        self.headers.iter().map(|(n, _)| n.as_str()).collect()
+    }
 }
 
 fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {

@@ -43,7 +43,7 @@ struct Kill {
 }
 
 /// The transactions Postgres would send again from the slot, by xid.
-fn unconfirmed_transactions(s: &Scenario) -> BTreeSet<String> {
+pub(super) fn unconfirmed_transactions(s: &Scenario) -> BTreeSet<String> {
     let sql = format!(
         "SELECT DISTINCT xid::text FROM pg_logical_slot_peek_binary_changes('{}', NULL, NULL, \
          'proto_version', '1', 'publication_names', '{}')",

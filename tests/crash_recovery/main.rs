@@ -14,6 +14,7 @@ mod broker;
 #[path = "../common/mod.rs"]
 mod common;
 mod registry;
+mod skip_delivered;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -344,6 +344,26 @@ pub struct Message {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Tuple(pub Vec<Datum>);
 
+impl Tuple {
+    /// Replaces each [`Datum::UnchangedToast`] of this new row with the
+    /// value `old` holds at the same position, where `old` has one (a
+    /// `REPLICA IDENTITY FULL` old row carries every TOASTed value inline;
+    /// a key-only old row has them as [`Datum::Null`], which is left
+    /// alone). This is what Debezium does with an update's old tuple, so
+    /// `after` is complete whenever the message holds the values. Returns
+    /// how many values were filled.
+    pub fn fill_unchanged_from(&mut self, old: &Tuple) -> usize {
+        self.0
+            .iter_mut()
+            .zip(&old.0)
+            .filter(|(new, old)| {
+                **new == Datum::UnchangedToast && matches!(old, Datum::Text(_) | Datum::Binary(_))
+            })
+            .map(|(new, old)| *new = old.clone())
+            .count()
+    }
+}
+
 /// One column value of a [`Tuple`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Datum {

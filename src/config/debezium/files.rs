@@ -141,7 +141,7 @@ pub fn map_server(properties: &BTreeMap<String, String>) -> Mapping {
             Some(format!("predicates{p}"))
         } else if let Some(side) = property
             .strip_prefix("debezium.format.")
-            .filter(|s| matches!(*s, "key" | "value"))
+            .filter(|s| matches!(*s, "key" | "value" | "header"))
         {
             let class = match value.trim() {
                 "json" => "org.apache.kafka.connect.json.JsonConverter",
@@ -201,6 +201,11 @@ pub fn map_server(properties: &BTreeMap<String, String>) -> Mapping {
             connector.insert(name, value.clone());
         }
     }
+    // Debezium Server writes headers with a JsonConverter unless
+    // debezium.format.header says otherwise.
+    connector
+        .entry("header.converter".to_owned())
+        .or_insert_with(|| "org.apache.kafka.connect.json.JsonConverter".to_owned());
     map_renamed(&connector, &names, outside)
 }
 

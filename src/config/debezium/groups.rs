@@ -112,7 +112,7 @@ fn percent_encode_path(s: &str) -> String {
 }
 
 /// key.converter / value.converter and their properties into format,
-/// json_schemas and the registry settings.
+/// json_key_schemas / json_value_schemas and the registry settings.
 pub(super) fn map_converters(properties: &BTreeMap<String, String>, mapping: &mut Mapping) {
     const JSON: &str = "org.apache.kafka.connect.json.JsonConverter";
     const AVRO: &str = "io.confluent.connect.avro.AvroConverter";
@@ -165,6 +165,15 @@ pub(super) fn map_converters(properties: &BTreeMap<String, String>, mapping: &mu
             .collect();
         mapping.set("format", *format, &from.join(", "));
     }
+    // Without header.converter a Kafka Connect worker writes headers with
+    // its default SimpleHeaderConverter: so does the imported run.
+    if !properties.contains_key("header.converter") {
+        mapping.set(
+            "header_converter",
+            "simple",
+            "header.converter (Kafka Connect's default)",
+        );
+    }
     // Properties of a side whose converter is not set belong to the
     // worker's converter: say so rather than drop them silently.
     for side in ["key", "value"] {
@@ -196,7 +205,12 @@ fn map_converter_property(
     mapping: &mut Mapping,
 ) {
     match (format, option) {
-        ("json", "schemas.enable") => mapping.set("json_schemas", value.trim().to_owned(), p),
+        // Each side keeps its own setting: a value-only `false` must not
+        // change the key bytes (partitions, compaction) on migration.
+        ("json", "schemas.enable") if p.starts_with("key.") => {
+            mapping.set("json_key_schemas", value.trim().to_owned(), p)
+        }
+        ("json", "schemas.enable") => mapping.set("json_value_schemas", value.trim().to_owned(), p),
         ("json", "schemas.cache.size" | "decimal.format" | "replace.null.with.default") => {
             mapping.ignored.push((
                 p.to_owned(),

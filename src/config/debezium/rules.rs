@@ -137,12 +137,13 @@ pub const PROPERTIES: &[(&str, Rule)] = &[
     ("post.processors", Reject("post processors are Java classes and cannot run here")),
     ("lsn.flush.timeout.ms", Ignore("the slot is confirmed as Kafka acknowledges, without a timeout")),
     ("lsn.flush.timeout.action", Ignore("the slot is confirmed as Kafka acknowledges, without a timeout")),
-    ("extended.headers.enabled", Ignore("Debezium's context headers are not written")),
+    ("extended.headers.enabled", To("extended_headers")),
     ("guardrail.collections.max", Only(&["0"], "a limit on the number of captured tables is not supported")),
     ("guardrail.collections.limit.action", Ignore("a limit on the number of captured tables is not supported")),
     ("key.converter", Group("format (with the key.converter.* properties)")),
     ("value.converter", Group("format (with the value.converter.* properties)")),
-    ("header.converter", Ignore("pgcdc-kafka writes its headers itself")),
+    ("header.converter", Via("header_converter", header_converter)),
+    ("header.converter.schemas.enable", Ignore("headers written by the JSON header converter carry a schema when value.converter.schemas.enable (json_value_schemas) is on")),
     ("transforms", Group("the transforms listed, by type (see below)")),
     ("predicates", Group("with transforms: only a TopicNameMatches predicate that sends the outbox table's topic to the EventRouter (and, negated, the rest to ExtractNewRecordState)")),
     ("topic.creation.enable", Ignore("a Kafka Connect worker setting")),
@@ -201,6 +202,16 @@ fn snapshot_mode(value: &str) -> Result<String, String> {
         "configuration_based" => Err("configuration_based snapshots are not supported: use initial, initial_only, no_data or when_needed".to_owned()),
         "recovery" => Err("recovery snapshots need a schema history, which the PostgreSQL connector has none of".to_owned()),
         other => Err(format!("unknown snapshot.mode {other:?}: use initial, initial_only, never/no_data or when_needed")),
+    }
+}
+
+fn header_converter(value: &str) -> Result<String, String> {
+    match value {
+        "org.apache.kafka.connect.storage.SimpleHeaderConverter" => Ok("simple".to_owned()),
+        "org.apache.kafka.connect.json.JsonConverter" => Ok("json".to_owned()),
+        other => Err(format!(
+            "only SimpleHeaderConverter and JsonConverter are supported, not {other}"
+        )),
     }
 }
 

@@ -641,6 +641,7 @@ mod tests {
         let info = ConnectorInfo {
             name: "app".into(),
             db: "shop".into(),
+            run_id: "0190a0b0-0000-7000-8000-000000000000".into(),
         };
         let block = TransactionBlock {
             id: "7:100".into(),
@@ -665,6 +666,7 @@ mod tests {
                     before,
                     after,
                     source: SourceInfo {
+                        origin: None,
                         commit_time_micros: 1_700_000_000_000_000,
                         xid: 9,
                         lsn: Lsn::new(4242),

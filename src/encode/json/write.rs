@@ -434,6 +434,7 @@ mod tests {
         let info = ConnectorInfo {
             name: "app\"x".into(),
             db: "shop".into(),
+            run_id: "0190a0b0-0000-7000-8000-000000000000".into(),
         };
         let block = TransactionBlock {
             id: "7:100".into(),
@@ -474,6 +475,7 @@ mod tests {
                 before,
                 after,
                 source: SourceInfo {
+                    origin: None,
                     commit_time_micros: -1_234_567,
                     xid: u32::MAX,
                     lsn: Lsn::new(u64::MAX - 3),

@@ -58,6 +58,8 @@ impl Stream<'_> {
             return Ok(());
         };
         let schema = Arc::clone(self.relations.get(relation_id, lsn)?);
+        // A replay reads the chunk again as the table is then.
+        self.delivery.unanchor();
         for tuple in &rows {
             let row = self.relations.decode_row(&schema, tuple, lsn)?;
             let event = ChangeEvent {
@@ -66,6 +68,7 @@ impl Stream<'_> {
                 before: None,
                 after: Some(row),
                 source: SourceInfo {
+                    origin: None,
                     commit_time_micros,
                     xid,
                     lsn,

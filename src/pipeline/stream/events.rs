@@ -1,8 +1,8 @@
 //! The translation of each pgoutput message of a transaction into Kafka
 //! records: row changes (with key changes split into a delete and a create,
-//! and TOASTed unchanged values marked), truncates, logical messages and
-//! signal-table rows, as records (Debezium's or a transform's) through the
-//! encode step into the sink.
+//! TOASTed unchanged values taken from the old row when it has them, else
+//! marked), truncates, logical messages and signal-table rows, as records
+//! (Debezium's or a transform's) through the encode step into the sink.
 //! The read loop ([`super`]) calls [`Stream::handle_message`] for each one.
 
 use std::sync::Arc;
@@ -12,8 +12,10 @@ use super::{now_micros, Stream};
 use crate::checkpoint::TxnId;
 use crate::event::envelope::Stamp;
 use crate::event::record::{Header, Record, RecordKey};
-use crate::event::value::Value;
-use crate::event::{ChangeEvent, MessageEvent, Op, SnapshotMarker, SourceInfo, TableSchema};
+use crate::event::value::{ConnectSchema, ConnectType, Value};
+use crate::event::{
+    ChangeEvent, MessageEvent, Op, SnapshotMarker, SourceInfo, SourceOrigin, TableSchema,
+};
 use crate::lsn::Lsn;
 use crate::sink::EncodedRecord;
 use crate::source::pgoutput::{LogicalMessage, OldTuple, Tuple};
@@ -82,12 +84,16 @@ impl Stream<'_> {
             LogicalMessage::Insert(i) if !skipped.inserts => {
                 (Op::Create, i.relation_id, None, Some(i.new))
             }
-            LogicalMessage::Update(u) if !skipped.updates => (
-                Op::Update,
-                u.relation_id,
-                u.old.map(OldTuple::into_tuple),
-                Some(u.new),
-            ),
+            LogicalMessage::Update(u) if !skipped.updates => {
+                let old = u.old.map(OldTuple::into_tuple);
+                let mut new = u.new;
+                // Unchanged TOASTed values the old row holds (REPLICA
+                // IDENTITY FULL) go into `after`, as Debezium fills them.
+                if let Some(old) = &old {
+                    new.fill_unchanged_from(old);
+                }
+                (Op::Update, u.relation_id, old, Some(new))
+            }
             LogicalMessage::Delete(d) if !skipped.deletes => {
                 (Op::Delete, d.relation_id, Some(d.old.into_tuple()), None)
             }
@@ -95,6 +101,15 @@ impl Stream<'_> {
                 for relation_id in t.relation_ids {
                     self.emit_row_change(Op::Truncate, relation_id, None, None, lsn)
                         .await?;
+                }
+                return Ok(());
+            }
+            LogicalMessage::Origin(origin) => {
+                if let Some(txn) = &mut self.txn {
+                    txn.origin = Some(SourceOrigin {
+                        name: origin.name.into(),
+                        commit_lsn: origin.commit_lsn,
+                    });
                 }
                 return Ok(());
             }
@@ -129,6 +144,7 @@ impl Stream<'_> {
         }
         let txn_id = txn.id;
         let source = SourceInfo {
+            origin: txn.origin.clone(),
             commit_time_micros: txn.commit_time_micros,
             xid: txn.xid,
             lsn,
@@ -143,7 +159,9 @@ impl Stream<'_> {
             .unwrap_or_default();
         let unchanged_header = (!unchanged.is_empty()).then(|| {
             let names = unchanged.iter().map(|&c| Value::String(c.to_owned()));
-            Header::value(UNCHANGED_COLUMNS_HEADER, Value::Array(names.collect()))
+            let schema = ConnectSchema::array(ConnectSchema::primitive(ConnectType::String));
+            let names = Value::Array(names.collect());
+            Header::value(UNCHANGED_COLUMNS_HEADER, names, Arc::new(schema))
         });
         let mut table = table;
         let decode = |relations: &RelationCache, table: &TableSchema| {
@@ -227,6 +245,12 @@ impl Stream<'_> {
         tombstone: bool,
         txn: TxnId,
     ) -> Result<(), PipelineError> {
+        // Debezium's context headers follow the emitter's own on every
+        // change record (transforms see them as Debezium's SMTs would).
+        let mut headers = headers;
+        if self.config.extended_headers {
+            headers.extend(Header::context());
+        }
         // Counted for the transaction block whether or not a transform then
         // rewrites the event, as Debezium counts before its transforms.
         let transaction = self.metadata.event(&event.table);
@@ -243,12 +267,14 @@ impl Stream<'_> {
         let record = self.encoder.encode(record, txn).await?;
         let key_bytes = record.key.as_ref().map_or(0, Vec::len);
         let mut bytes = key_bytes + record.value.as_ref().map_or(0, Vec::len);
-        // The tombstone: the same key, encoded once, and no value.
+        // The tombstone: the same key and headers, encoded once, and no
+        // value (Debezium's tombstone is its delete's `newRecord` with the
+        // delete's headers).
         let tombstone = tombstone.then(|| EncodedRecord {
             topic: Arc::clone(&record.topic),
             key: record.key.clone(),
             value: None,
-            headers: Vec::new(),
+            headers: record.headers.clone(),
             txn,
         });
         self.delivery.send(record).await?;
@@ -313,7 +339,11 @@ impl Stream<'_> {
         }
         let (txn, own) = match &self.txn {
             Some(open) => (open.id, false),
-            None => (self.delivery.begin(), true),
+            None => {
+                let txn = self.delivery.begin();
+                self.delivery.anchor(txn, lsn);
+                (txn, true)
+            }
         };
         let transaction = if own {
             None
@@ -321,6 +351,7 @@ impl Stream<'_> {
             self.metadata.message_event()
         };
         let source = SourceInfo {
+            origin: self.txn.as_ref().and_then(|t| t.origin.clone()),
             commit_time_micros: self
                 .txn
                 .as_ref()

@@ -155,6 +155,7 @@ mod lsn_text {
 pub(crate) fn client_config(producer: &ClientConfig) -> ClientConfig {
     const PRODUCER_ONLY: &[&str] = &[
         "enable.idempotence",
+        "enable.gapless.guarantee",
         "acks",
         "partitioner",
         "compression.type",

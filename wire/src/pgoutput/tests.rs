@@ -580,5 +580,37 @@ fn decodes_hand_built_messages_of_every_kind() {
     }
 }
 
+#[test]
+fn unchanged_toast_is_filled_from_an_old_row_that_has_the_value() {
+    let mut new = Tuple(vec![
+        text(b"1"),
+        Datum::UnchangedToast,
+        Datum::UnchangedToast,
+        Datum::UnchangedToast,
+    ]);
+    // A FULL old row has the second value; a key-only one sends the third
+    // as NULL; the fourth is unchanged in both (never sent by Postgres, but
+    // it must not count as a value).
+    let old = Tuple(vec![
+        text(b"1"),
+        text(b"long"),
+        Datum::Null,
+        Datum::UnchangedToast,
+    ]);
+    assert_eq!(new.fill_unchanged_from(&old), 1);
+    assert_eq!(
+        new,
+        Tuple(vec![
+            text(b"1"),
+            text(b"long"),
+            Datum::UnchangedToast,
+            Datum::UnchangedToast,
+        ])
+    );
+    let mut shorter = Tuple(vec![Datum::UnchangedToast, Datum::UnchangedToast]);
+    assert_eq!(shorter.fill_unchanged_from(&Tuple(vec![text(b"x")])), 1);
+    assert_eq!(shorter.0[1], Datum::UnchangedToast);
+}
+
 mod properties;
 mod rejects;

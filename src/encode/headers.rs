@@ -1,0 +1,174 @@
+//! Record headers as bytes: what the configured header converter
+//! (Kafka Connect's `header.converter`) writes.
+//!
+//! - `SimpleHeaderConverter` (Connect's default): a string as its text,
+//!   numbers and booleans as Java prints them, bytes as base64, and
+//!   structs, maps and arrays as JSON-like text (`{"id":2}`)
+//!   ([`Value::to_text`]); a null value gives no header.
+//! - `JsonConverter` (Debezium Server's and the embedded engine's default
+//!   with JSON records): the value's JSON, wrapped as
+//!   `{"schema":…,"payload":…}` when its schemas are on.
+//!
+//! A key held in a header (`__debezium.newkey` / `oldkey`) is written by
+//! the same converter as any other header, never by the key converter (so
+//! never as Confluent-framed Avro).
+//!
+//! Debezium's context headers are the same on every record of a run, so
+//! they are written once, when the writer is made.
+
+use super::json::{enveloped, schema_json, write::write_value};
+use super::options::HeaderConverter;
+use crate::event::context::ContextHeader;
+use crate::event::envelope::{self, key_value, ConnectorInfo};
+use crate::event::record::{Header, HeaderValue, RecordKey};
+use crate::event::value::{ConnectSchema, ConnectType, Value};
+
+/// Writes headers as the configured converter does.
+#[derive(Debug, Clone)]
+pub struct HeaderWriter {
+    converter: HeaderConverter,
+    /// Whether the JSON converter wraps values with their schema.
+    schemas: bool,
+    /// The context headers' bytes, in [`ContextHeader::ALL`] order (boxed:
+    /// the encoders live in an enum whose JSON variant is the hot one).
+    context: Box<[Vec<u8>; 4]>,
+}
+
+impl HeaderWriter {
+    /// A writer for `converter` (`schemas`: the JSON converter's
+    /// `schemas.enable`), for the connector and run `info` names.
+    pub fn new(converter: HeaderConverter, schemas: bool, info: &ConnectorInfo) -> Self {
+        let mut writer = HeaderWriter {
+            converter,
+            schemas,
+            context: Default::default(),
+        };
+        let string = ConnectSchema::primitive(ConnectType::String);
+        writer.context = Box::new(ContextHeader::ALL.map(|header| {
+            let value = Value::String(header.value(&info.name, &info.run_id));
+            writer.bytes(&value, &string).unwrap_or_default()
+        }));
+        writer
+    }
+
+    /// The bytes of `headers`, in order; a header whose value the
+    /// converter writes as nothing is left out.
+    pub fn write(&self, headers: Vec<Header<'_>>) -> Vec<(&'static str, Vec<u8>)> {
+        // No allocation for a record without headers.
+        let mut encoded = Vec::with_capacity(headers.len());
+        for Header { name, value } in headers {
+            let bytes = match value {
+                HeaderValue::Value(value, schema) => self.bytes(&value, &schema),
+                HeaderValue::Key(key) => Some(self.key(key)),
+                HeaderValue::Context(header) => {
+                    let i = ContextHeader::ALL.iter().position(|h| *h == header);
+                    i.and_then(|i| self.context.get(i)).cloned()
+                }
+            };
+            encoded.extend(bytes.map(|bytes| (name, bytes)));
+        }
+        encoded
+    }
+
+    /// A key in a header: the key struct under its schema; a null key as
+    /// an empty header.
+    fn key(&self, key: RecordKey<'_>) -> Vec<u8> {
+        let (schema, value) = match key {
+            RecordKey::Table(event) => match (&event.table.key_schema, key_value(event)) {
+                (Some(schema), Some(value)) => (schema.clone(), value),
+                _ => return Vec::new(),
+            },
+            RecordKey::Message(message) => (
+                envelope::message_key_schema(),
+                envelope::message_key(message),
+            ),
+            RecordKey::Metadata(record) => (record.kind().schemas().0, record.key()),
+            RecordKey::Data(data) => ((*data.schema).clone(), data.value),
+        };
+        self.bytes(&value, &schema).unwrap_or_default()
+    }
+
+    /// `value` (of `schema`) as the converter writes it.
+    fn bytes(&self, value: &Value, schema: &ConnectSchema) -> Option<Vec<u8>> {
+        match self.converter {
+            HeaderConverter::Simple => value.to_text().map(String::into_bytes),
+            HeaderConverter::Json => {
+                let schema = self.schemas.then(|| schema_json(schema, None).to_string());
+                enveloped(schema.as_deref(), |out| {
+                    write_value(out, value);
+                    true
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> ConnectorInfo {
+        ConnectorInfo {
+            name: "app".into(),
+            db: "shop".into(),
+            run_id: "0190a0b0-0000-7000-8000-000000000000".into(),
+        }
+    }
+
+    fn text(headers: &[(&str, Vec<u8>)]) -> Vec<(String, String)> {
+        headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v).into_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn context_headers_as_each_converter_writes_them() {
+        let simple = HeaderWriter::new(HeaderConverter::Simple, true, &info());
+        assert_eq!(
+            text(&simple.write(Header::context().collect())),
+            [
+                ("__debezium.context.connectorLogicalName", "app"),
+                ("__debezium.context.taskId", "0"),
+                ("__debezium.context.connectorName", "postgresql"),
+                (
+                    "__debezium.context.runId",
+                    "0190a0b0-0000-7000-8000-000000000000"
+                ),
+            ]
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        );
+        let json = HeaderWriter::new(HeaderConverter::Json, true, &info());
+        assert_eq!(
+            text(&json.write(Header::context().take(1).collect()))[0].1,
+            r#"{"schema":{"type":"string","optional":false},"payload":"app"}"#
+        );
+        let bare = HeaderWriter::new(HeaderConverter::Json, false, &info());
+        assert_eq!(
+            text(&bare.write(Header::context().skip(1).take(1).collect()))[0].1,
+            r#""0""#
+        );
+    }
+
+    #[test]
+    fn a_struct_is_json_like_text_under_the_simple_converter() {
+        let schema = std::sync::Arc::new(ConnectSchema::structure(
+            "app.public.t.Key",
+            vec![crate::event::value::Field {
+                name: "id".into(),
+                schema: ConnectSchema::primitive(ConnectType::Int32),
+            }],
+        ));
+        let value = Value::Struct(vec![("id".into(), Value::Int32(2))]);
+        let header = || vec![Header::value("k", value.clone(), schema.clone())];
+        let simple = HeaderWriter::new(HeaderConverter::Simple, true, &info());
+        assert_eq!(text(&simple.write(header()))[0].1, r#"{"id":2}"#);
+        let json = HeaderWriter::new(HeaderConverter::Json, true, &info());
+        assert_eq!(
+            text(&json.write(header()))[0].1,
+            r#"{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"app.public.t.Key"},"payload":{"id":2}}"#
+        );
+        let null = vec![Header::value("n", Value::Null, schema.clone())];
+        assert!(simple.write(null).is_empty(), "no header for null");
+    }
+}
