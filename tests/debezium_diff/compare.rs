@@ -204,6 +204,9 @@ fn compare_bytes(
     }
     let before = place.diffs.len();
     diff_json(place, path, &oj, &dj);
+    for (ours, debezium) in number_formats(o, d) {
+        place.push(format!("{path}#number-format"), ours, debezium);
+    }
     if place.diffs.len() == before && envelope && blank_volatile(o) != blank_volatile(d) {
         place.push(
             format!("{path}#text"),
@@ -376,6 +379,70 @@ fn diff_json(place: &mut Place<'_>, path: &str, ours: &Json, debezium: &Json) {
         (o, d) if o == d => {}
         (o, d) => place.push(path.to_owned(), show(o), show(d)),
     }
+}
+
+/// The floating-point literals that write the same number differently on
+/// the two sides (`-1.1754944e-38` vs `-1.1754944E-38`, `1.0E7` vs
+/// `10000000.0`): JSON readers see equal numbers, so [`diff_json`] does not,
+/// but the bytes differ. Each pair once.
+fn number_formats(ours: &[u8], debezium: &[u8]) -> Vec<(String, String)> {
+    let by_value = |bytes: &[u8]| {
+        let mut map = std::collections::HashMap::new();
+        for literal in float_literals(&String::from_utf8_lossy(bytes)) {
+            if let Ok(v) = literal.parse::<f64>() {
+                map.entry(v.to_bits()).or_insert(literal);
+            }
+        }
+        map
+    };
+    let (o, d) = (by_value(ours), by_value(debezium));
+    let mut pairs: Vec<(String, String)> = o
+        .iter()
+        .filter_map(|(bits, ol)| {
+            let dl = d.get(bits)?;
+            (ol != dl).then(|| (ol.clone(), dl.clone()))
+        })
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+/// The number literals of a JSON text with a fraction or an exponent, in
+/// order, skipping string contents.
+fn float_literals(text: &str) -> Vec<String> {
+    let mut literals = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((start, c)) = chars.next() {
+        match c {
+            '"' => {
+                while let Some((_, c)) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '-' | '0'..='9' => {
+                let mut end = start + c.len_utf8();
+                while let Some(&(i, c)) = chars.peek() {
+                    if !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')) {
+                        break;
+                    }
+                    end = i + c.len_utf8();
+                    chars.next();
+                }
+                let literal = &text[start..end];
+                if literal.contains(['.', 'e', 'E']) {
+                    literals.push(literal.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    literals
 }
 
 /// The names of an array of Connect field schemas (`field`) or Avro record
@@ -583,16 +650,45 @@ mod tests {
         let d = Rec {
             topic: "t".into(),
             key: Some(br#"{"id":1.0}"#.to_vec()),
-            value: Some(br#"{"op":"c","source":{},"ts_ms":1,"f":1e2}"#.to_vec()),
+            value: Some(br#"{"op":"c","source":{},"ts_ms":1,"s":"\u00e9"}"#.to_vec()),
             headers: vec![],
         };
         let o = Rec {
             key: Some(br#"{"id": 1.0}"#.to_vec()),
-            value: Some(br#"{"op":"c","source":{},"ts_ms":2,"f":100.0}"#.to_vec()),
+            value: Some(
+                "{\"op\":\"c\",\"source\":{},\"ts_ms\":2,\"s\":\"é\"}"
+                    .as_bytes()
+                    .to_vec(),
+            ),
             ..d.clone()
         };
         let (_, diffs) = compare_output("json", &[o], &[d]);
         assert_eq!(paths(&diffs), ["key#bytes", "value#text"]);
+    }
+
+    #[test]
+    fn one_number_written_two_ways_is_a_difference_even_beside_others() {
+        let d = br#"{"op":"c","source":{},"a":-1.1754944E-38,"b":1.0E7,"s":"1.5e3","c":2.5,"n":1}"#;
+        let o = br#"{"op":"c","source":{},"a":-1.1754944e-38,"b":10000000.0,"s":"1.5e3","c":2.5,"n":2}"#;
+        let rec = |v: &[u8]| Rec {
+            topic: "t".into(),
+            key: None,
+            value: Some(v.to_vec()),
+            headers: vec![],
+        };
+        let (_, diffs) = compare_output("json", &[rec(o)], &[rec(d)]);
+        let found: Vec<(&str, &str, &str)> = diffs
+            .iter()
+            .map(|d| (d.path.as_str(), d.ours.as_str(), d.debezium.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("value/n", "2", "1"),
+                ("value#number-format", "-1.1754944e-38", "-1.1754944E-38"),
+                ("value#number-format", "10000000.0", "1.0E7"),
+            ]
+        );
     }
 
     #[test]
