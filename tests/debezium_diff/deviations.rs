@@ -1,18 +1,23 @@
 //! The documented deviations from Debezium (`tests/debezium/deviations.toml`)
 //! and how a [`Difference`] is recognised as one of them.
 //!
-//! Each `[[deviation]]` says why we differ (`name`, `reason`, optionally the
-//! `switch` that restores Debezium's bytes and a `status`: `to-fix` while a
-//! fix is pending) and where the difference shows: `paths` (globs over
+//! Each `[[deviation]]` says why we differ: `name`, `reason`, `switch` (the
+//! setting that restores Debezium's bytes, `""` for none) and optionally
+//! `status` (`to-fix` while a fix is pending). Its `[[deviation.where]]`
+//! blocks say where the difference shows: `paths` (globs over
 //! [`Difference::path`]: `*` is any text without `/`, `**` any text at all),
 //! and optionally `outputs`, `kinds` (record kinds: `c`, `u`, `d`, `t`, `m`,
 //! `tombstone`, `record`) and `topics` (a regex matched against the whole
 //! topic name; `{prefix}` stands for the run's topic prefix). A difference is
-//! documented when some deviation matches it on every selector it gives.
+//! documented when one block of some deviation matches it on every selector
+//! the block gives. A deviation the test cannot observe says why in
+//! `not_compared` instead (the connector stops rather than writing a record,
+//! the field is masked), and has no `where`.
 //!
 //! The file must stay honest both ways: an undocumented difference fails the
 //! test, and so does a deviation that matched nothing (stale: its fix
-//! landed, remove the entry) or that cannot match anything (no `paths`).
+//! landed, remove the entry) or that says neither where it shows nor why it
+//! is not compared.
 
 use std::fmt::Write as _;
 
@@ -38,6 +43,14 @@ struct Entry {
     #[serde(default)]
     status: Option<String>,
     #[serde(default)]
+    not_compared: Option<String>,
+    #[serde(default, rename = "where")]
+    places: Vec<WhereEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WhereEntry {
     paths: Vec<String>,
     #[serde(default)]
     outputs: Vec<String>,
@@ -47,32 +60,52 @@ struct Entry {
     topics: Option<String>,
 }
 
-/// One deviation, its selectors compiled.
+/// One deviation, its `where` blocks compiled.
 #[derive(Debug)]
 pub struct Deviation {
     pub name: String,
     pub reason: String,
     pub switch: Option<String>,
     pub status: Option<String>,
+    pub not_compared: Option<String>,
+    places: Vec<Place>,
+}
+
+/// One `[[deviation.where]]` block.
+#[derive(Debug)]
+struct Place {
     paths: Vec<Regex>,
     outputs: Vec<String>,
     kinds: Vec<String>,
     topics: Option<Regex>,
 }
 
-impl Deviation {
-    /// Whether `d` is this deviation.
-    pub fn matches(&self, d: &Difference) -> bool {
+impl Place {
+    fn matches(&self, d: &Difference) -> bool {
         self.paths.iter().any(|p| p.is_match(&d.path))
             && (self.outputs.is_empty() || self.outputs.contains(&d.output))
             && (self.kinds.is_empty() || self.kinds.contains(&d.kind))
             && self.topics.as_ref().is_none_or(|t| t.is_match(&d.topic))
     }
+}
 
-    /// Whether the entry says where it shows (one without `paths` cannot
-    /// match anything).
-    pub fn is_matchable(&self) -> bool {
-        !self.paths.is_empty()
+impl Deviation {
+    /// Whether `d` is this deviation.
+    pub fn matches(&self, d: &Difference) -> bool {
+        self.places.iter().any(|p| p.matches(d))
+    }
+
+    /// Why the entry fails the run whatever the differences: it says neither
+    /// where it shows nor why it is not compared, or both.
+    fn malformed(&self) -> Option<&'static str> {
+        match (self.places.is_empty(), self.not_compared.is_some()) {
+            (true, false) => Some(
+                "says neither where it shows ([[deviation.where]]) nor why it is not compared \
+                 (not_compared)",
+            ),
+            (false, true) => Some("has both [[deviation.where]] and not_compared"),
+            _ => None,
+        }
     }
 }
 
@@ -85,20 +118,28 @@ pub fn parse(text: &str, prefix: &str) -> Vec<Deviation> {
     file.deviation
         .into_iter()
         .map(|e| {
-            let topics = e.topics.map(|t| {
-                let t = t.replace("{prefix}", &regex::escape(prefix));
-                Regex::new(&format!("^(?:{t})$"))
-                    .unwrap_or_else(|err| panic!("deviation {}: topics: {err}", e.name))
-            });
+            let name = e.name;
+            let places = e
+                .places
+                .into_iter()
+                .map(|w| Place {
+                    paths: w.paths.iter().map(|p| glob(p)).collect(),
+                    outputs: w.outputs,
+                    kinds: w.kinds,
+                    topics: w.topics.map(|t| {
+                        let t = t.replace("{prefix}", &regex::escape(prefix));
+                        Regex::new(&format!("^(?:{t})$"))
+                            .unwrap_or_else(|err| panic!("deviation {name}: topics: {err}"))
+                    }),
+                })
+                .collect();
             Deviation {
-                paths: e.paths.iter().map(|p| glob(p)).collect(),
-                name: e.name,
+                name,
                 reason: e.reason,
                 switch: e.switch,
                 status: e.status,
-                outputs: e.outputs,
-                kinds: e.kinds,
-                topics,
+                not_compared: e.not_compared,
+                places,
             }
         })
         .collect()
@@ -131,7 +172,7 @@ pub struct Verdict {
     /// Per deviation (file order): the differences it explains.
     pub documented: Vec<(usize, Vec<Difference>)>,
     pub undocumented: Vec<Difference>,
-    /// Deviations that explained nothing, or cannot explain anything.
+    /// Deviations that explained nothing, or are malformed.
     pub stale: Vec<String>,
 }
 
@@ -155,13 +196,13 @@ pub fn judge(deviations: &[Deviation], diffs: Vec<Difference>) -> Verdict {
     let stale = deviations
         .iter()
         .zip(&documented)
-        .filter(|(_, (_, found))| found.is_empty())
-        .map(|(dev, _)| match dev.is_matchable() {
-            true => format!("{}: documented but no longer occurs; remove it", dev.name),
-            false => format!(
-                "{}: has no `paths`, so it cannot match a difference",
+        .filter_map(|(dev, (_, found))| match dev.malformed() {
+            Some(problem) => Some(format!("{}: {problem}", dev.name)),
+            None if found.is_empty() && dev.not_compared.is_none() => Some(format!(
+                "{}: documented but no longer occurs; remove it",
                 dev.name
-            ),
+            )),
+            None => None,
         })
         .collect();
     Verdict {
@@ -180,14 +221,21 @@ pub fn report(deviations: &[Deviation], verdict: &Verdict, list_limit: usize) ->
     for (i, found) in &verdict.documented {
         let dev = &deviations[*i];
         let status = dev.status.as_deref().unwrap_or("deliberate");
-        let _ = writeln!(
-            out,
-            "  {} [{status}]: {} differences",
-            dev.name,
-            found.len()
-        );
+        match &dev.not_compared {
+            Some(why) => {
+                let _ = writeln!(out, "  {} [{status}]: not compared: {why}", dev.name);
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  {} [{status}]: {} differences",
+                    dev.name,
+                    found.len()
+                );
+            }
+        }
         let _ = writeln!(out, "      why: {}", dev.reason);
-        if let Some(switch) = &dev.switch {
+        if let Some(switch) = dev.switch.as_deref().filter(|s| !s.is_empty()) {
             let _ = writeln!(out, "      switch: {switch}");
         }
         if let Some(example) = found.first() {
@@ -256,54 +304,49 @@ mod tests {
         name = "float4-digits"
         reason = "issue 21 item 1"
         status = "to-fix"
+        [[deviation.where]]
         paths = ["value/payload/after/c_float4", "value/payload/before/c_float4"]
         outputs = ["json_schemas"]
 
         [[deviation]]
         name = "context-headers"
         reason = "issue 21 item 1"
+        switch = ""
+        [[deviation.where]]
         paths = ["headers/__debezium.context.*"]
         kinds = ["c", "tombstone"]
         topics = '{prefix}\.public\..*'
 
         [[deviation]]
-        name = "everything-under-source"
+        name = "two-places"
         reason = "test"
+        [[deviation.where]]
         paths = ["value/**/source/**"]
+        [[deviation.where]]
+        paths = ["value/other"]
+        kinds = ["m"]
     "#;
 
     #[test]
-    fn selectors_must_all_match() {
+    fn selectors_of_a_block_must_all_match() {
         let devs = parse(FILE, "p.x");
+        let taskid = "headers/__debezium.context.taskId";
         let v = judge(
             &devs,
             vec![
                 diff("json_schemas", "c", "t", "value/payload/after/c_float4"),
                 diff("json_plain", "c", "t", "value/payload/after/c_float4"),
-                diff(
-                    "json_schemas",
-                    "c",
-                    "p.x.public.t",
-                    "headers/__debezium.context.taskId",
-                ),
-                diff(
-                    "json_schemas",
-                    "m",
-                    "p.x.public.t",
-                    "headers/__debezium.context.taskId",
-                ),
-                diff(
-                    "json_schemas",
-                    "c",
-                    "pZx.public.t",
-                    "headers/__debezium.context.taskId",
-                ),
+                diff("json_schemas", "c", "p.x.public.t", taskid),
+                diff("json_schemas", "m", "p.x.public.t", taskid),
+                diff("json_schemas", "c", "pZx.public.t", taskid),
                 diff("json_schemas", "c", "t", "value/payload/source/origin"),
                 diff("json_schemas", "c", "t", "value/payload/sourcex/origin"),
+                diff("json_schemas", "m", "t", "value/other"),
+                diff("json_schemas", "c", "t", "value/other"),
             ],
         );
         let counts: Vec<usize> = v.documented.iter().map(|(_, d)| d.len()).collect();
-        assert_eq!(counts, [1, 1, 1]);
+        assert_eq!(counts, [1, 1, 2]);
         let undocumented: Vec<(&str, &str)> = v
             .undocumented
             .iter()
@@ -313,9 +356,10 @@ mod tests {
             undocumented,
             [
                 ("json_plain", "value/payload/after/c_float4"),
-                ("json_schemas", "headers/__debezium.context.taskId"),
-                ("json_schemas", "headers/__debezium.context.taskId"),
+                ("json_schemas", taskid),
+                ("json_schemas", taskid),
                 ("json_schemas", "value/payload/sourcex/origin"),
+                ("json_schemas", "value/other"),
             ]
         );
         assert!(v.failed());
@@ -341,15 +385,32 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_without_paths_is_reported() {
+    fn an_entry_says_where_it_shows_or_why_it_is_not_compared() {
         let devs = parse(
-            "[[deviation]]\nname = \"n\"\nreason = \"r\"\nswitch = \"--x\"\n",
+            r#"
+            [[deviation]]
+            name = "nowhere"
+            reason = "r"
+            switch = "--x"
+
+            [[deviation]]
+            name = "masked"
+            reason = "r"
+            not_compared = "the comparator masks it"
+            "#,
             "p",
         );
         let v = judge(&devs, vec![]);
-        assert_eq!(
-            v.stale,
-            ["n: has no `paths`, so it cannot match a difference"]
+        assert_eq!(v.stale.len(), 1, "{:?}", v.stale);
+        assert!(
+            v.stale[0].starts_with("nowhere: says neither"),
+            "{:?}",
+            v.stale
+        );
+        let text = report(&devs, &v, 1);
+        assert!(
+            text.contains("masked [deliberate]: not compared: the comparator masks it"),
+            "{text}"
         );
     }
 
