@@ -74,7 +74,10 @@ public final class DebeziumDiffRunner {
             this.value = (Converter) instance(required(conf, "value.converter"));
             this.value.configure(under(conf, "value.converter."), false);
             this.header = (HeaderConverter) instance(required(conf, "header.converter"));
-            this.header.configure(under(conf, "header.converter."));
+            // As a Connect worker does: JsonConverter asks which part it writes.
+            Map<String, String> hconf = under(conf, "header.converter.");
+            hconf.putIfAbsent("converter.type", "header");
+            this.header.configure(hconf);
             String chain = conf.getOrDefault("transforms", "").trim();
             if (!chain.isEmpty()) {
                 for (String alias : chain.split("\\s*,\\s*")) {

@@ -14,17 +14,19 @@
 //! once per output, bounded (`--stop-when-caught-up`), into the real Kafka,
 //! and its topics are read back from where each run began.
 //!
-//! Outputs: `json_schemas` and `json_plain` (JsonConverter with and without
-//! schemas), `avro` (Confluent's AvroConverter and `--format avro`, both
-//! against the same Apicurio registry; each side's key and value decoded with
-//! its writer schema and compared as `{schema, payload}` documents, so the
-//! schemas are compared too), `unwrap` (ExtractNewRecordState, `--envelope
-//! unwrap`), `unwrap_rewrite` (the same with deletes rewritten and envelope
-//! fields added as fields and headers), `transactions` (transaction metadata:
-//! the BEGIN/END topic and each event's `transaction` block, from a second
-//! Debezium run), `outbox` (EventRouter, `--outbox-table`). Headers are
-//! compared as Kafka Connect's default header converter
-//! (`SimpleHeaderConverter`) writes them.
+//! Outputs: `json_schemas`, `json_plain` and `json_key_plain` (JsonConverter
+//! with schemas on both sides, on neither, on the value only), each with
+//! headers written by a JsonConverter as Debezium Server does, and
+//! `json_simple_headers` with Kafka Connect's default `SimpleHeaderConverter`
+//! (pgcdc-kafka's `--header-converter json|simple`); `avro` (Confluent's
+//! AvroConverter and `--format avro`, both against the same Apicurio
+//! registry; each side's key and value decoded with its writer schema and
+//! compared as `{schema, payload}` documents, so the schemas are compared
+//! too); `unwrap` (ExtractNewRecordState, `--envelope unwrap`),
+//! `unwrap_rewrite` (the same with deletes rewritten and envelope fields
+//! added as fields and headers), `transactions` (transaction metadata: the
+//! BEGIN/END topic and each event's `transaction` block, from a second
+//! Debezium run), `outbox` (EventRouter, `--outbox-table`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -77,25 +79,41 @@ fn settings<'a>(pairs: impl IntoIterator<Item = &'a (&'a str, &'a str)>) -> Vec<
         .collect()
 }
 
-/// `converter` for key and value (with `options` for both), and the default
-/// header converter.
-fn converters(converter: &str, options: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut pairs = vec![
-        ("key.converter", converter),
-        ("value.converter", converter),
-        ("header.converter", SIMPLE_HEADER_CONVERTER),
-    ];
-    let prefixed: Vec<(String, &str)> = options
+/// JsonConverter for key and value, with `schemas.enable` = `key` and
+/// `value`, and headers written by a JsonConverter (with the value's
+/// `schemas.enable`, as Debezium Server writes them) or, with `simple`,
+/// Kafka Connect's default `SimpleHeaderConverter`: what pgcdc-kafka's
+/// `--header-converter json|simple` stands for.
+fn json_converters(key: &str, value: &str, simple: bool) -> Vec<(String, String)> {
+    let headers: &[(&str, &str)] = match simple {
+        true => &[("header.converter", SIMPLE_HEADER_CONVERTER)],
+        false => &[
+            ("header.converter", JSON_CONVERTER),
+            ("header.converter.schemas.enable", value),
+        ],
+    };
+    settings(
+        [
+            ("key.converter", JSON_CONVERTER),
+            ("key.converter.schemas.enable", key),
+            ("value.converter", JSON_CONVERTER),
+            ("value.converter.schemas.enable", value),
+        ]
         .iter()
-        .flat_map(|(k, v)| {
-            [
-                (format!("key.converter.{k}"), *v),
-                (format!("value.converter.{k}"), *v),
-            ]
-        })
-        .collect();
-    pairs.extend(prefixed.iter().map(|(k, v)| (k.as_str(), *v)));
-    settings(&pairs)
+        .chain(headers),
+    )
+}
+
+/// AvroConverter for key and value against `registry`, and the default
+/// header converter (pgcdc-kafka's default with `--format avro`).
+fn avro_converters(registry: &str) -> Vec<(String, String)> {
+    settings(&[
+        ("key.converter", AVRO_CONVERTER),
+        ("key.converter.schema.registry.url", registry),
+        ("value.converter", AVRO_CONVERTER),
+        ("value.converter.schema.registry.url", registry),
+        ("header.converter", SIMPLE_HEADER_CONVERTER),
+    ])
 }
 
 fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
@@ -114,7 +132,7 @@ fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
         base.extend(settings(more));
         base
     };
-    let schemas = |on: &'static str| converters(JSON_CONVERTER, &[("schemas.enable", on)]);
+    let schemas = |on: &'static str| json_converters(on, on, false);
     let outbox_topics = format!("{}\\.public\\.outbox", regex::escape(prefix));
     let outbox_topic = format!("outbox.event.{outbox_type}");
     vec![
@@ -131,10 +149,27 @@ fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
             schemas("false"),
         ),
         case(
+            "json_key_plain",
+            false,
+            &[
+                "--json-key-schemas",
+                "false",
+                "--json-value-schemas",
+                "true",
+            ],
+            json_converters("false", "true", false),
+        ),
+        case(
+            "json_simple_headers",
+            false,
+            &["--json-schemas", "true", "--header-converter", "simple"],
+            json_converters("true", "true", true),
+        ),
+        case(
             "avro",
             true,
             &["--format", "avro", "--schema-registry-url", registry],
-            converters(AVRO_CONVERTER, &[("schema.registry.url", registry)]),
+            avro_converters(registry),
         ),
         case(
             "unwrap",
