@@ -506,6 +506,17 @@ impl RunConfig {
             })
     }
 
+    /// Whether keyed records go where Kafka's murmur2 puts them (our
+    /// default `partitioner`), rather than where a `--kafka-property
+    /// partitioner` chose.
+    pub fn partitions_keys_by_murmur2(&self) -> bool {
+        self.kafka_properties
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "partitioner")
+            .is_none_or(|(_, v)| v == "murmur2_random" || v == "murmur2")
+    }
+
     /// A fingerprint of this build and of the settings that decide which
     /// records a transaction makes, carried in each record's position
     /// header: a restart skips records by position only when the run that

@@ -217,6 +217,7 @@ impl AvroEncoder {
             key,
             value,
             txn,
+            partition: None,
         })
     }
 

@@ -168,6 +168,7 @@ impl JsonEncoder {
             value,
             headers: self.headers.write(headers),
             txn,
+            partition: None,
         }
     }
 

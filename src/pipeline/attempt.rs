@@ -67,6 +67,7 @@ pub async fn run_once(
             horizon: setup::current_wal_lsn(&sql).await?,
             resend_through: summary.resend_through,
             fingerprint: config.output_fingerprint(),
+            partition_keys: config.partitions_keys_by_murmur2(),
         })
     } else {
         None

@@ -16,9 +16,9 @@ use super::delivery::{next_progress, Delivery, DeliveryFailure, InKafka};
 use super::error::SinkError;
 use super::kafka::{InFlightLimits, KafkaSink};
 use super::login::LoginRefused;
-use super::position::{Position, POSITION_HEADER};
+use super::position::{Position, Stamp, POSITION_HEADER};
 use super::record::{EncodedRecord, Progress};
-use super::tails::{self, Tail};
+use super::tails::{self, Tails};
 use crate::checkpoint::TxnId;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -41,6 +41,11 @@ pub struct Dedupe {
     /// The build's and the output settings' fingerprint
     /// ([`crate::config::RunConfig::output_fingerprint`]).
     pub fingerprint: u64,
+    /// Whether keyed records are partitioned here with Kafka's murmur2 (the
+    /// partitioner librdkafka would use, `murmur2_random`), so that their
+    /// partition is known before they are sent. Not when
+    /// `--kafka-property partitioner` chose another.
+    pub partition_keys: bool,
 }
 
 /// [`Delivery`] without Kafka transactions.
@@ -59,8 +64,16 @@ struct Positions {
     /// The transaction whose records are being sent: its commit position
     /// and the ordinal of its next record.
     current: Option<(TxnId, Lsn, u32)>,
-    /// What Kafka proves per topic, read at the first record sent to it.
-    tails: HashMap<Arc<str>, Tail>,
+    /// Per topic, read at the first record of this attempt sent to it.
+    topics: HashMap<Arc<str>, TopicState>,
+}
+
+/// What an attempt knows of one topic.
+struct TopicState {
+    /// What Kafka held when the attempt first sent to it.
+    tails: Tails,
+    /// The first record of the topic this attempt handled.
+    since: Position,
 }
 
 impl AtLeastOnce {
@@ -84,7 +97,7 @@ impl AtLeastOnce {
                 client: config.clone(),
                 metrics,
                 current: None,
-                tails: HashMap::new(),
+                topics: HashMap::new(),
             }),
         })
     }
@@ -95,10 +108,17 @@ impl AtLeastOnce {
     }
 }
 
+/// The partition Kafka's murmur2 partitioner (Java's default, librdkafka's
+/// `murmur2_random` for keyed records) gives `key` among `partitions`.
+pub fn murmur2_partition(key: &[u8], partitions: usize) -> usize {
+    let hash = murmur2::murmur2(key, murmur2::KAFKA_SEED) & 0x7fff_ffff;
+    usize::try_from(hash).unwrap_or(0) % partitions.max(1)
+}
+
 impl Positions {
-    /// Adds `record`'s position header if it belongs to the transaction
-    /// being streamed, and returns the position.
-    fn stamp(&mut self, record: &mut EncodedRecord) -> Option<Position> {
+    /// The position of `record` if it belongs to the transaction being
+    /// streamed (counting it).
+    fn next_position(&mut self, record: &EncodedRecord) -> Option<Position> {
         let (txn, lsn, next) = self.current.as_mut()?;
         if *txn != record.txn {
             return None;
@@ -108,56 +128,83 @@ impl Positions {
             ordinal: *next,
         };
         *next += 1;
-        record.headers.push((
-            POSITION_HEADER,
-            position.header_value(self.dedupe.fingerprint),
-        ));
         Some(position)
     }
 
-    /// Whether Kafka already holds the record at `position` in `topic`.
-    async fn delivered(&mut self, topic: &Arc<str>, position: Position) -> bool {
+    /// Stamps `record` (at `position`), choosing its partition if it has a
+    /// key, and says whether Kafka already holds it.
+    async fn stamp(&mut self, record: &mut EncodedRecord, position: Position) -> bool {
+        if !self.topics.contains_key(&record.topic) {
+            let tails = self.read_tails(&record.topic).await;
+            let state = TopicState {
+                tails,
+                since: position,
+            };
+            self.topics.insert(Arc::clone(&record.topic), state);
+        }
         let Dedupe {
             horizon,
             resend_through,
-            ..
+            fingerprint,
+            partition_keys,
         } = self.dedupe;
-        if position.lsn > horizon || position.lsn <= resend_through {
-            return false;
-        }
-        let tail = match self.tails.get(topic) {
-            Some(tail) => *tail,
-            None => {
-                let tail = self.read_tail(topic).await;
-                self.tails.insert(Arc::clone(topic), tail);
-                tail
+        let state = &self.topics[&record.topic];
+        let partitions = state.tails.partitions();
+        let partition = match &record.key {
+            Some(key) if partition_keys && partitions > 0 => {
+                Some(murmur2_partition(key, partitions))
             }
+            _ => None,
         };
-        matches!(tail, Tail::Through(through) if position <= through)
+        let stamp = Stamp {
+            position,
+            fingerprint,
+            partitions: if partition.is_some() {
+                i32::try_from(partitions).unwrap_or(0)
+            } else {
+                0
+            },
+            since: state.since,
+        };
+        let delivered = position.lsn <= horizon
+            && position.lsn > resend_through
+            && state.tails.prove(fingerprint, partition, position);
+        record.partition = partition.and_then(|p| i32::try_from(p).ok());
+        record.headers.push((POSITION_HEADER, stamp.header_value()));
+        delivered
     }
 
-    async fn read_tail(&self, topic: &Arc<str>) -> Tail {
+    async fn read_tails(&self, topic: &Arc<str>) -> Tails {
         let client = self.client.clone();
         let name = Arc::clone(topic);
-        let fingerprint = self.dedupe.fingerprint;
-        let read = tokio::task::spawn_blocking(move || {
-            tails::read(&client, &name, fingerprint, TAIL_READ_TIMEOUT)
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("the reader failed: {e}")));
+        let read =
+            tokio::task::spawn_blocking(move || tails::read(&client, &name, TAIL_READ_TIMEOUT))
+                .await
+                .unwrap_or_else(|e| Err(format!("the reader failed: {e}")));
         match read {
-            Ok(Tail::Through(through)) => {
-                tracing::info!(topic = %topic, %through, "Kafka already has this topic's records through {through}: replayed records up to it are not sent again");
-                Tail::Through(through)
-            }
-            Ok(Tail::Unknown) => {
-                tracing::debug!(topic = %topic, "the topic's partition tails prove nothing delivered: every replayed record is sent");
-                Tail::Unknown
+            Ok(tails) => {
+                let fingerprint = self.dedupe.fingerprint;
+                let latest = tails
+                    .0
+                    .iter()
+                    .flatten()
+                    .filter(|stamp| stamp.fingerprint == fingerprint)
+                    .map(|stamp| stamp.position)
+                    .max();
+                match latest {
+                    Some(latest) => {
+                        tracing::info!(topic = %topic, %latest, "Kafka holds this topic's records up to {latest} from a run with the same settings: replayed records it holds are not sent again")
+                    }
+                    None => {
+                        tracing::debug!(topic = %topic, "no record of this topic from a run with the same settings")
+                    }
+                }
+                tails
             }
             Err(reason) => {
                 self.metrics.tail_read_failed();
                 tracing::warn!(topic = %topic, %reason, "cannot tell what Kafka already has of this topic; its replayed records are sent again (duplicates, never a loss)");
-                Tail::Unknown
+                Tails::default()
             }
         }
     }
@@ -193,8 +240,8 @@ impl Delivery for AtLeastOnce {
 
     async fn send(&mut self, mut record: EncodedRecord) -> Result<(), SinkError> {
         if let Some(positions) = &mut self.positions {
-            if let Some(position) = positions.stamp(&mut record) {
-                if positions.delivered(&record.topic, position).await {
+            if let Some(position) = positions.next_position(&record) {
+                if positions.stamp(&mut record, position).await {
                     positions.metrics.record_already_delivered();
                     return Ok(());
                 }
@@ -244,30 +291,6 @@ impl Delivery for AtLeastOnce {
 mod tests {
     use super::*;
 
-    fn positions(tail: Tail) -> Positions {
-        Positions {
-            dedupe: Dedupe {
-                horizon: Lsn::new(1000),
-                resend_through: Lsn::new(100),
-                fingerprint: 7,
-            },
-            client: ClientConfig::new(),
-            metrics: Arc::new(Metrics::new()),
-            current: None,
-            tails: HashMap::from([(Arc::from("t"), tail)]),
-        }
-    }
-
-    fn record(txn: TxnId) -> EncodedRecord {
-        EncodedRecord {
-            topic: Arc::from("t"),
-            key: None,
-            value: None,
-            headers: Vec::new(),
-            txn,
-        }
-    }
-
     fn at(lsn: u64, ordinal: u32) -> Position {
         Position {
             lsn: Lsn::new(lsn),
@@ -275,43 +298,129 @@ mod tests {
         }
     }
 
+    fn positions(tails: Tails) -> Positions {
+        Positions {
+            dedupe: Dedupe {
+                horizon: Lsn::new(1000),
+                resend_through: Lsn::new(100),
+                fingerprint: 7,
+                partition_keys: true,
+            },
+            client: ClientConfig::new(),
+            metrics: Arc::new(Metrics::new()),
+            current: None,
+            topics: HashMap::from([(
+                Arc::from("t"),
+                TopicState {
+                    tails,
+                    since: at(200, 0),
+                },
+            )]),
+        }
+    }
+
+    fn record(txn: TxnId, key: Option<&[u8]>) -> EncodedRecord {
+        EncodedRecord {
+            topic: Arc::from("t"),
+            key: key.map(<[u8]>::to_vec),
+            value: None,
+            headers: Vec::new(),
+            txn,
+            partition: None,
+        }
+    }
+
+    fn every_partition_through(position: Position) -> Tails {
+        let stamp = Stamp {
+            position,
+            fingerprint: 7,
+            partitions: 2,
+            since: at(0, 0),
+        };
+        Tails(vec![Some(stamp), Some(stamp)])
+    }
+
     #[test]
     fn records_of_the_anchored_transaction_are_numbered_in_order() {
-        let mut p = positions(Tail::Unknown);
+        let mut p = positions(Tails::default());
         let (streamed, other) = (TxnId::from_u64(1), TxnId::from_u64(2));
-        assert_eq!(p.stamp(&mut record(streamed)), None, "nothing anchored yet");
-        p.current = Some((streamed, Lsn::new(500), 0));
-        let mut first = record(streamed);
-        assert_eq!(p.stamp(&mut first), Some(at(500, 0)));
         assert_eq!(
-            first.headers,
-            vec![(POSITION_HEADER, b"0/1F4:0@0000000000000007".to_vec())]
+            p.next_position(&record(streamed, None)),
+            None,
+            "nothing anchored"
         );
+        p.current = Some((streamed, Lsn::new(500), 0));
+        assert_eq!(p.next_position(&record(streamed, None)), Some(at(500, 0)));
         assert_eq!(
-            p.stamp(&mut record(other)),
+            p.next_position(&record(other, None)),
             None,
             "a snapshot record has no place"
         );
-        assert_eq!(p.stamp(&mut record(streamed)), Some(at(500, 1)));
+        assert_eq!(p.next_position(&record(streamed, None)), Some(at(500, 1)));
+    }
+
+    #[tokio::test]
+    async fn a_stamp_says_where_and_under_what_a_record_was_written() {
+        let mut p = positions(every_partition_through(at(500, 3)));
+        let mut keyed = record(TxnId::from_u64(1), Some(b"k"));
+        p.stamp(&mut keyed, at(600, 1)).await;
+        let partition = murmur2_partition(b"k", 2);
+        assert_eq!(keyed.partition, Some(i32::try_from(partition).unwrap()));
+        assert_eq!(
+            keyed.headers,
+            vec![(
+                POSITION_HEADER,
+                b"0/258:1@0000000000000007#2~0/C8:0".to_vec()
+            )]
+        );
+        let mut unkeyed = record(TxnId::from_u64(1), None);
+        p.stamp(&mut unkeyed, at(600, 2)).await;
+        assert_eq!(unkeyed.partition, None, "librdkafka spreads them");
+        assert_eq!(
+            unkeyed.headers[0].1,
+            b"0/258:2@0000000000000007#0~0/C8:0".to_vec()
+        );
     }
 
     #[tokio::test]
     async fn only_what_the_tails_prove_and_no_earlier_failure_taints_is_skipped() {
-        let topic: Arc<str> = Arc::from("t");
-        let mut p = positions(Tail::Through(at(500, 3)));
-        assert!(p.delivered(&topic, at(500, 3)).await);
-        assert!(p.delivered(&topic, at(400, 9)).await);
-        assert!(!p.delivered(&topic, at(500, 4)).await, "past the tail");
+        let mut p = positions(every_partition_through(at(500, 3)));
+        for (position, skipped, why) in [
+            (at(500, 3), true, "the tails' position"),
+            (at(400, 9), true, "below the tails"),
+            (at(500, 4), false, "past the tails"),
+            (at(100, 0), false, "at or below a failed attempt's reach"),
+        ] {
+            let mut r = record(TxnId::from_u64(1), None);
+            assert_eq!(p.stamp(&mut r, position).await, skipped, "{why}");
+        }
+        let mut far = positions(every_partition_through(at(5000, 0)));
+        let mut r = record(TxnId::from_u64(1), None);
         assert!(
-            !p.delivered(&topic, at(100, 0)).await,
-            "at or below a failed attempt's reach: sent again"
+            !far.stamp(&mut r, at(1001, 0)).await,
+            "past the horizon nothing is skipped"
         );
-        let mut unknown = positions(Tail::Unknown);
-        assert!(!unknown.delivered(&topic, at(400, 0)).await);
-        let mut far = positions(Tail::Through(at(5000, 0)));
-        assert!(
-            !far.delivered(&topic, at(1001, 0)).await,
-            "past the horizon nothing is looked up"
-        );
+    }
+
+    /// Kafka's own murmur2 test vectors (`UtilsTest.testMurmur2` of the
+    /// Java client), and a partition a key lands on among several.
+    #[test]
+    fn keys_hash_as_kafka_hashes_them() {
+        for (key, hash) in [
+            (&b"21"[..], -973_932_308),
+            (b"foobar", -790_332_482),
+            (b"a-little-bit-long-string", -985_981_536),
+            (b"a-little-bit-longer-string", -1_486_304_829),
+            (
+                b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+                -58_897_971,
+            ),
+            (b"abc", 479_470_107),
+        ] {
+            let ours = murmur2::murmur2(key, murmur2::KAFKA_SEED);
+            assert_eq!(ours.cast_signed(), hash, "{key:?}");
+            let positive = usize::try_from(hash & 0x7fff_ffff).unwrap();
+            assert_eq!(murmur2_partition(key, 7), positive % 7);
+        }
     }
 }

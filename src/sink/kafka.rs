@@ -378,6 +378,9 @@ impl KafkaSink {
         if let Some(key) = &record.key {
             base = base.key(key.as_slice());
         }
+        if let Some(partition) = record.partition {
+            base = base.partition(partition);
+        }
         if let Some(value) = &record.value {
             base = base.payload(value.as_slice());
         }

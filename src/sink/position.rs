@@ -8,18 +8,25 @@
 //! order, so the pair names one record across runs, tombstones and logical
 //! messages included. Positions order records the way the stream sends them.
 //!
-//! "With the same settings": the header also carries a fingerprint of the
-//! build and of the settings that decide which records a transaction makes
-//! ([`crate::config::RunConfig::output_fingerprint`]). A tail written under
-//! another fingerprint proves nothing about this run's positions.
+//! The header ([`Stamp`]) also says under what the record was written:
+//! - a fingerprint of the build and of the settings that decide which
+//!   records a transaction makes
+//!   ([`crate::config::RunConfig::output_fingerprint`]); a tail written
+//!   under another one proves nothing about this run's positions;
+//! - the topic's partition count the record's partition was chosen with,
+//!   and the position of the first record of the topic that its attempt
+//!   handled: every record of the topic between that one and this one was
+//!   partitioned with the same count, so a keyed record among them went to
+//!   the partition its key gives under that count.
 
 use std::fmt;
 
 use crate::lsn::Lsn;
 
-/// The header that carries a record's [`Position`] and the settings
-/// fingerprint, as text: `<lsn>:<ordinal>@<fingerprint>`
-/// (`0/16B3748:3@9f86d081884c7d65`), so that an operator can read it too.
+/// The header that carries a record's [`Stamp`], as text:
+/// `<lsn>:<ordinal>@<fingerprint>#<partitions>~<since lsn>:<since ordinal>`
+/// (`0/16B3748:3@9f86d081884c7d65#3~0/16B0000:0`), so that an operator can
+/// read it too.
 pub const POSITION_HEADER: &str = "pgcdc.position";
 
 /// A streamed record's place in the WAL; ordered as the stream sends them.
@@ -31,29 +38,58 @@ pub struct Position {
     pub ordinal: u32,
 }
 
-impl Position {
-    /// The header value, with the settings fingerprint.
-    pub fn header_value(self, fingerprint: u64) -> Vec<u8> {
-        format!("{self}@{fingerprint:016x}").into_bytes()
-    }
-
-    /// Reads a header value: the position and the fingerprint it was
-    /// written under; `None` if it is not one.
-    pub fn parse(value: &[u8]) -> Option<(Position, u64)> {
-        let text = std::str::from_utf8(value).ok()?;
-        let (position, fingerprint) = text.split_once('@')?;
-        let (lsn, ordinal) = position.rsplit_once(':')?;
-        let position = Position {
-            lsn: lsn.parse().ok()?,
-            ordinal: ordinal.parse().ok()?,
-        };
-        Some((position, u64::from_str_radix(fingerprint, 16).ok()?))
-    }
-}
-
 impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.lsn, self.ordinal)
+    }
+}
+
+impl std::str::FromStr for Position {
+    type Err = ();
+
+    fn from_str(text: &str) -> Result<Self, ()> {
+        let (lsn, ordinal) = text.rsplit_once(':').ok_or(())?;
+        Ok(Position {
+            lsn: lsn.parse().map_err(|_| ())?,
+            ordinal: ordinal.parse().map_err(|_| ())?,
+        })
+    }
+}
+
+/// What the position header of one record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub position: Position,
+    /// The build's and the output settings' fingerprint.
+    pub fingerprint: u64,
+    /// The topic's partition count the record was partitioned with.
+    pub partitions: i32,
+    /// The first record of the topic that the writing attempt handled.
+    pub since: Position,
+}
+
+impl Stamp {
+    /// The header value.
+    pub fn header_value(&self) -> Vec<u8> {
+        format!(
+            "{}@{:016x}#{}~{}",
+            self.position, self.fingerprint, self.partitions, self.since
+        )
+        .into_bytes()
+    }
+
+    /// Reads a header value; `None` if it is not one.
+    pub fn parse(value: &[u8]) -> Option<Stamp> {
+        let text = std::str::from_utf8(value).ok()?;
+        let (position, rest) = text.split_once('@')?;
+        let (fingerprint, rest) = rest.split_once('#')?;
+        let (partitions, since) = rest.split_once('~')?;
+        Some(Stamp {
+            position: position.parse().ok()?,
+            fingerprint: u64::from_str_radix(fingerprint, 16).ok()?,
+            partitions: partitions.parse().ok().filter(|n| *n > 0)?,
+            since: since.parse().ok()?,
+        })
     }
 }
 
@@ -61,42 +97,47 @@ impl fmt::Display for Position {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_position_reads_back_from_its_header() {
-        let position = Position {
-            lsn: Lsn::new(0x016B_3748),
-            ordinal: 3,
-        };
-        let value = position.header_value(0x9f86_d081_884c_7d65);
-        assert_eq!(value, b"0/16B3748:3@9f86d081884c7d65");
-        assert_eq!(
-            Position::parse(&value),
-            Some((position, 0x9f86_d081_884c_7d65))
-        );
+    fn at(lsn: u64, ordinal: u32) -> Position {
+        Position {
+            lsn: Lsn::new(lsn),
+            ordinal,
+        }
     }
 
     #[test]
-    fn other_header_values_are_not_positions() {
+    fn a_stamp_reads_back_from_its_header() {
+        let stamp = Stamp {
+            position: at(0x016B_3748, 3),
+            fingerprint: 0x9f86_d081_884c_7d65,
+            partitions: 3,
+            since: at(0x016B_0000, 0),
+        };
+        let value = stamp.header_value();
+        assert_eq!(value, b"0/16B3748:3@9f86d081884c7d65#3~0/16B0000:0");
+        assert_eq!(Stamp::parse(&value), Some(stamp));
+    }
+
+    #[test]
+    fn other_header_values_are_not_stamps() {
         for value in [
             &b""[..],
             b"0/16B3748:3",
-            b"0/16B3748@1",
-            b"0/16B3748:@1",
-            b"x:1@1",
-            b"0/1:-1@1",
-            b"0/1:1@zz",
+            b"0/16B3748:3@1",
+            b"0/16B3748:3@1#3",
+            b"0/16B3748:3@1#0~0/1:0",
+            b"0/16B3748:@1#3~0/1:0",
+            b"x:1@1#3~0/1:0",
+            b"0/1:-1@1#3~0/1:0",
+            b"0/1:1@zz#3~0/1:0",
+            b"0/1:1@1#3~0/1",
             b"\xff",
         ] {
-            assert_eq!(Position::parse(value), None, "{value:?}");
+            assert_eq!(Stamp::parse(value), None, "{value:?}");
         }
     }
 
     #[test]
     fn positions_order_by_transaction_then_ordinal() {
-        let at = |lsn, ordinal| Position {
-            lsn: Lsn::new(lsn),
-            ordinal,
-        };
         assert!(at(10, 5) < at(11, 0));
         assert!(at(10, 1) < at(10, 2));
     }

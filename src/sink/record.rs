@@ -18,6 +18,9 @@ pub struct EncodedRecord {
     pub value: Option<Vec<u8>>,
     pub headers: Vec<(&'static str, Vec<u8>)>,
     pub txn: TxnId,
+    /// The partition, when the sink chose it (see `sink::at_least_once`);
+    /// `None`: the producer's partitioner chooses.
+    pub partition: Option<i32>,
 }
 
 impl EncodedRecord {

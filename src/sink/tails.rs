@@ -2,26 +2,25 @@
 //! read when an at-least-once attempt first sends to the topic, so that a
 //! restart does not send again what an earlier run delivered (issue 27).
 //!
-//! # Why the least of the partitions' tails
+//! # What proves a replayed record delivered
 //!
 //! Kafka keeps each partition in the order records were produced, and the
-//! idempotent producer leaves no gap in a partition within a session. So
-//! when a partition's last record has position P, every record the earlier
-//! run sent to that partition before P is there too. A replayed record
-//! whose position is at or below the *least* tail of all the topic's
-//! partitions is therefore in Kafka, whichever partition it went to (the
-//! partitioner, or the partition count, may have differed then). A
-//! partition that is empty, or whose last record carries no position (a
-//! snapshot record, another producer's) or one written under other
-//! settings, proves nothing, and nothing of that topic is skipped.
+//! producer leaves no gap in a partition (no delivery timeout, and
+//! `enable.gapless.guarantee`; see `RunConfig::skips_delivered`). So when a
+//! partition's last record has position P, every record sent to that
+//! partition before P is there too. A replayed record `r` is therefore in
+//! Kafka when
+//! - **its partition's tail** is at or past it, and that tail's
+//!   [`Stamp`] says the record was partitioned with today's partition
+//!   count since a position at or before `r` (so `r` went to the partition
+//!   its key gives now), or
+//! - **every partition's tail** is at or past it (whichever partition it
+//!   went to): the only proof for a record without a key.
 //!
-//! The one gap an idempotent producer can leave is a record that failed
-//! (its `message.timeout.ms` passed) while a later one of its partition
-//! succeeded. Such a failure ends the attempt; the next attempt of the same
-//! process skips nothing below what the failed one had read (see
-//! [`super::at_least_once::Dedupe`]).
+//! Tails written under other settings or another build (the fingerprint),
+//! or without a stamp (a snapshot record, another producer's), and empty
+//! partitions, prove nothing.
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -30,29 +29,49 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::position::{Position, POSITION_HEADER};
+use super::position::{Position, Stamp, POSITION_HEADER};
 use super::transactional::client_config;
 
-/// What Kafka proves about a topic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tail {
-    /// Every record at or below this position is in the topic.
-    Through(Position),
-    /// Nothing is proven: the topic is new or empty, or a partition's last
-    /// record carries no position.
-    Unknown,
+/// The last record's stamp of each partition of a topic, by partition id
+/// (`None`: empty, or no stamp on its last record). Empty for a topic that
+/// does not exist yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tails(pub Vec<Option<Stamp>>);
+
+impl Tails {
+    /// The topic's partition count when the tails were read.
+    pub fn partitions(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the record at `position`, sent to `partition` (`None`: no
+    /// key, so any), is in Kafka already, for a run whose settings have
+    /// `fingerprint`. See the module docs.
+    pub fn prove(&self, fingerprint: u64, partition: Option<usize>, position: Position) -> bool {
+        let ours = |stamp: &&Stamp| stamp.fingerprint == fingerprint;
+        let own_partition = partition
+            .and_then(|p| self.0.get(p))
+            .and_then(Option::as_ref)
+            .filter(ours)
+            .is_some_and(|tail| {
+                usize::try_from(tail.partitions).ok() == Some(self.partitions())
+                    && tail.since <= position
+                    && position <= tail.position
+            });
+        own_partition
+            || (!self.0.is_empty()
+                && self.0.iter().all(|tail| {
+                    tail.as_ref()
+                        .filter(ours)
+                        .is_some_and(|tail| position <= tail.position)
+                }))
+    }
 }
 
 /// Reads the last record of every partition of `topic` within `timeout`
-/// (blocking: call it off the async runtime); a position written under
-/// another settings `fingerprint` proves nothing. An error says why the
-/// tails could not be read.
-pub fn read(
-    producer: &ClientConfig,
-    topic: &str,
-    fingerprint: u64,
-    timeout: Duration,
-) -> Result<Tail, String> {
+/// (blocking: call it off the async runtime). An error says why the tails
+/// could not be read.
+pub fn read(producer: &ClientConfig, topic: &str, timeout: Duration) -> Result<Tails, String> {
     let deadline = Instant::now() + timeout;
     let consumer: BaseConsumer = client_config(producer)
         .set("group.id", "pgcdc-kafka-tails")
@@ -64,57 +83,124 @@ pub fn read(
         .fetch_metadata(Some(topic), timeout)
         .map_err(|e| format!("cannot read its metadata: {e}"))?;
     let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
-        return Ok(Tail::Unknown);
+        return Ok(Tails::default());
     };
     if found.error().is_some() || found.partitions().is_empty() {
         // Unknown topic (a first run), or not usable: nothing was delivered to it.
-        return Ok(Tail::Unknown);
+        return Ok(Tails::default());
     }
-    let mut open: BTreeSet<i32> = found.partitions().iter().map(|p| p.id()).collect();
+    let count = found.partitions().len();
     let mut assignment = TopicPartitionList::new();
-    for &partition in &open {
+    for partition in found.partitions() {
+        if usize::try_from(partition.id()).map_or(true, |id| id >= count) {
+            return Err(format!("unexpected partition id {}", partition.id()));
+        }
         assignment
-            .add_partition_offset(topic, partition, Offset::OffsetTail(1))
-            .map_err(|e| format!("cannot assign partition {partition}: {e}"))?;
+            .add_partition_offset(topic, partition.id(), Offset::OffsetTail(1))
+            .map_err(|e| format!("cannot assign partition {}: {e}", partition.id()))?;
     }
     consumer
         .assign(&assignment)
         .map_err(|e| format!("cannot assign its partitions: {e}"))?;
-    let mut least: Option<Position> = None;
-    while !open.is_empty() {
+    let mut tails = vec![None; count];
+    let mut open = vec![true; count];
+    while open.contains(&true) {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
+            let late: Vec<usize> = (0..count).filter(|&p| open[p]).collect();
             return Err(format!(
-                "partitions {open:?} did not answer within {timeout:?}"
+                "partitions {late:?} did not answer within {timeout:?}"
             ));
         }
         match consumer.poll(left.min(Duration::from_millis(200))) {
             None => {}
-            // The end before a record: empty, or its last entry is a transaction marker.
-            Some(Err(KafkaError::PartitionEOF(partition))) if open.contains(&partition) => {
-                return Ok(Tail::Unknown);
+            // The end: after the last record, or before any (empty, or its
+            // last entry is a transaction marker).
+            Some(Err(KafkaError::PartitionEOF(partition))) => {
+                if let Some(open) = usize::try_from(partition)
+                    .ok()
+                    .and_then(|p| open.get_mut(p))
+                {
+                    *open = false;
+                }
             }
-            // The end after the partition's last record.
-            Some(Err(KafkaError::PartitionEOF(_))) => {}
             Some(Err(e)) => return Err(format!("cannot read it: {e}")),
             Some(Ok(message)) => {
-                if !open.remove(&message.partition()) {
+                let Some(p) = usize::try_from(message.partition())
+                    .ok()
+                    .filter(|&p| p < count && open[p])
+                else {
                     continue;
-                }
-                let position = message.headers().and_then(|headers| {
+                };
+                open[p] = false;
+                tails[p] = message.headers().and_then(|headers| {
                     headers
                         .iter()
                         .filter(|h| h.key == POSITION_HEADER)
-                        .find_map(|h| h.value.and_then(Position::parse))
+                        .find_map(|h| h.value.and_then(Stamp::parse))
                 });
-                match position {
-                    Some((position, written_under)) if written_under == fingerprint => {
-                        least = Some(least.map_or(position, |l| l.min(position)));
-                    }
-                    _ => return Ok(Tail::Unknown),
-                }
             }
         }
     }
-    Ok(least.map_or(Tail::Unknown, Tail::Through))
+    Ok(Tails(tails))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lsn::Lsn;
+
+    fn at(lsn: u64, ordinal: u32) -> Position {
+        Position {
+            lsn: Lsn::new(lsn),
+            ordinal,
+        }
+    }
+
+    fn tail(position: Position, partitions: i32, since: Position) -> Option<Stamp> {
+        Some(Stamp {
+            position,
+            fingerprint: 7,
+            partitions,
+            since,
+        })
+    }
+
+    #[test]
+    fn a_keyed_record_is_proven_by_its_own_partition() {
+        let tails = Tails(vec![tail(at(500, 3), 2, at(100, 0)), None]);
+        assert!(tails.prove(7, Some(0), at(500, 3)));
+        assert!(tails.prove(7, Some(0), at(100, 0)));
+        assert!(!tails.prove(7, Some(0), at(500, 4)), "past the tail");
+        assert!(
+            !tails.prove(7, Some(0), at(99, 0)),
+            "before the writing attempt's first record: maybe partitioned otherwise"
+        );
+        assert!(!tails.prove(8, Some(0), at(200, 0)), "other settings");
+        assert!(
+            !tails.prove(7, Some(1), at(200, 0)),
+            "its partition is empty"
+        );
+        let resized = Tails(vec![tail(at(500, 3), 1, at(100, 0)), None]);
+        assert!(
+            !resized.prove(7, Some(0), at(200, 0)),
+            "written with another partition count"
+        );
+    }
+
+    #[test]
+    fn any_record_is_proven_by_every_partition() {
+        let tails = Tails(vec![
+            tail(at(500, 3), 2, at(400, 0)),
+            tail(at(300, 0), 2, at(300, 0)),
+        ]);
+        assert!(tails.prove(7, None, at(300, 0)));
+        assert!(
+            tails.prove(7, None, at(200, 5)),
+            "before either since: any partition"
+        );
+        assert!(!tails.prove(7, None, at(300, 1)));
+        assert!(!Tails(vec![tail(at(500, 3), 2, at(0, 0)), None]).prove(7, None, at(1, 0)));
+        assert!(!Tails::default().prove(7, None, at(1, 0)), "no topic yet");
+    }
 }

@@ -276,6 +276,7 @@ impl Stream<'_> {
             value: None,
             headers: record.headers.clone(),
             txn,
+            partition: None,
         });
         self.delivery.send(record).await?;
         self.summary.events += 1;

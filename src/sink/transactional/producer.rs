@@ -333,6 +333,7 @@ impl Delivery for Transactional {
                 value: Some(value),
                 headers: Vec::new(),
                 txn: TxnId::from_u64(u64::MAX),
+                partition: None,
             })
             .await;
         if let Err(error) = sent {
