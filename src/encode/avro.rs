@@ -208,7 +208,7 @@ impl AvroEncoder {
             None => None,
         };
         let value = match value {
-            Some(value) => Some(self.record_value(&topic, value).await?),
+            Some(value) => self.record_value(&topic, value).await?,
             None => None,
         };
         Ok(EncodedRecord {
@@ -238,7 +238,9 @@ impl AvroEncoder {
         }
     }
 
-    /// The bytes of a record's value, on a record bound for `topic`.
+    /// The bytes of a record's value, on a record bound for `topic`; `None`
+    /// for a transform's null value, which AvroConverter writes as no
+    /// value at all (a Kafka tombstone), whatever its schema.
     ///
     /// # Errors
     /// See [`EncodeError`]: registering a schema may fail.
@@ -246,8 +248,17 @@ impl AvroEncoder {
         &mut self,
         topic: &Arc<str>,
         value: RecordValue<'_>,
-    ) -> Result<Vec<u8>, EncodeError> {
-        match value {
+    ) -> Result<Option<Vec<u8>>, EncodeError> {
+        if matches!(
+            &value,
+            RecordValue::Data(Data {
+                value: Value::Null,
+                ..
+            })
+        ) {
+            return Ok(None);
+        }
+        let bytes = match value {
             RecordValue::Envelope(event, stamp) => {
                 self.value(event, stamp.transaction, stamp.now_micros).await
             }
@@ -257,7 +268,8 @@ impl AvroEncoder {
             }
             RecordValue::Metadata(record) => self.metadata_value(record, topic).await,
             RecordValue::Data(data) => self.data(topic, RecordPart::Value, data).await,
-        }
+        };
+        bytes.map(Some)
     }
 
     /// A transform's data, under its schema whatever [`JsonForm`] it asks
