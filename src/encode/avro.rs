@@ -272,10 +272,7 @@ impl AvroEncoder {
         bytes.map(Some)
     }
 
-    /// A transform's data, under its schema whatever [`JsonForm`] it asks
-    /// of JSON records.
-    ///
-    /// [`JsonForm`]: crate::event::record::JsonForm
+    /// A transform's data, under its schema.
     async fn data(
         &mut self,
         topic: &Arc<str>,

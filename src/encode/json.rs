@@ -15,11 +15,11 @@ use serde_json::{Map, Value as Json};
 
 use super::headers::HeaderWriter;
 use super::options::HeaderConverter;
-use super::{header_value, RecordPart};
+use super::RecordPart;
 use crate::checkpoint::TxnId;
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
 use crate::event::metadata::{MetadataKind, MetadataRecord, TransactionBlock};
-use crate::event::record::{Data, JsonForm, Record, RecordKey, RecordValue};
+use crate::event::record::{Data, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 use crate::sink::EncodedRecord;
@@ -161,7 +161,7 @@ impl JsonEncoder {
             headers,
         } = record;
         let key = key.and_then(|key| self.record_key(&topic, key));
-        let value = value.and_then(|value| self.record_value(&topic, value));
+        let value = value.map(|value| self.record_value(&topic, value));
         EncodedRecord {
             topic,
             key,
@@ -178,14 +178,13 @@ impl JsonEncoder {
             RecordKey::Table(event) => self.key(event),
             RecordKey::Message(message) => Some(self.message_key(message)),
             RecordKey::Metadata(record) => Some(self.metadata_key(record)),
-            RecordKey::Data(data) => self.data(topic, RecordPart::Key, &data),
+            RecordKey::Data(data) => Some(self.data(topic, RecordPart::Key, &data)),
         }
     }
 
-    /// The bytes of a record's value, on a record bound for `topic`; `None`
-    /// only for [`JsonForm::Text`] data holding null.
-    fn record_value(&mut self, topic: &Arc<str>, value: RecordValue<'_>) -> Option<Vec<u8>> {
-        Some(match value {
+    /// The bytes of a record's value, on a record bound for `topic`.
+    fn record_value(&mut self, topic: &Arc<str>, value: RecordValue<'_>) -> Vec<u8> {
+        match value {
             RecordValue::Envelope(event, stamp) => {
                 self.value(event, stamp.transaction, stamp.now_micros)
             }
@@ -193,17 +192,14 @@ impl JsonEncoder {
                 self.message_value(message, stamp.transaction, stamp.now_micros)
             }
             RecordValue::Metadata(record) => self.metadata_value(record),
-            RecordValue::Data(data) => return self.data(topic, RecordPart::Value, &data),
-        })
+            RecordValue::Data(data) => self.data(topic, RecordPart::Value, &data),
+        }
     }
 
-    /// A transform's data, in the form it asks of JSON records.
-    fn data(&mut self, topic: &Arc<str>, part: RecordPart, data: &Data) -> Option<Vec<u8>> {
-        match data.json {
-            JsonForm::Connect => Some(self.encode(topic, part, &data.schema, &data.value)),
-            JsonForm::Text => header_value(&data.value),
-            JsonForm::Raw => Some(raw(&data.value)),
-        }
+    /// A transform's data, as JsonConverter writes a value under its schema
+    /// (a null too: `{"schema":...,"payload":null}`, or `null`).
+    fn data(&mut self, topic: &Arc<str>, part: RecordPart, data: &Data) -> Vec<u8> {
+        self.encode(topic, part, &data.schema, &data.value)
     }
 
     /// `value` under a schema a transform derived (an unwrapped row, an
@@ -347,20 +343,6 @@ impl JsonEncoder {
     }
 }
 
-/// A value as it is ([`JsonForm::Raw`]): a string's UTF-8 bytes, bytes
-/// themselves, anything else as its JSON.
-fn raw(value: &Value) -> Vec<u8> {
-    match value {
-        Value::String(s) => s.as_bytes().to_vec(),
-        Value::Bytes(b) => b.clone(),
-        other => {
-            let mut out = Vec::new();
-            write::write_value(&mut out, other);
-            out
-        }
-    }
-}
-
 /// The cached serialized schemas of `table`'s current version.
 fn cached<'a>(
     cache: &'a mut HashMap<u32, CachedSchemas>,
@@ -487,13 +469,6 @@ mod tests {
             String::from_utf8(value).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":42}}"#
         );
-    }
-
-    #[test]
-    fn raw_payloads_are_as_is() {
-        assert_eq!(raw(&Value::String("{\"a\": 1}".into())), b"{\"a\": 1}");
-        assert_eq!(raw(&Value::Bytes(vec![0, 159, 146])), vec![0, 159, 146]);
-        assert_eq!(raw(&Value::Int32(5)), b"5");
     }
 
     #[test]

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use super::options::TransformOptions;
 use super::{intern, struct_field, Block, DeleteHandling, MetadataField};
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
-use crate::event::record::{Data, Header, JsonForm, Record, RecordKey, RecordValue};
+use crate::event::record::{Data, Header, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ChangeEvent, Op, TableSchema};
 
@@ -133,7 +133,6 @@ impl Unwrap {
             RecordValue::Data(Data {
                 schema: Arc::clone(&schema.value),
                 value: Value::Struct(value),
-                json: JsonForm::Connect,
                 what: Arc::clone(&schema.what),
             })
         });
@@ -202,7 +201,6 @@ impl Unwrap {
             value: Some(RecordValue::Data(Data {
                 schema: Arc::clone(&schema.after),
                 value: Value::Null,
-                json: JsonForm::Connect,
                 what: Arc::clone(&schema.what),
             })),
             headers,
