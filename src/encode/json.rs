@@ -2,8 +2,11 @@
 //!
 //! With schemas enabled (the converter's default) every key and value is
 //! `{"schema": ..., "payload": ...}`; without, just the payload. Bytes
-//! (decimals, bytea) are base64, as the converter writes them; non-finite
-//! floats are the strings `"NaN"`, `"Infinity"` and `"-Infinity"`.
+//! (decimals, bytea) are base64, as the converter writes them; floats are
+//! numbers in Java's `Float.toString` / `Double.toString` layout, as
+//! Jackson prints them (`1.0E7`, `-1.1754944E-38`, see
+//! [`crate::event::java_float`]), non-finite ones the strings `"NaN"`,
+//! `"Infinity"` and `"-Infinity"`.
 //!
 //! Schemas are serialized once per table version and spliced into each
 //! message, so the hot path only serializes payloads.
