@@ -62,6 +62,9 @@ pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
     if let Some(version) = schema.version {
         m.insert("version".into(), Json::from(version));
     }
+    if let Some(doc) = &schema.doc {
+        m.insert("doc".into(), Json::from(doc.as_str()));
+    }
     if !schema.parameters.is_empty() {
         let params = schema
             .parameters
@@ -405,6 +408,21 @@ mod tests {
         );
         assert_eq!(json["name"], "io.debezium.connector.postgresql.Source");
         assert_eq!(json["optional"], false);
+    }
+
+    #[test]
+    fn variable_scale_decimal_as_json_converter_writes_it() {
+        use crate::source::types::{column_schema, PgType, ValueOptions};
+        let schema = column_schema(&PgType::Numeric, -1, &ValueOptions::default());
+        // Kafka 4.3's JsonConverter.asJsonSchema of Debezium 3.6's schema.
+        assert_eq!(
+            schema_json(&schema, None).to_string(),
+            concat!(
+                r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},"#,
+                r#"{"type":"bytes","optional":false,"field":"value"}],"optional":false,"#,
+                r#""name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"}"#
+            )
+        );
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct ConnectSchema {
     pub name: Option<String>,
     /// Schema version (`connect.version`), set for a few logical types.
     pub version: Option<i32>,
+    /// Documentation (`doc`; Avro `connect.doc`), set for a few logical types.
+    pub doc: Option<String>,
     /// Schema parameters, e.g. `scale` for decimals or `allowed` for enums.
     pub parameters: BTreeMap<String, String>,
     pub optional: bool,
@@ -91,6 +93,7 @@ impl ConnectSchema {
             kind,
             name: None,
             version: None,
+            doc: None,
             parameters: BTreeMap::new(),
             optional: false,
             default: None,
@@ -148,6 +151,12 @@ impl ConnectSchema {
     /// The same schema with a `connect.version`.
     pub fn with_version(mut self, version: i32) -> Self {
         self.version = Some(version);
+        self
+    }
+
+    /// The same schema with documentation `doc`.
+    pub fn with_doc(mut self, doc: &str) -> Self {
+        self.doc = Some(doc.to_owned());
         self
     }
 }

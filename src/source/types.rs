@@ -30,8 +30,6 @@
 //! - The unchanged-TOAST placeholder is [`Value::Null`] where the column's type cannot
 //!   carry it (see [`unavailable_value`]); Debezium emits character codes or an invalid value
 //!   (`--debezium-compat unchanged-toast-numeric-array` brings the codes back, see [`compat`]).
-//! - Schema `doc` strings are not modelled by [`ConnectSchema`], so `VariableScaleDecimal`
-//!   lacks Debezium's `"doc": "Variable scaled decimal"`.
 //! - An unchanged TOASTed BYTEA under `binary.handling.mode=base64` / `base64-url-safe`
 //!   is the placeholder string (as in `hex` mode); Debezium writes null there.
 
@@ -544,7 +542,8 @@ pub fn column_schema(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -> Co
                     },
                 ],
             )
-            .with_version(1),
+            .with_version(1)
+            .with_doc("Variable scaled decimal"),
             (DecimalHandling::Double, _) => ConnectSchema::primitive(C::Float64),
             (DecimalHandling::String, _) => ConnectSchema::primitive(C::String),
         },
