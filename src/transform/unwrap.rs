@@ -297,61 +297,34 @@ fn metadata_value(envelope: &Value, field: &MetadataField) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode::golden;
     use crate::encode::json::JsonEncoder;
-    use crate::event::{ColumnSchema, SnapshotMarker, SourceInfo};
-    use crate::lsn::Lsn;
     use crate::transform::parse_metadata_fields;
 
-    fn info() -> ConnectorInfo {
-        ConnectorInfo {
-            name: "app".into(),
-            db: "shop".into(),
-            run_id: "0190a0b0-0000-7000-8000-000000000000".into(),
-        }
+    /// The golden delete of row 3 of `app.public.t`.
+    fn delete() -> ChangeEvent {
+        golden::events()
+            .into_iter()
+            .find(|(_, event, _)| event.op == Op::Delete)
+            .expect("a delete")
+            .1
     }
 
-    /// A delete of row 7 of `app.public.t (id int8 PRIMARY KEY)`.
-    fn delete() -> ChangeEvent {
-        let columns = vec![ColumnSchema {
-            name: "id".into(),
-            type_oid: 20,
-            type_modifier: -1,
-            schema: ConnectSchema::primitive(ConnectType::Int64),
-        }];
-        let topic = "app.public.t";
-        let row = envelope::row_schema(topic, &columns);
-        let table = TableSchema {
-            relation_id: 1,
-            schema: "public".into(),
-            table: "t".into(),
-            qualified_name: "public.t".into(),
-            topic: topic.into(),
-            key_schema: Some(envelope::key_schema(topic, &[&columns[0]])),
-            envelope_schema: envelope::envelope_schema(topic, &row),
-            row_schema: row,
-            key_columns: vec![0],
-            routed_key_field: None,
-            columns,
+    /// The golden table's columns in a JsonConverter schema.
+    macro_rules! columns {
+        () => {
+            concat!(
+                r#"{"type":"int64","optional":false,"field":"id"},"#,
+                r#"{"type":"string","optional":true,"field":"naïve \"quoted\""},"#,
+                r#"{"type":"bytes","optional":true,"field":"raw"},"#,
+                r#"{"type":"double","optional":true,"field":"ratio"}"#
+            )
         };
-        ChangeEvent {
-            table: Arc::new(table),
-            op: Op::Delete,
-            before: Some(vec![Value::Int64(7)]),
-            after: None,
-            source: SourceInfo {
-                commit_time_micros: 1_700_000_000_000_000,
-                xid: 9,
-                lsn: Lsn::new(100),
-                last_commit_lsn: None,
-                snapshot: SnapshotMarker::False,
-                origin: None,
-            },
-        }
     }
 
     fn unwrap(args: &[&str]) -> Unwrap {
         let options = crate::transform::tests::parse(args).expect("flags parse");
-        Unwrap::new(&options, info())
+        Unwrap::new(&options, golden::info())
     }
 
     const STAMP: Stamp<'static> = Stamp {
@@ -361,7 +334,7 @@ mod tests {
 
     /// The value bytes of `record` as JSON, with or without schemas.
     fn json_value(record: Record<'_>, schemas: bool) -> Option<String> {
-        let mut encoder = JsonEncoder::uniform(info(), schemas);
+        let mut encoder = JsonEncoder::uniform(golden::info(), schemas);
         let encoded = encoder.record(record, crate::checkpoint::TxnId::from_u64(0));
         encoded.value.map(|v| String::from_utf8(v).expect("utf-8"))
     }
@@ -381,8 +354,9 @@ mod tests {
         assert_eq!(
             json_value(records[0].clone(), true).as_deref(),
             Some(concat!(
-                r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}],"#,
-                r#""optional":true,"name":"app.public.t.Value"},"payload":null}"#
+                r#"{"schema":{"type":"struct","fields":["#,
+                columns!(),
+                r#"],"optional":true,"name":"app.public.t.Value"},"payload":null}"#
             )),
             "the after schema, without added fields"
         );
@@ -406,12 +380,14 @@ mod tests {
         assert_eq!(
             json_value(records[0].clone(), true).as_deref(),
             Some(concat!(
-                r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"},"#,
-                r#"{"type":"string","optional":true,"field":"__deleted"},"#,
+                r#"{"schema":{"type":"struct","fields":["#,
+                columns!(),
+                r#",{"type":"string","optional":true,"field":"__deleted"},"#,
                 r#"{"type":"string","optional":true,"field":"__op"},"#,
                 r#"{"type":"string","optional":true,"field":"__table"}],"#,
                 r#""optional":true,"name":"app.public.t.Value"},"#,
-                r#""payload":{"id":7,"__deleted":"true","__op":"d","__table":"t"}}"#
+                r#""payload":{"id":3,"naïve \"quoted\"":"line\nbreak \u0001","raw":"AQL/","ratio":0.25,"#,
+                r#""__deleted":"true","__op":"d","__table":"t\"ü"}}"#
             ))
         );
     }
