@@ -50,7 +50,9 @@ async fn updates_deletes_tombstones_and_key_changes() {
     s.sql("CREATE TABLE accounts (id int PRIMARY KEY, owner text NOT NULL, balance int NOT NULL)");
     s.sql("CREATE TABLE audit (id int PRIMARY KEY, note text NOT NULL)");
     s.sql("ALTER TABLE audit REPLICA IDENTITY FULL");
-    let running = s.start(&kafka.bootstrap_servers(), &[]);
+    // Debezium's headers exactly: without the restart position header that
+    // --skip-delivered (on by default) adds to every streamed record.
+    let running = s.start(&kafka.bootstrap_servers(), &["--skip-delivered", "false"]);
     s.await_slot().await;
 
     s.sql("INSERT INTO accounts VALUES (1, 'ann', 10), (2, 'bob', 20)");
@@ -224,9 +226,11 @@ async fn unchanged_toast_truncate_and_messages() {
     s.sql("CREATE TABLE docs (id int PRIMARY KEY, body text, tags int[], counter int)");
     s.sql("ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL");
     s.sql("ALTER TABLE docs ALTER COLUMN tags SET STORAGE EXTERNAL");
+    // Without the restart position header (--skip-delivered), which
+    // logical decoding messages would carry too.
     let running = s.start(
         &kafka.bootstrap_servers(),
-        &["--skipped-operations", "none"],
+        &["--skipped-operations", "none", "--skip-delivered", "false"],
     );
     s.await_slot().await;
 
