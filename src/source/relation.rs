@@ -463,6 +463,30 @@ impl RelationCache {
             .ok_or_else(|| RowErrorKind::UnknownRelation { relation_id, lsn }.into())
     }
 
+    /// Decodes a tuple of `table` read by a snapshot query (initial or
+    /// incremental) into a row: as [`Self::decode_row`], except that under
+    /// `--debezium-compat date-infinity` a DATE `±infinity` takes the day
+    /// number Debezium's snapshot writes, which reads it through pgjdbc
+    /// rather than its streaming parser ([`types::compat`]).
+    pub fn decode_read_row(
+        &self,
+        table: &TableSchema,
+        tuple: &Tuple,
+        lsn: Lsn,
+    ) -> Result<Row, RowError> {
+        let mut row = self.decode_row(table, tuple, lsn)?;
+        if self.options.compat.date_infinity {
+            if let Some(column_types) = self.column_types.get(&table.relation_id) {
+                for (value, ty) in row.iter_mut().zip(column_types) {
+                    if matches!(ty, PgType::Date) {
+                        types::compat::snapshot_date(value);
+                    }
+                }
+            }
+        }
+        Ok(row)
+    }
+
     /// Decodes a tuple of `table` into a row. `old` marks a before-image,
     /// whose columns outside the replica identity arrive as NULL.
     pub fn decode_row(
@@ -747,6 +771,14 @@ mod tests {
             .expect("NaN in an optional column");
         assert_eq!(row[2], Value::Int32(-2_147_472_692));
         assert_eq!(row[5], Value::Null, "Debezium's null for NaN");
+        let read = compat
+            .decode_read_row(&table, &infinite, Lsn::ZERO)
+            .expect("a snapshot read");
+        assert_eq!(read[2], Value::Int32(-622_191_234), "pgjdbc's infinity");
+        let read = ours
+            .decode_read_row(&table, &tuple("infinity", text("{1}"), "1", "1"), Lsn::ZERO)
+            .expect("a snapshot read");
+        assert_eq!(read[2], Value::Int32(i32::MAX), "ours whatever reads it");
         let row = compat
             .decode_row(
                 &table,

@@ -15,10 +15,15 @@
 //!   unset. In a NOT NULL column that unset field fails Debezium's record, so
 //!   there pgcdc-kafka still stops with its error.
 //! - `date-infinity`: DATE `infinity` / `-infinity` are the day numbers
-//!   Debezium streams: `DateTimeFormat.date` parses them as the `LocalDate`s
-//!   -5877611-06-21 / -5877611-06-22 (`PostgresValueConverter`'s
+//!   Debezium writes. Streamed, `DateTimeFormat.date` parses them as the
+//!   `LocalDate`s -5877611-06-21 / -5877611-06-22 (`PostgresValueConverter`'s
 //!   `POSITIVE_INFINITY_LOCAL_DATE` / `NEGATIVE_INFINITY_LOCAL_DATE`), whose
-//!   epoch days `io.debezium.time.Date.toEpochDay` casts to `int`.
+//!   epoch days `io.debezium.time.Date.toEpochDay` casts to `int`; read by a
+//!   snapshot, `PostgresConnection.getColumnValue` takes pgjdbc's
+//!   `java.sql.Date` of `PGStatement.DATE_POSITIVE_INFINITY` /
+//!   `DATE_NEGATIVE_INFINITY`, whose day numbers differ (and depend on the
+//!   JVM's time zone: these are UTC's). Elements of a `date[]` are not
+//!   changed.
 //! - `unchanged-toast-numeric-array`: an unchanged TOASTed `int4[]` or
 //!   `date[]` is the placeholder's bytes as int32 elements, an `int8[]` as
 //!   int64 elements (`UnchangedToastedPlaceholder`, chosen by type name in
@@ -45,6 +50,30 @@ use crate::event::value::Value;
 pub const DATE_POSITIVE_INFINITY_DAYS: i32 = -2_147_472_692;
 /// Debezium's streamed day number of DATE `-infinity` (-5877611-06-22).
 pub const DATE_NEGATIVE_INFINITY_DAYS: i32 = -2_147_472_691;
+
+/// Debezium's snapshot day number of DATE `infinity`: pgjdbc reads it as
+/// `new java.sql.Date(PGStatement.DATE_POSITIVE_INFINITY)`, whose
+/// `toLocalDate()` (year 292278994, in a JVM whose time zone is UTC) has an
+/// epoch day that `io.debezium.time.Date.toEpochDay` casts to `int`.
+pub const SNAPSHOT_DATE_POSITIVE_INFINITY_DAYS: i32 = -622_191_234;
+/// Debezium's snapshot day number of DATE `-infinity`
+/// (`PGStatement.DATE_NEGATIVE_INFINITY`, likewise).
+pub const SNAPSHOT_DATE_NEGATIVE_INFINITY_DAYS: i32 = -625_821_272;
+
+/// Turns the streamed day number of a DATE `±infinity` into the one
+/// Debezium's snapshot writes; other values stay (no real date is near
+/// either number: PostgreSQL's dates end in 5874897 AD).
+pub fn snapshot_date(value: &mut Value) {
+    match value {
+        Value::Int32(DATE_POSITIVE_INFINITY_DAYS) => {
+            *value = Value::Int32(SNAPSHOT_DATE_POSITIVE_INFINITY_DAYS);
+        }
+        Value::Int32(DATE_NEGATIVE_INFINITY_DAYS) => {
+            *value = Value::Int32(SNAPSHOT_DATE_NEGATIVE_INFINITY_DAYS);
+        }
+        _ => {}
+    }
+}
 
 /// One value of `--debezium-compat`: the name of the deviation in
 /// `tests/debezium/deviations.toml` whose Debezium form it brings back.
@@ -179,6 +208,26 @@ mod tests {
                 date_infinity: true,
                 ..DebeziumCompat::default()
             }
+        );
+    }
+
+    #[test]
+    fn snapshot_dates_of_infinity() {
+        let mut days = [
+            Value::Int32(DATE_POSITIVE_INFINITY_DAYS),
+            Value::Int32(DATE_NEGATIVE_INFINITY_DAYS),
+            Value::Int32(0),
+            Value::Null,
+        ];
+        days.iter_mut().for_each(snapshot_date);
+        assert_eq!(
+            days,
+            [
+                Value::Int32(-622_191_234),
+                Value::Int32(-625_821_272),
+                Value::Int32(0),
+                Value::Null
+            ]
         );
     }
 
