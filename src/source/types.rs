@@ -28,9 +28,8 @@
 //! - NUMERIC with a negative scale (Postgres 15+) is declared with scale 0 and the
 //!   precision widened accordingly; Debezium reads the typmod as a huge positive scale.
 //! - The unchanged-TOAST placeholder is [`Value::Null`] where the column's type cannot
-//!   carry it (see [`unavailable_value`]); Debezium emits character codes or an invalid value.
-//! - Schema `doc` strings are not modelled by [`ConnectSchema`], so `VariableScaleDecimal`
-//!   lacks Debezium's `"doc": "Variable scaled decimal"`.
+//!   carry it (see [`unavailable_value`]); Debezium emits character codes or an invalid value
+//!   (`--debezium-compat unchanged-toast-numeric-array` brings the codes back, see [`compat`]).
 //! - An unchanged TOASTed BYTEA under `binary.handling.mode=base64` / `base64-url-safe`
 //!   is the placeholder string (as in `hex` mode); Debezium writes null there.
 
@@ -39,6 +38,7 @@ use std::fmt::Write as _;
 
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 
+pub mod compat;
 mod options;
 mod text;
 
@@ -542,7 +542,8 @@ pub fn column_schema(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -> Co
                     },
                 ],
             )
-            .with_version(1),
+            .with_version(1)
+            .with_doc("Variable scaled decimal"),
             (DecimalHandling::Double, _) => ConnectSchema::primitive(C::Float64),
             (DecimalHandling::String, _) => ConnectSchema::primitive(C::String),
         },
@@ -651,6 +652,11 @@ pub fn unavailable_value(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -
             )]),
         },
         PgType::Array(element) => {
+            if opts.compat.unchanged_toast_numeric_array {
+                if let Some(codes) = compat::toast_array_codes(element, placeholder) {
+                    return codes;
+                }
+            }
             let is_uuid = |t: &PgType| matches!(t, PgType::Uuid);
             let item = match element.as_ref() {
                 PgType::Modified { base, .. } if is_uuid(base) => {

@@ -11,8 +11,8 @@
 //! - `int8` / `int16` become `int` with `connect.type`; `int32` `int`,
 //!   `int64` `long`, `float32` `float`, `float64` `double`.
 //! - Metadata rides on the type as properties, in this order:
-//!   `connect.version`, `connect.parameters`, `connect.default`,
-//!   `connect.name`, `connect.type`.
+//!   `connect.doc`, `connect.version`, `connect.parameters`,
+//!   `connect.default`, `connect.name`, `connect.type`.
 //! - `org.apache.kafka.connect.data.Decimal` is `bytes` with `scale` and
 //!   `precision` (from `connect.decimal.precision`, 64 when absent) first and
 //!   `logicalType: decimal` last.
@@ -360,6 +360,9 @@ fn connect_properties(
     schema: &ConnectSchema,
     connect_type: Option<&str>,
 ) {
+    if let Some(doc) = &schema.doc {
+        m.insert("connect.doc".into(), Json::from(doc.as_str()));
+    }
     if let Some(version) = schema.version {
         m.insert("connect.version".into(), Json::from(version));
     }
@@ -559,6 +562,22 @@ mod tests {
         assert_eq!(
             debezium(&enumeration),
             r#"{"type":"string","connect.version":1,"connect.parameters":{"allowed":"a,b"},"connect.name":"io.debezium.data.Enum"}"#
+        );
+    }
+
+    #[test]
+    fn variable_scale_decimal_as_avro_data_writes_it() {
+        use crate::source::types::{column_schema, PgType, ValueOptions};
+        let schema = column_schema(&PgType::Numeric, -1, &ValueOptions::default());
+        // Confluent AvroData 7.0.16's fromConnectSchema of Debezium 3.6's schema.
+        assert_eq!(
+            debezium(&schema),
+            concat!(
+                r#"{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","#,
+                r#""fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],"#,
+                r#""connect.doc":"Variable scaled decimal","connect.version":1,"#,
+                r#""connect.name":"io.debezium.data.VariableScaleDecimal"}"#
+            )
         );
     }
 
