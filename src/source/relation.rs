@@ -305,9 +305,10 @@ impl RelationCache {
                 let in_every_before_image = full_identity || c.is_key;
                 // An unchanged TOASTed value is null where its type cannot carry
                 // the placeholder (numeric, arrays of numbers, ...); under FULL
-                // the old row always holds it, so `after` never lacks it.
+                // the old row always holds it, so `after` never lacks it, and a
+                // value too short to be moved out of line is always sent.
                 let placeholder_is_null = !full_identity
-                    && ty.is_varlena()
+                    && ty.can_be_toasted(c.type_modifier)
                     && types::unavailable_value(&ty, c.type_modifier, &self.options) == Value::Null;
                 let required = not_null(&c.name) && in_every_before_image && !placeholder_is_null;
                 let mut schema = types::column_schema(&ty, c.type_modifier, &self.options);
@@ -697,6 +698,27 @@ mod tests {
         assert!(
             key.fields[0].schema.optional,
             "a nullable chosen key column stays optional"
+        );
+    }
+
+    #[test]
+    fn a_not_null_numeric_key_too_short_to_toast_is_required() {
+        // numeric(p,s) type modifier: ((p << 16) | s) + VARHDRSZ.
+        let numeric = |p: i32, s: i32| (p << 16 | s) + 4;
+        let mut cache = cache(&[]);
+        let (mut relation, catalog) = relation("t");
+        relation.columns[0].type_oid = 1700;
+        relation.columns[0].type_modifier = numeric(5, 2);
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert!(
+            !table.columns[0].schema.optional,
+            "numeric(5,2) is never moved out of line: always in the new row"
+        );
+        relation.columns[0].type_modifier = numeric(1000, 2);
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert!(
+            table.columns[0].schema.optional,
+            "numeric(1000,2) may arrive as unchanged TOAST, which NUMERIC cannot carry"
         );
     }
 

@@ -194,6 +194,24 @@ impl PgType {
         }
     }
 
+    /// Whether TOAST can move a value of this type (column modifier `type_modifier`)
+    /// out of line, so that an update leaving it alone sends it as "unchanged".
+    /// Postgres only moves a value longer than the pointer that would replace it
+    /// (`toast_tuple_find_biggest_attribute` skips anything up to
+    /// `MAXALIGN(TOAST_POINTER_SIZE)`, 24 bytes), so a NUMERIC(p,s) small enough
+    /// never is, although NUMERIC is variable-length.
+    pub fn can_be_toasted(&self, type_modifier: i32) -> bool {
+        match self {
+            PgType::Modified {
+                base,
+                type_modifier,
+            } => base.can_be_toasted(*type_modifier),
+            PgType::Numeric => numeric_precision_scale(type_modifier)
+                .is_none_or(|(p, s)| numeric_max_size(p, s) > TOAST_POINTER_ALIGNED_SIZE),
+            other => other.is_varlena(),
+        }
+    }
+
     /// The built-in type with this OID, if there is one.
     pub fn from_builtin_oid(oid: u32) -> Option<PgType> {
         BUILTINS
@@ -252,6 +270,20 @@ pub(crate) fn numeric_precision_scale(type_modifier: i32) -> Option<(u32, i32)> 
     let precision = ((t >> 16) & 0xffff) as u32;
     let scale = ((t & 0x7ff) ^ 1024) - 1024;
     Some((precision, scale))
+}
+
+/// `MAXALIGN(TOAST_POINTER_SIZE)` on 64-bit builds: a varlena datum this long or
+/// shorter is never moved out of line.
+const TOAST_POINTER_ALIGNED_SIZE: u32 = 24;
+
+/// The largest datum a NUMERIC(p,s) value takes, as the toaster measures it: a
+/// 4-byte varlena header, the 4-byte (long) numeric header, and two bytes per
+/// base-10000 digit, counted on each side of the decimal point.
+fn numeric_max_size(precision: u32, scale: i32) -> u32 {
+    let integer_digits = (i64::from(precision) - i64::from(scale)).max(0) as u32;
+    let fraction_digits = scale.max(0) as u32;
+    let digit_groups = integer_digits.div_ceil(4) + fraction_digits.div_ceil(4);
+    4 + 4 + 2 * digit_groups
 }
 
 /// `(precision, scale)` as declared in the Connect schema: a negative scale is widened
