@@ -39,6 +39,7 @@ use std::fmt::Write as _;
 
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 
+mod defaults;
 mod options;
 mod text;
 
@@ -46,6 +47,7 @@ pub use options::{
     BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, SpecialNumeric,
     TimePrecision, ValueOptions,
 };
+pub use defaults::column_default;
 pub use text::decode_text;
 
 /// Debezium's default `unavailable.value.placeholder`.
