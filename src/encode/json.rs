@@ -61,9 +61,8 @@ pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
     }
     if !schema.parameters.is_empty() {
         let params = schema
-            .parameters
-            .iter()
-            .map(|(k, v)| (k.clone(), Json::from(v.as_str())))
+            .parameters_in_connect_order()
+            .map(|(k, v)| (k.to_owned(), Json::from(v)))
             .collect();
         m.insert("parameters".into(), Json::Object(params));
     }
@@ -421,6 +420,21 @@ mod tests {
         );
         assert_eq!(json["name"], "io.debezium.connector.postgresql.Source");
         assert_eq!(json["optional"], false);
+    }
+
+    #[test]
+    fn decimal_parameters_put_the_scale_first_as_connect_does() {
+        let opts = crate::source::types::ValueOptions::default();
+        // numeric(12,3)
+        let decimal = crate::source::types::column_schema(
+            &crate::source::types::PgType::Numeric,
+            ((12 << 16) | 3) + 4,
+            &opts,
+        );
+        assert_eq!(
+            schema_json(&decimal, None)["parameters"].to_string(),
+            r#"{"scale":"3","connect.decimal.precision":"12"}"#
+        );
     }
 
     #[test]

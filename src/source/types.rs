@@ -506,7 +506,7 @@ fn logical(kind: ConnectType, name: &str) -> ConnectSchema {
 
 /// The Kafka Connect `Decimal` schema Debezium declares for NUMERIC(p,s).
 fn decimal_schema(scale: u32) -> ConnectSchema {
-    logical(ConnectType::Bytes, "org.apache.kafka.connect.data.Decimal")
+    logical(ConnectType::Bytes, crate::event::value::DECIMAL_NAME)
         .with_parameter("scale", scale.to_string())
 }
 
