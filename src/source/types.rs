@@ -21,8 +21,12 @@
 //! Where this module departs from Debezium, on purpose:
 //! - Arrays Debezium drops (`money[]`, `name[]`, `interval[]`, `varbit[]`, `xml[]`) and
 //!   arrays of domains are emitted as arrays of their element schema.
-//! - Enum array elements are optional (Debezium declares them required, yet Postgres
-//!   allows NULL elements).
+//! - Enum arrays carry their labels, with optional elements (Debezium writes null and
+//!   declares required elements, yet Postgres allows NULL elements); a `name` column
+//!   carries its text (Debezium writes null).
+//! - `time[]` and `timetz[]` elements are decoded as the scalars are (Debezium, going
+//!   through pgjdbc's `java.sql.Time`, writes `24:00:00` as 0 and drops a `timetz[]`
+//!   element's fraction).
 //! - Unknown types are a string carrying Postgres's text (Debezium drops the column by
 //!   default, or sends bytes with `include.unknown.datatypes`).
 //! - NUMERIC with a negative scale (Postgres 15+) is declared with scale 0 and the
