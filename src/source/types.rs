@@ -47,12 +47,13 @@ mod defaults;
 mod options;
 mod text;
 
+pub use defaults::column_default;
 pub use options::{
     BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, SpecialNumeric,
     TimePrecision, ValueOptions,
 };
-pub use defaults::column_default;
 pub use text::decode_text;
+pub(crate) use text::java_big_decimal_string;
 
 /// Debezium's default `unavailable.value.placeholder`.
 pub const DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER: &str = "__debezium_unavailable_value";
