@@ -153,7 +153,11 @@ impl ConnectSchema {
     pub fn parameters_in_connect_order(&self) -> impl Iterator<Item = (&str, &str)> {
         let scale_first = self.name.as_deref() == Some(DECIMAL_NAME);
         let is_scale = move |key: &str| scale_first && key == "scale";
-        let params = || self.parameters.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let params = || {
+            self.parameters
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+        };
         params()
             .filter(move |(k, _)| is_scale(k))
             .chain(params().filter(move |(k, _)| !is_scale(k)))

@@ -338,7 +338,10 @@ impl RelationCache {
         ty: &PgType,
         by_name: &HashMap<&str, &CatalogColumn>,
     ) -> Option<Value> {
-        let expression = by_name.get(c.name.as_str())?.default_expression.as_deref()?;
+        let expression = by_name
+            .get(c.name.as_str())?
+            .default_expression
+            .as_deref()?;
         let builtin_or_enum =
             PgType::from_builtin_oid(c.type_oid).is_some() || matches!(ty, PgType::Enum { .. });
         builtin_or_enum
@@ -751,7 +754,11 @@ mod tests {
         catalog[0].default_expression = Some("nextval('t_id_seq'::regclass)".into());
         catalog[2].default_expression = Some("42".into());
         let table = cache.update(&relation, &catalog).expect("schema");
-        let defaults: Vec<_> = table.columns.iter().map(|c| c.schema.default.clone()).collect();
+        let defaults: Vec<_> = table
+            .columns
+            .iter()
+            .map(|c| c.schema.default.clone())
+            .collect();
         assert_eq!(
             defaults,
             [Some(Value::Int32(0)), None, Some(Value::Int32(42))],
