@@ -273,13 +273,8 @@ mod tests {
 
     #[test]
     fn decimals_are_their_big_decimal_text_under_the_simple_converter() {
-        let opts = crate::source::types::ValueOptions::default();
-        // numeric(5,2), as in a key struct with a uuid beside it.
-        let decimal = crate::source::types::column_schema(
-            &crate::source::types::PgType::Numeric,
-            ((5 << 16) | 2) + 4,
-            &opts,
-        );
+        // numeric(5,2), as in a key struct with a string beside it.
+        let decimal = crate::source::types::numeric_column_schema(5, 2);
         let field = |name: &str, schema: ConnectSchema| crate::event::value::Field {
             name: name.into(),
             schema,

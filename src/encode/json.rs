@@ -424,13 +424,7 @@ mod tests {
 
     #[test]
     fn decimal_parameters_put_the_scale_first_as_connect_does() {
-        let opts = crate::source::types::ValueOptions::default();
-        // numeric(12,3)
-        let decimal = crate::source::types::column_schema(
-            &crate::source::types::PgType::Numeric,
-            ((12 << 16) | 3) + 4,
-            &opts,
-        );
+        let decimal = crate::source::types::numeric_column_schema(12, 3);
         assert_eq!(
             schema_json(&decimal, None)["parameters"].to_string(),
             r#"{"scale":"3","connect.decimal.precision":"12"}"#

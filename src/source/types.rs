@@ -279,6 +279,13 @@ pub(crate) fn numeric_precision_scale(type_modifier: i32) -> Option<(u32, i32)> 
     Some((precision, scale))
 }
 
+/// The schema of a `numeric(precision, scale)` column in the default modes.
+#[cfg(test)]
+pub(crate) fn numeric_column_schema(precision: i32, scale: i32) -> ConnectSchema {
+    let type_modifier = ((precision << 16) | (scale & 0x7ff)) + VARHDRSZ;
+    column_schema(&PgType::Numeric, type_modifier, &ValueOptions::default())
+}
+
 /// `MAXALIGN(TOAST_POINTER_SIZE)` on 64-bit builds: a varlena datum this long or
 /// shorter is never moved out of line.
 const TOAST_POINTER_ALIGNED_SIZE: u32 = 24;

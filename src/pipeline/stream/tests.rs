@@ -100,15 +100,23 @@ impl FakeKafka {
         });
     }
 
-    /// The message contents sent, in order.
-    fn contents(&self) -> Vec<String> {
+    /// The JSON values sent, in order.
+    fn values(&self) -> Vec<serde_json::Value> {
         self.state()
             .sent
             .iter()
             .map(|(record, _)| {
-                let value: serde_json::Value =
-                    serde_json::from_slice(record.value.as_deref().unwrap_or_default())
-                        .expect("a JSON value");
+                serde_json::from_slice(record.value.as_deref().unwrap_or_default())
+                    .expect("a JSON value")
+            })
+            .collect()
+    }
+
+    /// The message contents sent, in order.
+    fn contents(&self) -> Vec<String> {
+        self.values()
+            .iter()
+            .map(|value| {
                 let content = value["payload"]["message"]["content"]
                     .as_str()
                     .expect("a message's content");
@@ -123,15 +131,9 @@ impl FakeKafka {
 
     /// The `source` block of each record sent, in order.
     fn sources(&self) -> Vec<serde_json::Value> {
-        self.state()
-            .sent
+        self.values()
             .iter()
-            .map(|(record, _)| {
-                let value: serde_json::Value =
-                    serde_json::from_slice(record.value.as_deref().unwrap_or_default())
-                        .expect("a JSON value");
-                value["payload"]["source"].clone()
-            })
+            .map(|value| value["payload"]["source"].clone())
             .collect()
     }
 
