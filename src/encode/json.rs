@@ -67,9 +67,8 @@ pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
     }
     if !schema.parameters.is_empty() {
         let params = schema
-            .parameters
-            .iter()
-            .map(|(k, v)| (k.clone(), Json::from(v.as_str())))
+            .parameters_in_connect_order()
+            .map(|(k, v)| (k.to_owned(), Json::from(v)))
             .collect();
         m.insert("parameters".into(), Json::Object(params));
     }
@@ -423,6 +422,15 @@ mod tests {
                 r#"{"type":"bytes","optional":false,"field":"value"}],"optional":false,"#,
                 r#""name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"}"#
             )
+        );
+    }
+
+    #[test]
+    fn decimal_parameters_put_the_scale_first_as_connect_does() {
+        let decimal = crate::source::types::numeric_column_schema(12, 3);
+        assert_eq!(
+            schema_json(&decimal, None)["parameters"].to_string(),
+            r#"{"scale":"3","connect.decimal.precision":"12"}"#
         );
     }
 

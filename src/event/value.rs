@@ -56,6 +56,9 @@ impl ConnectType {
     }
 }
 
+/// Kafka Connect's logical name of a decimal (`bytes`, the unscaled value).
+pub const DECIMAL_NAME: &str = "org.apache.kafka.connect.data.Decimal";
+
 /// The schema of one value: what Debezium would declare for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectSchema {
@@ -146,6 +149,23 @@ impl ConnectSchema {
     pub fn with_parameter(mut self, key: &str, value: impl Into<String>) -> Self {
         self.parameters.insert(key.to_owned(), value.into());
         self
+    }
+
+    /// The parameters in the order Kafka Connect writes them: a decimal's
+    /// `scale` first, as `Decimal.builder(scale)` puts it before anything
+    /// added later (`connect.decimal.precision`), the others alphabetically
+    /// (each of Debezium's other schemas has at most one).
+    pub fn parameters_in_connect_order(&self) -> impl Iterator<Item = (&str, &str)> {
+        let scale_first = self.name.as_deref() == Some(DECIMAL_NAME);
+        let is_scale = move |key: &str| scale_first && key == "scale";
+        let params = || {
+            self.parameters
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+        };
+        params()
+            .filter(move |(k, _)| is_scale(k))
+            .chain(params().filter(move |(k, _)| !is_scale(k)))
     }
 
     /// The same schema with a `connect.version`.

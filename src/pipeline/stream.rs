@@ -57,7 +57,12 @@ pub(super) struct Stream<'a> {
     topics: Option<TopicCreator>,
     txn: Option<OpenTxn>,
     message_topic: Arc<str>,
+    /// Where the last transaction (or non-transactional message) ended:
+    /// `source.sequence`'s first element, Debezium's `lsn_commit`.
     pub(super) last_commit_lsn: Option<Lsn>,
+    /// The commit time of the last transaction read, which Debezium repeats
+    /// as the `source.ts_*` of a non-transactional message (it has none).
+    last_commit_time_micros: Option<i64>,
     pub(super) summary: &'a mut RunSummary,
     /// `--stop-when-caught-up`: the server's WAL position when the run
     /// began. `start-lsn` stops there; `idle` may stop only past it, so
@@ -108,6 +113,7 @@ impl<'a> Stream<'a> {
             txn: None,
             message_topic: router.message_topic().into(),
             last_commit_lsn: None,
+            last_commit_time_micros: None,
             summary,
             target: None,
             received: start,
@@ -317,6 +323,7 @@ impl Stream<'_> {
             origin: None,
         });
         self.metrics.transaction_begun(commit_time_micros);
+        self.last_commit_time_micros = Some(commit_time_micros);
         if !delivered {
             self.transaction_began(id, begin.xid, begin.final_lsn, commit_time_micros)
                 .await?;
@@ -326,13 +333,11 @@ impl Stream<'_> {
 
     /// The open transaction committed: once its records are acknowledged
     /// the slot may move to its `end_lsn` (see [`crate::checkpoint`]);
-    /// `commit_lsn` is what the next events report as `lsn_commit`.
+    /// `end_lsn` is what the next events report as `lsn_commit`: Debezium
+    /// takes the position of the Commit message, which the server sends at
+    /// the end of the commit record (`logical.c`, `commit_cb_wrapper`).
     async fn commit(&mut self, commit: Commit) -> Result<(), PipelineError> {
-        let Commit {
-            commit_lsn,
-            end_lsn,
-            ..
-        } = commit;
+        let Commit { end_lsn, .. } = commit;
         if let Some(txn) = self.txn.take() {
             if !txn.delivered {
                 self.transaction_ending(txn.id).await?;
@@ -352,7 +357,7 @@ impl Stream<'_> {
         }
         self.received = self.received.max(end_lsn);
         self.metrics.received(self.received);
-        self.last_commit_lsn = Some(commit_lsn);
+        self.last_commit_lsn = Some(end_lsn);
         Ok(())
     }
 

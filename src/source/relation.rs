@@ -32,7 +32,7 @@ use crate::event::{ColumnSchema, Row, TableSchema};
 use crate::lsn::Lsn;
 use crate::naming::{is_topic_char, is_valid_topic};
 use crate::select::{Selection, SelectionError, TopicRouter};
-use crate::source::pgoutput::{Datum, Relation, ReplicaIdentity, Tuple};
+use crate::source::pgoutput::{Column, Datum, Relation, ReplicaIdentity, Tuple};
 use crate::source::types::{self, PgType, TypeRegistry, ValueError, ValueOptions};
 
 /// What the catalog says about one column of a relation.
@@ -42,6 +42,9 @@ pub struct CatalogColumn {
     pub not_null: bool,
     /// 1-based position in the primary key, if the column is part of it.
     pub primary_key_position: Option<i32>,
+    /// The DEFAULT expression (`pg_get_expr`), which Debezium declares as
+    /// the field's schema default.
+    pub default_expression: Option<String>,
 }
 
 /// A tuple that does not fit its relation (boxed: it travels on the cold path).
@@ -305,9 +308,10 @@ impl RelationCache {
                 let in_every_before_image = full_identity || c.is_key;
                 // An unchanged TOASTed value is null where its type cannot carry
                 // the placeholder (numeric, arrays of numbers, ...); under FULL
-                // the old row always holds it, so `after` never lacks it.
+                // the old row always holds it, so `after` never lacks it, and a
+                // value too short to be moved out of line is always sent.
                 let placeholder_is_null = !full_identity
-                    && ty.is_varlena()
+                    && ty.can_be_toasted(c.type_modifier)
                     && types::unavailable_value(&ty, c.type_modifier, &self.options) == Value::Null;
                 // Debezium declares every NOT NULL column required and fills
                 // the before-image with zeros (`--debezium-compat`).
@@ -316,6 +320,7 @@ impl RelationCache {
                 let required = not_null(&c.name) && known && !placeholder_is_null;
                 let mut schema = types::column_schema(&ty, c.type_modifier, &self.options);
                 schema.optional = !required;
+                schema.default = self.column_default(c, &ty, by_name);
                 column_types.push(ty);
                 ColumnSchema {
                     name: c.name.clone(),
@@ -327,6 +332,25 @@ impl RelationCache {
             .collect();
 
         (positions, columns, column_types)
+    }
+
+    /// The schema default Debezium declares for column `c` of type `ty`: its
+    /// DEFAULT, for built-in types and enums (a domain has none).
+    fn column_default(
+        &self,
+        c: &Column,
+        ty: &PgType,
+        by_name: &HashMap<&str, &CatalogColumn>,
+    ) -> Option<Value> {
+        let expression = by_name
+            .get(c.name.as_str())?
+            .default_expression
+            .as_deref()?;
+        let builtin_or_enum =
+            PgType::from_builtin_oid(c.type_oid).is_some() || matches!(ty, PgType::Enum { .. });
+        builtin_or_enum
+            .then(|| types::column_default(ty, c.type_modifier, expression, &self.options))
+            .flatten()
     }
 
     /// The key columns' names: Postgres's key (the primary key, else the
@@ -626,7 +650,6 @@ mod tests {
 
     use super::*;
     use crate::config::RunConfig;
-    use crate::source::pgoutput::Column;
 
     fn cache(args: &[&str]) -> RelationCache {
         let mut argv = vec!["--pg-url", "postgres://u@h/d", "--topic-prefix", "app"];
@@ -670,6 +693,7 @@ mod tests {
                 name: name.into(),
                 not_null: name != "x",
                 primary_key_position: is_key.then_some(1),
+                default_expression: None,
             })
             .collect();
         (relation, catalog)
@@ -835,16 +859,19 @@ mod tests {
                 name: "id".into(),
                 not_null: true,
                 primary_key_position: Some(1),
+                default_expression: None,
             },
             CatalogColumn {
                 name: "secret".into(),
                 not_null: false,
                 primary_key_position: None,
+                default_expression: None,
             },
             CatalogColumn {
                 name: "v".into(),
                 not_null: false,
                 primary_key_position: None,
+                default_expression: None,
             },
         ];
         (relation, catalog)
@@ -946,6 +973,48 @@ mod tests {
             key.fields[0].schema.optional,
             "a nullable chosen key column stays optional"
         );
+    }
+
+    #[test]
+    fn a_not_null_numeric_key_too_short_to_toast_is_required() {
+        // numeric(p,s) type modifier: ((p << 16) | s) + VARHDRSZ.
+        let numeric = |p: i32, s: i32| (p << 16 | s) + 4;
+        let mut cache = cache(&[]);
+        let (mut relation, catalog) = relation("t");
+        relation.columns[0].type_oid = 1700;
+        relation.columns[0].type_modifier = numeric(5, 2);
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert!(
+            !table.columns[0].schema.optional,
+            "numeric(5,2) is never moved out of line: always in the new row"
+        );
+        relation.columns[0].type_modifier = numeric(1000, 2);
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert!(
+            table.columns[0].schema.optional,
+            "numeric(1000,2) may arrive as unchanged TOAST, which NUMERIC cannot carry"
+        );
+    }
+
+    #[test]
+    fn column_defaults_are_the_schema_defaults_of_key_and_row() {
+        let mut cache = cache(&[]);
+        let (relation, mut catalog) = relation("t");
+        catalog[0].default_expression = Some("nextval('t_id_seq'::regclass)".into());
+        catalog[2].default_expression = Some("42".into());
+        let table = cache.update(&relation, &catalog).expect("schema");
+        let defaults: Vec<_> = table
+            .columns
+            .iter()
+            .map(|c| c.schema.default.clone())
+            .collect();
+        assert_eq!(
+            defaults,
+            [Some(Value::Int32(0)), None, Some(Value::Int32(42))],
+            "a serial column declares Debezium's placeholder 0"
+        );
+        let key = table.key_schema.as_ref().expect("key schema");
+        assert_eq!(key.fields[0].schema.default, Some(Value::Int32(0)));
     }
 
     #[test]

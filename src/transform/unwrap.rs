@@ -152,7 +152,11 @@ impl Unwrap {
                 .filter(|(f, _)| f.block == Block::Envelope && f.field == "op")
                 .map(|(field, name)| {
                     let value = Value::String("d".to_owned());
-                    Header::value(name, value, header_schema(event, field))
+                    Header::value(
+                        name,
+                        value,
+                        header_schema(&event.table.envelope_schema, field),
+                    )
                 })
                 .collect();
             records.push(Record {
@@ -178,7 +182,11 @@ impl Unwrap {
         })?;
         for (field, name) in &self.headers {
             let value = metadata_value(&envelope, field);
-            headers.push(Header::value(name, value, header_schema(event, field)));
+            headers.push(Header::value(
+                name,
+                value,
+                header_schema(&event.table.envelope_schema, field),
+            ));
         }
         Some(envelope)
     }
@@ -264,21 +272,11 @@ fn metadata_schema(envelope: &ConnectSchema, field: &MetadataField) -> Option<Co
     })
 }
 
-/// The schema of a header holding an envelope field: the field's own
-/// schema, as the SMT adds it (an optional string if the envelope lacks it).
-fn header_schema(event: &ChangeEvent, field: &MetadataField) -> Arc<ConnectSchema> {
-    let envelope = &event.table.envelope_schema;
-    let parent = match field.block.name() {
-        None => Some(envelope),
-        Some(block) => envelope
-            .fields
-            .iter()
-            .find(|f| f.name == block)
-            .map(|f| &f.schema),
-    };
-    let schema = parent
-        .and_then(|p| p.fields.iter().find(|f| f.name == field.field))
-        .map(|f| f.schema.clone());
+/// The schema of a header holding an envelope field: as the SMT adds it
+/// (`FieldReference.getSchema`: the field schema's basics, made optional),
+/// the added field's schema; an optional string if the envelope lacks it.
+fn header_schema(envelope: &ConnectSchema, field: &MetadataField) -> Arc<ConnectSchema> {
+    let schema = metadata_schema(envelope, field);
     Arc::new(schema.unwrap_or_else(|| ConnectSchema::primitive(ConnectType::String).optional()))
 }
 
@@ -409,6 +407,11 @@ mod tests {
         assert_eq!(schemas[2].kind, ConnectType::Int64);
         assert_eq!(schemas[3].name.as_deref(), Some("io.debezium.data.Enum"));
         assert_eq!(schemas[4].kind, ConnectType::String);
+        let db = &parse_metadata_fields("db").expect("parses").0[0];
+        assert!(
+            header_schema(&env, db).optional,
+            "an add.headers header is optional too, although source.db is required"
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ use crate::encode::options::AvroLogicalTypes;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 
 /// Kafka Connect's decimal logical type.
-pub const DECIMAL_NAME: &str = "org.apache.kafka.connect.data.Decimal";
+pub use crate::event::value::DECIMAL_NAME;
 /// The Connect parameter Debezium puts a decimal's precision in.
 pub const DECIMAL_PRECISION_PARAMETER: &str = "connect.decimal.precision";
 /// AvroData's `CONNECT_AVRO_DECIMAL_PRECISION_DEFAULT`.
@@ -367,16 +367,10 @@ fn connect_properties(
         m.insert("connect.version".into(), Json::from(version));
     }
     if !schema.parameters.is_empty() {
-        let mut parameters = Map::new();
-        let decimal = schema.name.as_deref() == Some(DECIMAL_NAME);
-        if let (true, Some(scale)) = (decimal, schema.parameters.get("scale")) {
-            parameters.insert("scale".into(), Json::from(scale.as_str()));
-        }
-        for (key, value) in &schema.parameters {
-            if !(decimal && key == "scale") {
-                parameters.insert(key.clone(), Json::from(value.as_str()));
-            }
-        }
+        let parameters = schema
+            .parameters_in_connect_order()
+            .map(|(k, v)| (k.to_owned(), Json::from(v)))
+            .collect();
         m.insert("connect.parameters".into(), Json::Object(parameters));
     }
     if let Some(default) = &schema.default {
