@@ -6,9 +6,9 @@
 //! Debezium would have written:
 //! - creates, updates and snapshot reads (`op: "r"`) become their `after`
 //!   row; the key stays the table's `<topic>.Key` struct;
-//! - the value schema is the envelope's `after` field schema, the table's
-//!   optional `<topic>.Value` (so Avro registers `["null", Value]`), then, in
-//!   the rewrite modes, `__deleted` (an optional string, `"true"` or
+//! - the value schema is the table's `<topic>.Value` struct (required, as
+//!   the differential test shows Debezium writes it), then, in the rewrite
+//!   modes, `__deleted` (an optional string, `"true"` or
 //!   `"false"`), then the `--unwrap-add-fields` fields (each optional, typed
 //!   as in the envelope: `__op` string, `__lsn` int64, ...): the strategy
 //!   adds `__deleted` before the SMT adds the fields;
@@ -227,8 +227,10 @@ fn table_schema<'s>(
         .get(&table.relation_id)
         .is_none_or(|s| !Arc::ptr_eq(&s.table, table));
     if stale {
-        let after = table.row_schema.clone().optional();
-        let mut value = after.clone();
+        let mut value = table.row_schema.clone();
+        // Only the null `after` of a delete in tombstone mode is written
+        // under the envelope's optional field schema.
+        let after = value.clone().optional();
         if rewrite {
             value.fields.push(Field {
                 name: DELETED_FIELD.to_owned(),
@@ -383,7 +385,7 @@ mod tests {
                 r#",{"type":"string","optional":true,"field":"__deleted"},"#,
                 r#"{"type":"string","optional":true,"field":"__op"},"#,
                 r#"{"type":"string","optional":true,"field":"__table"}],"#,
-                r#""optional":true,"name":"app.public.t.Value"},"#,
+                r#""optional":false,"name":"app.public.t.Value"},"#,
                 r#""payload":{"id":3,"naïve \"quoted\"":"line\nbreak \u0001","raw":"AQL/","ratio":0.25,"#,
                 r#""__deleted":"true","__op":"d","__table":"t\"ü"}}"#
             ))
