@@ -245,3 +245,244 @@ fn completions_and_man_pages_are_generated_from_the_flags() {
         .expect("binary runs");
     assert_eq!(unknown.status.code(), Some(2));
 }
+
+/// A port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Runs the binary to its end; `(exit code, stdout, stderr)`.
+async fn run_to_end(args: Vec<String>) -> (Option<i32>, String, String) {
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(BIN)
+            .args(args)
+            .env_remove("PGCDC_LOG_FORMAT")
+            .env("PGCDC_LOG", "info")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("binary runs")
+    })
+    .await
+    .expect("join");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Issue 26 items 4 and 5: Kafka down at start. librdkafka's refused
+/// connections are WARN (nothing is at risk), said once rather than at
+/// every retry, each with the brokers of --bootstrap-servers; the start-up
+/// deadline then stops the run with exit 1, naming what never answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_kafka_is_named_logged_once_and_ends_the_start_up() {
+    let s = Scenario::new(Postgres::shared(), "nokafka");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let bootstrap = format!("127.0.0.1:{}", closed_port());
+    let started = std::time::Instant::now();
+    let mut args = vec!["run".to_owned()];
+    args.extend(s.args(&bootstrap, &["--startup-timeout", "6s"]));
+    let (code, _, stderr) = run_to_end(args).await;
+    eprintln!("{stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "gave up soon after the deadline: {:?}",
+        started.elapsed()
+    );
+    let last = stderr.lines().last().unwrap_or_default();
+    for needle in [
+        "--startup-timeout 6s",
+        "Kafka never did",
+        &format!("--bootstrap-servers ({bootstrap})"),
+    ] {
+        assert!(last.contains(needle), "{needle} in the last line: {last}");
+    }
+    let librdkafka: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("librdkafka"))
+        .collect();
+    assert!(
+        librdkafka.iter().all(|l| !l.contains("ERROR")),
+        "an unreachable broker puts nothing at risk: {librdkafka:#?}"
+    );
+    let refused: Vec<&&str> = librdkafka
+        .iter()
+        .filter(|l| l.contains("Connection refused"))
+        .collect();
+    assert_eq!(refused.len(), 1, "said once: {librdkafka:#?}");
+    assert!(
+        refused[0].contains(&format!("--bootstrap-servers ({bootstrap})")),
+        "{}",
+        refused[0]
+    );
+    // No line twice, whatever its level (timestamps aside).
+    let mut seen = std::collections::HashSet::new();
+    for line in stderr.lines().filter(|l| l.contains(" WARN ")) {
+        let text = line.split_once(" WARN ").map_or(line, |(_, t)| t);
+        assert!(seen.insert(text), "logged twice: {text}");
+    }
+}
+
+/// Issue 26 item 5: PostgreSQL down at start, with a start-up deadline.
+#[test]
+fn unreachable_postgres_ends_the_start_up_at_the_deadline() {
+    let started = std::time::Instant::now();
+    let output = Command::new(BIN)
+        .args([
+            "run",
+            "--pg-url",
+            &format!("postgres://cdc@127.0.0.1:{}/shop", closed_port()),
+            "--topic-prefix",
+            "app",
+            "--startup-timeout",
+            "2s",
+        ])
+        .env_remove("PGCDC_LOG_FORMAT")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    for needle in [
+        "stopped on error",
+        "--startup-timeout 2s",
+        "(--pg-url) never answered",
+        "last error",
+    ] {
+        assert!(last.contains(needle), "{needle} in the last line: {last}");
+    }
+}
+
+/// `GET /metrics` of a connector on `addr`; `None` while it does not answer.
+fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(addr).ok()?;
+    socket
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+        .ok()?;
+    let mut response = String::new();
+    socket.read_to_string(&mut response).ok()?;
+    Some(response.split_once("\r\n\r\n")?.1.to_owned())
+}
+
+/// The value of an unlabelled series in a metrics page.
+fn sample(page: &str, name: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Issue 26 item 6: a stop while Kafka is frozen says how long it waits
+/// and for how many records; a second SIGTERM ends the wait at once; the
+/// slot is confirmed only to what Kafka acknowledged, and the summary
+/// counts as acknowledged only what was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_ends_the_wait_for_a_frozen_kafka() {
+    let kafka = tokio::task::spawn_blocking(|| {
+        Kafka::launch_behind_proxy()
+            .unwrap_or_else(|e| panic!("private kafka behind a proxy: {}", e.report()))
+    })
+    .await
+    .expect("launch thread");
+    let proxy = kafka.proxy().expect("the broker's proxy");
+    let proxied = kafka.proxied_bootstrap_servers().expect("proxied listener");
+    let s = Scenario::new(Postgres::shared(), "frozen");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let logs = common::process::LogDir::new("frozen");
+    let (stdout_path, stderr_path) = (logs.path(0), logs.path(1));
+    let metrics = format!("127.0.0.1:{}", closed_port());
+    let mut child = Command::new(BIN)
+        .arg("run")
+        .args(s.args(
+            &proxied,
+            &[
+                "--shutdown-timeout",
+                "120s",
+                "--metrics-addr",
+                &metrics,
+                "--status-interval",
+                "100ms",
+            ],
+        ))
+        .env("PGCDC_LOG", "info")
+        .env_remove("PGCDC_LOG_FORMAT")
+        .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
+        .spawn()
+        .expect("binary starts");
+    let log = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let value = |name: &'static str| {
+        let metrics = metrics.clone();
+        async move { scrape(&metrics).and_then(|page| sample(&page, name)) }
+    };
+    s.sql("INSERT INTO t VALUES (1)");
+    wait_until(
+        Duration::from_secs(90),
+        "the first row acknowledged",
+        || {
+            let acked = value("pgcdc_kafka_records_acknowledged_total");
+            async move { acked.await == Some(1.0) }
+        },
+    )
+    .await;
+    s.await_confirmed_past_now("the first row confirmed").await;
+    let confirmed_before = s.confirmed_flush_lsn().expect("the slot exists");
+
+    proxy.stall();
+    s.sql("INSERT INTO t SELECT generate_series(2, 6)");
+    wait_until(Duration::from_secs(60), "5 records in flight", || {
+        let in_flight = value("pgcdc_in_flight_records");
+        async move { in_flight.await == Some(5.0) }
+    })
+    .await;
+    let signal = |child: &std::process::Child| {
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    };
+    signal(&child);
+    wait_until(Duration::from_secs(30), "the wait announced", || {
+        let text = log();
+        async move { text.contains("waiting up to 120 s for Kafka to acknowledge 5 records") }
+    })
+    .await;
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "still waiting"
+    );
+    let forced_at = std::time::Instant::now();
+    signal(&child);
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    proxy.resume();
+    let stderr = log();
+    assert!(
+        forced_at.elapsed() < Duration::from_secs(15),
+        "the second signal ends the wait: {:?}\n{stderr}",
+        forced_at.elapsed()
+    );
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("stop forced"), "{stderr}");
+    let summary = std::fs::read_to_string(&stdout_path).expect("stdout");
+    for needle in [
+        "stopped (on request, forced)",
+        "1 records acknowledged by Kafka (5 not acknowledged",
+    ] {
+        assert!(summary.contains(needle), "{needle} in {summary}");
+    }
+    assert_eq!(
+        s.confirmed_flush_lsn(),
+        Some(confirmed_before),
+        "nothing confirmed past what Kafka acknowledged"
+    );
+}
