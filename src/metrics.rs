@@ -45,6 +45,7 @@ use crate::source::replication::ReplicationMetrics;
 mod exposition;
 pub mod names;
 mod phase;
+pub mod process;
 
 pub use exposition::CONTENT_TYPE;
 pub use phase::Phase;
