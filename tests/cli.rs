@@ -254,26 +254,6 @@ fn closed_port() -> u16 {
         .port()
 }
 
-/// Runs the binary to its end; `(exit code, stdout, stderr)`.
-async fn run_to_end(args: Vec<String>) -> (Option<i32>, String, String) {
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
-            .args(args)
-            .env_remove("PGCDC_LOG_FORMAT")
-            .env("PGCDC_LOG", "info")
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("binary runs")
-    })
-    .await
-    .expect("join");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 /// Issue 26 items 4 and 5: Kafka down at start. librdkafka's refused
 /// connections are WARN (nothing is at risk), said once rather than at
 /// every retry, each with the brokers of --bootstrap-servers; the start-up
@@ -286,7 +266,7 @@ async fn unreachable_kafka_is_named_logged_once_and_ends_the_start_up() {
     let started = std::time::Instant::now();
     let mut args = vec!["run".to_owned()];
     args.extend(s.args(&bootstrap, &["--startup-timeout", "6s"]));
-    let (code, _, stderr) = run_to_end(args).await;
+    let (code, _, stderr) = common::process::run_binary(args).await;
     eprintln!("{stderr}");
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
@@ -328,22 +308,23 @@ async fn unreachable_kafka_is_named_logged_once_and_ends_the_start_up() {
     }
 }
 
+/// `pgcdc-kafka run` against a PostgreSQL nothing listens on, plus `extra`.
+fn run_without_postgres(extra: &[&str]) -> Command {
+    let mut run = Command::new(BIN);
+    run.args(["run", "--pg-url"])
+        .arg(format!("postgres://cdc@127.0.0.1:{}/shop", closed_port()))
+        .args(["--topic-prefix", "app"])
+        .args(extra)
+        .env_remove("PGCDC_LOG_FORMAT")
+        .env("NO_COLOR", "1");
+    run
+}
+
 /// Issue 26 item 5: PostgreSQL down at start, with a start-up deadline.
 #[test]
 fn unreachable_postgres_ends_the_start_up_at_the_deadline() {
     let started = std::time::Instant::now();
-    let output = Command::new(BIN)
-        .args([
-            "run",
-            "--pg-url",
-            &format!("postgres://cdc@127.0.0.1:{}/shop", closed_port()),
-            "--topic-prefix",
-            "app",
-            "--startup-timeout",
-            "2s",
-        ])
-        .env_remove("PGCDC_LOG_FORMAT")
-        .env("NO_COLOR", "1")
+    let output = run_without_postgres(&["--startup-timeout", "2s"])
         .output()
         .expect("binary runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -384,12 +365,7 @@ fn sample(page: &str, name: &str) -> Option<f64> {
 /// counts as acknowledged only what was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_ends_the_wait_for_a_frozen_kafka() {
-    let kafka = tokio::task::spawn_blocking(|| {
-        Kafka::launch_behind_proxy()
-            .unwrap_or_else(|e| panic!("private kafka behind a proxy: {}", e.report()))
-    })
-    .await
-    .expect("launch thread");
+    let kafka = common::kafka_behind_proxy().await;
     let proxy = kafka.proxy().expect("the broker's proxy");
     let proxied = kafka.proxied_bootstrap_servers().expect("proxied listener");
     let s = Scenario::new(Postgres::shared(), "frozen");
@@ -517,16 +493,7 @@ async fn the_grafana_dashboard_queries_only_exported_metrics() {
     assert!(exprs.len() > 20, "the dashboard's queries: {exprs:#?}");
 
     let addr = format!("127.0.0.1:{}", closed_port());
-    let mut child = Command::new(BIN)
-        .args([
-            "run",
-            "--pg-url",
-            &format!("postgres://cdc@127.0.0.1:{}/shop", closed_port()),
-            "--topic-prefix",
-            "app",
-            "--metrics-addr",
-            &addr,
-        ])
+    let mut child = run_without_postgres(&["--metrics-addr", &addr])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
