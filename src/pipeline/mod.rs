@@ -434,13 +434,39 @@ pub async fn run_with_metrics(
             &mut target,
             &metrics,
         );
-        let mut attempt = tokio::select! {
-            attempt = attempt => attempt,
+        // An attempt cut short is dropped mid-way, as a crash would end
+        // it: the slot was confirmed only to what Kafka acknowledged.
+        let attempt = tokio::select! {
+            attempt = attempt => Ok(attempt),
             () = startup_expired(startup, &metrics) => {
-                // Dropped mid-attempt, as a crash would: the slot was
-                // confirmed only to what Kafka acknowledged.
                 metrics.end_attempt();
                 return Err(gave_up(last_error));
+            }
+            in_flight = stuck_after_force(shutdown.clone(), &metrics) => Err(in_flight),
+        };
+        let mut attempt = match attempt {
+            Ok(attempt) => attempt,
+            Err(in_flight) => {
+                // Forced while blocked where the stop is not seen (a frozen
+                // Kafka holding the in-flight bound mid-transaction).
+                metrics.end_attempt();
+                tracing::warn!(
+                    "stop forced while waiting for Kafka mid-transaction: abandoning the \
+                     attempt; the slot keeps the position last confirmed, which Kafka \
+                     acknowledged"
+                );
+                summary.stopped = StopReason::Requested;
+                summary.caught_up = false;
+                summary.forced = true;
+                summary.remaining_lag_bytes = None;
+                summary.confirmed_lsn = slot_position(&config).await;
+                metrics.set_phase(Phase::Stopped);
+                // Read before the attempt was dropped: dropping the producer
+                // purges its queue, which counts the records as failed.
+                return Ok(RunSummary {
+                    unacknowledged_records: in_flight,
+                    ..finished(summary)
+                });
             }
         };
         if config.slot_temporary {
@@ -556,6 +582,33 @@ async fn startup_expired(deadline: Option<tokio::time::Instant>, metrics: &Metri
         }
     }
 }
+
+/// The slot's confirmed position, read within a second; `None` if unknown.
+async fn slot_position(config: &RunConfig) -> Option<Lsn> {
+    let read = async {
+        let sql = crate::source::setup::connect(&config.pg()).await.ok()?;
+        crate::source::setup::confirmed_flush_lsn(&sql, &config.slot_name)
+            .await
+            .ok()
+            .flatten()
+    };
+    tokio::time::timeout(Duration::from_secs(1), read)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Resolves [`FORCED_ATTEMPT_GRACE`] after the stop was forced, with the
+/// records in flight then: an attempt that sees the force ends well within
+/// it (its drain stops waiting).
+async fn stuck_after_force(shutdown: Shutdown, metrics: &Metrics) -> u64 {
+    shutdown.forced().await;
+    tokio::time::sleep(FORCED_ATTEMPT_GRACE).await;
+    metrics.in_flight_records()
+}
+
+/// See [`stuck_after_force`].
+const FORCED_ATTEMPT_GRACE: Duration = Duration::from_secs(2);
 
 /// See [`startup_expired`]: a statistics interval and a margin.
 const KAFKA_ANSWER_GRACE: Duration = Duration::from_secs(6);
