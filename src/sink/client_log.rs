@@ -86,8 +86,9 @@ impl KafkaLog {
     }
 
     /// librdkafka's error callback, for the errors no caller handles (a
-    /// refused login is handled before: see [`super::login`]). A transport
-    /// failure was logged by the log callback already, with the same text.
+    /// refused login is handled before: see [`super::login`]), logged with
+    /// `fac="client"`. A transport failure was logged by the log callback
+    /// already, with the same text.
     pub fn client_error(&self, error: &KafkaError, reason: &str) {
         let code = error.rdkafka_error_code();
         let level = match code {
@@ -105,7 +106,7 @@ impl KafkaLog {
                     | RDKafkaErrorCode::Resolve
             )
         ) || is_connection_failure(reason);
-        self.emit(level, "ERROR", &format!("{error}: {reason}"), unreachable);
+        self.emit(level, "client", &format!("{error}: {reason}"), unreachable);
     }
 
     fn emit(&self, level: Level, fac: &str, message: &str, unreachable: bool) {
