@@ -171,7 +171,11 @@ async fn updates_deletes_tombstones_and_key_changes() {
         positioned,
         "every change record carries the context headers"
     );
-    assert_eq!(accounts[4].header_names(), positioned, "and every tombstone");
+    assert_eq!(
+        accounts[4].header_names(),
+        positioned,
+        "and every tombstone"
+    );
     let value = |record: &Record, name| record.header_payload(name).expect(name);
     assert_eq!(value(&accounts[0], context[0]), json!(s.prefix));
     assert_eq!(value(&accounts[0], context[1]), json!("0"));
