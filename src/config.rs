@@ -205,6 +205,13 @@ pub struct RunConfig {
     #[arg(help_heading = OPERATIONS, long, env = "PGCDC_MAX_RUN", value_parser = humantime::parse_duration)]
     pub max_run: Option<Duration>,
 
+    /// Give up (exit 1, naming what did not answer) when PostgreSQL or
+    /// Kafka has not answered once within this long of the start. Unset:
+    /// retry for ever. Once both have answered it no longer applies: a
+    /// running connector rides out outages.
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_STARTUP_TIMEOUT", value_parser = humantime::parse_duration)]
+    pub startup_timeout: Option<Duration>,
+
     /// Most messages handed to Kafka and not yet acknowledged.
     #[arg(help_heading = DELIVERY, long, env = "PGCDC_MAX_IN_FLIGHT_MESSAGES", default_value_t = 100_000)]
     pub max_in_flight_messages: usize,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::incremental::Incremental;
-use super::{sleep_until_some, PipelineError, RunSummary, StopReason};
+use super::{sleep_until_some, PipelineError, RunSummary, Shutdown, StopReason};
 use crate::checkpoint::TxnId;
 use crate::config::{CaughtUp, RunConfig};
 use crate::encode::Encoder;
@@ -80,6 +80,9 @@ pub(super) struct Stream<'a> {
     metadata: metadata::Metadata,
     /// Incremental snapshots, with `--signal-data-collection`.
     pub(super) incremental: Option<Incremental>,
+    /// Ends the wait for Kafka's acknowledgements at the end of the attempt
+    /// when forced (the binary's second SIGINT/SIGTERM).
+    pub(super) shutdown: Option<Shutdown>,
 }
 
 impl<'a> Stream<'a> {
@@ -121,6 +124,7 @@ impl<'a> Stream<'a> {
             last_activity: Instant::now(),
             metadata: metadata::Metadata::new(&config.metadata, &config.names()),
             incremental: Incremental::start(config).await?,
+            shutdown: None,
             sql,
             config,
         })
@@ -387,9 +391,7 @@ impl Stream<'_> {
         }
         // After a failed delivery nothing more may reach Kafka from this
         // attempt: a later change could land ahead of the failed one.
-        if let Err(error) = self.delivery.drain(self.config.shutdown_timeout).await {
-            tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
-        }
+        self.drain(reason.is_some()).await;
         if reason.is_some() {
             if let Err(error) = self.record_progress_on_stop().await {
                 tracing::warn!(error = %crate::error_chain(&error), "the incremental snapshot's last chunk is not recorded; it is read again on restart");
@@ -419,6 +421,49 @@ impl Stream<'_> {
         self.summary.caught_up = caught_up;
         self.summary.remaining_lag_bytes = wal.map(|w| w.bytes_since(confirmed));
         tracing::info!(lsn = %confirmed, "replication stopped");
+    }
+
+    /// Waits up to `--shutdown-timeout` for what is in flight (see
+    /// [`Delivery::drain`]), saying so on a requested stop with records in
+    /// flight: a frozen Kafka makes that wait the whole timeout. A forced
+    /// stop ends the wait; what is not acknowledged then is not confirmed,
+    /// and the next start sends it again.
+    async fn drain(&mut self, stopping: bool) {
+        let timeout = self.config.shutdown_timeout;
+        let in_flight = self.metrics.in_flight_records();
+        let forced = self.shutdown.clone();
+        if stopping && in_flight > 0 && self.delivery.failure().is_none() {
+            tracing::info!(
+                records = in_flight,
+                timeout = ?timeout,
+                "waiting up to {} s for Kafka to acknowledge {in_flight} records \
+                 (--shutdown-timeout); a second SIGINT/SIGTERM stops without waiting",
+                timeout.as_secs_f64()
+            );
+        }
+        let forced = async move {
+            match forced {
+                Some(shutdown) => shutdown.forced().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            drained = self.delivery.drain(timeout) => {
+                if let Err(error) = drained {
+                    tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
+                }
+            }
+            () = forced => {
+                let left = self.metrics.in_flight_records();
+                self.summary.forced = true;
+                tracing::warn!(
+                    records = left,
+                    "stop forced: not waiting for Kafka; the slot is confirmed only up to \
+                     what Kafka acknowledged, and the {left} records not acknowledged are \
+                     sent again at the next start"
+                );
+            }
+        }
     }
 
     /// The slot's confirmed position once the server applied `acked`: the

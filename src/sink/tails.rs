@@ -29,6 +29,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::client_log::LoggingContext;
 use super::position::{Position, Stamp, POSITION_HEADER};
 use super::transactional::client_config;
 
@@ -71,20 +72,22 @@ impl Tails {
 /// Reads the last records of topics: one consumer for an attempt, used
 /// one topic at a time (blocking: call it off the async runtime).
 pub struct TailReader {
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<LoggingContext>,
 }
 
 impl TailReader {
     /// A consumer with the producer's connection settings.
     pub fn new(producer: &ClientConfig) -> Result<Self, String> {
-        let consumer = client_config(producer)
+        let config = client_config(producer)
             .set("group.id", "pgcdc-kafka-tails")
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
             // One record per partition is wanted, at once: a fetch that
             // waits for more only delays the answer.
             .set("fetch.wait.max.ms", "10")
-            .create()
+            .clone();
+        let consumer = config
+            .create_with_context(LoggingContext::for_config(&config))
             .map_err(|e| format!("cannot create a consumer: {e}"))?;
         Ok(TailReader { consumer })
     }

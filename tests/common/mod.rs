@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_kafka::pipeline::{self, PipelineError, RunSummary, Shutdown};
-use pgcdc_testcontainers::{unique_name, Postgres};
+use pgcdc_testcontainers::{unique_name, Kafka, Postgres};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Headers;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
@@ -26,6 +26,17 @@ use tokio::task::JoinHandle;
 
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use wait::{hold_for, poll_blocking, wait_for, wait_until, TIMEOUT};
+
+/// A private broker reached through a fault proxy
+/// ([`Kafka::launch_behind_proxy`]), launched off the async runtime.
+pub async fn kafka_behind_proxy() -> Kafka {
+    tokio::task::spawn_blocking(|| {
+        Kafka::launch_behind_proxy()
+            .unwrap_or_else(|e| panic!("private kafka behind a proxy: {}", e.report()))
+    })
+    .await
+    .expect("launch thread")
+}
 
 /// The server's current WAL insert position, as text.
 const CURRENT_LSN: &str = "SELECT pg_current_wal_insert_lsn()::text";

@@ -162,3 +162,21 @@ impl Drop for LogDir {
         }
     }
 }
+
+/// Runs `pgcdc-kafka <args>` to completion: exit code, stdout and stderr.
+pub async fn run_binary(args: Vec<String>) -> (Option<i32>, String, String) {
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(BIN)
+            .args(&args)
+            .env_remove("PGCDC_LOG_FORMAT")
+            .output()
+            .expect("binary runs")
+    })
+    .await
+    .expect("join");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
