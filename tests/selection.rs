@@ -814,6 +814,25 @@ fn check_follows_the_publication_mode_and_the_lists() {
         line(&stdout, "PASS publication:").contains("the 1 selected tables"),
         "{stdout}"
     );
+
+    // An existing publication without a selected table: check fails as run
+    // would stop, naming the table and the fix (it used to say the
+    // publication "has no tables").
+    s.sql(&format!("CREATE PUBLICATION {} FOR TABLE a", s.publication));
+    let stdout = check(&["--table", "public.b"]);
+    let selection = line(&stdout, "FAIL selection:");
+    assert!(
+        selection.contains("\"public\".\"b\"")
+            && stdout.contains(&format!(
+                "ALTER PUBLICATION \"{}\" ADD TABLE",
+                s.publication
+            )),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "PASS publication:").contains("1 tables"),
+        "{stdout}"
+    );
     assert_eq!(s.confirmed_flush_lsn(), None, "check creates nothing");
 }
 

@@ -492,7 +492,7 @@ pub async fn selected_tables(
 /// every table the selection matches, and the selection must match one:
 /// otherwise the slot would stream nothing of them, silently, while it
 /// holds WAL back.
-async fn check_published(
+pub async fn check_published(
     client: &Client,
     publication: &str,
     selection: &Selection,

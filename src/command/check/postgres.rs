@@ -448,8 +448,28 @@ async fn check_publication(
     // Only the tables the include/exclude lists select are streamed.
     let selection =
         crate::select::Selection::new(&config.select, &config.tables).unwrap_or_default();
+    let published = names.len();
     let mut names = names;
     names.retain(|(schema, table)| selection.includes_table(schema, table));
+    if let Some(found) = row.as_ref().filter(|_| selection.filters_tables()) {
+        // As `run` would: a selected table the publication lacks, or a
+        // selection that matches nothing, streams nothing of it.
+        let checked = setup::check_published(
+            client,
+            publication,
+            &selection,
+            found.all_tables,
+            found.via_root,
+        )
+        .await;
+        if let Err(error) = checked {
+            let fix = match &error {
+                setup::SetupError::NotPublished { statement, .. } => statement.clone(),
+                _ => "check --table and the include/exclude lists against the database".to_owned(),
+            };
+            report.fail("selection", crate::error_chain(&error), fix);
+        }
+    }
     let tables = read(
         report,
         "tables",
@@ -459,7 +479,7 @@ async fn check_publication(
     )?;
 
     match row {
-        Some(found) => report_existing(report, publication, found, &names),
+        Some(found) => report_existing(report, publication, found, published),
         None => report_missing(report, config, facts, &names, &tables),
     }
     Some(tables)
@@ -487,13 +507,13 @@ fn read<T>(
     }
 }
 
-/// The verdict on a publication that exists (`names`: the tables it
-/// publishes, before the selection).
+/// The verdict on a publication that exists (`published`: how many tables
+/// it publishes, whatever the selection).
 fn report_existing(
     report: &mut Report,
     publication: &str,
     found: catalog::Publication,
-    names: &[(String, String)],
+    published: usize,
 ) {
     let all = found.all_tables;
     let (updates, deletes) = (found.updates, found.deletes);
@@ -501,7 +521,7 @@ fn report_existing(
     let scope = if all {
         "FOR ALL TABLES".to_owned()
     } else {
-        format!("{} tables", names.len())
+        format!("{published} tables")
     };
     if !updates || !deletes {
         report.warn(
@@ -512,7 +532,7 @@ fn report_existing(
                 setup::quote_ident(publication)
             ),
         );
-    } else if !all && names.is_empty() {
+    } else if !all && published == 0 {
         report.fail(
             "publication",
             format!("{publication:?} exists but has no tables"),
