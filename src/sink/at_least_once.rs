@@ -308,13 +308,7 @@ impl Delivery for AtLeastOnce {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(lsn: u64, ordinal: u32) -> Position {
-        Position {
-            lsn: Lsn::new(lsn),
-            ordinal,
-        }
-    }
+    use crate::sink::position::at;
 
     fn positions(tails: Tails) -> Positions {
         Positions {

@@ -56,6 +56,15 @@ impl std::str::FromStr for Position {
     }
 }
 
+/// A position from a raw LSN, for tests.
+#[cfg(test)]
+pub(crate) fn at(lsn: u64, ordinal: u32) -> Position {
+    Position {
+        lsn: Lsn::new(lsn),
+        ordinal,
+    }
+}
+
 /// What the position header of one record says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
@@ -96,13 +105,6 @@ impl Stamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(lsn: u64, ordinal: u32) -> Position {
-        Position {
-            lsn: Lsn::new(lsn),
-            ordinal,
-        }
-    }
 
     #[test]
     fn a_stamp_reads_back_from_its_header() {

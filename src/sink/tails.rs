@@ -208,14 +208,7 @@ impl TailReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lsn::Lsn;
-
-    fn at(lsn: u64, ordinal: u32) -> Position {
-        Position {
-            lsn: Lsn::new(lsn),
-            ordinal,
-        }
-    }
+    use crate::sink::position::at;
 
     fn tail(position: Position, partitions: i32, since: Position) -> Option<Stamp> {
         Some(Stamp {

@@ -43,6 +43,18 @@ async fn deliver_then_kill(
     unconfirmed_transactions(s).len()
 }
 
+/// Restarts the connector with `args` as a bounded run and waits for its
+/// clean exit: with status updates only on request, a streaming slot would
+/// chase the WAL end a keepalive behind; a bounded run confirms as it stops.
+async fn restart_to_caught_up(args: &[String], log: std::path::PathBuf) -> ConnectorProcess {
+    let mut bounded = args.to_vec();
+    bounded.push("--stop-when-caught-up".to_owned());
+    let connector = ConnectorProcess::spawn(&bounded, log);
+    let status = connector.wait_exit(TIMEOUT).await;
+    assert_eq!(status.code(), Some(0), "log:\n{}", connector.log_text());
+    connector
+}
+
 const TABLES: [&str; 2] = ["payments", "refunds"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,13 +100,7 @@ async fn a_restart_skips_what_kafka_already_has_and_only_that() {
     );
     let before = read_topics(&bootstrap, &topics_of(&s, &TABLES), None).await;
     let records_before: usize = before.values().map(Vec::len).sum();
-    // A bounded run: with status updates only on request, the slot would
-    // chase the WAL end a keepalive behind; the run confirms as it stops.
-    let mut bounded = args.clone();
-    bounded.push("--stop-when-caught-up".to_owned());
-    let connector = ConnectorProcess::spawn(&bounded, logs.path(1));
-    let status = connector.wait_exit(TIMEOUT).await;
-    assert_eq!(status.code(), Some(0), "log:\n{}", connector.log_text());
+    let connector = restart_to_caught_up(&args, logs.path(1)).await;
     let after = read_topics(&bootstrap, &topics_of(&s, &TABLES), None).await;
     let records_after: usize = after.values().map(Vec::len).sum();
     let log = connector.log_text();
@@ -127,10 +133,7 @@ async fn a_restart_skips_what_kafka_already_has_and_only_that() {
     // The workload never deletes, so the records are the same; the
     // fingerprint is not.
     changed.extend(["--tombstones-on-delete".to_owned(), "false".to_owned()]);
-    changed.push("--stop-when-caught-up".to_owned());
-    let connector = ConnectorProcess::spawn(&changed, logs.path(3));
-    let status = connector.wait_exit(TIMEOUT).await;
-    assert_eq!(status.code(), Some(0), "log:\n{}", connector.log_text());
+    restart_to_caught_up(&changed, logs.path(3)).await;
 
     let verified = verify_tables(SCENARIO, &s, &bootstrap, &TABLES, written, json_decoder()).await;
     assert!(
