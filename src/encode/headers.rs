@@ -19,7 +19,8 @@
 //! Debezium's context headers are the same on every record of a run, so
 //! they are written once, when the writer is made.
 
-use super::json::{enveloped, schema_json, write::write_value};
+use super::json::connect::{enveloped, schema_json};
+use super::json::write::write_value;
 use super::options::HeaderConverter;
 use crate::event::context::ContextHeader;
 use crate::event::envelope::{self, key_value, ConnectorInfo};
