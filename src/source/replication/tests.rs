@@ -14,13 +14,16 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn config() -> ReplicationConfig {
     ReplicationConfig {
-        host: "127.0.0.1".into(),
-        port: 5432,
+        endpoints: vec![Endpoint {
+            host: "127.0.0.1".into(),
+            port: 5432,
+            tls_server_name: "localhost".into(),
+        }],
+        target: TargetSession::Any,
         user: "cdc".into(),
         password: Some("secret".into()),
         database: "app".into(),
         tls: crate::source::tls::PgTls::default(),
-        tls_server_name: "localhost".into(),
         application_name: "pgcdc-kafka-test".into(),
         options: Some("-c datestyle=ISO".into()),
     }
