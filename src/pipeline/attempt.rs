@@ -15,6 +15,7 @@ use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
+use crate::source::identity::{self, ServerIdentity, Verdict};
 use crate::source::replication::{ReplicationConfig, Session, SlotSnapshot, StartReplication};
 use crate::source::setup::{self, SetupError, SlotStatus};
 
@@ -34,6 +35,7 @@ pub async fn run_once(
     // Checked here for the publication; the stream derives its own.
     let (selection, _) = config.selection()?;
     let sql = setup::connect(&config.pg()).await?;
+    let server = check_server(config, &sql, summary).await?;
     let publication = setup::Publication {
         name: &config.publication_name,
         options: &config.publication,
@@ -93,9 +95,20 @@ pub async fn run_once(
     let session = match temporary {
         // The session that created the slot is the one that can stream it.
         Some(session) => session,
-        None => Session::connect(&replication_config(stream.config))
-            .await
-            .map_err(PipelineError::Stream)?,
+        None => {
+            let mut session = Session::connect(&replication_config(stream.config))
+                .await
+                .map_err(PipelineError::Stream)?;
+            // A multi-host URL may have moved on since the checks above.
+            let (now, _) = session.identify().await.map_err(PipelineError::Stream)?;
+            if now != server {
+                return Err(PipelineError::ServerMoved {
+                    checked: server,
+                    now,
+                });
+            }
+            session
+        }
     };
     let mut client = session
         .start(StartReplication {
@@ -119,6 +132,52 @@ pub async fn run_once(
     result.map(|reason| {
         stream.summary.stopped = reason;
     })
+}
+
+/// Reads which server this attempt reached and compares it with the one
+/// the run streamed from before ([`identity::judge`]); records it in
+/// `summary` when streaming may go on. Runs before anything is created on
+/// the server, so a wrong one is left as it was.
+async fn check_server(
+    config: &RunConfig,
+    sql: &tokio_postgres::Client,
+    summary: &mut RunSummary,
+) -> Result<ServerIdentity, PipelineError> {
+    let observed = identity::observe(&replication_config(config))
+        .await
+        .map_err(PipelineError::Stream)?;
+    let slot_exists = setup::slot_status(sql, &config.slot_name).await? != SlotStatus::Missing;
+    let known = identity::Known {
+        identity: summary.server,
+        acknowledged: summary.acked_lsn,
+        slot: &config.slot_name,
+        slot_exists,
+    };
+    let now = observed.identity;
+    match identity::judge(&known, &observed)? {
+        Verdict::First => {
+            tracing::info!(
+                system_identifier = now.system_identifier,
+                timeline = now.timeline,
+                "connected to the server"
+            )
+        }
+        Verdict::Same => {}
+        Verdict::FollowedFailover {
+            from_timeline,
+            to_timeline,
+            switch,
+        } => tracing::warn!(
+            slot = %config.slot_name,
+            from_timeline,
+            to_timeline,
+            %switch,
+            acknowledged = %summary.acked_lsn,
+            "the server is a promoted standby that carries the slot and everything acknowledged; following the failover"
+        ),
+    }
+    summary.server = Some(now);
+    Ok(now)
 }
 
 /// The delivery `--delivery` asks for, starting at the slot's position

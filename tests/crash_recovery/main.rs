@@ -11,6 +11,7 @@
 
 mod ack_window;
 mod broker;
+mod failover;
 #[path = "../common/mod.rs"]
 mod common;
 mod registry;
