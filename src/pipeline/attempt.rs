@@ -107,6 +107,9 @@ pub async fn run_once(
                     now,
                 });
             }
+            if stream.config.slot_failover {
+                setup::ensure_failover(&stream.sql, &mut session, &stream.config.slot_name).await?;
+            }
             session
         }
     };

@@ -97,6 +97,14 @@ pub enum SetupError {
     },
     #[error("CREATE_REPLICATION_SLOT for the temporary slot {slot:?} returned an unexpected reply; expected slot_name, consistent_point, snapshot_name, output_plugin")]
     TemporarySlotReply { slot: String },
+    #[error("--slot-failover needs PostgreSQL 17 or later (failover slots), and this server is {version}; upgrade, or run without --slot-failover (a promoted standby then has no copy of the slot, and the connector stops there and says so)")]
+    FailoverUnsupported { version: String },
+    #[error("making replication slot {slot:?} a failover slot (ALTER_REPLICATION_SLOT ... (FAILOVER true)) failed")]
+    Failover {
+        slot: String,
+        #[source]
+        error: crate::source::replication::ReplicationError,
+    },
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("publication {0:?} has no tables; add tables with ALTER PUBLICATION ... ADD TABLE, or pass --table")]
@@ -109,6 +117,7 @@ impl SetupError {
     pub fn is_retryable(&self) -> bool {
         match self {
             SetupError::Connect { .. } => true,
+            SetupError::Failover { error, .. } => error.is_retryable(),
             SetupError::Query { error, .. } => {
                 error.is_closed()
                     || error
@@ -276,6 +285,51 @@ pub async fn create_slot(client: &Client, slot: &str) -> Result<Lsn, SetupError>
     let lsn = lsn.parse().unwrap_or(Lsn::ZERO);
     tracing::info!(slot, %lsn, "created replication slot");
     Ok(lsn)
+}
+
+/// `--slot-failover`: makes `slot` a failover slot unless it is one, with
+/// `ALTER_REPLICATION_SLOT` on the replication `session` that is about to
+/// stream it (PostgreSQL 17+; the slot must not be in use). Whichever way
+/// the slot was made (SQL, an exported snapshot, a copy, by hand), it is
+/// one before the first change is streamed. Failover slots are synchronized
+/// to standbys with `sync_replication_slots` on.
+pub async fn ensure_failover(
+    client: &Client,
+    session: &mut crate::source::replication::Session,
+    slot: &str,
+) -> Result<(), SetupError> {
+    let found = catalog::slot(client, slot)
+        .await
+        .map_err(query_error(format!("looking up replication slot {slot:?}")))?;
+    match found.and_then(|s| s.failover) {
+        Some(true) => return Ok(()),
+        Some(false) => {}
+        None => {
+            let (server, _) = catalog::server(client)
+                .await
+                .map_err(query_error("reading the server's version"))?;
+            if server.version_num < 170_000 {
+                return Err(SetupError::FailoverUnsupported {
+                    version: server.version,
+                });
+            }
+        }
+    }
+    session
+        .simple_query(&format!(
+            "ALTER_REPLICATION_SLOT {} (FAILOVER true)",
+            quote_ident(slot)
+        ))
+        .await
+        .map_err(|error| SetupError::Failover {
+            slot: slot.to_owned(),
+            error,
+        })?;
+    tracing::info!(
+        slot,
+        "made the slot a failover slot: standbys with sync_replication_slots keep a copy"
+    );
+    Ok(())
 }
 
 /// Drops a slot if it exists (it must not be in use).

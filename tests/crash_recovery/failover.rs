@@ -1,11 +1,15 @@
 //! The server behind `--pg-url` changes under a running connector: another
-//! cluster, and a standby promoted without the slot. Both must stop the run
-//! with an error that says what happened (never a silent snapshot or gap).
+//! cluster, a standby promoted without the slot, and a standby promoted
+//! with a synchronized failover slot (PostgreSQL 17+) under load.
+//!
+//! The first two must stop the run with an error that says what happened
+//! (never a silent snapshot or gap); the third must carry on from the
+//! synchronized slot with nothing lost and no snapshot.
 
 use super::*;
 use pgcdc_kafka::pipeline::PipelineError;
 use pgcdc_kafka::source::identity::IdentityError;
-use pgcdc_testcontainers::StandbyOptions;
+use pgcdc_testcontainers::{PostgresOptions, StandbyOptions};
 
 /// A private cluster for the whole test binary's life (a `Scenario` holds
 /// a `&'static Postgres`).
@@ -159,4 +163,210 @@ async fn a_promoted_standby_without_the_slot_stops_the_run() {
         None,
         "no slot was created on the promoted standby"
     );
+}
+
+/// The PostgreSQL version the failover-slot test runs: the one asked for
+/// with `PGCDC_TEST_PG_VERSION` when it has failover slots, else 17.
+fn failover_version() -> u32 {
+    pgcdc_testcontainers::requested_version()
+        .ok()
+        .flatten()
+        .filter(|v| *v >= 17)
+        .unwrap_or(17)
+}
+
+/// A primary and a standby with slot synchronization (PostgreSQL 17+), the
+/// connector on a multi-host URL with `--slot-failover`, a continuous write
+/// load; the primary is killed (immediate stop) and the standby promoted
+/// mid-stream. The connector must reconnect to the new primary and go on
+/// from the synchronized slot: every row in the topics, nothing lost,
+/// re-sends only as contiguous tails, no snapshot.
+async fn failover_slot_survives_a_promotion(mode: &str, extra: &[&str]) {
+    const TABLES: [&str; 2] = ["accounts", "transfers"];
+    init_logs();
+    let version = failover_version();
+    let primary = leaked(
+        Postgres::launch_with(&PostgresOptions {
+            version: Some(version),
+            ..PostgresOptions::default()
+        }),
+        "primary",
+    );
+    let version_num = primary.version_num().expect("server version");
+    if version_num < 170_000 {
+        println!("SKIPPED [failover slots, {mode}]: the server is {version_num}, failover slots need PostgreSQL 17+");
+        return;
+    }
+    let standby = leaked(
+        Postgres::launch_standby_of(
+            primary,
+            &StandbyOptions {
+                sync_replication_slots: true,
+                ..StandbyOptions::default()
+            },
+        ),
+        "standby",
+    );
+    primary
+        .alter_system(
+            "synchronized_standby_slots",
+            standby.physical_slot().expect("the standby's slot"),
+        )
+        .unwrap_or_else(|e| panic!("synchronized_standby_slots: {}", e.report()));
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(primary, "failover");
+    create_tables(&s, &TABLES);
+    for topic in topics_of(&s, &TABLES) {
+        kafka.create_topic(&topic, 2).expect("create topic");
+    }
+    let url = format!(
+        "postgres://postgres:postgres@127.0.0.1:{},127.0.0.1:{}/{}?target_session_attrs=read-write",
+        primary.port(),
+        standby.port(),
+        s.db
+    );
+    let mut flags = vec!["--status-interval", "200ms", "--slot-failover"];
+    flags.extend_from_slice(extra);
+    let running = s.start_args(with_pg_url(s.args(&bootstrap, &flags), &url));
+    s.await_slot().await;
+
+    let stop_writer = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(write_until_failure(
+        primary,
+        s.db.clone(),
+        Workload::new(&TABLES, 23),
+        Arc::clone(&stop_writer),
+    ));
+    // The slot is a failover slot and the standby holds a synchronized copy.
+    let on_standby = Scenario {
+        pg: standby,
+        ..s.clone()
+    };
+    wait_until(TIMEOUT, "the standby's synchronized copy of the slot", || async {
+        on_standby
+            .try_query_one(&format!(
+                "SELECT (synced AND NOT temporary)::text FROM pg_replication_slots WHERE slot_name = '{}'",
+                s.slot
+            ))
+            .ok()
+            .flatten()
+            .as_deref()
+            == Some("true")
+    })
+    .await;
+    assert_check_sees_failover_ready(&with_pg_url(s.args(&bootstrap, &flags), &url), standby).await;
+    s.await_confirmed_past_now("rows streaming under load")
+        .await;
+    // Let the synchronized copy move on from its first position too.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let fault = Instant::now();
+    primary
+        .stop(StopMode::Immediate)
+        .unwrap_or_else(|e| panic!("primary stops: {}", e.report()));
+    let (mut workload, before) = writer.await.expect("writer");
+    standby
+        .promote()
+        .unwrap_or_else(|e| panic!("standby promotes: {}", e.report()));
+    println!(
+        "[failover {mode}] primary killed after {} transactions, standby promoted in {:?}",
+        before,
+        fault.elapsed()
+    );
+    // The load goes on against the new primary.
+    let after = workload.run_blocking(&on_standby, 40);
+    on_standby
+        .await_confirmed_past_now("everything written on the new primary delivered")
+        .await;
+    println!(
+        "[failover {mode}] caught up on the new primary {:?} after the kill",
+        fault.elapsed()
+    );
+    let summary = running.stop().await;
+    assert!(summary.restarts > 0, "the run reconnected: {summary:?}");
+
+    let source = source_rows(&on_standby, &TABLES);
+    let consumed = read_topics(&bootstrap, &topics_of(&s, &TABLES), Some(TIMEOUT)).await;
+    let written: i64 = source.values().sum();
+    let verified = verify(
+        &format!("failover slot, {mode}"),
+        written as u64,
+        &source,
+        &consumed,
+    );
+    println!(
+        "[failover {mode}] {after} changes after the promotion; {} duplicates",
+        verified.duplicates
+    );
+}
+
+/// `pgcdc-kafka check` with the run's flags: the primary's slot is a
+/// failover slot, the standby synchronizes it and holds a copy, and the
+/// primary waits for the standby's slot.
+async fn assert_check_sees_failover_ready(args: &[String], standby: &Postgres) {
+    let args = args.to_vec();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pgcdc-kafka"))
+            .arg("check")
+            .args(&args)
+            .output()
+            .expect("check runs")
+    })
+    .await
+    .expect("check thread");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("[failover] check says:\n{stdout}");
+    for expected in [
+        "(primary): slot".to_owned(),
+        format!(
+            "127.0.0.1:{} (standby): synchronizes failover slots; holds a synchronized copy",
+            standby.port()
+        ),
+        "the primary waits for".to_owned(),
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("PASS failover") && l.contains(&expected)),
+            "check reports {expected:?}:\n{stdout}"
+        );
+    }
+}
+
+/// Commits workload transactions on `pg` until `stop` is set or the server
+/// goes away; returns the workload (its committed rows) and the count.
+async fn write_until_failure(
+    pg: &'static Postgres,
+    db: String,
+    mut workload: Workload,
+    stop: Arc<AtomicBool>,
+) -> (Workload, u64) {
+    let client = pg
+        .connect(&db)
+        .await
+        .unwrap_or_else(|e| panic!("writer connects: {}", e.report()));
+    let mut transactions = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let txn = workload.plan();
+        if client.batch_execute(&txn.sql).await.is_err() {
+            // The server died: whether this one committed is the new
+            // primary's to say, and the check reads the tables there.
+            break;
+        }
+        workload.committed(txn);
+        transactions += 1;
+        tokio::time::sleep(Duration::from_millis(4)).await;
+    }
+    (workload, transactions)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_slot_survives_a_promotion_at_least_once() {
+    failover_slot_survives_a_promotion("at-least-once", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_slot_survives_a_promotion_exactly_once() {
+    failover_slot_survives_a_promotion("exactly-once", &["--delivery", "exactly-once"]).await;
 }
