@@ -41,7 +41,14 @@ pub async fn run_once(
         options: &config.publication,
         tables: &config.tables,
     };
-    let status = setup::prepare(&sql, &config.slot_name, &publication, &selection).await?;
+    let status = setup::prepare(
+        &sql,
+        &config.slot_name,
+        &publication,
+        &selection,
+        config.metadata.heartbeat_action_query.is_some(),
+    )
+    .await?;
     let types = setup::load_types(&sql).await?;
     let Some(Start {
         lsn: start,

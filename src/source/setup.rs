@@ -105,6 +105,14 @@ pub enum SetupError {
         #[source]
         error: crate::source::replication::ReplicationError,
     },
+    #[error("cannot run {statement} on this server: it is a standby, which is read-only; run it on the primary (a standby decodes on PostgreSQL 16+ but cannot create objects), then start the connector again")]
+    ReadOnlyServer {
+        statement: String,
+        #[source]
+        error: tokio_postgres::Error,
+    },
+    #[error("--heartbeat-action-query cannot run on a standby, which is read-only: drop it; on a standby the slot advances with the WAL the standby replays (the primary's writes, and its running-transactions records while busy), so an idle stream still confirms the replayed position. To keep WAL moving on an idle primary, run the write there (e.g. on a schedule)")]
+    HeartbeatOnStandby,
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("publication {0:?} has no tables; add tables with ALTER PUBLICATION ... ADD TABLE, or pass --table")]
@@ -217,18 +225,23 @@ pub struct Publication<'a> {
 
 /// Makes sure the server can decode logically, the role may replicate, and
 /// the publication exists as `--publication-autocreate-mode` wants it; then
-/// reports the slot.
+/// reports the slot. `heartbeat_writes`: the run would write to the server
+/// (`--heartbeat-action-query`), which a standby refuses.
 pub async fn prepare(
     client: &Client,
     slot: &str,
     publication: &Publication<'_>,
     selection: &Selection,
+    heartbeat_writes: bool,
 ) -> Result<SlotStatus, SetupError> {
     let (server, role) = catalog::server(client)
         .await
         .map_err(query_error("reading the server's settings and the role"))?;
     if server.wal_level != "logical" {
         return Err(SetupError::WalLevel(server.wal_level));
+    }
+    if server.in_recovery && heartbeat_writes {
+        return Err(SetupError::HeartbeatOnStandby);
     }
     if !role.may_replicate() {
         return Err(SetupError::NoReplication {
@@ -237,7 +250,11 @@ pub async fn prepare(
         });
     }
     ensure_publication(client, publication, selection, server.version_num).await?;
-    slot_status(client, slot).await
+    let status = slot_status(client, slot).await?;
+    if server.in_recovery && status == SlotStatus::Missing {
+        tracing::info!(slot, "creating the slot on a standby: it waits for the primary's next running-transactions record (SELECT pg_log_standby_snapshot() on the primary hurries it)");
+    }
+    Ok(status)
 }
 
 /// Looks the slot up and checks it is a pgoutput slot of this database.
@@ -486,7 +503,12 @@ async fn run_publication_ddl(
     all_tables: bool,
 ) -> Result<(), SetupError> {
     client.batch_execute(statement).await.map_err(|error| {
-        if error.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+        if error.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
+            SetupError::ReadOnlyServer {
+                statement: format!("{statement};"),
+                error,
+            }
+        } else if error.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
             SetupError::PublicationPrivilege {
                 statement: format!("{statement};"),
                 needs: if all_tables {
@@ -694,12 +716,18 @@ pub async fn load_types(client: &Client) -> Result<TypeRegistry, SetupError> {
     Ok(registry)
 }
 
-/// The server's current WAL write position.
+/// The server's current WAL write position; on a standby (16+ decodes
+/// there) the position it has replayed, which is as far as its walsender
+/// can decode.
 pub async fn current_wal_lsn(client: &Client) -> Result<Lsn, SetupError> {
     let text: String = client
-        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .query_one(
+            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() \
+                     ELSE pg_current_wal_lsn() END)::text",
+            &[],
+        )
         .await
-        .map_err(query_error("reading pg_current_wal_lsn()"))?
+        .map_err(query_error("reading the server's WAL position"))?
         .get(0);
     Ok(text.parse().unwrap_or(Lsn::ZERO))
 }

@@ -16,6 +16,7 @@ mod common;
 mod failover;
 mod registry;
 mod skip_delivered;
+mod standby_decoding;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
