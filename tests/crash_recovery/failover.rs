@@ -50,6 +50,22 @@ async fn await_replayed(primary: &Postgres, standby: &'static Postgres) {
     .await;
 }
 
+/// Moves `proxy` to `to`, cuts its connections, and returns the error the
+/// connector stops with, and its chain.
+async fn move_and_await_stop(
+    proxy: &FaultProxy,
+    to: &Postgres,
+    running: Running,
+    label: &str,
+) -> (PipelineError, String) {
+    proxy.retarget(([127, 0, 0, 1], to.port()).into());
+    proxy.reset();
+    let error = running.wait_for_error().await;
+    let chain = error_chain(&error);
+    println!("[{label}] stopped with: {chain}");
+    (error, chain)
+}
+
 /// The connector streams from cluster A through a proxy; the proxy moves to
 /// cluster B (which has a database of the same name) and cuts the
 /// connections. The connector must stop with `OtherCluster` and create
@@ -81,11 +97,7 @@ async fn another_cluster_behind_the_url_stops_the_run() {
     workload.run_blocking(&s, 10);
     s.await_confirmed_past_now("the first rows delivered").await;
 
-    proxy.retarget(([127, 0, 0, 1], b.port()).into());
-    proxy.reset();
-    let error = running.wait_for_error().await;
-    let chain = error_chain(&error);
-    println!("[other cluster] stopped with: {chain}");
+    let (error, chain) = move_and_await_stop(&proxy, b, running, "other cluster").await;
     assert!(
         matches!(
             error,
@@ -137,12 +149,8 @@ async fn a_promoted_standby_without_the_slot_stops_the_run() {
     standby
         .promote()
         .unwrap_or_else(|e| panic!("standby promotes: {}", e.report()));
-    proxy.retarget(([127, 0, 0, 1], standby.port()).into());
-    proxy.reset();
-
-    let error = running.wait_for_error().await;
-    let chain = error_chain(&error);
-    println!("[promoted standby without slot] stopped with: {chain}");
+    let (error, chain) =
+        move_and_await_stop(&proxy, standby, running, "promoted standby without slot").await;
     assert!(
         matches!(
             error,
@@ -165,14 +173,30 @@ async fn a_promoted_standby_without_the_slot_stops_the_run() {
     );
 }
 
-/// The PostgreSQL version the failover-slot test runs: the one asked for
-/// with `PGCDC_TEST_PG_VERSION` when it has failover slots, else 17.
-fn failover_version() -> u32 {
-    pgcdc_testcontainers::requested_version()
+/// A private primary of PostgreSQL `min` or later (the version asked for
+/// with `PGCDC_TEST_PG_VERSION` when it is that recent, else `min` itself),
+/// for the life of the test binary; `None`, after saying the test is
+/// skipped, when the server turns out older (a build of another version
+/// behind the requested one).
+pub(super) fn primary_of_at_least(min: u32, test: &str) -> Option<&'static Postgres> {
+    let version = pgcdc_testcontainers::requested_version()
         .ok()
         .flatten()
-        .filter(|v| *v >= 17)
-        .unwrap_or(17)
+        .filter(|v| *v >= min)
+        .unwrap_or(min);
+    let primary = leaked(
+        Postgres::launch_with(&PostgresOptions {
+            version: Some(version),
+            ..PostgresOptions::default()
+        }),
+        "primary",
+    );
+    let version_num = primary.version_num().expect("server version");
+    if version_num < min * 10_000 {
+        println!("SKIPPED [{test}]: the server is {version_num}; this needs PostgreSQL {min}+");
+        return None;
+    }
+    Some(primary)
 }
 
 /// A primary and a standby with slot synchronization (PostgreSQL 17+), the
@@ -184,19 +208,9 @@ fn failover_version() -> u32 {
 async fn failover_slot_survives_a_promotion(mode: &str, extra: &[&str]) {
     const TABLES: [&str; 2] = ["accounts", "transfers"];
     init_logs();
-    let version = failover_version();
-    let primary = leaked(
-        Postgres::launch_with(&PostgresOptions {
-            version: Some(version),
-            ..PostgresOptions::default()
-        }),
-        "primary",
-    );
-    let version_num = primary.version_num().expect("server version");
-    if version_num < 170_000 {
-        println!("SKIPPED [failover slots, {mode}]: the server is {version_num}, failover slots need PostgreSQL 17+");
+    let Some(primary) = primary_of_at_least(17, &format!("failover slots, {mode}")) else {
         return;
-    }
+    };
     let standby = leaked(
         Postgres::launch_standby_of(
             primary,

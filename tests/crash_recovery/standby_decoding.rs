@@ -4,16 +4,7 @@
 //! still advances the standby's slot.
 
 use super::*;
-use pgcdc_testcontainers::{PostgresOptions, StandbyOptions};
-
-/// The version the test runs: the one asked for when 16 or later, else 16.
-fn standby_decoding_version() -> u32 {
-    pgcdc_testcontainers::requested_version()
-        .ok()
-        .flatten()
-        .filter(|v| *v >= 16)
-        .unwrap_or(16)
-}
+use pgcdc_testcontainers::StandbyOptions;
 
 /// One text value of `sql` on `pg`'s database `db`, `None` on no row or an error.
 fn value(pg: &Postgres, db: &str, sql: &str) -> Option<String> {
@@ -34,19 +25,9 @@ async fn a_hot_standby_snapshots_streams_and_advances_when_idle() {
     const TABLES: [&str; 2] = ["orders", "lines"];
     const SEEDED: i64 = 50;
     init_logs();
-    let version = standby_decoding_version();
-    let primary: &'static Postgres = Box::leak(Box::new(
-        Postgres::launch_with(&PostgresOptions {
-            version: Some(version),
-            ..PostgresOptions::default()
-        })
-        .unwrap_or_else(|e| panic!("primary: {}", e.report())),
-    ));
-    let version_num = primary.version_num().expect("server version");
-    if version_num < 160_000 {
-        println!("SKIPPED [standby decoding]: the server is {version_num}, logical decoding on a standby needs PostgreSQL 16+");
+    let Some(primary) = super::failover::primary_of_at_least(16, "standby decoding") else {
         return;
-    }
+    };
     let standby: &'static Postgres = Box::leak(Box::new(
         Postgres::launch_standby_of(primary, &StandbyOptions::default())
             .unwrap_or_else(|e| panic!("standby: {}", e.report())),
