@@ -35,20 +35,14 @@ pub async fn run_once(
     // Checked here for the publication; the stream derives its own.
     let (selection, _) = config.selection()?;
     let sql = setup::connect(&config.pg()).await?;
+    let facts = setup::preflight(&sql, config.metadata.heartbeat_action_query.is_some()).await?;
     let server = check_server(config, &sql, summary).await?;
     let publication = setup::Publication {
         name: &config.publication_name,
         options: &config.publication,
         tables: &config.tables,
     };
-    let status = setup::prepare(
-        &sql,
-        &config.slot_name,
-        &publication,
-        &selection,
-        config.metadata.heartbeat_action_query.is_some(),
-    )
-    .await?;
+    let status = setup::prepare(&sql, &facts, &config.slot_name, &publication, &selection).await?;
     let types = setup::load_types(&sql).await?;
     let Some(Start {
         lsn: start,

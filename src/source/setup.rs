@@ -223,17 +223,14 @@ pub struct Publication<'a> {
     pub tables: &'a [String],
 }
 
-/// Makes sure the server can decode logically, the role may replicate, and
-/// the publication exists as `--publication-autocreate-mode` wants it; then
-/// reports the slot. `heartbeat_writes`: the run would write to the server
-/// (`--heartbeat-action-query`), which a standby refuses.
-pub async fn prepare(
+/// Makes sure the server can decode logically and the role may replicate
+/// (and, on a standby, that the run would not write: `heartbeat_writes` is
+/// `--heartbeat-action-query`); returns the server's facts for [`prepare`].
+/// Reads only, so it may run before the server is known to be the right one.
+pub async fn preflight(
     client: &Client,
-    slot: &str,
-    publication: &Publication<'_>,
-    selection: &Selection,
     heartbeat_writes: bool,
-) -> Result<SlotStatus, SetupError> {
+) -> Result<catalog::Server, SetupError> {
     let (server, role) = catalog::server(client)
         .await
         .map_err(query_error("reading the server's settings and the role"))?;
@@ -249,6 +246,18 @@ pub async fn prepare(
             role: role.name,
         });
     }
+    Ok(server)
+}
+
+/// Makes sure the publication exists as `--publication-autocreate-mode`
+/// wants it on the `server` [`preflight`] read; then reports the slot.
+pub async fn prepare(
+    client: &Client,
+    server: &catalog::Server,
+    slot: &str,
+    publication: &Publication<'_>,
+    selection: &Selection,
+) -> Result<SlotStatus, SetupError> {
     ensure_publication(client, publication, selection, server.version_num).await?;
     let status = slot_status(client, slot).await?;
     if server.in_recovery && status == SlotStatus::Missing {
