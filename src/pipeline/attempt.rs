@@ -14,6 +14,7 @@ use crate::config::{Delivery as DeliveryMode, RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
+use crate::sink::transactional::RecordedServer;
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::identity::{self, ServerIdentity, Verdict};
 use crate::source::replication::{ReplicationConfig, Session, SlotSnapshot, StartReplication};
@@ -36,7 +37,8 @@ pub async fn run_once(
     let (selection, _) = config.selection()?;
     let sql = setup::connect(&config.pg()).await?;
     let facts = setup::preflight(&sql, config.metadata.heartbeat_action_query.is_some()).await?;
-    let server = check_server(config, &sql, summary).await?;
+    let observed = check_server(config, &sql, summary).await?;
+    let server = observed.identity;
     let publication = setup::Publication {
         name: &config.publication_name,
         options: &config.publication,
@@ -75,7 +77,7 @@ pub async fn run_once(
     } else {
         None
     };
-    let (delivery, producer) = delivery_for(config, start, dedupe, metrics)?;
+    let (delivery, producer) = delivery_for(config, start, dedupe, server, metrics)?;
     let mut stream = Stream::new(config, sql, types, delivery, summary, start, metrics).await?;
     stream.target = *target;
     // Declared after `stream`, so dropped before it (see `watch_producer_queue`).
@@ -125,7 +127,7 @@ pub async fn run_once(
         .await
         .map_err(PipelineError::Stream)?;
     if !snapshot_taken {
-        exactly_once::start_streaming(&mut stream, start).await?;
+        exactly_once::start_streaming(&mut stream, start, &observed).await?;
     }
     metrics.streaming_started(&client.metrics());
     metrics.set_phase(Phase::Streaming);
@@ -140,13 +142,13 @@ pub async fn run_once(
 
 /// Reads which server this attempt reached and compares it with the one
 /// the run streamed from before ([`identity::judge`]); records it in
-/// `summary` when streaming may go on. Runs before anything is created on
-/// the server, so a wrong one is left as it was.
+/// `summary` when streaming may go on, and returns what it found. Runs
+/// before anything is created on the server, so a wrong one is left as it was.
 async fn check_server(
     config: &RunConfig,
     sql: &tokio_postgres::Client,
     summary: &mut RunSummary,
-) -> Result<ServerIdentity, PipelineError> {
+) -> Result<identity::Observed, PipelineError> {
     let observed = identity::observe(&replication_config(config))
         .await
         .map_err(PipelineError::Stream)?;
@@ -181,16 +183,18 @@ async fn check_server(
         ),
     }
     summary.server = Some(now);
-    Ok(now)
+    Ok(observed)
 }
 
 /// The delivery `--delivery` asks for, starting at the slot's position
-/// `start` (at-least-once: skipping what `dedupe` allows), and its
-/// producer (for the queue gauge).
+/// `start` (at-least-once: skipping what `dedupe` allows; exactly-once:
+/// recording `server` with its progress), and its producer (for the
+/// queue gauge).
 fn delivery_for(
     config: &RunConfig,
     start: Lsn,
     dedupe: Option<Dedupe>,
+    server: ServerIdentity,
     metrics: &Arc<Metrics>,
 ) -> Result<(Box<dyn Delivery>, Arc<KafkaSink>), SinkError> {
     let limits = InFlightLimits {
@@ -217,7 +221,11 @@ fn delivery_for(
                 limits,
                 start,
                 Arc::clone(metrics),
-            )?;
+            )?
+            .with_server(RecordedServer {
+                system_identifier: server.system_identifier,
+                timeline: server.timeline,
+            });
             let producer = Arc::clone(delivery.producer());
             (Box::new(delivery), producer)
         }

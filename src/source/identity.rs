@@ -31,10 +31,14 @@
 //!
 //! Stopping is the point: never a silent new snapshot, never a silent gap.
 //! Each error names what happened and the operator's choices. The identity
-//! lives in the run's memory (across reconnects of one process); a restart
-//! of the process is how an operator accepts a new server, after which the
-//! slot and `--snapshot-mode` decide as on any start (a missing slot with
-//! topics already written stops under `--snapshot-mode initial`).
+//! lives in the run's memory (across reconnects of one process) and, under
+//! exactly-once, in every progress record, which a restarted process judges
+//! the same way before it skips anything by the record's position. Under
+//! at-least-once a restart of the process is how an operator accepts a new
+//! server, after which the slot and `--snapshot-mode` decide as on any start
+//! (a missing slot with topics already written stops under `--snapshot-mode
+//! initial`); under exactly-once, deleting the progress record (a tombstone
+//! for the connector's key) is.
 
 use crate::lsn::Lsn;
 use crate::source::replication::{ReplicationConfig, ReplicationError, Session};
@@ -88,7 +92,7 @@ pub enum Verdict {
 /// Stops: the server is not one this run may go on streaming from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {
-    #[error("--pg-url now reaches another PostgreSQL cluster (system identifier {now}, was {was} when this run started): its WAL positions and its replication slot {slot:?} have nothing to do with what was streamed, so going on would skip or repeat changes; not continuing. If --pg-url (or the name behind it) moved by mistake, point it back; if the database moved to this cluster on purpose (a restore, pg_upgrade), restart the connector to accept it: it then starts from this cluster's slot, or as --snapshot-mode says when there is none")]
+    #[error("--pg-url now reaches another PostgreSQL cluster (system identifier {now}; what was streamed so far came from {was}): its WAL positions and its replication slot {slot:?} have nothing to do with what was streamed, so going on would skip or repeat changes; not continuing. If --pg-url (or the name behind it) moved by mistake, point it back; if the database moved to this cluster on purpose (a restore, pg_upgrade), restart the connector to accept it: it then starts from this cluster's slot, or as --snapshot-mode says when there is none")]
     OtherCluster { was: u64, now: u64, slot: String },
     #[error("the server is a promoted standby (timeline {from_timeline} ended at {switch}, it is on timeline {to_timeline}) without replication slot {slot:?}: the slot's progress was lost with the old primary, and changes committed since the failover would be missed; not continuing. Choices: restart with --snapshot-mode when_needed to take a new snapshot, or with --snapshot-mode never to accept the gap (a new slot streams from now on). So that the next failover keeps the slot: PostgreSQL 17+, --slot-failover, and sync_replication_slots on the standby (pgcdc-kafka check lists what is missing)")]
     SlotNotCarried {

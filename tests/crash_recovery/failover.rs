@@ -113,6 +113,63 @@ async fn another_cluster_behind_the_url_stops_the_run() {
     );
 }
 
+/// Under exactly-once the progress record names the server its position
+/// belongs to, so the check survives a restart, which forgets the server:
+/// a new run whose URL now reaches another cluster, with a slot and
+/// publication of the same names there, stops instead of skipping that
+/// cluster's transactions by the other cluster's recorded position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_progress_remembers_the_cluster_across_restarts() {
+    const TABLES: [&str; 1] = ["ledger"];
+    init_logs();
+    let a = leaked(Postgres::launch(), "cluster A");
+    let b = leaked(Postgres::launch(), "cluster B");
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(a, "eosidentity");
+    create_tables(&s, &TABLES);
+    let proxy = FaultProxy::start(([127, 0, 0, 1], a.port()).into()).expect("proxy");
+    let args = through_port(
+        s.args(
+            &bootstrap,
+            &["--status-interval", "200ms", "--delivery", "exactly-once"],
+        ),
+        a,
+        proxy.port(),
+    );
+    let running = s.start_args(args.clone());
+    s.await_slot().await;
+    Workload::new(&TABLES, 13).run_blocking(&s, 10);
+    s.await_confirmed_past_now("the first rows delivered").await;
+    running.stop().await;
+
+    // B looks the same: database, table, publication and slot of the same names.
+    b.execute("postgres", &format!("CREATE DATABASE {}", s.db))
+        .unwrap_or_else(|e| panic!("database on B: {}", e.report()));
+    let on_b = Scenario { pg: b, ..s.clone() };
+    create_tables(&on_b, &TABLES);
+    on_b.sql(&format!(
+        "CREATE PUBLICATION {} FOR ALL TABLES",
+        s.publication
+    ));
+    on_b.sql(&format!(
+        "SELECT pg_create_logical_replication_slot('{}', 'pgoutput')",
+        s.slot
+    ));
+    proxy.retarget(([127, 0, 0, 1], b.port()).into());
+
+    let error = s.start_args(args).wait_for_error().await;
+    let chain = error_chain(&error);
+    println!("[exactly-once, restarted on another cluster] stopped with: {chain}");
+    assert!(
+        matches!(
+            error,
+            PipelineError::Identity(IdentityError::OtherCluster { .. })
+        ),
+        "stops because the progress record names another cluster: {chain}"
+    );
+}
+
 /// A standby without slot synchronization is promoted after the primary
 /// crashes, and the proxy moves to it: the slot's progress is gone, so the
 /// connector must stop with `SlotNotCarried` (not snapshot, not skip).
