@@ -77,6 +77,7 @@ fn setup() -> (RelationCache, Arc<TableSchema>) {
             name: c.name.clone(),
             not_null: true,
             primary_key_position: c.is_key.then_some(1),
+            default_expression: None,
         })
         .collect();
     let table = relations

@@ -36,9 +36,10 @@ use rdkafka::config::ClientConfig;
 
 use help::{CONNECTION, DELIVERY, FORMAT, OPERATIONS, SELECTION, SNAPSHOT};
 
+use crate::source::types::compat::{CompatBehaviour, DebeziumCompat};
 use crate::source::types::{
-    BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, TimePrecision, ValueOptions,
-    DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
+    BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, SpecialNumeric,
+    TimePrecision, ValueOptions, DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER,
 };
 use security::{KafkaSecurity, PgPassword};
 
@@ -204,6 +205,13 @@ pub struct RunConfig {
     #[arg(help_heading = OPERATIONS, long, env = "PGCDC_MAX_RUN", value_parser = humantime::parse_duration)]
     pub max_run: Option<Duration>,
 
+    /// Give up (exit 1, naming what did not answer) when PostgreSQL or
+    /// Kafka has not answered once within this long of the start. Unset:
+    /// retry for ever. Once both have answered it no longer applies: a
+    /// running connector rides out outages.
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_STARTUP_TIMEOUT", value_parser = humantime::parse_duration)]
+    pub startup_timeout: Option<Duration>,
+
     /// Most messages handed to Kafka and not yet acknowledged.
     #[arg(help_heading = DELIVERY, long, env = "PGCDC_MAX_IN_FLIGHT_MESSAGES", default_value_t = 100_000)]
     pub max_in_flight_messages: usize,
@@ -263,6 +271,20 @@ pub struct RunConfig {
         default_value = "json"
     )]
     pub hstore_handling: HstoreHandling,
+
+    /// Write Debezium's own values and schemas where pgcdc-kafka differs on
+    /// purpose, for a pipeline taken over from Debezium: a comma-separated
+    /// list of numeric-nan-infinity, date-infinity,
+    /// unchanged-toast-numeric-array, before-image-unknown-columns, or all.
+    /// Each loses information that the default keeps (docs/CONFIGURATION.md).
+    #[arg(
+        help_heading = FORMAT,
+        long,
+        env = "PGCDC_DEBEZIUM_COMPAT",
+        value_enum,
+        value_delimiter = ','
+    )]
+    pub debezium_compat: Vec<CompatBehaviour>,
     // --- transforms ---
     #[command(flatten)]
     pub transform: TransformOptions,
@@ -493,6 +515,7 @@ impl RunConfig {
 
     /// How column values are decoded.
     pub fn value_options(&self) -> ValueOptions {
+        let compat = DebeziumCompat::of(&self.debezium_compat);
         ValueOptions {
             unavailable_value_placeholder: self.unavailable_value_placeholder.clone(),
             decimal_handling: self.decimal_handling,
@@ -500,6 +523,12 @@ impl RunConfig {
             binary_handling: self.binary_handling,
             time_precision: self.time_precision,
             hstore_handling: self.hstore_handling,
+            special_numeric: if compat.numeric_nan_infinity {
+                SpecialNumeric::Null
+            } else {
+                SpecialNumeric::Fail
+            },
+            compat,
             ..ValueOptions::default()
         }
     }
@@ -533,7 +562,7 @@ impl RunConfig {
     pub fn output_fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let output = format!(
-            "{} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            "{} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
             crate::build_info::VERSION,
             crate::build_info::COMMIT,
             self.topic_prefix,
@@ -547,6 +576,7 @@ impl RunConfig {
             self.binary_handling,
             self.time_precision,
             self.hstore_handling,
+            self.debezium_compat,
             self.transform,
             self.select,
             self.topics,

@@ -35,7 +35,7 @@
 //! WAL, far beyond any real server.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -45,6 +45,7 @@ use crate::source::replication::ReplicationMetrics;
 mod exposition;
 pub mod names;
 mod phase;
+pub mod process;
 
 pub use exposition::CONTENT_TYPE;
 pub use phase::Phase;
@@ -162,6 +163,9 @@ pub struct Metrics {
     incremental_tables_remaining: U64Gauge,
 
     probes: Mutex<Probes>,
+    /// `--startup-timeout`: PostgreSQL / Kafka answered at least once.
+    answered_postgres: AtomicBool,
+    answered_kafka: AtomicBool,
     exposition: Exposition,
 }
 
@@ -216,6 +220,8 @@ impl Metrics {
             incremental_tables_done: Counter::default(),
             incremental_tables_remaining: U64Gauge::default(),
             probes: Mutex::new(Probes::default()),
+            answered_postgres: AtomicBool::new(false),
+            answered_kafka: AtomicBool::new(false),
             // Replaced below by the registry of the handles above.
             exposition: Exposition::default(),
         };
@@ -533,6 +539,35 @@ impl Metrics {
                 .unwrap_or(0),
             producer_queue_depth,
         }
+    }
+
+    /// Records handed to the producer and not yet acknowledged or failed.
+    pub fn in_flight_records(&self) -> u64 {
+        u64::try_from(self.in_flight_records.load(Ordering::Relaxed)).unwrap_or(0)
+    }
+
+    /// Records Kafka acknowledged so far.
+    pub fn records_acknowledged(&self) -> u64 {
+        self.records_acknowledged.get()
+    }
+
+    /// PostgreSQL answered (a connection was made) at least once.
+    pub fn postgres_answered(&self) {
+        self.answered_postgres.store(true, Ordering::Relaxed);
+    }
+
+    /// A Kafka broker answered (a connection was up, or a record was
+    /// acknowledged) at least once.
+    pub fn kafka_answered(&self) {
+        self.answered_kafka.store(true, Ordering::Relaxed);
+    }
+
+    /// Which of PostgreSQL and Kafka have answered so far: `(postgres, kafka)`.
+    pub fn answered(&self) -> (bool, bool) {
+        (
+            self.answered_postgres.load(Ordering::Relaxed),
+            self.answered_kafka.load(Ordering::Relaxed),
+        )
     }
 
     /// Change events emitted so far for `table` with op code `op`.

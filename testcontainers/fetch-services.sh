@@ -14,17 +14,9 @@ KAFKA_VERSION=4.1.1    # keep in step with KAFKA_VERSION in src/cache.rs
 REGISTRY_VERSION=3.3.3 # keep in step with REGISTRY_VERSION in src/cache.rs
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if [ -n "${PGCDC_SERVICES_CACHE:-}" ]; then cache=$PGCDC_SERVICES_CACHE
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then cache=$XDG_CACHE_HOME/pgcdc-kafka
-else cache=$HOME/.cache/pgcdc-kafka
-fi
-
-for tool in mvn java tar; do
-  command -v "$tool" >/dev/null || {
-    echo "fetch-services: $tool not found; apt-get install maven openjdk-17-jre-headless" >&2
-    exit 1
-  }
-done
+# shellcheck source=cache-dir.sh
+. "$here/cache-dir.sh"
+need_tools fetch-services "apt-get install maven openjdk-17-jre-headless" mvn java tar
 
 kafka=$cache/kafka-$KAFKA_VERSION
 libs=$kafka/libs

@@ -417,6 +417,11 @@ async fn debezium_types_decode_with_the_registered_schemas() {
         column_type(&envelope, "ratio")[1]["namespace"],
         "io.debezium.data"
     );
+    assert_eq!(
+        column_type(&envelope, "ratio")[1]["connect.doc"],
+        "Variable scaled decimal",
+        "AvroData keeps the Connect schema's doc"
+    );
     let key = reader.schema(rows[0].0);
     assert_eq!(
         key,

@@ -451,12 +451,7 @@ async fn a_caught_up_run_whose_records_fail_to_deliver_exits_3() {
 /// before it began, then stops caught up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exactly_once_idle_run_behind_a_slow_broker_delivers_its_backlog() {
-    let kafka = tokio::task::spawn_blocking(|| {
-        Kafka::launch_behind_proxy()
-            .unwrap_or_else(|e| panic!("private kafka behind a proxy: {}", e.report()))
-    })
-    .await
-    .expect("launch thread");
+    let kafka = common::kafka_behind_proxy().await;
     let proxy = kafka.proxy().expect("the broker's proxy");
     let proxied = kafka.proxied_bootstrap_servers().expect("proxied listener");
     let s = Scenario::new(Postgres::shared(), "idleslow");

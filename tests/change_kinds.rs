@@ -145,18 +145,37 @@ async fn updates_deletes_tombstones_and_key_changes() {
     ] {
         let mut names = vec![first];
         names.extend(context);
+        // Then our own position header (--skip-delivered), last.
+        names.push("pgcdc.position");
         assert_eq!(accounts[i].header_names(), names, "record {i}");
     }
+    // Our position header names each record's own place (the tombstone is
+    // the next record of its transaction); every other header is Debezium's.
+    let debezium_headers = |record: &Record| {
+        let mut headers = record.headers.clone();
+        assert_eq!(
+            headers.pop().map(|(name, _)| name).as_deref(),
+            Some("pgcdc.position")
+        );
+        headers
+    };
     assert_eq!(
-        accounts[6].headers, accounts[5].headers,
+        debezium_headers(&accounts[6]),
+        debezium_headers(&accounts[5]),
         "tombstone = delete's headers"
     );
+    let mut positioned = context.to_vec();
+    positioned.push("pgcdc.position");
     assert_eq!(
         accounts[0].header_names(),
-        context,
+        positioned,
         "every change record carries the context headers"
     );
-    assert_eq!(accounts[4].header_names(), context, "and every tombstone");
+    assert_eq!(
+        accounts[4].header_names(),
+        positioned,
+        "and every tombstone"
+    );
     let value = |record: &Record, name| record.header_payload(name).expect(name);
     assert_eq!(value(&accounts[0], context[0]), json!(s.prefix));
     assert_eq!(value(&accounts[0], context[1]), json!("0"));
@@ -279,8 +298,10 @@ async fn unchanged_toast_truncate_and_messages() {
     .await;
     assert_eq!(messages.len(), 2);
     assert!(
-        messages.iter().all(|m| m.headers.is_empty()),
-        "logical decoding messages carry no headers"
+        messages
+            .iter()
+            .all(|m| m.header_names() == ["pgcdc.position"]),
+        "logical decoding messages carry no Debezium headers, only their position"
     );
     let prefixes: Vec<&Json> = messages
         .iter()
@@ -565,5 +586,78 @@ async fn skipped_truncate_by_default_and_idle_slot_keeps_advancing() {
         || async { s.confirmed_flush_lsn().is_some_and(|c| c >= target) },
     )
     .await;
+    running.stop().await;
+}
+
+/// `--debezium-compat all` writes Debezium's own values where pgcdc-kafka
+/// differs on purpose (see `tests/debezium/deviations.toml`): DATE infinity
+/// as Debezium's overflowed day number, NUMERIC NaN as null, an unchanged
+/// TOASTed `int4[]` as the placeholder's character codes, and a delete's
+/// before-image under REPLICA IDENTITY DEFAULT with its NOT NULL columns
+/// required and filled with zeros and empty strings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debezium_compat_writes_debeziums_values() {
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "compat");
+    s.sql(
+        "CREATE TABLE c (id int PRIMARY KEY, name text NOT NULL, d date NOT NULL, \
+         tags int[] NOT NULL, x numeric)",
+    );
+    s.sql("ALTER TABLE c ALTER COLUMN tags SET STORAGE EXTERNAL");
+    // Read by the snapshot, where Debezium's DATE infinity is pgjdbc's.
+    s.sql("INSERT INTO c VALUES (0, 'pre', '-infinity', '{}', NULL)");
+    let running = s.start(&kafka.bootstrap_servers(), &["--debezium-compat", "all"]);
+    s.await_slot().await;
+
+    s.sql(
+        "INSERT INTO c SELECT 1, 'ann', 'infinity', array(SELECT generate_series(1, 3000)), 'NaN'",
+    );
+    s.sql("UPDATE c SET name = 'bo', d = '-infinity' WHERE id = 1");
+    s.sql("DELETE FROM c WHERE id = 1");
+
+    let records = consume(&kafka.bootstrap_servers(), &s.topic("c"), 5, TIMEOUT).await;
+    assert_eq!(records.len(), 5, "read, create, update, delete, tombstone");
+    let read = payload(&records[0]);
+    assert_eq!(read["op"], "r");
+    assert_eq!(
+        read["after"]["d"], -625_821_272,
+        "Debezium's snapshot -infinity"
+    );
+    let records = &records[1..];
+    let created = payload(&records[0]);
+    assert_eq!(
+        created["after"]["d"], -2_147_472_692,
+        "Debezium's DATE infinity"
+    );
+    assert_eq!(created["after"]["x"], json!(null), "Debezium's NaN");
+
+    let updated = payload(&records[1]);
+    assert_eq!(updated["after"]["d"], -2_147_472_691);
+    let placeholder: Vec<Json> = "__debezium_unavailable_value"
+        .bytes()
+        .map(|b| json!(b))
+        .collect();
+    assert_eq!(
+        updated["after"]["tags"],
+        Json::Array(placeholder),
+        "the placeholder's character codes"
+    );
+
+    let deleted = payload(&records[2]);
+    assert_eq!(
+        deleted["before"],
+        json!({"id": 1, "name": "", "d": 0, "tags": [], "x": null}),
+        "Debezium's zeros for the columns the before-image lacks"
+    );
+    let schema = &records[2].value.as_ref().expect("value")["schema"];
+    for column in ["name", "d", "tags"] {
+        assert_eq!(
+            field_schema(schema, "before", column)["optional"],
+            false,
+            "NOT NULL {column} is required, as Debezium declares it"
+        );
+    }
+    assert_eq!(field_schema(schema, "before", "x")["optional"], true);
+    assert!(records[3].value.is_none(), "the tombstone");
     running.stop().await;
 }

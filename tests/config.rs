@@ -573,14 +573,22 @@ async fn a_debezium_connector_with_outbox_and_unwrap_imports_and_runs() {
     assert_eq!(values[1]["__deleted"], "true");
 
     // The outbox row: one event on the routed topic, keyed by the aggregate
-    // id, its payload as-is; the delete of the outbox row produces nothing.
+    // id, its payload as JsonConverter (the worker's default) writes the
+    // jsonb column: a string under its schema; the delete of the outbox row
+    // produces nothing.
     let events_topic = format!("{}.events.order", s.prefix);
     let events = common::consume_raw(&bootstrap, &events_topic, 2, Duration::from_secs(20)).await;
     assert_eq!(events.len(), 1, "one event, nothing for the delete");
-    assert_eq!(events[0].key.as_deref(), Some(&b"1"[..]));
-    let payload: serde_json::Value =
-        serde_json::from_slice(events[0].value.as_deref().expect("payload")).expect("JSON payload");
-    assert_eq!(payload, json!({"id": 1}));
+    let key: serde_json::Value =
+        serde_json::from_slice(events[0].key.as_deref().expect("key")).expect("JSON key");
+    assert_eq!(
+        key,
+        json!({"schema": {"type": "string", "optional": false}, "payload": "1"})
+    );
+    let value: serde_json::Value =
+        serde_json::from_slice(events[0].value.as_deref().expect("payload")).expect("JSON value");
+    assert_eq!(value["payload"], json!("{\"id\": 1}"));
+    assert_eq!(value["schema"]["name"], "io.debezium.data.Json");
     assert!(
         events[0]
             .headers

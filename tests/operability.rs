@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::process::run_binary;
 use common::{wait_for, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::http::{HealthPolicy, HttpServer};
@@ -355,24 +356,6 @@ async fn a_second_connector_on_an_active_slot_is_not_ready_and_says_why() {
     let _ = second.stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(60), second.task).await;
     first.stop().await;
-}
-
-/// Runs `pgcdc-kafka <args>` to completion: exit code and stdout.
-async fn run_binary(args: Vec<String>) -> (Option<i32>, String, String) {
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
-            .args(&args)
-            .env_remove("PGCDC_LOG_FORMAT")
-            .output()
-            .expect("binary runs")
-    })
-    .await
-    .expect("join");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 fn check_args(url: &str, s: &Scenario, bootstrap: &str, extra: &[&str]) -> Vec<String> {

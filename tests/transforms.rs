@@ -47,6 +47,16 @@ async fn consume_lingering(topic: &str, count: usize) -> Vec<RawRecord> {
     records
 }
 
+fn utf8(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).expect("UTF-8")
+}
+
+/// Standard base64 with padding, as JsonConverter writes bytes.
+fn base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// A decoded Avro value as JSON: unions unwrapped, bytes as hex.
 fn plain(value: &Avro) -> Json {
     match value {
@@ -67,6 +77,20 @@ fn plain(value: &Avro) -> Json {
     }
 }
 
+/// An outbox key or value as JsonConverter writes it with its schema:
+/// `(schema, payload)`.
+fn connect_json(bytes: Option<&[u8]>) -> (Json, Json) {
+    let mut json: Json = serde_json::from_slice(bytes.expect("bytes")).expect("JSON");
+    (json["schema"].take(), json["payload"].take())
+}
+
+/// The aggregate id in an outbox key written with its schema, a JSON string.
+fn outbox_key(record: &RawRecord) -> String {
+    let (schema, payload) = connect_json(record.key.as_deref());
+    assert_eq!(schema, json!({"type": "string", "optional": false}));
+    payload.as_str().expect("a string key").to_owned()
+}
+
 async fn started(s: &Scenario, extra: &[&str]) -> Running {
     let running = s.start(&Kafka::shared().bootstrap_servers(), extra);
     s.await_slot().await;
@@ -83,6 +107,7 @@ const OUTBOX_COLUMNS: &str = "id uuid PRIMARY KEY, aggregatetype varchar(255) NO
 /// One outbox event as the test wrote it.
 #[derive(Debug, Clone)]
 struct Written {
+    table: String,
     id: String,
     aggregate: String,
     aggregate_id: String,
@@ -124,6 +149,7 @@ async fn outbox_events_of_business_transactions() {
         next += 1;
         let id = format!("00000000-0000-4000-8000-{next:012}");
         written.push(Written {
+            table: table.to_owned(),
             id: id.clone(),
             aggregate: aggregate.to_owned(),
             aggregate_id: aggregate_id.to_owned(),
@@ -282,12 +308,13 @@ async fn outbox_events_of_business_transactions() {
         let mut keys: Vec<&str> = expected.iter().map(|w| w.aggregate_id.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
-        let mut got_keys: Vec<&str> = records.iter().map(RawRecord::key_text).collect();
+        let got_keys: Vec<String> = records.iter().map(outbox_key).collect();
+        let mut got_keys: Vec<&str> = got_keys.iter().map(String::as_str).collect();
         got_keys.sort_unstable();
         got_keys.dedup();
         assert_eq!(got_keys, keys, "keys are the aggregate ids");
         for key in keys {
-            let got: Vec<&RawRecord> = records.iter().filter(|r| r.key_text() == key).collect();
+            let got: Vec<&RawRecord> = records.iter().filter(|r| outbox_key(r) == key).collect();
             assert!(
                 got.windows(2).all(|w| w[0].partition == w[1].partition),
                 "one aggregate, one partition"
@@ -305,11 +332,22 @@ async fn outbox_events_of_business_transactions() {
                 .iter()
                 .find(|r| r.header("id") == Some(w.id.as_bytes()))
                 .unwrap_or_else(|| panic!("event {} arrived", w.id));
-            assert_eq!(
-                record.value.as_deref(),
-                Some(w.payload.as_slice()),
-                "payload as stored"
-            );
+            // What JsonConverter writes for the payload column under its
+            // schema: the text as a JSON string, bytes in base64.
+            let (schema, payload) = connect_json(record.value.as_deref());
+            let (kind, name, expected) = match w.table.as_str() {
+                "outbox_bin" => ("bytes", Json::Null, json!(base64(&w.payload))),
+                "outbox_text" => ("string", Json::Null, json!(utf8(&w.payload))),
+                _ => (
+                    "string",
+                    json!("io.debezium.data.Json"),
+                    json!(utf8(&w.payload)),
+                ),
+            };
+            assert_eq!(payload, expected, "payload as stored");
+            assert_eq!(schema["type"], kind, "{schema}");
+            assert_eq!(schema["optional"], true, "{schema}");
+            assert_eq!(schema["name"], name, "{schema}");
             assert_eq!(record.header("eventType"), Some(w.kind.as_bytes()));
             assert_eq!(
                 record.header("x-region"),
@@ -322,7 +360,7 @@ async fn outbox_events_of_business_transactions() {
     let orders = consume_lingering(&format!("outbox.event.{order}"), 6).await;
     let o1: Vec<&str> = orders
         .iter()
-        .filter(|r| r.key_text() == "o-1")
+        .filter(|r| outbox_key(r) == "o-1")
         .map(|r| std::str::from_utf8(r.header("eventType").expect("type")).expect("UTF-8"))
         .collect();
     assert_eq!(
@@ -331,7 +369,7 @@ async fn outbox_events_of_business_transactions() {
     );
     let o2: Vec<&str> = orders
         .iter()
-        .filter(|r| r.key_text() == "o-2")
+        .filter(|r| outbox_key(r) == "o-2")
         .map(|r| std::str::from_utf8(r.header("eventType").expect("type")).expect("UTF-8"))
         .collect();
     assert_eq!(o2, ["OrderCreated", "OrderCancelled"]);
@@ -377,6 +415,8 @@ async fn outbox_additional_columns_in_the_envelope() {
             "region",
             "--outbox-additional-placement",
             "region:envelope:where,seq:envelope,type:header:kind",
+            "--json-key-schemas",
+            "false",
         ],
     )
     .await;
@@ -418,8 +458,9 @@ async fn outbox_additional_columns_in_the_envelope() {
     );
     // Key from --outbox-field-event-key; type under its alias, so no
     // eventType header.
-    assert_eq!(records[0].key_text(), "eu");
-    assert_eq!(records[1].key_text(), "us");
+    // Without key schemas JsonConverter writes the string key as a JSON string.
+    assert_eq!(records[0].key_text(), "\"eu\"");
+    assert_eq!(records[1].key_text(), "\"us\"");
     assert_eq!(records[0].header("kind"), Some(&b"Packed"[..]));
     assert_eq!(records[0].header("eventType"), None);
     assert_eq!(
@@ -507,24 +548,21 @@ fn check_unwrapped(s: &Scenario, record: &Record, op: &str, row: Json, deleted: 
         .iter()
         .map(|f| f["field"].as_str().expect("name"))
         .collect();
-    let mut expected = vec![
-        "id",
-        "name",
-        "qty",
-        "__op",
-        "__table",
-        "__lsn",
-        "__source_ts_ms",
-    ];
+    // As Debezium: the strategy adds `__deleted` before the SMT adds the
+    // fields, to the envelope's optional `after` schema.
+    let mut expected = vec!["id", "name", "qty"];
     if deleted.is_some() {
         expected.push("__deleted");
     }
+    expected.extend(["__op", "__table", "__lsn", "__source_ts_ms"]);
     assert_eq!(names, expected);
+    assert_eq!(schema["optional"], true, "{schema}");
     let added = &schema["fields"].as_array().expect("fields")[3..];
     assert!(added.iter().all(|f| f["optional"] == true), "{schema}");
-    assert_eq!(schema["fields"][5]["type"], "int64");
+    let shift = usize::from(deleted.is_some());
+    assert_eq!(schema["fields"][5 + shift]["type"], "int64");
     if deleted.is_some() {
-        assert_eq!(schema["fields"][7]["type"], "string");
+        assert_eq!(schema["fields"][3]["type"], "string");
     }
 }
 
@@ -558,9 +596,28 @@ async fn unwrap_deletes_as_one_tombstone() {
     let (s, r) = unwrap_run("tombstone").await;
     check_unwrapped(&s, &r[0], "r", json!({"id": 1}), None);
     check_unwrapped(&s, &r[2], "u", json!({"id": 2, "qty": 3}), None);
-    assert!(r[3].value.is_none(), "the delete became a tombstone");
+    // The delete's `after`: a null under the Value schema, which the
+    // JsonConverter writes with its schema; Debezium's tombstone dropped.
+    let value = r[3]
+        .value
+        .as_ref()
+        .expect("JSON writes the null with its schema");
+    assert_eq!(value["payload"], Json::Null);
+    assert_eq!(
+        value["schema"]["name"],
+        json!(format!("{}.Value", s.topic("items")))
+    );
+    assert_eq!(value["schema"]["optional"], true);
+    let names: Vec<&Json> = value["schema"]["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .map(|f| &f["field"])
+        .collect();
+    assert_eq!(names, ["id", "name", "qty"], "no added fields on the null");
     assert_eq!(key_id(&r[3]), &json!(2));
     assert_eq!(r[3].header_payload("__op"), Some(json!("d")));
+    assert_eq!(r[3].header_payload("__db"), Some(json!(s.db)));
     check_unwrapped(&s, &r[4], "c", json!({"id": 99}), None);
 }
 
@@ -647,6 +704,10 @@ async fn unwrap_and_outbox_in_avro() {
             );
         }
         let (id, schema, created) = rows[0].clone().expect("a value");
+        // The envelope's optional `after` schema: AvroConverter makes it a
+        // union with null.
+        assert_eq!(schema[0], "null", "{schema}");
+        let schema = &schema[1];
         assert_eq!(schema["type"], "record");
         assert_eq!(schema["name"], "Value");
         assert_eq!(
@@ -659,13 +720,18 @@ async fn unwrap_and_outbox_in_avro() {
             .iter()
             .map(|f| &f["name"])
             .collect();
-        let mut expected = vec!["id", "name", "qty", "__op", "__lsn"];
+        let mut expected = vec!["id", "name", "qty"];
         if mode == "rewrite" {
             expected.push("__deleted");
         }
+        expected.extend(["__op", "__lsn"]);
         assert_eq!(names, expected);
-        assert_eq!(schema["fields"][3]["type"], json!(["null", "string"]));
-        assert_eq!(schema["fields"][4]["type"], json!(["null", "long"]));
+        let shift = usize::from(mode == "rewrite");
+        assert_eq!(
+            schema["fields"][3 + shift]["type"],
+            json!(["null", "string"])
+        );
+        assert_eq!(schema["fields"][4 + shift]["type"], json!(["null", "long"]));
         let created = plain(&created);
         assert_eq!(created["id"], 1);
         assert_eq!(created["name"], "one");
@@ -738,7 +804,12 @@ async fn outbox_across_a_restart() {
              'r-1', 'Step', '{{\"n\": {n}}}'); COMMIT"
         ))
     };
-    let flags = ["--outbox-table", "public.outbox"];
+    let flags = [
+        "--outbox-table",
+        "public.outbox",
+        "--json-value-schemas",
+        "false",
+    ];
     let running = started(&s, &flags).await;
     insert(1);
     insert(2);
@@ -755,16 +826,18 @@ async fn outbox_across_a_restart() {
         .iter()
         .map(|r| r.value.as_deref().expect("a payload"))
         .collect();
+    // Without value schemas JsonConverter writes the jsonb text as a JSON string.
     assert_eq!(
         payloads,
         [
-            &br#"{"n": 1}"#[..],
-            &br#"{"n": 2}"#[..],
-            &br#"{"n": 3}"#[..],
-            &br#"{"n": 4}"#[..]
+            &br#""{\"n\": 1}""#[..],
+            &br#""{\"n\": 2}""#[..],
+            &br#""{\"n\": 3}""#[..],
+            &br#""{\"n\": 4}""#[..]
         ],
         "each event once, in commit order"
     );
+    assert_eq!(outbox_key(&records[0]), "r-1", "key schemas still on");
     let before_stop = s.current_lsn();
     wait_until(TIMEOUT, "the slot past the last event", || async {
         s.confirmed_flush_lsn().is_some_and(|c| c >= before_stop)

@@ -164,6 +164,12 @@ fn prim(kind: &str) -> Json {
     json!({"type": kind, "optional": true})
 }
 
+/// `schema` with the column DEFAULT Debezium declares (its JSON form).
+fn with_default(mut schema: Json, default: Json) -> Json {
+    schema["default"] = default;
+    schema
+}
+
 /// A Debezium / Connect logical type: a primitive with `name` and version 1.
 fn logical(kind: &str, name: &str) -> Json {
     json!({"type": kind, "optional": true, "name": name, "version": 1})
@@ -180,8 +186,7 @@ fn decimal_schema(scale: u32, precision: Option<u32>) -> Json {
     })
 }
 
-/// Debezium's VariableScaleDecimal, less its `"doc"` (a documented departure:
-/// the connector does not model schema docs).
+/// Debezium's VariableScaleDecimal, with its `"doc"`.
 fn vsd_schema() -> Json {
     json!({
         "type": "struct",
@@ -192,6 +197,7 @@ fn vsd_schema() -> Json {
         "optional": true,
         "name": "io.debezium.data.VariableScaleDecimal",
         "version": 1,
+        "doc": "Variable scaled decimal",
     })
 }
 
@@ -300,20 +306,29 @@ fn columns(ext: Extensions) -> Vec<Column> {
     let mut cols = vec![
         c("c_bool", "boolean", prim("boolean")),
         c("c_int2", "int2", prim("int16")),
-        // A DEFAULT: an explicit NULL must still arrive as null.
-        c("c_int4", "int4 DEFAULT 42", prim("int32")),
+        // A DEFAULT: the schema declares it (as Debezium does), and an
+        // explicit NULL must still arrive as null.
+        c(
+            "c_int4",
+            "int4 DEFAULT 42",
+            with_default(prim("int32"), json!(42)),
+        ),
         c("c_int8", "int8", prim("int64")),
         c("c_float4", "float4", prim("float")),
         c("c_float8", "float8", prim("double")),
         c(
             "c_numeric",
             "numeric(12,3) DEFAULT 1.5",
-            decimal_schema(3, Some(12)),
+            with_default(decimal_schema(3, Some(12)), json!("Bdw=")),
         ),
         c("c_numeric_var", "numeric", vsd_schema()),
         // money.fraction.digits = 2; Debezium declares no precision for MONEY.
         c("c_money", "money", decimal_schema(2, None)),
-        c("c_text", "text DEFAULT 'dflt'", prim("string")),
+        c(
+            "c_text",
+            "text DEFAULT 'dflt'",
+            with_default(prim("string"), json!("dflt")),
+        ),
         c("c_varchar", "varchar(10)", prim("string")),
         c("c_char", "char(5)", prim("string")),
         c("c_bytea", "bytea", prim("bytes")),
@@ -971,9 +986,10 @@ fn rows(ext: Extensions) -> Vec<Row> {
         .set("c_varbit", "B'1'", s("AQ=="));
 
     let r8 = Row::new(8)
-        // The smallest subnormals.
-        .set("c_float4", lit("1e-45"), num("1e-45"))
-        .set("c_float8", lit("5e-324"), num("5e-324"))
+        // The smallest subnormals, as Java's Float/Double.toString print them
+        // (JDK 19+: two digits where one would do), so as Debezium writes them.
+        .set("c_float4", lit("1e-45"), num("1.4E-45"))
+        .set("c_float8", lit("5e-324"), num("4.9E-324"))
         .set("c_numeric", "-999999999.999", dec("-999999999999"))
         .set("c_date", lit("0001-01-01 BC"), i(DAYS_1_BC_01_01))
         .set(

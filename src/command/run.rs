@@ -5,6 +5,8 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
 use super::{print_report, EXIT_INCOMPLETE};
 use crate::build_info;
 use crate::config::{LogFormat, RunConfig};
@@ -37,7 +39,7 @@ pub async fn execute(
     for (property, reason) in ignored {
         tracing::info!(%property, %reason, "debezium property accepted without effect");
     }
-    let (stop, shutdown) = Shutdown::new();
+    let (stop, force, shutdown) = Shutdown::forceable();
     let metrics = Arc::new(Metrics::new());
     if let Some(addr) = config.metrics_addr {
         match HttpServer::bind(addr, Arc::clone(&metrics), health).await {
@@ -50,9 +52,24 @@ pub async fn execute(
             }
         }
     }
+    let mut signals = StopSignals::new();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signals.next().await;
+        tracing::info!(
+            "stop requested: finishing the current transaction and waiting for Kafka's \
+             acknowledgements; a second SIGINT/SIGTERM stops without waiting"
+        );
         let _ = stop.send(true);
+        signals.next().await;
+        let _ = force.send(true);
+        // The forced stop confirms what was acknowledged and returns at
+        // once; should anything else hold it up, the process ends anyway.
+        tokio::time::sleep(FORCED_EXIT_GRACE).await;
+        tracing::error!(
+            "the forced stop did not finish within {FORCED_EXIT_GRACE:?}; exiting now \
+             (the slot keeps the position last confirmed, which Kafka acknowledged)"
+        );
+        std::process::exit(1);
     });
     match crate::pipeline::run_with_metrics(config, shutdown, metrics).await {
         Ok(summary) => {
@@ -61,6 +78,7 @@ pub async fn execute(
                 LogFormat::Text => println!("pgcdc-kafka: {summary}"),
                 LogFormat::Json => print_report(format, &summary),
             }
+            let mut code = 0;
             if summary.is_incomplete() {
                 tracing::error!(
                     confirmed_lsn = ?summary.confirmed_lsn,
@@ -70,9 +88,16 @@ pub async fn execute(
                      passed); the slot is confirmed only up to the last acknowledged \
                      transaction, so the next run sends the rest again"
                 );
-                return ExitCode::from(EXIT_INCOMPLETE);
+                code = EXIT_INCOMPLETE;
             }
-            ExitCode::SUCCESS
+            if summary.forced {
+                // A delivery wait abandoned by the forced stop may still be
+                // blocked on librdkafka, and the runtime would wait for it.
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+                std::process::exit(i32::from(code));
+            }
+            ExitCode::from(code)
         }
         Err(error) => {
             tracing::error!(error = %crate::error_chain(&error), "stopped on error");
@@ -81,19 +106,47 @@ pub async fn execute(
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(error) => {
-            tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops gracefully");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// How long a forced stop (the second signal) may take before the process
+/// exits regardless.
+const FORCED_EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// SIGINT and SIGTERM, listened for from creation on, so that a second
+/// signal right after the first is not missed.
+struct StopSignals {
+    interrupt: Option<Signal>,
+    terminate: Option<Signal>,
+}
+
+impl StopSignals {
+    fn new() -> Self {
+        let listen = |kind, name: &str| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for {name}; it stops the connector at once");
+                None
+            }
+        };
+        StopSignals {
+            interrupt: listen(SignalKind::interrupt(), "SIGINT"),
+            terminate: listen(SignalKind::terminate(), "SIGTERM"),
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    }
+
+    /// Resolves on the next SIGINT or SIGTERM.
+    async fn next(&mut self) {
+        tokio::select! {
+            () = recv(self.interrupt.as_mut()) => {}
+            () = recv(self.terminate.as_mut()) => {}
+        }
+    }
+}
+
+/// The next signal of `signal`; never without one.
+async fn recv(signal: Option<&mut Signal>) {
+    match signal {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }

@@ -208,7 +208,7 @@ impl AvroEncoder {
             None => None,
         };
         let value = match value {
-            Some(value) => Some(self.record_value(&topic, value).await?),
+            Some(value) => self.record_value(&topic, value).await?,
             None => None,
         };
         Ok(EncodedRecord {
@@ -239,7 +239,9 @@ impl AvroEncoder {
         }
     }
 
-    /// The bytes of a record's value, on a record bound for `topic`.
+    /// The bytes of a record's value, on a record bound for `topic`; `None`
+    /// for a transform's null value, which AvroConverter writes as no
+    /// value at all (a Kafka tombstone), whatever its schema.
     ///
     /// # Errors
     /// See [`EncodeError`]: registering a schema may fail.
@@ -247,8 +249,17 @@ impl AvroEncoder {
         &mut self,
         topic: &Arc<str>,
         value: RecordValue<'_>,
-    ) -> Result<Vec<u8>, EncodeError> {
-        match value {
+    ) -> Result<Option<Vec<u8>>, EncodeError> {
+        if matches!(
+            &value,
+            RecordValue::Data(Data {
+                value: Value::Null,
+                ..
+            })
+        ) {
+            return Ok(None);
+        }
+        let bytes = match value {
             RecordValue::Envelope(event, stamp) => {
                 self.value(event, stamp.transaction, stamp.now_micros).await
             }
@@ -258,13 +269,11 @@ impl AvroEncoder {
             }
             RecordValue::Metadata(record) => self.metadata_value(record, topic).await,
             RecordValue::Data(data) => self.data(topic, RecordPart::Value, data).await,
-        }
+        };
+        bytes.map(Some)
     }
 
-    /// A transform's data, under its schema whatever [`JsonForm`] it asks
-    /// of JSON records.
-    ///
-    /// [`JsonForm`]: crate::event::record::JsonForm
+    /// A transform's data, under its schema.
     async fn data(
         &mut self,
         topic: &Arc<str>,

@@ -20,7 +20,7 @@ use crate::lsn::Lsn;
 
 const NOW: i64 = 1_700_000_000_123_456;
 
-fn info() -> ConnectorInfo {
+pub(crate) fn info() -> ConnectorInfo {
     ConnectorInfo {
         name: "app\"x".into(),
         db: "shop".into(),
@@ -90,7 +90,7 @@ fn row(id: i64) -> Vec<Value> {
 }
 
 /// The events, each with its transaction block.
-fn events() -> Vec<(&'static str, ChangeEvent, Option<TransactionBlock>)> {
+pub(crate) fn events() -> Vec<(&'static str, ChangeEvent, Option<TransactionBlock>)> {
     let source = |lsn: u64, last: Option<u64>, snapshot| SourceInfo {
         origin: None,
         commit_time_micros: 1_699_999_999_000_001,

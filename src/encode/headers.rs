@@ -4,7 +4,10 @@
 //! - `SimpleHeaderConverter` (Connect's default): a string as its text,
 //!   numbers and booleans as Java prints them, bytes as base64, and
 //!   structs, maps and arrays as JSON-like text (`{"id":2}`)
-//!   ([`Value::to_text`]); a null value gives no header.
+//!   ([`Value::to_text`]); a null value gives no header. A Connect
+//!   `Decimal` is a `BigDecimal` there, so its text is `BigDecimal.toString`
+//!   (`2.25`, a bare number inside a struct: `{"k_num":2.25}`), never the
+//!   base64 of its unscaled bytes.
 //! - `JsonConverter` (Debezium Server's and the embedded engine's default
 //!   with JSON records): the value's JSON, wrapped as
 //!   `{"schema":…,"payload":…}` when its schemas are on.
@@ -21,7 +24,8 @@ use super::options::HeaderConverter;
 use crate::event::context::ContextHeader;
 use crate::event::envelope::{self, key_value, ConnectorInfo};
 use crate::event::record::{Header, HeaderValue, RecordKey};
-use crate::event::value::{ConnectSchema, ConnectType, Value};
+use crate::event::value::{ConnectSchema, ConnectType, Value, DECIMAL_NAME};
+use crate::source::types::java_big_decimal_string;
 
 /// Writes headers as the configured converter does.
 #[derive(Debug, Clone)]
@@ -91,7 +95,7 @@ impl HeaderWriter {
     /// `value` (of `schema`) as the converter writes it.
     fn bytes(&self, value: &Value, schema: &ConnectSchema) -> Option<Vec<u8>> {
         match self.converter {
-            HeaderConverter::Simple => value.to_text().map(String::into_bytes),
+            HeaderConverter::Simple => simple_text(value, schema).map(String::into_bytes),
             HeaderConverter::Json => {
                 let schema = self.schemas.then(|| schema_json(schema, None).to_string());
                 enveloped(schema.as_deref(), |out| {
@@ -101,6 +105,101 @@ impl HeaderWriter {
             }
         }
     }
+}
+
+/// `value` as `SimpleHeaderConverter` writes it (`Values.convertToString`):
+/// [`Value::to_text`], but with each Connect `Decimal` in it as its
+/// `BigDecimal.toString`.
+fn simple_text(value: &Value, schema: &ConnectSchema) -> Option<String> {
+    if !has_decimal(schema) || *value == Value::Null {
+        return value.to_text();
+    }
+    let mut out = String::new();
+    embedded_text(&mut out, value, schema);
+    Some(out)
+}
+
+/// Whether `schema` is, or holds, a Connect `Decimal`.
+fn has_decimal(schema: &ConnectSchema) -> bool {
+    decimal_scale(schema).is_some()
+        || schema.fields.iter().any(|f| has_decimal(&f.schema))
+        || schema.items.as_deref().is_some_and(has_decimal)
+}
+
+/// The scale of a Connect `Decimal` schema.
+fn decimal_scale(schema: &ConnectSchema) -> Option<usize> {
+    (schema.name.as_deref() == Some(DECIMAL_NAME))
+        .then(|| schema.parameters.get("scale")?.parse().ok())
+        .flatten()
+}
+
+/// Appends `value` as `Values.append` embeds it: decimals as their text,
+/// structs and arrays element by element, anything else as its JSON.
+fn embedded_text(out: &mut String, value: &Value, schema: &ConnectSchema) {
+    match (value, decimal_scale(schema)) {
+        (Value::Bytes(unscaled), Some(scale)) => {
+            let (negative, digits) = unscaled_digits(unscaled);
+            out.push_str(&java_big_decimal_string(negative, &digits, scale));
+        }
+        (Value::Struct(fields), _) => {
+            out.push('{');
+            for (i, (name, field)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(name).unwrap_or_default());
+                out.push(':');
+                match schema.fields.iter().find(|f| f.name == *name) {
+                    Some(f) => embedded_text(out, field, &f.schema),
+                    None => out.push_str(&serde_json::to_string(field).unwrap_or_default()),
+                }
+            }
+            out.push('}');
+        }
+        (Value::Array(items), _) if schema.items.is_some() => {
+            let item_schema = schema.items.as_deref().unwrap_or(schema);
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                embedded_text(out, item, item_schema);
+            }
+            out.push(']');
+        }
+        _ => out.push_str(&serde_json::to_string(value).unwrap_or_default()),
+    }
+}
+
+/// The sign and decimal digits of a big-endian two's complement integer
+/// (a Connect `Decimal`'s unscaled bytes, `BigInteger.toByteArray`).
+fn unscaled_digits(bytes: &[u8]) -> (bool, String) {
+    let negative = bytes.first().is_some_and(|b| b & 0x80 != 0);
+    let mut magnitude = bytes.to_vec();
+    if negative {
+        // Two's complement negation: invert, then add one.
+        let mut carry = true;
+        for b in magnitude.iter_mut().rev() {
+            let (sum, overflow) = (!*b).overflowing_add(u8::from(carry));
+            *b = sum;
+            carry = overflow;
+        }
+    }
+    // Long division by ten, least significant digit first.
+    let mut digits = Vec::new();
+    while magnitude.iter().any(|&b| b != 0) {
+        let mut remainder = 0u32;
+        for b in magnitude.iter_mut() {
+            let current = (remainder << 8) | u32::from(*b);
+            *b = (current / 10) as u8;
+            remainder = current % 10;
+        }
+        digits.push(char::from(b'0' + remainder as u8));
+    }
+    if digits.is_empty() {
+        digits.push('0');
+    }
+    (negative, digits.iter().rev().collect())
 }
 
 #[cfg(test)]
@@ -170,5 +269,49 @@ mod tests {
         );
         let null = vec![Header::value("n", Value::Null, schema.clone())];
         assert!(simple.write(null).is_empty(), "no header for null");
+    }
+
+    #[test]
+    fn decimals_are_their_big_decimal_text_under_the_simple_converter() {
+        // numeric(5,2), as in a key struct with a string beside it.
+        let decimal = crate::source::types::numeric_column_schema(5, 2);
+        let field = |name: &str, schema: ConnectSchema| crate::event::value::Field {
+            name: name.into(),
+            schema,
+        };
+        let key = std::sync::Arc::new(ConnectSchema::structure(
+            "app.public.t.Key",
+            vec![
+                field("k_num", decimal.clone()),
+                field("k", ConnectSchema::primitive(ConnectType::String)),
+            ],
+        ));
+        let value = Value::Struct(vec![
+            ("k_num".into(), Value::Bytes(vec![0x00, 0xe1])),
+            ("k".into(), Value::String("a".into())),
+        ]);
+        let simple = HeaderWriter::new(HeaderConverter::Simple, true, &info());
+        let headers = vec![
+            Header::value("key", value, key),
+            Header::value(
+                "neg",
+                Value::Bytes(vec![0xff, 0x6a]),
+                decimal.clone().into(),
+            ),
+            Header::value("tiny", Value::Bytes(vec![0x01]), {
+                let mut tiny = decimal;
+                tiny.parameters.insert("scale".into(), "7".into());
+                tiny.into()
+            }),
+        ];
+        assert_eq!(
+            text(&simple.write(headers)),
+            [
+                ("key", r#"{"k_num":2.25,"k":"a"}"#),
+                ("neg", "-1.50"),
+                ("tiny", "1E-7"),
+            ]
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        );
     }
 }

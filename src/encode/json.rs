@@ -2,8 +2,11 @@
 //!
 //! With schemas enabled (the converter's default) every key and value is
 //! `{"schema": ..., "payload": ...}`; without, just the payload. Bytes
-//! (decimals, bytea) are base64, as the converter writes them; non-finite
-//! floats are the strings `"NaN"`, `"Infinity"` and `"-Infinity"`.
+//! (decimals, bytea) are base64, as the converter writes them; floats are
+//! numbers in Java's `Float.toString` / `Double.toString` layout, as
+//! Jackson prints them (`1.0E7`, `-1.1754944E-38`, see
+//! [`crate::event::java_float`]), non-finite ones the strings `"NaN"`,
+//! `"Infinity"` and `"-Infinity"`.
 //!
 //! Schemas are serialized once per table version and spliced into each
 //! message, so the hot path only serializes payloads.
@@ -15,11 +18,11 @@ use serde_json::{Map, Value as Json};
 
 use super::headers::HeaderWriter;
 use super::options::HeaderConverter;
-use super::{header_value, RecordPart};
+use super::RecordPart;
 use crate::checkpoint::TxnId;
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
 use crate::event::metadata::{MetadataKind, MetadataRecord, TransactionBlock};
-use crate::event::record::{Data, JsonForm, Record, RecordKey, RecordValue};
+use crate::event::record::{Data, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{ChangeEvent, MessageEvent, TableSchema};
 use crate::sink::EncodedRecord;
@@ -59,11 +62,13 @@ pub fn schema_json(schema: &ConnectSchema, field: Option<&str>) -> Json {
     if let Some(version) = schema.version {
         m.insert("version".into(), Json::from(version));
     }
+    if let Some(doc) = &schema.doc {
+        m.insert("doc".into(), Json::from(doc.as_str()));
+    }
     if !schema.parameters.is_empty() {
         let params = schema
-            .parameters
-            .iter()
-            .map(|(k, v)| (k.clone(), Json::from(v.as_str())))
+            .parameters_in_connect_order()
+            .map(|(k, v)| (k.to_owned(), Json::from(v)))
             .collect();
         m.insert("parameters".into(), Json::Object(params));
     }
@@ -161,7 +166,7 @@ impl JsonEncoder {
             headers,
         } = record;
         let key = key.and_then(|key| self.record_key(&topic, key));
-        let value = value.and_then(|value| self.record_value(&topic, value));
+        let value = value.map(|value| self.record_value(&topic, value));
         EncodedRecord {
             topic,
             key,
@@ -179,14 +184,13 @@ impl JsonEncoder {
             RecordKey::Table(event) => self.key(event),
             RecordKey::Message(message) => Some(self.message_key(message)),
             RecordKey::Metadata(record) => Some(self.metadata_key(record)),
-            RecordKey::Data(data) => self.data(topic, RecordPart::Key, &data),
+            RecordKey::Data(data) => Some(self.data(topic, RecordPart::Key, &data)),
         }
     }
 
-    /// The bytes of a record's value, on a record bound for `topic`; `None`
-    /// only for [`JsonForm::Text`] data holding null.
-    fn record_value(&mut self, topic: &Arc<str>, value: RecordValue<'_>) -> Option<Vec<u8>> {
-        Some(match value {
+    /// The bytes of a record's value, on a record bound for `topic`.
+    fn record_value(&mut self, topic: &Arc<str>, value: RecordValue<'_>) -> Vec<u8> {
+        match value {
             RecordValue::Envelope(event, stamp) => {
                 self.value(event, stamp.transaction, stamp.now_micros)
             }
@@ -194,17 +198,14 @@ impl JsonEncoder {
                 self.message_value(message, stamp.transaction, stamp.now_micros)
             }
             RecordValue::Metadata(record) => self.metadata_value(record),
-            RecordValue::Data(data) => return self.data(topic, RecordPart::Value, &data),
-        })
+            RecordValue::Data(data) => self.data(topic, RecordPart::Value, &data),
+        }
     }
 
-    /// A transform's data, in the form it asks of JSON records.
-    fn data(&mut self, topic: &Arc<str>, part: RecordPart, data: &Data) -> Option<Vec<u8>> {
-        match data.json {
-            JsonForm::Connect => Some(self.encode(topic, part, &data.schema, &data.value)),
-            JsonForm::Text => header_value(&data.value),
-            JsonForm::Raw => Some(raw(&data.value)),
-        }
+    /// A transform's data, as JsonConverter writes a value under its schema
+    /// (a null too: `{"schema":...,"payload":null}`, or `null`).
+    fn data(&mut self, topic: &Arc<str>, part: RecordPart, data: &Data) -> Vec<u8> {
+        self.encode(topic, part, &data.schema, &data.value)
     }
 
     /// `value` under a schema a transform derived (an unwrapped row, an
@@ -348,20 +349,6 @@ impl JsonEncoder {
     }
 }
 
-/// A value as it is ([`JsonForm::Raw`]): a string's UTF-8 bytes, bytes
-/// themselves, anything else as its JSON.
-fn raw(value: &Value) -> Vec<u8> {
-    match value {
-        Value::String(s) => s.as_bytes().to_vec(),
-        Value::Bytes(b) => b.clone(),
-        other => {
-            let mut out = Vec::new();
-            write::write_value(&mut out, other);
-            out
-        }
-    }
-}
-
 /// The cached serialized schemas of `table`'s current version.
 fn cached<'a>(
     cache: &'a mut HashMap<u32, CachedSchemas>,
@@ -421,6 +408,30 @@ mod tests {
         );
         assert_eq!(json["name"], "io.debezium.connector.postgresql.Source");
         assert_eq!(json["optional"], false);
+    }
+
+    #[test]
+    fn variable_scale_decimal_as_json_converter_writes_it() {
+        use crate::source::types::{column_schema, PgType, ValueOptions};
+        let schema = column_schema(&PgType::Numeric, -1, &ValueOptions::default());
+        // Kafka 4.3's JsonConverter.asJsonSchema of Debezium 3.6's schema.
+        assert_eq!(
+            schema_json(&schema, None).to_string(),
+            concat!(
+                r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},"#,
+                r#"{"type":"bytes","optional":false,"field":"value"}],"optional":false,"#,
+                r#""name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"}"#
+            )
+        );
+    }
+
+    #[test]
+    fn decimal_parameters_put_the_scale_first_as_connect_does() {
+        let decimal = crate::source::types::numeric_column_schema(12, 3);
+        assert_eq!(
+            schema_json(&decimal, None)["parameters"].to_string(),
+            r#"{"scale":"3","connect.decimal.precision":"12"}"#
+        );
     }
 
     #[test]
@@ -488,13 +499,6 @@ mod tests {
             String::from_utf8(value).unwrap(),
             r#"{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.Heartbeat","version":1},"payload":{"ts_ms":42}}"#
         );
-    }
-
-    #[test]
-    fn raw_payloads_are_as_is() {
-        assert_eq!(raw(&Value::String("{\"a\": 1}".into())), b"{\"a\": 1}");
-        assert_eq!(raw(&Value::Bytes(vec![0, 159, 146])), vec![0, 159, 146]);
-        assert_eq!(raw(&Value::Int32(5)), b"5");
     }
 
     #[test]

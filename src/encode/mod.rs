@@ -14,7 +14,7 @@ pub mod options;
 pub mod registry;
 
 #[cfg(test)]
-mod golden;
+pub(crate) mod golden;
 
 use std::fmt;
 use std::sync::Arc;

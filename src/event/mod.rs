@@ -11,6 +11,7 @@
 
 pub mod context;
 pub mod envelope;
+pub mod java_float;
 pub mod metadata;
 pub mod options;
 pub mod record;

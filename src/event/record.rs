@@ -12,8 +12,8 @@
 //!
 //! Invariant: which converter writes a record (Connect JSON, Avro through a
 //! registry) is known to the encode step alone. A record only says what it
-//! holds; where a transform needs JSON records to carry a value as it is
-//! (the outbox router's `StringConverter` keys), [`JsonForm`] says so.
+//! holds, as a Connect source task hands its converters data and schemas,
+//! transformed or not.
 
 use std::sync::Arc;
 
@@ -70,25 +70,8 @@ pub enum RecordValue<'e> {
 pub struct Data {
     pub schema: Arc<ConnectSchema>,
     pub value: Value,
-    /// How JSON records carry it.
-    pub json: JsonForm,
     /// Names the records in errors: `table public.t (unwrapped)`.
     pub what: Arc<str>,
-}
-
-/// How [`Data`] is written when records are JSON. Avro records always hold
-/// the value under its schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JsonForm {
-    /// Connect JSON, as `JsonConverter` writes it (with its schema under
-    /// `--json-value-schemas`).
-    Connect,
-    /// The value's text ([`Value::to_text`]), as `StringConverter` writes
-    /// it: null gives no bytes.
-    Text,
-    /// The value as it is: a string's UTF-8, bytes themselves, anything
-    /// else its JSON (`StringConverter`, `BinaryDataConverter`).
-    Raw,
 }
 
 /// One record header.

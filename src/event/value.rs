@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 
+use super::java_float::{f32_text, f64_text, json_text};
+
 /// A Kafka Connect primitive or structural schema type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConnectType {
@@ -54,6 +56,9 @@ impl ConnectType {
     }
 }
 
+/// Kafka Connect's logical name of a decimal (`bytes`, the unscaled value).
+pub const DECIMAL_NAME: &str = "org.apache.kafka.connect.data.Decimal";
+
 /// The schema of one value: what Debezium would declare for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectSchema {
@@ -62,6 +67,8 @@ pub struct ConnectSchema {
     pub name: Option<String>,
     /// Schema version (`connect.version`), set for a few logical types.
     pub version: Option<i32>,
+    /// Documentation (`doc`; Avro `connect.doc`), set for a few logical types.
+    pub doc: Option<String>,
     /// Schema parameters, e.g. `scale` for decimals or `allowed` for enums.
     pub parameters: BTreeMap<String, String>,
     pub optional: bool,
@@ -89,6 +96,7 @@ impl ConnectSchema {
             kind,
             name: None,
             version: None,
+            doc: None,
             parameters: BTreeMap::new(),
             optional: false,
             default: None,
@@ -143,9 +151,32 @@ impl ConnectSchema {
         self
     }
 
+    /// The parameters in the order Kafka Connect writes them: a decimal's
+    /// `scale` first, as `Decimal.builder(scale)` puts it before anything
+    /// added later (`connect.decimal.precision`), the others alphabetically
+    /// (each of Debezium's other schemas has at most one).
+    pub fn parameters_in_connect_order(&self) -> impl Iterator<Item = (&str, &str)> {
+        let scale_first = self.name.as_deref() == Some(DECIMAL_NAME);
+        let is_scale = move |key: &str| scale_first && key == "scale";
+        let params = || {
+            self.parameters
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+        };
+        params()
+            .filter(move |(k, _)| is_scale(k))
+            .chain(params().filter(move |(k, _)| !is_scale(k)))
+    }
+
     /// The same schema with a `connect.version`.
     pub fn with_version(mut self, version: i32) -> Self {
         self.version = Some(version);
+        self
+    }
+
+    /// The same schema with documentation `doc`.
+    pub fn with_doc(mut self, doc: &str) -> Self {
+        self.doc = Some(doc.to_owned());
         self
     }
 }
@@ -174,8 +205,9 @@ pub enum Value {
 /// The JSON form of a value, as Kafka Connect's `JsonConverter` writes a
 /// payload: structs and maps as objects (fields in order), bytes as base64,
 /// non-finite floats as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`,
-/// and a `float32` through the shortest decimal that reads back as it (as
-/// Jackson prints it), not through its widened `f64` digits.
+/// and a `float32` as the double of the digits Java's `Float.toString` gives
+/// it, not its widened `f64`. A tree holds numbers, not their layout:
+/// [`super::java_float::json_text`] writes one as Jackson does (`1.0E10`).
 impl serde::Serialize for Value {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -185,7 +217,7 @@ impl serde::Serialize for Value {
             Value::Int16(i) => serializer.serialize_i16(*i),
             Value::Int32(i) => serializer.serialize_i32(*i),
             Value::Int64(i) => serializer.serialize_i64(*i),
-            Value::Float32(f) if f.is_finite() => match f.to_string().parse::<f64>() {
+            Value::Float32(f) if f.is_finite() => match f32_text(*f).parse::<f64>() {
                 Ok(wide) => serializer.serialize_f64(wide),
                 Err(_) => serializer.serialize_unit(),
             },
@@ -225,12 +257,13 @@ impl Value {
             Value::Int16(i) => i.to_string(),
             Value::Int32(i) => i.to_string(),
             Value::Int64(i) => i.to_string(),
-            Value::Float32(f) => f.to_string(),
-            Value::Float64(f) => f.to_string(),
+            // `String.valueOf`: Java's layout (`1.0E10`, `NaN`).
+            Value::Float32(f) => f32_text(*f),
+            Value::Float64(f) => f64_text(*f),
             Value::Bytes(b) => BASE64.encode(b),
             Value::Array(_) | Value::Map(_) | Value::Struct(_) => {
                 // Serializing a Value cannot fail: every map key is a string.
-                serde_json::to_string(self).unwrap_or_default()
+                json_text(&serde_json::to_value(self).unwrap_or_default())
             }
         })
     }

@@ -37,6 +37,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Metric, Registry};
 
+use super::process::ProcessCollector;
 use super::{lock, names, Metrics, Phase, Snapshot};
 
 /// The `Content-Type` of a scrape: the Prometheus text format 0.0.4.
@@ -253,30 +254,44 @@ impl Exposition {
             live.ready.clone(),
         );
 
-        register(
-            &mut r,
-            names::RECEIVED_LSN,
-            "Everything before this WAL position (bytes) was read from the stream.",
-            live.received_lsn.clone(),
-        );
-        register(
-            &mut r,
-            names::ACKNOWLEDGED_LSN,
-            "Everything before this WAL position (bytes) is acknowledged by Kafka.",
-            live.acknowledged_lsn.clone(),
-        );
-        register(
-            &mut r,
-            names::CONFIRMED_LSN,
-            "WAL position (bytes) last confirmed to PostgreSQL for the slot.",
-            live.confirmed_lsn.clone(),
-        );
-        register(
-            &mut r,
-            names::SERVER_WAL_END_LSN,
-            "The server's WAL end (bytes) as last reported on the replication connection.",
-            live.server_wal_end.clone(),
-        );
+        // The positions under their names with the unit, then under the
+        // names they had before (deprecated, same values).
+        let positions = [
+            (
+                names::RECEIVED_LSN_BYTES,
+                names::RECEIVED_LSN,
+                "Everything before this WAL position (bytes) was read from the stream.",
+                &live.received_lsn,
+            ),
+            (
+                names::ACKNOWLEDGED_LSN_BYTES,
+                names::ACKNOWLEDGED_LSN,
+                "Everything before this WAL position (bytes) is acknowledged by Kafka.",
+                &live.acknowledged_lsn,
+            ),
+            (
+                names::CONFIRMED_LSN_BYTES,
+                names::CONFIRMED_LSN,
+                "WAL position (bytes) last confirmed to PostgreSQL for the slot.",
+                &live.confirmed_lsn,
+            ),
+            (
+                names::SERVER_WAL_END_LSN_BYTES,
+                names::SERVER_WAL_END_LSN,
+                "The server's WAL end (bytes) as last reported on the replication connection.",
+                &live.server_wal_end,
+            ),
+        ];
+        for (name, _, text, gauge) in positions {
+            register(&mut r, name, text, gauge.clone());
+        }
+        for (name, old, _, gauge) in positions {
+            r.register(
+                old,
+                format!("Deprecated name of {name} (same value)"),
+                gauge.clone(),
+            );
+        }
         register(
             &mut r,
             names::LAG_BYTES,
@@ -457,6 +472,7 @@ impl Exposition {
             "Tables the running incremental snapshot still has to read.",
             m.incremental_tables_remaining.clone(),
         );
+        r.register_collector(Box::new(ProcessCollector));
         Exposition {
             registry: r,
             live: Mutex::new(live),

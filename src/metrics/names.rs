@@ -11,13 +11,22 @@ pub const BUILD_INFO: &str = "pgcdc_build_info";
 pub const PHASE: &str = "pgcdc_phase";
 /// 1 when `/readyz` answers 200.
 pub const READY: &str = "pgcdc_ready";
-/// Everything before this WAL position was read from the stream.
+/// Everything before this WAL position (bytes) was read from the stream.
+pub const RECEIVED_LSN_BYTES: &str = "pgcdc_received_lsn_bytes";
+/// Everything before this WAL position (bytes) is acknowledged by Kafka.
+pub const ACKNOWLEDGED_LSN_BYTES: &str = "pgcdc_acknowledged_lsn_bytes";
+/// The WAL position (bytes) last confirmed to Postgres (standby status update).
+pub const CONFIRMED_LSN_BYTES: &str = "pgcdc_confirmed_lsn_bytes";
+/// The server's WAL end (bytes), as its keepalives and data messages report it.
+pub const SERVER_WAL_END_LSN_BYTES: &str = "pgcdc_server_wal_end_lsn_bytes";
+/// [`RECEIVED_LSN_BYTES`] under its name before units were in gauge names;
+/// deprecated, exported until a release says otherwise (docs/METRICS.md).
 pub const RECEIVED_LSN: &str = "pgcdc_received_lsn";
-/// Everything before this WAL position is acknowledged by Kafka.
+/// [`ACKNOWLEDGED_LSN_BYTES`]'s deprecated name.
 pub const ACKNOWLEDGED_LSN: &str = "pgcdc_acknowledged_lsn";
-/// The WAL position last confirmed to Postgres (standby status update).
+/// [`CONFIRMED_LSN_BYTES`]'s deprecated name.
 pub const CONFIRMED_LSN: &str = "pgcdc_confirmed_lsn";
-/// The server's WAL end, as its keepalives and data messages report it.
+/// [`SERVER_WAL_END_LSN_BYTES`]'s deprecated name.
 pub const SERVER_WAL_END_LSN: &str = "pgcdc_server_wal_end_lsn";
 /// Server WAL end minus confirmed position, in bytes.
 pub const LAG_BYTES: &str = "pgcdc_lag_bytes";
@@ -76,3 +85,69 @@ pub const INCREMENTAL_SNAPSHOT_TABLES_DONE: &str = "pgcdc_incremental_snapshot_t
 /// Tables the running incremental snapshot still has to read (the current one included).
 pub const INCREMENTAL_SNAPSHOT_TABLES_REMAINING: &str =
     "pgcdc_incremental_snapshot_tables_remaining";
+
+// The process, under the names every Prometheus client library uses
+// (`process.rs`).
+/// User and system CPU time of the process.
+pub const PROCESS_CPU_SECONDS: &str = "process_cpu_seconds_total";
+/// Resident memory of the process.
+pub const PROCESS_RESIDENT_MEMORY: &str = "process_resident_memory_bytes";
+/// Virtual memory of the process.
+pub const PROCESS_VIRTUAL_MEMORY: &str = "process_virtual_memory_bytes";
+/// Open file descriptors of the process.
+pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
+/// The soft limit on open file descriptors (absent when unlimited).
+pub const PROCESS_MAX_FDS: &str = "process_max_fds";
+/// Start time of the process, Unix seconds.
+pub const PROCESS_START_TIME: &str = "process_start_time_seconds";
+
+/// Every name a scrape exports (the deprecated ones included; the process
+/// ones on Linux), for the check of the Grafana dashboard's queries
+/// (`tests/metrics_dashboard.rs`).
+pub const ALL: &[&str] = &[
+    BUILD_INFO,
+    PHASE,
+    READY,
+    RECEIVED_LSN_BYTES,
+    ACKNOWLEDGED_LSN_BYTES,
+    CONFIRMED_LSN_BYTES,
+    SERVER_WAL_END_LSN_BYTES,
+    RECEIVED_LSN,
+    ACKNOWLEDGED_LSN,
+    CONFIRMED_LSN,
+    SERVER_WAL_END_LSN,
+    LAG_BYTES,
+    LAG_SECONDS,
+    LAST_ACKNOWLEDGED_COMMIT,
+    LAST_KEEPALIVE,
+    TRANSACTIONS,
+    EVENTS,
+    EVENT_BYTES,
+    RECORDS_SENT,
+    RECORDS_ACKNOWLEDGED,
+    DELIVERY_ERRORS,
+    ALREADY_DELIVERED,
+    TAIL_READ_FAILURES,
+    PRODUCER_RETRIES,
+    IN_FLIGHT_RECORDS,
+    IN_FLIGHT_BYTES,
+    PRODUCER_QUEUE_DEPTH,
+    ACK_LATENCY,
+    HANDLER_LATENCY,
+    RESTARTS,
+    SCHEMA_REGISTRATIONS,
+    SCHEMA_REGISTRY_ERRORS,
+    SNAPSHOT_RUNNING,
+    SNAPSHOT_TABLES,
+    SNAPSHOT_TABLES_DONE,
+    INCREMENTAL_SNAPSHOT_ROWS,
+    INCREMENTAL_SNAPSHOT_CHUNKS,
+    INCREMENTAL_SNAPSHOT_TABLES_DONE,
+    INCREMENTAL_SNAPSHOT_TABLES_REMAINING,
+    PROCESS_CPU_SECONDS,
+    PROCESS_RESIDENT_MEMORY,
+    PROCESS_VIRTUAL_MEMORY,
+    PROCESS_OPEN_FDS,
+    PROCESS_MAX_FDS,
+    PROCESS_START_TIME,
+];

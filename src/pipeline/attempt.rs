@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::stream::{client_status_interval, Stream};
 use super::{exactly_once, previous_run, snapshot};
-use super::{PipelineError, RunSummary, StopReason, SESSION_OPTIONS};
+use super::{PipelineError, RunSummary, Shutdown, StopReason, SESSION_OPTIONS};
 use crate::config::{Delivery as DeliveryMode, RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
@@ -29,6 +29,7 @@ use crate::source::setup::{self, SetupError, SlotStatus};
 pub async fn run_once(
     config: &RunConfig,
     stop: impl Future<Output = StopReason>,
+    shutdown: &Shutdown,
     summary: &mut RunSummary,
     target: &mut Option<Lsn>,
     metrics: &Arc<Metrics>,
@@ -36,6 +37,7 @@ pub async fn run_once(
     // Checked here for the publication; the stream derives its own.
     let (selection, _) = config.selection()?;
     let sql = setup::connect(&config.pg()).await?;
+    metrics.postgres_answered();
     let facts = setup::preflight(&sql, config.metadata.heartbeat_action_query.is_some()).await?;
     let observed = check_server(config, &sql, summary).await?;
     let server = observed.identity;
@@ -80,6 +82,7 @@ pub async fn run_once(
     let (delivery, producer) = delivery_for(config, start, dedupe, server, metrics)?;
     let mut stream = Stream::new(config, sql, types, delivery, summary, start, metrics).await?;
     stream.target = *target;
+    stream.shutdown = Some(shutdown.clone());
     // Declared after `stream`, so dropped before it (see `watch_producer_queue`).
     let probed = Arc::downgrade(&producer);
     drop(producer);

@@ -112,6 +112,48 @@ pub enum PipelineError {
         checked: crate::source::identity::ServerIdentity,
         now: crate::source::identity::ServerIdentity,
     },
+    #[error(transparent)]
+    StartupTimeout(#[from] StartupTimeout),
+}
+
+/// `--startup-timeout` passed before PostgreSQL and Kafka had both answered
+/// once: the connector gives up instead of retrying for ever.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "nothing to stream from: {unanswered} within --startup-timeout {}{}; check the \
+     address and that the service is up, or leave --startup-timeout unset to retry for ever",
+    humantime::format_duration(*.timeout),
+    .last_error.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default()
+)]
+pub struct StartupTimeout {
+    pub timeout: Duration,
+    /// What did not answer, naming the flag that says where it is.
+    pub unanswered: String,
+    /// The last failure of an attempt, if one ended.
+    pub last_error: Option<String>,
+}
+
+impl StartupTimeout {
+    /// What did not answer of what `metrics` saw.
+    fn new(config: &RunConfig, metrics: &Metrics, last_error: Option<String>) -> Self {
+        let unanswered = match metrics.answered() {
+            (false, _) => format!(
+                "PostgreSQL at {}:{} (--pg-url) never answered, so Kafka was not tried either",
+                config.pg_url.host(),
+                config.pg_url.port()
+            ),
+            (true, _) => format!(
+                "PostgreSQL answered but Kafka never did: no broker of --bootstrap-servers ({}) \
+                 could be reached",
+                config.bootstrap_servers
+            ),
+        };
+        StartupTimeout {
+            timeout: config.startup_timeout.unwrap_or_default(),
+            unanswered,
+            last_error,
+        }
+    }
 }
 
 impl From<DeliveryFailure> for PipelineError {
@@ -147,7 +189,8 @@ impl PipelineError {
             | PipelineError::Decode(_)
             | PipelineError::Row(_)
             | PipelineError::Config(_)
-            | PipelineError::Selection(_) => false,
+            | PipelineError::Selection(_)
+            | PipelineError::StartupTimeout(_) => false,
         }
     }
 }
@@ -181,7 +224,17 @@ pub struct RunSummary {
     #[serde(serialize_with = "serialize_optional_lsn")]
     pub confirmed_lsn: Option<Lsn>,
     pub transactions: u64,
+    /// Change events read and handed to Kafka (not all acknowledged: see
+    /// `acknowledged_records`).
     pub events: u64,
+    /// Records Kafka acknowledged during the run (change events, tombstones
+    /// and the metadata topics' records).
+    pub acknowledged_records: u64,
+    /// Records handed to Kafka and neither acknowledged nor failed when the
+    /// run stopped: not confirmed, sent again at the next start.
+    pub unacknowledged_records: u64,
+    /// A second SIGINT/SIGTERM ended the wait for Kafka's acknowledgements.
+    pub forced: bool,
     /// Server WAL position minus the confirmed position when it stopped.
     pub remaining_lag_bytes: Option<u64>,
     /// Attempts after the first (restarts after transient failures).
@@ -241,11 +294,22 @@ impl std::fmt::Display for RunSummary {
             (StopReason::TimeLimit, _) => "time limit reached".to_owned(),
             (StopReason::SnapshotCompleted, _) => "snapshot completed".to_owned(),
         };
+        let forced = if self.forced { ", forced" } else { "" };
         write!(
             f,
-            "stopped ({how}): {} transactions, {} events delivered; confirmed LSN {} -> {}; {}",
-            self.transactions,
-            self.events,
+            "stopped ({how}{forced}): {} transactions, {} events read, {} records acknowledged by Kafka",
+            self.transactions, self.events, self.acknowledged_records,
+        )?;
+        if self.unacknowledged_records > 0 {
+            write!(
+                f,
+                " ({} not acknowledged: not confirmed, sent again at the next start)",
+                self.unacknowledged_records
+            )?;
+        }
+        write!(
+            f,
+            "; confirmed LSN {} -> {}; {}",
             crate::or_unknown(&self.start_lsn),
             crate::or_unknown(&self.confirmed_lsn),
             if self.caught_up {
@@ -261,25 +325,58 @@ impl std::fmt::Display for RunSummary {
     }
 }
 
-/// A shutdown request shared by every attempt of a supervised run.
+/// A shutdown request shared by every attempt of a supervised run, and
+/// optionally a second, forcing one: a graceful stop waits up to
+/// `--shutdown-timeout` for Kafka's acknowledgements; a forced one stops
+/// waiting at once and confirms only what Kafka has acknowledged.
 #[derive(Debug, Clone)]
-pub struct Shutdown(watch::Receiver<bool>);
+pub struct Shutdown {
+    stop: watch::Receiver<bool>,
+    force: Option<watch::Receiver<bool>>,
+}
 
 impl Shutdown {
-    /// A shutdown signal and the handle that triggers it (`send(true)`).
+    /// A shutdown signal and the handle that triggers it (`send(true)`);
+    /// it cannot be forced.
     pub fn new() -> (watch::Sender<bool>, Shutdown) {
         let (tx, rx) = watch::channel(false);
-        (tx, Shutdown(rx))
+        (
+            tx,
+            Shutdown {
+                stop: rx,
+                force: None,
+            },
+        )
+    }
+
+    /// [`Shutdown::new`] with a second handle that forces the stop (the
+    /// binary's second SIGINT/SIGTERM): `(stop, force, shutdown)`.
+    pub fn forceable() -> (watch::Sender<bool>, watch::Sender<bool>, Shutdown) {
+        let (stop, mut shutdown) = Shutdown::new();
+        let (force, rx) = watch::channel(false);
+        shutdown.force = Some(rx);
+        (stop, force, shutdown)
     }
 
     /// Whether shutdown was requested.
     pub fn is_requested(&self) -> bool {
-        *self.0.borrow()
+        *self.stop.borrow()
     }
 
     /// Resolves once shutdown is requested (or its sender is gone).
     pub async fn requested(mut self) {
-        let _ = self.0.wait_for(|stop| *stop).await;
+        let _ = self.stop.wait_for(|stop| *stop).await;
+    }
+
+    /// Resolves once the stop is forced; never for a shutdown that cannot
+    /// be forced, or whose force handle is gone unused.
+    pub async fn forced(self) {
+        if let Some(mut force) = self.force {
+            if force.wait_for(|force| *force).await.is_ok() {
+                return;
+            }
+        }
+        std::future::pending().await
     }
 }
 
@@ -303,8 +400,27 @@ pub async fn run_with_metrics(
 ) -> Result<RunSummary, PipelineError> {
     let mut backoff = Duration::from_secs(1);
     let deadline = config.max_run.map(|d| tokio::time::Instant::now() + d);
+    let startup = config
+        .startup_timeout
+        .map(|d| tokio::time::Instant::now() + d);
+    let acknowledged_before = metrics.records_acknowledged();
     let mut summary = RunSummary::default();
     let mut target = None;
+    let mut last_error: Option<String> = None;
+    let finished = |mut summary: RunSummary| {
+        summary.acknowledged_records = metrics
+            .records_acknowledged()
+            .saturating_sub(acknowledged_before);
+        summary.unacknowledged_records = metrics.in_flight_records();
+        summary
+    };
+    let gave_up = |last_error: Option<String>| {
+        let error = PipelineError::from(StartupTimeout::new(&config, &metrics, last_error));
+        metrics.set_phase(Phase::Failed {
+            error: crate::error_chain(&error),
+        });
+        error
+    };
     loop {
         let started = Instant::now();
         let stop = {
@@ -324,7 +440,49 @@ pub async fn run_with_metrics(
         };
         metrics.start_attempt();
         metrics.set_phase(Phase::Connecting);
-        let mut attempt = run_once(&config, stop, &mut summary, &mut target, &metrics).await;
+        let attempt = run_once(
+            &config,
+            stop,
+            &shutdown,
+            &mut summary,
+            &mut target,
+            &metrics,
+        );
+        // An attempt cut short is dropped mid-way, as a crash would end
+        // it: the slot was confirmed only to what Kafka acknowledged.
+        let attempt = tokio::select! {
+            attempt = attempt => Ok(attempt),
+            () = startup_expired(startup, &metrics) => {
+                metrics.end_attempt();
+                return Err(gave_up(last_error));
+            }
+            in_flight = stuck_after_force(shutdown.clone(), &metrics) => Err(in_flight),
+        };
+        let mut attempt = match attempt {
+            Ok(attempt) => attempt,
+            Err(in_flight) => {
+                // Forced while blocked where the stop is not seen (a frozen
+                // Kafka holding the in-flight bound mid-transaction).
+                metrics.end_attempt();
+                tracing::warn!(
+                    "stop forced while waiting for Kafka mid-transaction: abandoning the \
+                     attempt; the slot keeps the position last confirmed, which Kafka \
+                     acknowledged"
+                );
+                summary.stopped = StopReason::Requested;
+                summary.caught_up = false;
+                summary.forced = true;
+                summary.remaining_lag_bytes = None;
+                summary.confirmed_lsn = slot_position(&config).await;
+                metrics.set_phase(Phase::Stopped);
+                // Read before the attempt was dropped: dropping the producer
+                // purges its queue, which counts the records as failed.
+                return Ok(RunSummary {
+                    unacknowledged_records: in_flight,
+                    ..finished(summary)
+                });
+            }
+        };
         if config.slot_temporary {
             // Whatever failed, the slot is gone with its session (or was never
             // made): a retry would silently start from a new slot.
@@ -341,25 +499,25 @@ pub async fn run_with_metrics(
                     drop_slot_on_stop(&config).await?;
                 }
                 metrics.set_phase(Phase::Stopped);
-                return Ok(summary);
+                return Ok(finished(summary));
             }
             // A stop asked for while an attempt was failing ends the run as
             // asked: exit 0, with what it was recovering from.
             Err(error) if error.is_retryable() && shutdown.is_requested() => {
-                return Ok(stopped_while_restarting(
+                return Ok(finished(stopped_while_restarting(
                     summary,
                     StopReason::Requested,
                     &error,
                     &metrics,
-                ));
+                )));
             }
             Err(error) if error.is_retryable() && past_deadline() => {
-                return Ok(stopped_while_restarting(
+                return Ok(finished(stopped_while_restarting(
                     summary,
                     StopReason::TimeLimit,
                     &error,
                     &metrics,
-                ));
+                )));
             }
             Err(error) if error.is_retryable() => {
                 summary.restarts += 1;
@@ -373,15 +531,18 @@ pub async fn run_with_metrics(
                     retry_in: backoff,
                 });
                 let limit = sleep_until_some(deadline);
+                let error_text = crate::error_chain(&error);
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {}
                     () = shutdown.clone().requested() => {
-                        return Ok(stopped_while_restarting(summary, StopReason::Requested, &error, &metrics));
+                        return Ok(finished(stopped_while_restarting(summary, StopReason::Requested, &error, &metrics)));
                     }
                     () = limit => {
-                        return Ok(stopped_while_restarting(summary, StopReason::TimeLimit, &error, &metrics));
+                        return Ok(finished(stopped_while_restarting(summary, StopReason::TimeLimit, &error, &metrics)));
                     }
+                    () = startup_expired(startup, &metrics) => return Err(gave_up(Some(error_text))),
                 }
+                last_error = Some(error_text);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
             Err(error) => {
@@ -414,6 +575,57 @@ fn stopped_while_restarting(
     metrics.set_phase(Phase::Stopped);
     summary
 }
+
+/// `--startup-timeout`: resolves at `deadline` if PostgreSQL or Kafka has
+/// not answered by then; never without a deadline, or once both answered.
+/// A producer tells that Kafka answered through its statistics, every 5 s
+/// (`sink::kafka`): when PostgreSQL answered, Kafka gets that long more.
+async fn startup_expired(deadline: Option<tokio::time::Instant>, metrics: &Metrics) {
+    let Some(deadline) = deadline else {
+        return std::future::pending().await;
+    };
+    tokio::time::sleep_until(deadline).await;
+    let grace = deadline + KAFKA_ANSWER_GRACE;
+    loop {
+        match metrics.answered() {
+            (true, true) => std::future::pending::<()>().await,
+            (true, false) if tokio::time::Instant::now() < grace => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => return,
+        }
+    }
+}
+
+/// The slot's confirmed position, read within a second; `None` if unknown.
+async fn slot_position(config: &RunConfig) -> Option<Lsn> {
+    let read = async {
+        let sql = crate::source::setup::connect(&config.pg()).await.ok()?;
+        crate::source::setup::confirmed_flush_lsn(&sql, &config.slot_name)
+            .await
+            .ok()
+            .flatten()
+    };
+    tokio::time::timeout(Duration::from_secs(1), read)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Resolves [`FORCED_ATTEMPT_GRACE`] after the stop was forced, with the
+/// records in flight then: an attempt that sees the force ends well within
+/// it (its drain stops waiting).
+async fn stuck_after_force(shutdown: Shutdown, metrics: &Metrics) -> u64 {
+    shutdown.forced().await;
+    tokio::time::sleep(FORCED_ATTEMPT_GRACE).await;
+    metrics.in_flight_records()
+}
+
+/// See [`stuck_after_force`].
+const FORCED_ATTEMPT_GRACE: Duration = Duration::from_secs(2);
+
+/// See [`startup_expired`]: a statistics interval and a margin.
+const KAFKA_ANSWER_GRACE: Duration = Duration::from_secs(6);
 
 /// Sleeps until `deadline`, or forever without one (a disabled `select!`
 /// branch, or no `--max-run`).

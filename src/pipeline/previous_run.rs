@@ -76,7 +76,10 @@ pub(super) async fn topics_with_records(config: &RunConfig) -> Result<Vec<String
     match probe.await {
         Ok(Ok(found)) => Ok(found),
         Ok(Err(Interrupted::Refused(refused))) => Err(SinkError::from(refused).into()),
-        Ok(Err(Interrupted::Failed(reason))) => Err(PipelineError::PreviousRun(reason)),
+        Ok(Err(Interrupted::Failed(reason))) => Err(PipelineError::PreviousRun(format!(
+            "{reason} (brokers of --bootstrap-servers: {})",
+            config.bootstrap_servers
+        ))),
         Err(_) => Err(PipelineError::PreviousRun(
             "the Kafka probe task panicked".into(),
         )),

@@ -566,7 +566,9 @@ async fn emit_row(
     txn: TxnId,
 ) -> Result<(), PipelineError> {
     let schema = Arc::clone(stream.relations.get(relation_id, source.lsn)?);
-    let row = stream.relations.decode_row(&schema, tuple, source.lsn)?;
+    let row = stream
+        .relations
+        .decode_read_row(&schema, tuple, source.lsn)?;
     let event = ChangeEvent {
         table: schema,
         op: Op::Read,

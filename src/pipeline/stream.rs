@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::incremental::Incremental;
-use super::{sleep_until_some, PipelineError, RunSummary, StopReason};
+use super::{sleep_until_some, PipelineError, RunSummary, Shutdown, StopReason};
 use crate::checkpoint::TxnId;
 use crate::config::{CaughtUp, RunConfig};
 use crate::encode::Encoder;
@@ -57,7 +57,12 @@ pub(super) struct Stream<'a> {
     topics: Option<TopicCreator>,
     txn: Option<OpenTxn>,
     message_topic: Arc<str>,
+    /// Where the last transaction (or non-transactional message) ended:
+    /// `source.sequence`'s first element, Debezium's `lsn_commit`.
     pub(super) last_commit_lsn: Option<Lsn>,
+    /// The commit time of the last transaction read, which Debezium repeats
+    /// as the `source.ts_*` of a non-transactional message (it has none).
+    last_commit_time_micros: Option<i64>,
     pub(super) summary: &'a mut RunSummary,
     /// `--stop-when-caught-up`: the server's WAL position when the run
     /// began. `start-lsn` stops there; `idle` may stop only past it, so
@@ -75,6 +80,9 @@ pub(super) struct Stream<'a> {
     metadata: metadata::Metadata,
     /// Incremental snapshots, with `--signal-data-collection`.
     pub(super) incremental: Option<Incremental>,
+    /// Ends the wait for Kafka's acknowledgements at the end of the attempt
+    /// when forced (the binary's second SIGINT/SIGTERM).
+    pub(super) shutdown: Option<Shutdown>,
 }
 
 impl<'a> Stream<'a> {
@@ -108,6 +116,7 @@ impl<'a> Stream<'a> {
             txn: None,
             message_topic: router.message_topic().into(),
             last_commit_lsn: None,
+            last_commit_time_micros: None,
             summary,
             target: None,
             received: start,
@@ -115,6 +124,7 @@ impl<'a> Stream<'a> {
             last_activity: Instant::now(),
             metadata: metadata::Metadata::new(&config.metadata, &config.names()),
             incremental: Incremental::start(config).await?,
+            shutdown: None,
             sql,
             config,
         })
@@ -317,6 +327,7 @@ impl Stream<'_> {
             origin: None,
         });
         self.metrics.transaction_begun(commit_time_micros);
+        self.last_commit_time_micros = Some(commit_time_micros);
         if !delivered {
             self.transaction_began(id, begin.xid, begin.final_lsn, commit_time_micros)
                 .await?;
@@ -326,13 +337,11 @@ impl Stream<'_> {
 
     /// The open transaction committed: once its records are acknowledged
     /// the slot may move to its `end_lsn` (see [`crate::checkpoint`]);
-    /// `commit_lsn` is what the next events report as `lsn_commit`.
+    /// `end_lsn` is what the next events report as `lsn_commit`: Debezium
+    /// takes the position of the Commit message, which the server sends at
+    /// the end of the commit record (`logical.c`, `commit_cb_wrapper`).
     async fn commit(&mut self, commit: Commit) -> Result<(), PipelineError> {
-        let Commit {
-            commit_lsn,
-            end_lsn,
-            ..
-        } = commit;
+        let Commit { end_lsn, .. } = commit;
         if let Some(txn) = self.txn.take() {
             if !txn.delivered {
                 self.transaction_ending(txn.id).await?;
@@ -352,7 +361,7 @@ impl Stream<'_> {
         }
         self.received = self.received.max(end_lsn);
         self.metrics.received(self.received);
-        self.last_commit_lsn = Some(commit_lsn);
+        self.last_commit_lsn = Some(end_lsn);
         Ok(())
     }
 
@@ -382,9 +391,7 @@ impl Stream<'_> {
         }
         // After a failed delivery nothing more may reach Kafka from this
         // attempt: a later change could land ahead of the failed one.
-        if let Err(error) = self.delivery.drain(self.config.shutdown_timeout).await {
-            tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
-        }
+        self.drain(reason.is_some()).await;
         if reason.is_some() {
             if let Err(error) = self.record_progress_on_stop().await {
                 tracing::warn!(error = %crate::error_chain(&error), "the incremental snapshot's last chunk is not recorded; it is read again on restart");
@@ -414,6 +421,49 @@ impl Stream<'_> {
         self.summary.caught_up = caught_up;
         self.summary.remaining_lag_bytes = wal.map(|w| w.bytes_since(confirmed));
         tracing::info!(lsn = %confirmed, "replication stopped");
+    }
+
+    /// Waits up to `--shutdown-timeout` for what is in flight (see
+    /// [`Delivery::drain`]), saying so on a requested stop with records in
+    /// flight: a frozen Kafka makes that wait the whole timeout. A forced
+    /// stop ends the wait; what is not acknowledged then is not confirmed,
+    /// and the next start sends it again.
+    async fn drain(&mut self, stopping: bool) {
+        let timeout = self.config.shutdown_timeout;
+        let in_flight = self.metrics.in_flight_records();
+        let forced = self.shutdown.clone();
+        if stopping && in_flight > 0 && self.delivery.failure().is_none() {
+            tracing::info!(
+                records = in_flight,
+                timeout = ?timeout,
+                "waiting up to {} s for Kafka to acknowledge {in_flight} records \
+                 (--shutdown-timeout); a second SIGINT/SIGTERM stops without waiting",
+                timeout.as_secs_f64()
+            );
+        }
+        let forced = async move {
+            match forced {
+                Some(shutdown) => shutdown.forced().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            drained = self.delivery.drain(timeout) => {
+                if let Err(error) = drained {
+                    tracing::warn!(%error, "in-flight messages not all acknowledged; they will be sent again on restart");
+                }
+            }
+            () = forced => {
+                let left = self.metrics.in_flight_records();
+                self.summary.forced = true;
+                tracing::warn!(
+                    records = left,
+                    "stop forced: not waiting for Kafka; the slot is confirmed only up to \
+                     what Kafka acknowledged, and the {left} records not acknowledged are \
+                     sent again at the next start"
+                );
+            }
+        }
     }
 
     /// The slot's confirmed position once the server applied `acked`: the

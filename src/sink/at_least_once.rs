@@ -18,7 +18,7 @@ use super::kafka::{InFlightLimits, KafkaSink};
 use super::login::LoginRefused;
 use super::position::{Position, Stamp, POSITION_HEADER};
 use super::record::{EncodedRecord, Progress};
-use super::tails::{self, Tails};
+use super::tails::{TailReader, Tails};
 use crate::checkpoint::TxnId;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -60,6 +60,8 @@ pub struct AtLeastOnce {
 struct Positions {
     dedupe: Dedupe,
     client: ClientConfig,
+    /// Made at the first topic this attempt sends to.
+    reader: Option<Arc<TailReader>>,
     metrics: Arc<Metrics>,
     /// The transaction whose records are being sent: its commit position
     /// and the ordinal of its next record.
@@ -95,6 +97,7 @@ impl AtLeastOnce {
             positions: dedupe.map(|dedupe| Positions {
                 dedupe,
                 client: config.clone(),
+                reader: None,
                 metrics,
                 current: None,
                 topics: HashMap::new(),
@@ -135,7 +138,10 @@ impl Positions {
     /// key, and says whether Kafka already holds it.
     async fn stamp(&mut self, record: &mut EncodedRecord, position: Position) -> bool {
         if !self.topics.contains_key(&record.topic) {
-            let tails = self.read_tails(&record.topic).await;
+            // Only a record an earlier run can have sent needs the tails;
+            // the partition count is wanted for every record.
+            let replayed = position.lsn <= self.dedupe.horizon;
+            let tails = self.read_tails(&record.topic, replayed).await;
             let state = TopicState {
                 tails,
                 since: position,
@@ -174,15 +180,27 @@ impl Positions {
         delivered
     }
 
-    async fn read_tails(&self, topic: &Arc<str>) -> Tails {
-        let client = self.client.clone();
+    async fn read_tails(&mut self, topic: &Arc<str>, last_records: bool) -> Tails {
+        let reader = match &self.reader {
+            Some(reader) => Ok(Arc::clone(reader)),
+            None => TailReader::new(&self.client).map(Arc::new),
+        };
+        if let Ok(reader) = &reader {
+            self.reader = Some(Arc::clone(reader));
+        }
         let name = Arc::clone(topic);
-        let read =
-            tokio::task::spawn_blocking(move || tails::read(&client, &name, TAIL_READ_TIMEOUT))
-                .await
-                .unwrap_or_else(|e| Err(format!("the reader failed: {e}")));
+        let started = std::time::Instant::now();
+        let read = match reader {
+            Ok(reader) => tokio::task::spawn_blocking(move || {
+                reader.read(&name, last_records, TAIL_READ_TIMEOUT)
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("the reader failed: {e}"))),
+            Err(e) => Err(e),
+        };
         match read {
             Ok(tails) => {
+                tracing::debug!(topic = %topic, took = ?started.elapsed(), ?tails, "read the topic's partition tails");
                 let fingerprint = self.dedupe.fingerprint;
                 let latest = tails
                     .0
@@ -307,6 +325,7 @@ mod tests {
                 partition_keys: true,
             },
             client: ClientConfig::new(),
+            reader: None,
             metrics: Arc::new(Metrics::new()),
             current: None,
             topics: HashMap::from([(

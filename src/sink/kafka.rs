@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -35,6 +34,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 use tokio::sync::{watch, Semaphore};
 
+use super::client_log::KafkaLog;
 use super::error::{delivery_error, SinkError};
 use super::login::{self, Interrupted, LoginRefused};
 use super::record::{EncodedRecord, Progress};
@@ -106,6 +106,7 @@ impl Shared {
 /// The librdkafka context: receives delivery reports.
 pub struct DeliveryContext {
     shared: Arc<Shared>,
+    log: KafkaLog,
 }
 
 impl ClientContext for DeliveryContext {
@@ -116,11 +117,11 @@ impl ClientContext for DeliveryContext {
     fn error(&self, error: KafkaError, reason: &str) {
         match LoginRefused::from_client_error(&error, reason) {
             Some(refused) => self.shared.publish_failure(refused.into()),
-            None => tracing::warn!(%error, reason, "kafka client error"),
+            None => self.log.client_error(&error, reason),
         }
     }
 
-    /// librdkafka's own log, as rdkafka logs it, without the warning that
+    /// librdkafka's own log ([`KafkaLog`]), without the warning that
     /// `enable.gapless.guarantee` is experimental: `--skip-delivered` sets
     /// it on purpose (see `RunConfig::skips_delivered`), and a warning at
     /// every start would teach operators to ignore warnings.
@@ -128,12 +129,16 @@ impl ClientContext for DeliveryContext {
         if fac == "CONFWARN" && log_message.contains("enable.gapless.guarantee is experimental") {
             return;
         }
-        DefaultClientContext.log(level, fac, log_message);
+        self.log.log(level, fac, log_message);
     }
 
     /// librdkafka's statistics (every [`STATISTICS_INTERVAL_MS`]): counts the
-    /// produce requests retried since the previous report.
+    /// produce requests retried since the previous report, and notes a
+    /// broker connection that is up (`--startup-timeout`: Kafka answered).
     fn stats(&self, statistics: Statistics) {
+        if statistics.brokers.values().any(|b| b.state == "UP") {
+            self.shared.metrics.kafka_answered();
+        }
         let total: u64 = statistics.brokers.values().map(|b| b.txretries).sum();
         let before = self.shared.retries_seen.swap(total, Ordering::Relaxed);
         self.shared
@@ -162,6 +167,7 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
         } = *opaque;
         let outcome = match result {
             Ok(_) => {
+                self.shared.metrics.kafka_answered();
                 self.shared
                     .metrics
                     .record_delivered(u64::from(byte_permits), enqueued.elapsed());
@@ -273,6 +279,7 @@ impl KafkaSink {
         let producer = config
             .create_with_context(DeliveryContext {
                 shared: Arc::clone(&shared),
+                log: KafkaLog::for_config(&config),
             })
             .map_err(|e| SinkError::Config(Box::new(e)))?;
         Ok((

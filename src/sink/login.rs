@@ -27,10 +27,13 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::metadata::Metadata;
 use rdkafka::{ClientConfig, ClientContext};
+
+use super::client_log::KafkaLog;
 
 /// The broker refused this connector's credentials.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -70,9 +73,18 @@ impl LoginRefused {
 #[derive(Debug, Default)]
 pub struct LoginWatch {
     refused: OnceLock<LoginRefused>,
+    log: KafkaLog,
 }
 
 impl LoginWatch {
+    /// The watch of a client made from `config`.
+    pub fn for_config(config: &ClientConfig) -> Self {
+        LoginWatch {
+            refused: OnceLock::new(),
+            log: KafkaLog::for_config(config),
+        }
+    }
+
     /// The refused login, if the broker refused one.
     pub fn refused(&self) -> Option<LoginRefused> {
         self.refused.get().cloned()
@@ -85,8 +97,12 @@ impl ClientContext for LoginWatch {
             Some(refused) => {
                 let _ = self.refused.set(refused);
             }
-            None => tracing::warn!(%error, reason, "kafka client error"),
+            None => self.log.client_error(&error, reason),
         }
+    }
+
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        self.log.log(level, fac, message);
     }
 }
 
@@ -150,7 +166,7 @@ pub fn watched_metadata(
     timeout: Duration,
 ) -> Result<(BaseConsumer<LoginWatch>, Metadata), Interrupted<KafkaError>> {
     let client: BaseConsumer<LoginWatch> = config
-        .create_with_context(LoginWatch::default())
+        .create_with_context(LoginWatch::for_config(config))
         .map_err(Interrupted::Failed)?;
     let metadata = in_slices(
         timeout,

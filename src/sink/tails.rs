@@ -29,6 +29,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::client_log::LoggingContext;
 use super::position::{Position, Stamp, POSITION_HEADER};
 use super::transactional::client_config;
 
@@ -68,81 +69,140 @@ impl Tails {
     }
 }
 
-/// Reads the last record of every partition of `topic` within `timeout`
-/// (blocking: call it off the async runtime). An error says why the tails
-/// could not be read.
-pub fn read(producer: &ClientConfig, topic: &str, timeout: Duration) -> Result<Tails, String> {
-    let deadline = Instant::now() + timeout;
-    let consumer: BaseConsumer = client_config(producer)
-        .set("group.id", "pgcdc-kafka-tails")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .create()
-        .map_err(|e| format!("cannot create a consumer: {e}"))?;
-    let metadata = consumer
-        .fetch_metadata(Some(topic), timeout)
-        .map_err(|e| format!("cannot read its metadata: {e}"))?;
-    let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
-        return Ok(Tails::default());
-    };
-    if found.error().is_some() || found.partitions().is_empty() {
-        // Unknown topic (a first run), or not usable: nothing was delivered to it.
-        return Ok(Tails::default());
+/// Reads the last records of topics: one consumer for an attempt, used
+/// one topic at a time (blocking: call it off the async runtime).
+pub struct TailReader {
+    consumer: BaseConsumer<LoggingContext>,
+}
+
+impl TailReader {
+    /// A consumer with the producer's connection settings.
+    pub fn new(producer: &ClientConfig) -> Result<Self, String> {
+        let config = client_config(producer)
+            .set("group.id", "pgcdc-kafka-tails")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            // One record per partition is wanted, at once: a fetch that
+            // waits for more only delays the answer.
+            .set("fetch.wait.max.ms", "10")
+            .clone();
+        let consumer = config
+            .create_with_context(LoggingContext::for_config(&config))
+            .map_err(|e| format!("cannot create a consumer: {e}"))?;
+        Ok(TailReader { consumer })
     }
-    let count = found.partitions().len();
-    let mut assignment = TopicPartitionList::new();
-    for partition in found.partitions() {
-        if usize::try_from(partition.id()).map_or(true, |id| id >= count) {
-            return Err(format!("unexpected partition id {}", partition.id()));
+
+    /// The partitions of `topic` and, with `last_records`, the stamp of
+    /// each one's last record, within `timeout`: one metadata request, one
+    /// offsets request per partition, then one fetch of the partitions that
+    /// hold records, in parallel. Without `last_records` every tail is
+    /// `None` (only the partition count is wanted). An error says why they
+    /// could not be read.
+    pub fn read(
+        &self,
+        topic: &str,
+        last_records: bool,
+        timeout: Duration,
+    ) -> Result<Tails, String> {
+        let deadline = Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let metadata = self
+            .consumer
+            .fetch_metadata(Some(topic), left())
+            .map_err(|e| format!("cannot read its metadata: {e}"))?;
+        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+            return Ok(Tails::default());
+        };
+        if found.error().is_some() || found.partitions().is_empty() {
+            // Unknown topic (a first run), or not usable: nothing was delivered to it.
+            return Ok(Tails::default());
         }
-        assignment
-            .add_partition_offset(topic, partition.id(), Offset::OffsetTail(1))
-            .map_err(|e| format!("cannot assign partition {}: {e}", partition.id()))?;
+        let count = found.partitions().len();
+        let mut tails = vec![None; count];
+        if !last_records {
+            return Ok(Tails(tails));
+        }
+        let mut assignment = TopicPartitionList::new();
+        let mut open = vec![false; count];
+        for partition in found.partitions() {
+            let id = partition.id();
+            let p = usize::try_from(id)
+                .ok()
+                .filter(|&p| p < count)
+                .ok_or_else(|| format!("unexpected partition id {id}"))?;
+            let (low, high) = self
+                .consumer
+                .fetch_watermarks(topic, id, left())
+                .map_err(|e| format!("cannot read the offsets of partition {id}: {e}"))?;
+            if high > low {
+                assignment
+                    .add_partition_offset(topic, id, Offset::Offset(high - 1))
+                    .map_err(|e| format!("cannot assign partition {id}: {e}"))?;
+                open[p] = true;
+            }
+        }
+        if assignment.count() == 0 {
+            return Ok(Tails(tails));
+        }
+        self.consumer
+            .assign(&assignment)
+            .map_err(|e| format!("cannot assign its partitions: {e}"))?;
+        let read = self.read_assigned(&mut tails, &mut open, deadline, timeout);
+        // The next topic's read starts from no assignment.
+        let _ = self.consumer.unassign();
+        read.map(|()| Tails(tails))
     }
-    consumer
-        .assign(&assignment)
-        .map_err(|e| format!("cannot assign its partitions: {e}"))?;
-    let mut tails = vec![None; count];
-    let mut open = vec![true; count];
-    while open.contains(&true) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            let late: Vec<usize> = (0..count).filter(|&p| open[p]).collect();
-            return Err(format!(
-                "partitions {late:?} did not answer within {timeout:?}"
-            ));
-        }
-        match consumer.poll(left.min(Duration::from_millis(200))) {
-            None => {}
-            // The end: after the last record, or before any (empty, or its
-            // last entry is a transaction marker).
-            Some(Err(KafkaError::PartitionEOF(partition))) => {
-                if let Some(open) = usize::try_from(partition)
-                    .ok()
-                    .and_then(|p| open.get_mut(p))
-                {
-                    *open = false;
+
+    /// Polls the assigned partitions until each marked `open` gave its
+    /// record (its stamp into `tails`) or its end.
+    fn read_assigned(
+        &self,
+        tails: &mut [Option<Stamp>],
+        open: &mut [bool],
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let count = tails.len();
+        let left = || deadline.saturating_duration_since(Instant::now());
+        while open.contains(&true) {
+            if left().is_zero() {
+                let late: Vec<usize> = (0..count).filter(|&p| open[p]).collect();
+                return Err(format!(
+                    "partitions {late:?} did not answer within {timeout:?}"
+                ));
+            }
+            match self.consumer.poll(left().min(Duration::from_millis(200))) {
+                None => {}
+                // The end: after the last record, or before any (its last
+                // entry is a transaction marker): no stamp.
+                Some(Err(KafkaError::PartitionEOF(partition))) => {
+                    if let Some(open) = usize::try_from(partition)
+                        .ok()
+                        .and_then(|p| open.get_mut(p))
+                    {
+                        *open = false;
+                    }
+                }
+                Some(Err(e)) => return Err(format!("cannot read it: {e}")),
+                Some(Ok(message)) => {
+                    let Some(p) = usize::try_from(message.partition())
+                        .ok()
+                        .filter(|&p| p < count && open[p])
+                    else {
+                        continue;
+                    };
+                    open[p] = false;
+                    tails[p] = message.headers().and_then(|headers| {
+                        headers
+                            .iter()
+                            .filter(|h| h.key == POSITION_HEADER)
+                            .find_map(|h| h.value.and_then(Stamp::parse))
+                    });
                 }
             }
-            Some(Err(e)) => return Err(format!("cannot read it: {e}")),
-            Some(Ok(message)) => {
-                let Some(p) = usize::try_from(message.partition())
-                    .ok()
-                    .filter(|&p| p < count && open[p])
-                else {
-                    continue;
-                };
-                open[p] = false;
-                tails[p] = message.headers().and_then(|headers| {
-                    headers
-                        .iter()
-                        .filter(|h| h.key == POSITION_HEADER)
-                        .find_map(|h| h.value.and_then(Stamp::parse))
-                });
-            }
         }
+        Ok(())
     }
-    Ok(Tails(tails))
 }
 
 #[cfg(test)]

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use rdkafka::config::ClientConfig;
 
+use super::client_log::LoggingContext;
 use super::options::TopicOptions;
 
 /// How long one CreateTopics request may take.
@@ -66,7 +66,7 @@ impl TopicError {
 
 /// Creates missing topics with the configured layout.
 pub struct TopicCreator {
-    admin: AdminClient<DefaultClientContext>,
+    admin: AdminClient<LoggingContext>,
     partitions: i32,
     replication: i32,
     config: Vec<(String, String)>,
@@ -85,7 +85,9 @@ impl TopicCreator {
         }
         // The producer's settings carry the security ones (SASL, TLS) the
         // admin requests need too.
-        let admin = producer.create().map_err(TopicError::Client)?;
+        let admin = producer
+            .create_with_context(LoggingContext::for_config(producer))
+            .map_err(TopicError::Client)?;
         Ok(Some(TopicCreator {
             admin,
             // -1: the broker's num.partitions / default.replication.factor.

@@ -32,7 +32,7 @@ use crate::event::{ColumnSchema, Row, TableSchema};
 use crate::lsn::Lsn;
 use crate::naming::{is_topic_char, is_valid_topic};
 use crate::select::{Selection, SelectionError, TopicRouter};
-use crate::source::pgoutput::{Datum, Relation, ReplicaIdentity, Tuple};
+use crate::source::pgoutput::{Column, Datum, Relation, ReplicaIdentity, Tuple};
 use crate::source::types::{self, PgType, TypeRegistry, ValueError, ValueOptions};
 
 /// What the catalog says about one column of a relation.
@@ -42,6 +42,9 @@ pub struct CatalogColumn {
     pub not_null: bool,
     /// 1-based position in the primary key, if the column is part of it.
     pub primary_key_position: Option<i32>,
+    /// The DEFAULT expression (`pg_get_expr`), which Debezium declares as
+    /// the field's schema default.
+    pub default_expression: Option<String>,
 }
 
 /// A tuple that does not fit its relation (boxed: it travels on the cold path).
@@ -305,13 +308,19 @@ impl RelationCache {
                 let in_every_before_image = full_identity || c.is_key;
                 // An unchanged TOASTed value is null where its type cannot carry
                 // the placeholder (numeric, arrays of numbers, ...); under FULL
-                // the old row always holds it, so `after` never lacks it.
+                // the old row always holds it, so `after` never lacks it, and a
+                // value too short to be moved out of line is always sent.
                 let placeholder_is_null = !full_identity
-                    && ty.is_varlena()
+                    && ty.can_be_toasted(c.type_modifier)
                     && types::unavailable_value(&ty, c.type_modifier, &self.options) == Value::Null;
-                let required = not_null(&c.name) && in_every_before_image && !placeholder_is_null;
+                // Debezium declares every NOT NULL column required and fills
+                // the before-image with zeros (`--debezium-compat`).
+                let known =
+                    in_every_before_image || self.options.compat.before_image_unknown_columns;
+                let required = not_null(&c.name) && known && !placeholder_is_null;
                 let mut schema = types::column_schema(&ty, c.type_modifier, &self.options);
                 schema.optional = !required;
+                schema.default = self.column_default(c, &ty, by_name);
                 column_types.push(ty);
                 ColumnSchema {
                     name: c.name.clone(),
@@ -323,6 +332,25 @@ impl RelationCache {
             .collect();
 
         (positions, columns, column_types)
+    }
+
+    /// The schema default Debezium declares for column `c` of type `ty`: its
+    /// DEFAULT, for built-in types and enums (a domain has none).
+    fn column_default(
+        &self,
+        c: &Column,
+        ty: &PgType,
+        by_name: &HashMap<&str, &CatalogColumn>,
+    ) -> Option<Value> {
+        let expression = by_name
+            .get(c.name.as_str())?
+            .default_expression
+            .as_deref()?;
+        let builtin_or_enum =
+            PgType::from_builtin_oid(c.type_oid).is_some() || matches!(ty, PgType::Enum { .. });
+        builtin_or_enum
+            .then(|| types::column_default(ty, c.type_modifier, expression, &self.options))
+            .flatten()
     }
 
     /// The key columns' names: Postgres's key (the primary key, else the
@@ -459,6 +487,30 @@ impl RelationCache {
             .ok_or_else(|| RowErrorKind::UnknownRelation { relation_id, lsn }.into())
     }
 
+    /// Decodes a tuple of `table` read by a snapshot query (initial or
+    /// incremental) into a row: as [`Self::decode_row`], except that under
+    /// `--debezium-compat date-infinity` a DATE `±infinity` takes the day
+    /// number Debezium's snapshot writes, which reads it through pgjdbc
+    /// rather than its streaming parser ([`types::compat`]).
+    pub fn decode_read_row(
+        &self,
+        table: &TableSchema,
+        tuple: &Tuple,
+        lsn: Lsn,
+    ) -> Result<Row, RowError> {
+        let mut row = self.decode_row(table, tuple, lsn)?;
+        if self.options.compat.date_infinity {
+            if let Some(column_types) = self.column_types.get(&table.relation_id) {
+                for (value, ty) in row.iter_mut().zip(column_types) {
+                    if matches!(ty, PgType::Date) {
+                        types::compat::snapshot_date(value);
+                    }
+                }
+            }
+        }
+        Ok(row)
+    }
+
     /// Decodes a tuple of `table` into a row. `old` marks a before-image,
     /// whose columns outside the replica identity arrive as NULL.
     pub fn decode_row(
@@ -516,6 +568,18 @@ impl RelationCache {
             error,
         };
         match datum {
+            // Only a before-image leaves a required column null: the column is
+            // outside the replica identity, and NOT NULL made it required
+            // under `--debezium-compat before-image-unknown-columns`.
+            Datum::Null
+                if self.options.compat.before_image_unknown_columns && !column.schema.optional =>
+            {
+                Ok(types::compat::unknown_column_value(
+                    ty,
+                    column.type_modifier,
+                    &self.options,
+                ))
+            }
             Datum::Null => Ok(Value::Null),
             Datum::UnchangedToast => Ok(types::unavailable_value(
                 ty,
@@ -524,8 +588,14 @@ impl RelationCache {
             )),
             Datum::Text(bytes) => {
                 let text = std::str::from_utf8(bytes).map_err(|_| failed(ValueError::NotUtf8))?;
-                types::decode_text(ty, column.type_modifier, text, &self.options)
-                    .map_err(|error| failed(error).into())
+                let value = types::decode_text(ty, column.type_modifier, text, &self.options)
+                    .map_err(failed)?;
+                if value == Value::Null {
+                    return self
+                        .special_numeric(table, column, ty, text)
+                        .map_err(|error| failed(error).into());
+                }
+                Ok(value)
             }
             Datum::Binary(_) => Err(RowErrorKind::Binary {
                 lsn,
@@ -535,6 +605,34 @@ impl RelationCache {
             }
             .into()),
         }
+    }
+
+    /// A NUMERIC `NaN` / `±Infinity` that `--debezium-compat
+    /// numeric-nan-infinity` made null (the only text that decodes to
+    /// null): logged, as Debezium warns, in an optional column; in a
+    /// required one Debezium fails the record, so the error stands.
+    fn special_numeric(
+        &self,
+        table: &TableSchema,
+        column: &ColumnSchema,
+        ty: &PgType,
+        text: &str,
+    ) -> Result<Value, ValueError> {
+        if !column.schema.optional {
+            let strict = ValueOptions {
+                special_numeric: types::SpecialNumeric::Fail,
+                ..self.options.clone()
+            };
+            return types::decode_text(ty, column.type_modifier, text, &strict);
+        }
+        tracing::warn!(
+            schema = %table.schema,
+            table = %table.table,
+            column = %column.name,
+            "a NUMERIC NaN or Infinity is written as null, as Debezium does \
+             (--debezium-compat numeric-nan-infinity); the value is lost"
+        );
+        Ok(Value::Null)
     }
 }
 
@@ -552,16 +650,190 @@ mod tests {
 
     use super::*;
     use crate::config::RunConfig;
-    use crate::source::pgoutput::Column;
 
     fn cache(args: &[&str]) -> RelationCache {
         let mut argv = vec!["--pg-url", "postgres://u@h/d", "--topic-prefix", "app"];
         argv.extend_from_slice(args);
         let config = RunConfig::from_args(argv).expect("flags");
         let (selection, router) = config.selection().expect("selection");
-        RelationCache::new("app", ValueOptions::default(), TypeRegistry::default())
+        RelationCache::new("app", config.value_options(), TypeRegistry::default())
             .with_selection(Arc::new(selection), Arc::new(router))
     }
+
+    /// `public.c` under REPLICA IDENTITY DEFAULT: `id int4` (primary key),
+    /// then NOT NULL `name text`, `d date`, `a int4[]`, `y numeric`, and a
+    /// nullable `x numeric`.
+    fn compat_relation() -> (Relation, Vec<CatalogColumn>) {
+        let columns = [
+            ("id", 23, true),
+            ("name", 25, false),
+            ("d", 1082, false),
+            ("a", 1007, false),
+            ("y", 1700, false),
+            ("x", 1700, false),
+        ];
+        let relation = Relation {
+            id: 8,
+            namespace: "public".into(),
+            name: "c".into(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: columns
+                .iter()
+                .map(|&(name, type_oid, is_key)| Column {
+                    is_key,
+                    name: name.into(),
+                    type_oid,
+                    type_modifier: -1,
+                })
+                .collect(),
+        };
+        let catalog = columns
+            .iter()
+            .map(|&(name, _, is_key)| CatalogColumn {
+                name: name.into(),
+                not_null: name != "x",
+                primary_key_position: is_key.then_some(1),
+                default_expression: None,
+            })
+            .collect();
+        (relation, catalog)
+    }
+
+    /// Which columns of `table` are optional, by name.
+    fn optional(table: &TableSchema) -> Vec<&str> {
+        table
+            .columns
+            .iter()
+            .filter(|c| c.schema.optional)
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn compat_before_images_carry_debeziums_zeros() {
+        let (relation, catalog) = compat_relation();
+        // The old key tuple of a delete: the key, every other column null.
+        let old = Tuple(vec![
+            text("1"),
+            Datum::Null,
+            Datum::Null,
+            Datum::Null,
+            Datum::Null,
+            Datum::Null,
+        ]);
+
+        let mut ours = cache(&[]);
+        let table = ours.update(&relation, &catalog).expect("schema");
+        assert_eq!(optional(&table), ["name", "d", "a", "y", "x"]);
+        let row = ours.decode_row(&table, &old, Lsn::ZERO).expect("row");
+        assert!(row[1..].iter().all(|v| *v == Value::Null), "{row:?}");
+
+        let mut compat = cache(&["--debezium-compat", "before-image-unknown-columns"]);
+        let table = compat.update(&relation, &catalog).expect("schema");
+        assert_eq!(
+            optional(&table),
+            ["a", "y", "x"],
+            "NOT NULL is required, except where the TOAST placeholder is null"
+        );
+        let row = compat.decode_row(&table, &old, Lsn::ZERO).expect("row");
+        assert_eq!(
+            row,
+            [
+                Value::Int32(1),
+                Value::String(String::new()),
+                Value::Int32(0),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+            ]
+        );
+
+        let mut all = cache(&["--debezium-compat", "all"]);
+        let table = all.update(&relation, &catalog).expect("schema");
+        assert_eq!(
+            optional(&table),
+            ["y", "x"],
+            "int4[] carries the placeholder codes"
+        );
+        let row = all.decode_row(&table, &old, Lsn::ZERO).expect("row");
+        assert_eq!(row[3], Value::Array(Vec::new()));
+    }
+
+    #[test]
+    fn compat_values_of_special_dates_numerics_and_toasted_arrays() {
+        let (relation, catalog) = compat_relation();
+        let tuple = |d: &str, a: Datum, y: &str, x: &str| {
+            Tuple(vec![text("1"), text("n"), text(d), a, text(y), text(x)])
+        };
+        let infinite = tuple("infinity", text("{1}"), "1", "NaN");
+
+        let mut ours = cache(&[]);
+        let table = ours.update(&relation, &catalog).expect("schema");
+        assert!(
+            ours.decode_row(&table, &infinite, Lsn::ZERO).is_err(),
+            "precise mode stops on NaN by default"
+        );
+        let row = ours
+            .decode_row(
+                &table,
+                &tuple("-infinity", Datum::UnchangedToast, "1", "1"),
+                Lsn::ZERO,
+            )
+            .expect("row");
+        assert_eq!(row[2], Value::Int32(i32::MIN));
+        assert_eq!(row[3], Value::Null, "the TOASTed int4[] is null");
+
+        let mut compat = cache(&[
+            "--debezium-compat",
+            "numeric-nan-infinity,date-infinity",
+            "--debezium-compat",
+            "unchanged-toast-numeric-array",
+        ]);
+        let table = compat.update(&relation, &catalog).expect("schema");
+        let row = compat
+            .decode_row(&table, &infinite, Lsn::ZERO)
+            .expect("NaN in an optional column");
+        assert_eq!(row[2], Value::Int32(-2_147_472_692));
+        assert_eq!(row[5], Value::Null, "Debezium's null for NaN");
+        let read = compat
+            .decode_read_row(&table, &infinite, Lsn::ZERO)
+            .expect("a snapshot read");
+        assert_eq!(read[2], Value::Int32(-622_191_234), "pgjdbc's infinity");
+        let read = ours
+            .decode_read_row(&table, &tuple("infinity", text("{1}"), "1", "1"), Lsn::ZERO)
+            .expect("a snapshot read");
+        assert_eq!(read[2], Value::Int32(i32::MAX), "ours whatever reads it");
+        let row = compat
+            .decode_row(
+                &table,
+                &tuple("-infinity", Datum::UnchangedToast, "1", "Infinity"),
+                Lsn::ZERO,
+            )
+            .expect("row");
+        assert_eq!(row[2], Value::Int32(-2_147_472_691));
+        let Value::Array(codes) = &row[3] else {
+            panic!("the placeholder's codes: {:?}", row[3]);
+        };
+        assert_eq!(codes.len(), DEFAULT_PLACEHOLDER_LEN);
+        assert_eq!(codes[0], Value::Int32(i32::from(b'_')));
+
+        // Under FULL a NOT NULL numeric is required.
+        let mut full = relation.clone();
+        full.replica_identity = ReplicaIdentity::Full;
+        let mut all = cache(&["--debezium-compat", "all"]);
+        let table = all.update(&full, &catalog).expect("schema");
+        assert!(
+            all.decode_row(
+                &table,
+                &tuple("1970-01-02", text("{}"), "NaN", "1"),
+                Lsn::ZERO
+            )
+            .is_err(),
+            "NaN in a required column fails, as Debezium's record does"
+        );
+    }
+
+    const DEFAULT_PLACEHOLDER_LEN: usize = types::DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER.len();
 
     /// `public.<name>` with int4 `id` (primary key), text `secret`, int4 `v`.
     fn relation(name: &str) -> (Relation, Vec<CatalogColumn>) {
@@ -587,16 +859,19 @@ mod tests {
                 name: "id".into(),
                 not_null: true,
                 primary_key_position: Some(1),
+                default_expression: None,
             },
             CatalogColumn {
                 name: "secret".into(),
                 not_null: false,
                 primary_key_position: None,
+                default_expression: None,
             },
             CatalogColumn {
                 name: "v".into(),
                 not_null: false,
                 primary_key_position: None,
+                default_expression: None,
             },
         ];
         (relation, catalog)
@@ -698,6 +973,48 @@ mod tests {
             key.fields[0].schema.optional,
             "a nullable chosen key column stays optional"
         );
+    }
+
+    #[test]
+    fn a_not_null_numeric_key_too_short_to_toast_is_required() {
+        // numeric(p,s) type modifier: ((p << 16) | s) + VARHDRSZ.
+        let numeric = |p: i32, s: i32| (p << 16 | s) + 4;
+        let mut cache = cache(&[]);
+        let (mut relation, catalog) = relation("t");
+        relation.columns[0].type_oid = 1700;
+        relation.columns[0].type_modifier = numeric(5, 2);
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert!(
+            !table.columns[0].schema.optional,
+            "numeric(5,2) is never moved out of line: always in the new row"
+        );
+        relation.columns[0].type_modifier = numeric(1000, 2);
+        let table = cache.update(&relation, &catalog).expect("schema");
+        assert!(
+            table.columns[0].schema.optional,
+            "numeric(1000,2) may arrive as unchanged TOAST, which NUMERIC cannot carry"
+        );
+    }
+
+    #[test]
+    fn column_defaults_are_the_schema_defaults_of_key_and_row() {
+        let mut cache = cache(&[]);
+        let (relation, mut catalog) = relation("t");
+        catalog[0].default_expression = Some("nextval('t_id_seq'::regclass)".into());
+        catalog[2].default_expression = Some("42".into());
+        let table = cache.update(&relation, &catalog).expect("schema");
+        let defaults: Vec<_> = table
+            .columns
+            .iter()
+            .map(|c| c.schema.default.clone())
+            .collect();
+        assert_eq!(
+            defaults,
+            [Some(Value::Int32(0)), None, Some(Value::Int32(42))],
+            "a serial column declares Debezium's placeholder 0"
+        );
+        let key = table.key_schema.as_ref().expect("key schema");
+        assert_eq!(key.fields[0].schema.default, Some(Value::Int32(0)));
     }
 
     #[test]

@@ -664,8 +664,9 @@ pub async fn drop_slot_when_inactive(
     }
 }
 
-/// What the catalog says about the columns of a relation: NOT NULL and
-/// primary-key position, which pgoutput's Relation message does not carry.
+/// What the catalog says about the columns of a relation: NOT NULL,
+/// primary-key position and DEFAULT (not of a generated column), which
+/// pgoutput's Relation message does not carry.
 pub async fn catalog_columns(
     client: &Client,
     relation_id: u32,
@@ -673,9 +674,12 @@ pub async fn catalog_columns(
     let rows = client
         .query(
             "SELECT a.attname::text, a.attnotnull, \
-                    array_position(i.indkey::int2[], a.attnum)::int4 \
+                    array_position(i.indkey::int2[], a.attnum)::int4, \
+                    pg_get_expr(d.adbin, d.adrelid) \
              FROM pg_attribute a \
              LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary \
+             LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum \
+                                   AND a.attgenerated = '' \
              WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped",
             &[&relation_id],
         )
@@ -689,6 +693,7 @@ pub async fn catalog_columns(
             name: r.get(0),
             not_null: r.get(1),
             primary_key_position: r.get(2),
+            default_expression: r.get(3),
         })
         .collect())
 }

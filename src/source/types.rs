@@ -21,16 +21,19 @@
 //! Where this module departs from Debezium, on purpose:
 //! - Arrays Debezium drops (`money[]`, `name[]`, `interval[]`, `varbit[]`, `xml[]`) and
 //!   arrays of domains are emitted as arrays of their element schema.
-//! - Enum array elements are optional (Debezium declares them required, yet Postgres
-//!   allows NULL elements).
+//! - Enum arrays carry their labels, with optional elements (Debezium writes null and
+//!   declares required elements, yet Postgres allows NULL elements); a `name` column
+//!   carries its text (Debezium writes null).
+//! - `time[]` and `timetz[]` elements are decoded as the scalars are (Debezium, going
+//!   through pgjdbc's `java.sql.Time`, writes `24:00:00` as 0 and drops a `timetz[]`
+//!   element's fraction).
 //! - Unknown types are a string carrying Postgres's text (Debezium drops the column by
 //!   default, or sends bytes with `include.unknown.datatypes`).
 //! - NUMERIC with a negative scale (Postgres 15+) is declared with scale 0 and the
 //!   precision widened accordingly; Debezium reads the typmod as a huge positive scale.
 //! - The unchanged-TOAST placeholder is [`Value::Null`] where the column's type cannot
-//!   carry it (see [`unavailable_value`]); Debezium emits character codes or an invalid value.
-//! - Schema `doc` strings are not modelled by [`ConnectSchema`], so `VariableScaleDecimal`
-//!   lacks Debezium's `"doc": "Variable scaled decimal"`.
+//!   carry it (see [`unavailable_value`]); Debezium emits character codes or an invalid value
+//!   (`--debezium-compat unchanged-toast-numeric-array` brings the codes back, see [`compat`]).
 //! - An unchanged TOASTed BYTEA under `binary.handling.mode=base64` / `base64-url-safe`
 //!   is the placeholder string (as in `hex` mode); Debezium writes null there.
 
@@ -39,14 +42,18 @@ use std::fmt::Write as _;
 
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 
+pub mod compat;
+mod defaults;
 mod options;
 mod text;
 
+pub use defaults::column_default;
 pub use options::{
     BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, SpecialNumeric,
     TimePrecision, ValueOptions,
 };
 pub use text::decode_text;
+pub(crate) use text::java_big_decimal_string;
 
 /// Debezium's default `unavailable.value.placeholder`.
 pub const DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER: &str = "__debezium_unavailable_value";
@@ -194,6 +201,24 @@ impl PgType {
         }
     }
 
+    /// Whether TOAST can move a value of this type (column modifier `type_modifier`)
+    /// out of line, so that an update leaving it alone sends it as "unchanged".
+    /// Postgres only moves a value longer than the pointer that would replace it
+    /// (`toast_tuple_find_biggest_attribute` skips anything up to
+    /// `MAXALIGN(TOAST_POINTER_SIZE)`, 24 bytes), so a NUMERIC(p,s) small enough
+    /// never is, although NUMERIC is variable-length.
+    pub fn can_be_toasted(&self, type_modifier: i32) -> bool {
+        match self {
+            PgType::Modified {
+                base,
+                type_modifier,
+            } => base.can_be_toasted(*type_modifier),
+            PgType::Numeric => numeric_precision_scale(type_modifier)
+                .is_none_or(|(p, s)| numeric_max_size(p, s) > TOAST_POINTER_ALIGNED_SIZE),
+            other => other.is_varlena(),
+        }
+    }
+
     /// The built-in type with this OID, if there is one.
     pub fn from_builtin_oid(oid: u32) -> Option<PgType> {
         BUILTINS
@@ -252,6 +277,27 @@ pub(crate) fn numeric_precision_scale(type_modifier: i32) -> Option<(u32, i32)> 
     let precision = ((t >> 16) & 0xffff) as u32;
     let scale = ((t & 0x7ff) ^ 1024) - 1024;
     Some((precision, scale))
+}
+
+/// The schema of a `numeric(precision, scale)` column in the default modes.
+#[cfg(test)]
+pub(crate) fn numeric_column_schema(precision: i32, scale: i32) -> ConnectSchema {
+    let type_modifier = ((precision << 16) | (scale & 0x7ff)) + VARHDRSZ;
+    column_schema(&PgType::Numeric, type_modifier, &ValueOptions::default())
+}
+
+/// `MAXALIGN(TOAST_POINTER_SIZE)` on 64-bit builds: a varlena datum this long or
+/// shorter is never moved out of line.
+const TOAST_POINTER_ALIGNED_SIZE: u32 = 24;
+
+/// The largest datum a NUMERIC(p,s) value takes, as the toaster measures it: a
+/// 4-byte varlena header, the 4-byte (long) numeric header, and two bytes per
+/// base-10000 digit, counted on each side of the decimal point.
+fn numeric_max_size(precision: u32, scale: i32) -> u32 {
+    let integer_digits = (i64::from(precision) - i64::from(scale)).max(0) as u32;
+    let fraction_digits = scale.max(0) as u32;
+    let digit_groups = integer_digits.div_ceil(4) + fraction_digits.div_ceil(4);
+    4 + 4 + 2 * digit_groups
 }
 
 /// `(precision, scale)` as declared in the Connect schema: a negative scale is widened
@@ -472,7 +518,7 @@ fn logical(kind: ConnectType, name: &str) -> ConnectSchema {
 
 /// The Kafka Connect `Decimal` schema Debezium declares for NUMERIC(p,s).
 fn decimal_schema(scale: u32) -> ConnectSchema {
-    logical(ConnectType::Bytes, "org.apache.kafka.connect.data.Decimal")
+    logical(ConnectType::Bytes, crate::event::value::DECIMAL_NAME)
         .with_parameter("scale", scale.to_string())
 }
 
@@ -542,7 +588,8 @@ pub fn column_schema(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -> Co
                     },
                 ],
             )
-            .with_version(1),
+            .with_version(1)
+            .with_doc("Variable scaled decimal"),
             (DecimalHandling::Double, _) => ConnectSchema::primitive(C::Float64),
             (DecimalHandling::String, _) => ConnectSchema::primitive(C::String),
         },
@@ -651,6 +698,11 @@ pub fn unavailable_value(ty: &PgType, type_modifier: i32, opts: &ValueOptions) -
             )]),
         },
         PgType::Array(element) => {
+            if opts.compat.unchanged_toast_numeric_array {
+                if let Some(codes) = compat::toast_array_codes(element, placeholder) {
+                    return codes;
+                }
+            }
             let is_uuid = |t: &PgType| matches!(t, PgType::Uuid);
             let item = match element.as_ref() {
                 PgType::Modified { base, .. } if is_uuid(base) => {

@@ -415,7 +415,8 @@ mod tests {
         transform: TransformOptions,
     }
 
-    fn parse(args: &[&str]) -> Result<TransformOptions, clap::Error> {
+    /// The transform options of `run`'s flags `args`.
+    pub(super) fn parse(args: &[&str]) -> Result<TransformOptions, clap::Error> {
         use clap::Parser;
         let argv = std::iter::once("run").chain(args.iter().copied());
         Flags::try_parse_from(argv).map(|f| f.transform)

@@ -20,18 +20,19 @@
 //!   column under its alias, rendered as Connect's `SimpleHeaderConverter`
 //!   does ([`Value::to_text`]).
 //!
-//! Encoding, which the encode step does as the records' [`JsonForm`]s ask.
-//! With `--format avro` key and value are Confluent Avro with the
-//! columns' Connect schemas (a `jsonb` payload is an Avro string named
-//! `io.debezium.data.Json`, a `bytea` one Avro bytes), registered under the
-//! routed topic's subjects. With `--format json` key and value are written
-//! as they are, the way outbox deployments configure Debezium
-//! (`StringConverter` for keys and text or JSON payloads,
-//! `BinaryDataConverter` for `bytea` payloads): a `jsonb` payload is its JSON
-//! text, a `text` payload its UTF-8 bytes, a `bytea` payload its bytes, the
-//! key the aggregate id's text. An envelope value (additional `envelope`
-//! columns) is Connect JSON, with or without its schema per `--json-value-schemas`.
-//! A null payload gives a null value, as Debezium writes it.
+//! Encoding is the configured converters' ([`crate::encode`]), as for
+//! Debezium's records: key and value are Connect data under the columns'
+//! schemas. With `--format avro` they are Confluent Avro (a `jsonb` payload
+//! is an Avro string named `io.debezium.data.Json`, a `bytea` one Avro
+//! bytes), registered under the routed topic's subjects. With `--format
+//! json` they are what JsonConverter writes for them (`EventRouterDelegate`
+//! hands the converter the key column's value under its schema and the
+//! payload column's value under its schema): the key a JSON string (`"o-1"`,
+//! or `{"schema":{"type":"string","optional":false},"payload":"o-1"}` with
+//! key schemas), a `jsonb` or `text` payload a JSON string holding its text,
+//! a `bytea` payload its base64, wrapped in `{schema, payload}` with value
+//! schemas. A null payload is a null under the payload's schema (in Avro no
+//! value at all), as the converters write Debezium's.
 //!
 //! Deletes of outbox rows (applications delete rows once written) produce
 //! nothing, and neither do their tombstones or truncates; an update of an
@@ -43,7 +44,7 @@ use std::sync::Arc;
 
 use super::options::TransformOptions;
 use super::{intern, AdditionalField, Placement, Topic, TransformError};
-use crate::event::record::{Data, Header, JsonForm, Record, RecordKey, RecordValue};
+use crate::event::record::{Data, Header, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ChangeEvent, Op, TableSchema};
 
@@ -247,20 +248,15 @@ impl OutboxRouter {
             table.routes.insert(routed.clone(), route);
         }
         let route = &table.routes[&routed];
-        let data = |schema: &Arc<ConnectSchema>, value: Value, json| Data {
+        let data = |schema: &Arc<ConnectSchema>, value: Value| Data {
             schema: Arc::clone(schema),
             value,
-            json,
             what: Arc::clone(&table.what),
         };
 
         let key = match column(table.key) {
             Value::Null => None,
-            value => Some(RecordKey::Data(data(
-                &table.key_schema,
-                value.clone(),
-                JsonForm::Text,
-            ))),
+            value => Some(RecordKey::Data(data(&table.key_schema, value.clone()))),
         };
         let payload = column(table.payload);
         let value = match &route.envelope {
@@ -272,10 +268,9 @@ impl OutboxRouter {
                         .iter()
                         .map(|(i, alias)| (alias.clone(), column(*i).clone())),
                 );
-                Some(data(schema, Value::Struct(fields), JsonForm::Connect))
+                data(schema, Value::Struct(fields))
             }
-            None if payload == &Value::Null => None,
-            None => Some(data(&table.payload_schema, payload.clone(), JsonForm::Raw)),
+            None => data(&table.payload_schema, payload.clone()),
         };
 
         // Each header under its column's schema (what a JSON header
@@ -295,7 +290,7 @@ impl OutboxRouter {
         Ok(vec![Record {
             topic: Arc::clone(&route.topic),
             key,
-            value: value.map(RecordValue::Data),
+            value: Some(RecordValue::Data(value)),
             headers,
         }])
     }

@@ -1,19 +1,25 @@
 //! ExtractNewRecordState ("unwrap"): the record's value is the row itself
 //! rather than Debezium's envelope.
 //!
-//! As Debezium 3.x's SMT does it, applied to the events Debezium would have
-//! written:
+//! As Debezium 3.x's SMT does it (`ExtractNewRecordState`,
+//! `extractnewstate/DefaultDeleteHandlingStrategy`), applied to the events
+//! Debezium would have written:
 //! - creates, updates and snapshot reads (`op: "r"`) become their `after`
 //!   row; the key stays the table's `<topic>.Key` struct;
-//! - the value schema is the table's `<topic>.Value` row schema, then the
-//!   `--unwrap-add-fields` fields (each optional, typed as in the envelope:
-//!   `__op` string, `__lsn` int64, ...), then, in the rewrite modes,
-//!   `__deleted` (an optional string, `"true"` or `"false"`);
+//! - the value schema is the table's `<topic>.Value` struct (required, as
+//!   the differential test shows Debezium writes it), then, in the rewrite
+//!   modes, `__deleted` (an optional string, `"true"` or
+//!   `"false"`), then the `--unwrap-add-fields` fields (each optional, typed
+//!   as in the envelope: `__op` string, `__lsn` int64, ...): the strategy
+//!   adds `__deleted` before the SMT adds the fields;
 //! - deletes follow `--unwrap-delete-handling`: `drop` writes nothing,
-//!   `tombstone` writes a single tombstone (the delete becomes it; Debezium's
-//!   own tombstone is dropped), `rewrite` writes the `before` row with
-//!   `__deleted: "true"` and no tombstone, `rewrite-with-tombstone` the same
-//!   followed by Debezium's tombstone (when `--tombstones-on-delete`);
+//!   `tombstone` writes the delete's `after`: a null value under the
+//!   `<topic>.Value` schema (no added fields), which the converters write as
+//!   JsonConverter and AvroConverter do (`{"schema":…,"payload":null}`,
+//!   `null`, or a Kafka tombstone in Avro), and Debezium's own tombstone is
+//!   dropped; `rewrite` writes the `before` row with `__deleted: "true"` and
+//!   no tombstone, `rewrite-with-tombstone` the same followed by Debezium's
+//!   tombstone (when `--tombstones-on-delete`);
 //! - truncates are dropped;
 //! - `--unwrap-add-headers` adds headers with the same naming; a kept
 //!   tombstone carries only `__op` (`d`), as the SMT adds to tombstones.
@@ -24,7 +30,7 @@ use std::sync::Arc;
 use super::options::TransformOptions;
 use super::{intern, struct_field, Block, DeleteHandling, MetadataField};
 use crate::event::envelope::{self, ConnectorInfo, Stamp};
-use crate::event::record::{Data, Header, JsonForm, Record, RecordKey, RecordValue};
+use crate::event::record::{Data, Header, Record, RecordKey, RecordValue};
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ChangeEvent, Op, TableSchema};
 
@@ -43,6 +49,8 @@ pub struct Unwrap {
 /// The value schema of one version of a table.
 struct UnwrapSchema {
     table: Arc<TableSchema>,
+    /// The envelope's `after` field schema: the optional `<topic>.Value`.
+    after: Arc<ConnectSchema>,
     value: Arc<ConnectSchema>,
     /// Indexes into `Unwrap::fields` of the fields the envelope has.
     present: Vec<usize>,
@@ -86,22 +94,16 @@ impl Unwrap {
             Op::Truncate => return Vec::new(),
             Op::Delete => match self.delete {
                 DeleteHandling::Drop => return Vec::new(),
-                DeleteHandling::Tombstone => None,
+                DeleteHandling::Tombstone => {
+                    return vec![self.null_after(event, headers, stamp)];
+                }
                 DeleteHandling::Rewrite | DeleteHandling::RewriteWithTombstone => {
                     event.before.as_ref()
                 }
             },
             Op::Create | Op::Update | Op::Read => event.after.as_ref(),
         };
-        let envelope = (!self.fields.is_empty() || !self.headers.is_empty()).then(|| {
-            envelope::envelope_value(event, &self.info, stamp.transaction, stamp.now_micros)
-        });
-        if let Some(envelope) = &envelope {
-            for (field, name) in &self.headers {
-                let value = metadata_value(envelope, field);
-                headers.push(Header::value(name, value, header_schema(event, field)));
-            }
-        }
+        let envelope = self.add_headers(event, &mut headers, stamp);
         let topic = Arc::clone(&event.table.topic);
         let value = row.map(|row| {
             let rewrite = self.rewrite();
@@ -113,13 +115,6 @@ impl Unwrap {
                 .zip(row)
                 .map(|(c, v)| (c.name.clone(), v.clone()))
                 .collect();
-            for &i in &schema.present {
-                let field = &self.fields[i];
-                let v = envelope
-                    .as_ref()
-                    .map_or(Value::Null, |e| metadata_value(e, field));
-                value.push((field.name.clone(), v));
-            }
             if rewrite {
                 let deleted = if event.op == Op::Delete {
                     "true"
@@ -128,10 +123,16 @@ impl Unwrap {
                 };
                 value.push((DELETED_FIELD.to_owned(), Value::String(deleted.to_owned())));
             }
+            for &i in &schema.present {
+                let field = &self.fields[i];
+                let v = envelope
+                    .as_ref()
+                    .map_or(Value::Null, |e| metadata_value(e, field));
+                value.push((field.name.clone(), v));
+            }
             RecordValue::Data(Data {
                 schema: Arc::clone(&schema.value),
                 value: Value::Struct(value),
-                json: JsonForm::Connect,
                 what: Arc::clone(&schema.what),
             })
         });
@@ -151,7 +152,11 @@ impl Unwrap {
                 .filter(|(f, _)| f.block == Block::Envelope && f.field == "op")
                 .map(|(field, name)| {
                     let value = Value::String("d".to_owned());
-                    Header::value(name, value, header_schema(event, field))
+                    Header::value(
+                        name,
+                        value,
+                        header_schema(&event.table.envelope_schema, field),
+                    )
                 })
                 .collect();
             records.push(Record {
@@ -162,6 +167,52 @@ impl Unwrap {
             });
         }
         records
+    }
+
+    /// Adds the `--unwrap-add-headers` headers of `event` to `headers`;
+    /// returns the envelope value when fields or headers read it.
+    fn add_headers<'e>(
+        &self,
+        event: &'e ChangeEvent,
+        headers: &mut Vec<Header<'e>>,
+        stamp: Stamp<'e>,
+    ) -> Option<Value> {
+        let envelope = (!self.fields.is_empty() || !self.headers.is_empty()).then(|| {
+            envelope::envelope_value(event, &self.info, stamp.transaction, stamp.now_micros)
+        })?;
+        for (field, name) in &self.headers {
+            let value = metadata_value(&envelope, field);
+            headers.push(Header::value(
+                name,
+                value,
+                header_schema(&event.table.envelope_schema, field),
+            ));
+        }
+        Some(envelope)
+    }
+
+    /// A delete in tombstone mode: the strategy extracts `after`, a null
+    /// under the envelope's `after` schema, and adds no fields to it. The
+    /// converters decide the bytes (JsonConverter: the schema with a null
+    /// payload, or `null`; AvroConverter: no value at all).
+    fn null_after<'e>(
+        &mut self,
+        event: &'e ChangeEvent,
+        mut headers: Vec<Header<'e>>,
+        stamp: Stamp<'e>,
+    ) -> Record<'e> {
+        self.add_headers(event, &mut headers, stamp);
+        let schema = table_schema(&mut self.schemas, &self.fields, false, &event.table);
+        Record {
+            topic: Arc::clone(&event.table.topic),
+            key: Some(RecordKey::Table(event)),
+            value: Some(RecordValue::Data(Data {
+                schema: Arc::clone(&schema.after),
+                value: Value::Null,
+                what: Arc::clone(&schema.what),
+            })),
+            headers,
+        }
     }
 }
 
@@ -177,6 +228,15 @@ fn table_schema<'s>(
         .is_none_or(|s| !Arc::ptr_eq(&s.table, table));
     if stale {
         let mut value = table.row_schema.clone();
+        // Only the null `after` of a delete in tombstone mode is written
+        // under the envelope's optional field schema.
+        let after = value.clone().optional();
+        if rewrite {
+            value.fields.push(Field {
+                name: DELETED_FIELD.to_owned(),
+                schema: ConnectSchema::primitive(ConnectType::String).optional(),
+            });
+        }
         let mut present = Vec::new();
         for (i, field) in fields.iter().enumerate() {
             if let Some(schema) = metadata_schema(&table.envelope_schema, field) {
@@ -187,14 +247,9 @@ fn table_schema<'s>(
                 present.push(i);
             }
         }
-        if rewrite {
-            value.fields.push(Field {
-                name: DELETED_FIELD.to_owned(),
-                schema: ConnectSchema::primitive(ConnectType::String).optional(),
-            });
-        }
         let schema = UnwrapSchema {
             table: Arc::clone(table),
+            after: Arc::new(after),
             value: Arc::new(value),
             present,
             what: format!("table {}.{} (unwrapped)", table.schema, table.table).into(),
@@ -219,21 +274,11 @@ fn metadata_schema(envelope: &ConnectSchema, field: &MetadataField) -> Option<Co
     })
 }
 
-/// The schema of a header holding an envelope field: the field's own
-/// schema, as the SMT adds it (an optional string if the envelope lacks it).
-fn header_schema(event: &ChangeEvent, field: &MetadataField) -> Arc<ConnectSchema> {
-    let envelope = &event.table.envelope_schema;
-    let parent = match field.block.name() {
-        None => Some(envelope),
-        Some(block) => envelope
-            .fields
-            .iter()
-            .find(|f| f.name == block)
-            .map(|f| &f.schema),
-    };
-    let schema = parent
-        .and_then(|p| p.fields.iter().find(|f| f.name == field.field))
-        .map(|f| f.schema.clone());
+/// The schema of a header holding an envelope field: as the SMT adds it
+/// (`FieldReference.getSchema`: the field schema's basics, made optional),
+/// the added field's schema; an optional string if the envelope lacks it.
+fn header_schema(envelope: &ConnectSchema, field: &MetadataField) -> Arc<ConnectSchema> {
+    let schema = metadata_schema(envelope, field);
     Arc::new(schema.unwrap_or_else(|| ConnectSchema::primitive(ConnectType::String).optional()))
 }
 
@@ -252,7 +297,100 @@ fn metadata_value(envelope: &Value, field: &MetadataField) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode::golden;
+    use crate::encode::json::JsonEncoder;
     use crate::transform::parse_metadata_fields;
+
+    /// The golden delete of row 3 of `app.public.t`.
+    fn delete() -> ChangeEvent {
+        golden::events()
+            .into_iter()
+            .find(|(_, event, _)| event.op == Op::Delete)
+            .expect("a delete")
+            .1
+    }
+
+    /// The golden table's columns in a JsonConverter schema.
+    macro_rules! columns {
+        () => {
+            concat!(
+                r#"{"type":"int64","optional":false,"field":"id"},"#,
+                r#"{"type":"string","optional":true,"field":"naïve \"quoted\""},"#,
+                r#"{"type":"bytes","optional":true,"field":"raw"},"#,
+                r#"{"type":"double","optional":true,"field":"ratio"}"#
+            )
+        };
+    }
+
+    fn unwrap(args: &[&str]) -> Unwrap {
+        let options = crate::transform::tests::parse(args).expect("flags parse");
+        Unwrap::new(&options, golden::info())
+    }
+
+    const STAMP: Stamp<'static> = Stamp {
+        now_micros: 1_700_000_000_000_001,
+        transaction: None,
+    };
+
+    /// The value bytes of `record` as JSON, with or without schemas.
+    fn json_value(record: Record<'_>, schemas: bool) -> Option<String> {
+        let mut encoder = JsonEncoder::uniform(golden::info(), schemas);
+        let encoded = encoder.record(record, crate::checkpoint::TxnId::from_u64(0));
+        encoded.value.map(|v| String::from_utf8(v).expect("utf-8"))
+    }
+
+    #[test]
+    fn tombstone_mode_writes_a_null_under_the_value_schema() {
+        let event = delete();
+        let mut unwrap = unwrap(&[
+            "--unwrap-add-fields",
+            "op,lsn",
+            "--unwrap-add-headers",
+            "op",
+        ]);
+        let records = unwrap.records(&event, Vec::new(), true, STAMP);
+        assert_eq!(records.len(), 1, "Debezium's own tombstone is dropped");
+        assert_eq!(records[0].headers.len(), 1, "add.headers still apply");
+        assert_eq!(
+            json_value(records[0].clone(), true).as_deref(),
+            Some(concat!(
+                r#"{"schema":{"type":"struct","fields":["#,
+                columns!(),
+                r#"],"optional":true,"name":"app.public.t.Value"},"payload":null}"#
+            )),
+            "the after schema, without added fields"
+        );
+        assert_eq!(
+            json_value(records[0].clone(), false).as_deref(),
+            Some("null")
+        );
+    }
+
+    #[test]
+    fn deleted_comes_before_the_added_fields() {
+        let event = delete();
+        let mut unwrap = unwrap(&[
+            "--unwrap-delete-handling",
+            "rewrite",
+            "--unwrap-add-fields",
+            "op,table",
+        ]);
+        let records = unwrap.records(&event, Vec::new(), true, STAMP);
+        assert_eq!(records.len(), 1);
+        assert_eq!(
+            json_value(records[0].clone(), true).as_deref(),
+            Some(concat!(
+                r#"{"schema":{"type":"struct","fields":["#,
+                columns!(),
+                r#",{"type":"string","optional":true,"field":"__deleted"},"#,
+                r#"{"type":"string","optional":true,"field":"__op"},"#,
+                r#"{"type":"string","optional":true,"field":"__table"}],"#,
+                r#""optional":false,"name":"app.public.t.Value"},"#,
+                r#""payload":{"id":3,"naïve \"quoted\"":"line\nbreak \u0001","raw":"AQL/","ratio":0.25,"#,
+                r#""__deleted":"true","__op":"d","__table":"t\"ü"}}"#
+            ))
+        );
+    }
 
     #[test]
     fn added_fields_take_the_envelope_types_as_optional() {
@@ -271,6 +409,11 @@ mod tests {
         assert_eq!(schemas[2].kind, ConnectType::Int64);
         assert_eq!(schemas[3].name.as_deref(), Some("io.debezium.data.Enum"));
         assert_eq!(schemas[4].kind, ConnectType::String);
+        let db = &parse_metadata_fields("db").expect("parses").0[0];
+        assert!(
+            header_schema(&env, db).optional,
+            "an add.headers header is optional too, although source.db is required"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_kafka::pipeline::{self, PipelineError, RunSummary, Shutdown};
-use pgcdc_testcontainers::{unique_name, Postgres};
+use pgcdc_testcontainers::{unique_name, Kafka, Postgres};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Headers;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
@@ -26,6 +26,17 @@ use tokio::task::JoinHandle;
 
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use wait::{hold_for, poll_blocking, wait_for, wait_until, TIMEOUT};
+
+/// A private broker reached through a fault proxy
+/// ([`Kafka::launch_behind_proxy`]), launched off the async runtime.
+pub async fn kafka_behind_proxy() -> Kafka {
+    tokio::task::spawn_blocking(|| {
+        Kafka::launch_behind_proxy()
+            .unwrap_or_else(|e| panic!("private kafka behind a proxy: {}", e.report()))
+    })
+    .await
+    .expect("launch thread")
+}
 
 /// The server's current WAL insert position, as text.
 const CURRENT_LSN: &str = "SELECT pg_current_wal_insert_lsn()::text";
@@ -371,11 +382,54 @@ pub async fn consume_raw(
 /// bytes, in the order the records arrived (per partition, offset order).
 /// Empty if the topic does not appear before the timeout.
 pub async fn read_raw(bootstrap_servers: &str, topic: &str, until: ReadUntil) -> Vec<RawRecord> {
+    read_raw_from(bootstrap_servers, topic, Vec::new(), until).await
+}
+
+/// [`read_raw`] from the offsets `from` (one per partition, by partition
+/// number; a partition past its end reads from the beginning): what was
+/// written after a [`high_watermarks`] reading.
+pub async fn read_raw_from(
+    bootstrap_servers: &str,
+    topic: &str,
+    from: Vec<i64>,
+    until: ReadUntil,
+) -> Vec<RawRecord> {
     let bootstrap = bootstrap_servers.to_owned();
     let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || read_blocking(&bootstrap, &topic, until))
+    tokio::task::spawn_blocking(move || read_blocking(&bootstrap, &topic, until, &from))
         .await
         .expect("consumer thread")
+}
+
+/// Every topic whose name matches `filter`, with its high watermarks (one
+/// per partition, by partition number).
+pub async fn topics_matching(
+    bootstrap_servers: &str,
+    filter: impl Fn(&str) -> bool + Send + 'static,
+) -> std::collections::BTreeMap<String, Vec<i64>> {
+    let bootstrap = bootstrap_servers.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let probe: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .create()
+            .expect("consumer");
+        let metadata = probe
+            .fetch_metadata(None, Duration::from_secs(10))
+            .expect("metadata");
+        metadata
+            .topics()
+            .iter()
+            .filter(|t| t.error().is_none() && filter(t.name()))
+            .map(|t| {
+                let highs = (0..t.partitions().len())
+                    .map(|p| watermarks(&probe, t.name(), p as i32).1)
+                    .collect();
+                (t.name().to_owned(), highs)
+            })
+            .collect()
+    })
+    .await
+    .expect("consumer thread")
 }
 
 /// Reads `topic` from the beginning up to the high watermarks it has now:
@@ -389,7 +443,7 @@ pub async fn consume_all(bootstrap_servers: &str, topic: &str, timeout: Duration
             return Vec::new();
         }
         let records: Vec<Record> =
-            read_blocking(&bootstrap, &topic, ReadUntil::count(total, timeout))
+            read_blocking(&bootstrap, &topic, ReadUntil::count(total, timeout), &[])
                 .into_iter()
                 .map(RawRecord::into_json)
                 .collect();
@@ -482,7 +536,7 @@ pub async fn consume_until_idle(
         .collect()
 }
 
-fn read_blocking(bootstrap: &str, topic: &str, until: ReadUntil) -> Vec<RawRecord> {
+fn read_blocking(bootstrap: &str, topic: &str, until: ReadUntil, from: &[i64]) -> Vec<RawRecord> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique_name("test_consumer"))
@@ -508,8 +562,11 @@ fn read_blocking(bootstrap: &str, topic: &str, until: ReadUntil) -> Vec<RawRecor
     };
     let mut assignment = TopicPartitionList::new();
     for p in 0..partitions {
+        let start = from
+            .get(p)
+            .map_or(Offset::Beginning, |&o| Offset::Offset(o));
         assignment
-            .add_partition_offset(topic, p as i32, Offset::Beginning)
+            .add_partition_offset(topic, p as i32, start)
             .expect("partition");
     }
     consumer.assign(&assignment).expect("assign");

@@ -156,8 +156,27 @@ impl LogDir {
 
 impl Drop for LogDir {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        // PGCDC_KEEP_LOGS keeps them after a passing test too, to study one.
+        if !std::thread::panicking() && std::env::var_os("PGCDC_KEEP_LOGS").is_none() {
             let _ = fs::remove_dir_all(&self.0);
         }
     }
+}
+
+/// Runs `pgcdc-kafka <args>` to completion: exit code, stdout and stderr.
+pub async fn run_binary(args: Vec<String>) -> (Option<i32>, String, String) {
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(BIN)
+            .args(&args)
+            .env_remove("PGCDC_LOG_FORMAT")
+            .output()
+            .expect("binary runs")
+    })
+    .await
+    .expect("join");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }

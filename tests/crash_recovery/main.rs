@@ -1003,12 +1003,7 @@ async fn network_faults_through_a_proxy_lose_nothing() {
     const TABLES: [&str; 2] = ["payments", "refunds"];
     init_logs();
     let pg = Postgres::shared();
-    let kafka = tokio::task::spawn_blocking(|| {
-        Kafka::launch_behind_proxy()
-            .unwrap_or_else(|e| panic!("private kafka behind a proxy: {}", e.report()))
-    })
-    .await
-    .expect("launch thread");
+    let kafka = common::kafka_behind_proxy().await;
     let kafka_proxy = kafka.proxy().expect("the broker's proxy");
     let direct = kafka.bootstrap_servers();
     let proxied = kafka.proxied_bootstrap_servers().expect("proxied listener");

@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::error::RDKafkaErrorCode;
 
 use super::postgres::TableInfo;
 use super::{list, Report};
 use crate::config::RunConfig;
+use crate::sink::client_log::LoggingContext;
 use crate::sink::login::{self, Interrupted};
 use crate::sink::transactional;
 
@@ -153,8 +153,8 @@ fn probe_kafka(
                 format!("{e} (waited {})", humantime::format_duration(timeout))
             }
         })?;
-    let admin: AdminClient<DefaultClientContext> = config
-        .create()
+    let admin: AdminClient<LoggingContext> = config
+        .create_with_context(LoggingContext::for_config(config))
         .map_err(|e: rdkafka::error::KafkaError| e.to_string())?;
     let brokers: Vec<i32> = metadata.brokers().iter().map(|b| b.id()).collect();
     let existing: BTreeSet<String> = metadata

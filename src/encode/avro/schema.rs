@@ -11,8 +11,8 @@
 //! - `int8` / `int16` become `int` with `connect.type`; `int32` `int`,
 //!   `int64` `long`, `float32` `float`, `float64` `double`.
 //! - Metadata rides on the type as properties, in this order:
-//!   `connect.version`, `connect.parameters`, `connect.default`,
-//!   `connect.name`, `connect.type`.
+//!   `connect.doc`, `connect.version`, `connect.parameters`,
+//!   `connect.default`, `connect.name`, `connect.type`.
 //! - `org.apache.kafka.connect.data.Decimal` is `bytes` with `scale` and
 //!   `precision` (from `connect.decimal.precision`, 64 when absent) first and
 //!   `logicalType: decimal` last.
@@ -41,7 +41,7 @@ use crate::encode::options::AvroLogicalTypes;
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 
 /// Kafka Connect's decimal logical type.
-pub const DECIMAL_NAME: &str = "org.apache.kafka.connect.data.Decimal";
+pub use crate::event::value::DECIMAL_NAME;
 /// The Connect parameter Debezium puts a decimal's precision in.
 pub const DECIMAL_PRECISION_PARAMETER: &str = "connect.decimal.precision";
 /// AvroData's `CONNECT_AVRO_DECIMAL_PRECISION_DEFAULT`.
@@ -360,20 +360,17 @@ fn connect_properties(
     schema: &ConnectSchema,
     connect_type: Option<&str>,
 ) {
+    if let Some(doc) = &schema.doc {
+        m.insert("connect.doc".into(), Json::from(doc.as_str()));
+    }
     if let Some(version) = schema.version {
         m.insert("connect.version".into(), Json::from(version));
     }
     if !schema.parameters.is_empty() {
-        let mut parameters = Map::new();
-        let decimal = schema.name.as_deref() == Some(DECIMAL_NAME);
-        if let (true, Some(scale)) = (decimal, schema.parameters.get("scale")) {
-            parameters.insert("scale".into(), Json::from(scale.as_str()));
-        }
-        for (key, value) in &schema.parameters {
-            if !(decimal && key == "scale") {
-                parameters.insert(key.clone(), Json::from(value.as_str()));
-            }
-        }
+        let parameters = schema
+            .parameters_in_connect_order()
+            .map(|(k, v)| (k.to_owned(), Json::from(v)))
+            .collect();
         m.insert("connect.parameters".into(), Json::Object(parameters));
     }
     if let Some(default) = &schema.default {
@@ -559,6 +556,22 @@ mod tests {
         assert_eq!(
             debezium(&enumeration),
             r#"{"type":"string","connect.version":1,"connect.parameters":{"allowed":"a,b"},"connect.name":"io.debezium.data.Enum"}"#
+        );
+    }
+
+    #[test]
+    fn variable_scale_decimal_as_avro_data_writes_it() {
+        use crate::source::types::{column_schema, PgType, ValueOptions};
+        let schema = column_schema(&PgType::Numeric, -1, &ValueOptions::default());
+        // Confluent AvroData 7.0.16's fromConnectSchema of Debezium 3.6's schema.
+        assert_eq!(
+            debezium(&schema),
+            concat!(
+                r#"{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","#,
+                r#""fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],"#,
+                r#""connect.doc":"Variable scaled decimal","connect.version":1,"#,
+                r#""connect.name":"io.debezium.data.VariableScaleDecimal"}"#
+            )
         );
     }
 

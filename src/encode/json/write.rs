@@ -6,14 +6,17 @@
 //! that, cloning every column name and string on the way. For envelopes
 //! both trees are skipped: the envelope walk drives [`JsonFields`], which
 //! writes each field as it is walked, and rows and values are written from
-//! the event. The bytes are exactly those of the tree path
-//! (`value_json(&envelope_value(..))`), which the tests compare against.
+//! the event. The bytes are exactly those of the tree path written as
+//! Jackson writes it (`json_text(&value_json(&envelope_value(..)))`, floats
+//! in Java's layout, see [`crate::event::java_float`]), which the tests
+//! compare against.
 
 use base64::Engine;
 
 use std::convert::Infallible;
 
 use crate::event::envelope::{self, ConnectorInfo, EnvelopeWriter, FieldName, Stamp};
+use crate::event::java_float;
 use crate::event::metadata::TransactionBlock;
 use crate::event::value::Value;
 use crate::event::{ChangeEvent, ColumnSchema, MessageEvent};
@@ -35,24 +38,19 @@ fn write_u64(out: &mut Vec<u8>, u: u64) {
     out.extend_from_slice(buffer.format(u).as_bytes());
 }
 
-/// As [`super::float_json`]: non-finite floats are the strings Jackson writes.
-fn write_f64(out: &mut Vec<u8>, f: f64) {
-    if f.is_nan() {
-        out.extend_from_slice(b"\"NaN\"");
-    } else if f.is_infinite() {
-        out.extend_from_slice(if f > 0.0 {
-            b"\"Infinity\""
-        } else {
-            b"\"-Infinity\""
-        });
+/// A float as JsonConverter writes it: Java's `Float.toString` /
+/// `Double.toString` text, a number when finite, else the string Jackson
+/// writes (`"NaN"`, `"Infinity"`, `"-Infinity"`).
+fn write_float(out: &mut Vec<u8>, text: &str, finite: bool) {
+    if finite {
+        out.extend_from_slice(text.as_bytes());
     } else {
-        // serde_json's own float formatting, so the bytes match the tree path.
-        let _ = serde_json::to_writer(&mut *out, &f);
+        write_str(out, text);
     }
 }
 
 /// Appends a Connect value as the JsonConverter writes it: the bytes of
-/// `value_json(value).to_string()`.
+/// `json_text(&value_json(value))`.
 pub fn write_value(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
@@ -62,13 +60,8 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
         Value::Int16(i) => write_i64(out, i64::from(*i)),
         Value::Int32(i) => write_i64(out, i64::from(*i)),
         Value::Int64(i) => write_i64(out, *i),
-        // Through f64's shortest representation of the f32, as Jackson prints floats.
-        Value::Float32(f) if f.is_finite() => match f.to_string().parse::<f64>() {
-            Ok(wide) => write_f64(out, wide),
-            Err(_) => out.extend_from_slice(b"null"),
-        },
-        Value::Float32(f) => write_f64(out, f64::from(*f)),
-        Value::Float64(f) => write_f64(out, *f),
+        Value::Float32(f) => write_float(out, &java_float::f32_text(*f), f.is_finite()),
+        Value::Float64(f) => write_float(out, &java_float::f64_text(*f), f.is_finite()),
         Value::String(s) => write_str(out, s),
         Value::Bytes(b) => write_base64(out, b),
         Value::Array(items) => {
@@ -333,6 +326,7 @@ mod tests {
     use super::*;
     use crate::encode::json::value_json;
     use crate::event::envelope::{self, envelope_value, key_value};
+    use crate::event::java_float::json_text;
     use crate::event::value::{ConnectSchema, ConnectType};
     use crate::event::{ColumnSchema, Op, SnapshotMarker, SourceInfo, TableSchema};
     use crate::lsn::Lsn;
@@ -381,7 +375,7 @@ mod tests {
     proptest! {
         #[test]
         fn values_are_written_as_the_tree_path_prints_them(value in any_value()) {
-            prop_assert_eq!(written(&value), value_json(&value).to_string());
+            prop_assert_eq!(written(&value), json_text(&value_json(&value)));
         }
     }
 
@@ -495,7 +489,7 @@ mod tests {
                 transaction,
                 1_700_000_000_123_456,
             ));
-            assert_eq!(String::from_utf8(out).unwrap(), tree.to_string(), "{op:?}");
+            assert_eq!(String::from_utf8(out).unwrap(), json_text(&tree), "{op:?}");
 
             let mut key = Vec::new();
             let wrote = write_key(&mut key, &event);
@@ -504,7 +498,7 @@ mod tests {
                     assert!(wrote, "{op:?}");
                     assert_eq!(
                         String::from_utf8(key).unwrap(),
-                        value_json(&tree).to_string()
+                        json_text(&value_json(&tree))
                     );
                 }
                 None => assert!(!wrote && key.is_empty(), "{op:?}"),

@@ -61,7 +61,7 @@ impl Stream<'_> {
         // A replay reads the chunk again as the table is then.
         self.delivery.unanchor();
         for tuple in &rows {
-            let row = self.relations.decode_row(&schema, tuple, lsn)?;
+            let row = self.relations.decode_read_row(&schema, tuple, lsn)?;
             let event = ChangeEvent {
                 table: Arc::clone(&schema),
                 op: Op::Read,

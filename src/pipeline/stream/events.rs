@@ -331,6 +331,11 @@ impl Stream<'_> {
         content: Vec<u8>,
         lsn: Lsn,
     ) -> Result<(), PipelineError> {
+        if !transactional {
+            // As Debezium: no Commit follows it, so its own position is the
+            // last commit, already in its own `source.sequence`.
+            self.last_commit_lsn = Some(lsn);
+        }
         let in_kafka = match &self.txn {
             Some(open) => open.delivered,
             None => self.delivery.already_delivered(lsn),
@@ -353,10 +358,12 @@ impl Stream<'_> {
         };
         let source = SourceInfo {
             origin: self.txn.as_ref().and_then(|t| t.origin.clone()),
-            commit_time_micros: self
-                .txn
-                .as_ref()
-                .map_or_else(now_micros, |t| t.commit_time_micros),
+            commit_time_micros: match &self.txn {
+                Some(open) => open.commit_time_micros,
+                // The last transaction's, as Debezium repeats it (the start
+                // time before any: Debezium's offset context begins with it).
+                None => self.last_commit_time_micros.unwrap_or_else(now_micros),
+            },
             xid: self.txn.as_ref().map_or(0, |t| t.xid),
             lsn,
             last_commit_lsn: self.last_commit_lsn,

@@ -100,15 +100,23 @@ impl FakeKafka {
         });
     }
 
-    /// The message contents sent, in order.
-    fn contents(&self) -> Vec<String> {
+    /// The JSON values sent, in order.
+    fn values(&self) -> Vec<serde_json::Value> {
         self.state()
             .sent
             .iter()
             .map(|(record, _)| {
-                let value: serde_json::Value =
-                    serde_json::from_slice(record.value.as_deref().unwrap_or_default())
-                        .expect("a JSON value");
+                serde_json::from_slice(record.value.as_deref().unwrap_or_default())
+                    .expect("a JSON value")
+            })
+            .collect()
+    }
+
+    /// The message contents sent, in order.
+    fn contents(&self) -> Vec<String> {
+        self.values()
+            .iter()
+            .map(|value| {
                 let content = value["payload"]["message"]["content"]
                     .as_str()
                     .expect("a message's content");
@@ -118,6 +126,14 @@ impl FakeKafka {
                 )
                 .expect("UTF-8")
             })
+            .collect()
+    }
+
+    /// The `source` block of each record sent, in order.
+    fn sources(&self) -> Vec<serde_json::Value> {
+        self.values()
+            .iter()
+            .map(|value| value["payload"]["source"].clone())
             .collect()
     }
 
@@ -783,5 +799,51 @@ async fn the_idle_clock_starts_when_streaming_does() {
     assert!(
         started.elapsed() >= Duration::from_millis(200),
         "idle for the whole timeout after streaming began, not counted from start-up"
+    );
+}
+
+#[tokio::test]
+async fn a_non_transactional_message_reports_debeziums_last_commit_and_time() {
+    let config = config(&[]);
+    let mut summary = RunSummary::default();
+    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let result = run_attempt(
+        &config,
+        &mut summary,
+        0x10,
+        kafka.clone(),
+        None,
+        |a| async move {
+            // Begin's commit time is 0: 2000-01-01, Postgres's epoch.
+            a.wal.transaction(0x100, "in a transaction").await;
+            a.wal.transaction(0x200, "in another").await;
+            a.wal.message(0x300, false, "alone").await;
+            a.wal.transaction(0x400, "after it").await;
+            wait_for("four records sent", || a.kafka.sent() == 4).await;
+            a.request_stop();
+        },
+    )
+    .await;
+    assert_eq!(result.expect("a clean stop"), StopReason::Requested);
+    let sources = kafka.sources();
+    let sequences: Vec<&str> = sources
+        .iter()
+        .map(|s| s["sequence"].as_str().expect("a sequence"))
+        .collect();
+    assert_eq!(
+        sequences,
+        [
+            r#"[null,"257"]"#,
+            r#"["272","513"]"#,
+            r#"["768","768"]"#,
+            r#"["768","1025"]"#
+        ],
+        "the last commit is where the last transaction ended (0x110, not its \
+         commit record's start 0x102), or a non-transactional message's own \
+         position, itself included"
+    );
+    assert_eq!(
+        sources[2]["ts_ms"], 946_684_800_000_i64,
+        "the previous transaction's commit time, not the time it was read"
     );
 }

@@ -35,12 +35,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use super::client_log::LoggingContext;
 use super::error::SinkError;
 mod producer;
 use super::options::EosOptions;
@@ -224,8 +224,9 @@ fn progress_error(topic: &str, action: &str, error: KafkaError) -> SinkError {
 
 /// Creates the progress topic (one partition, compacted) if it is missing.
 pub async fn ensure_progress_topic(producer: &ClientConfig, topic: &str) -> Result<(), SinkError> {
-    let admin: AdminClient<DefaultClientContext> = client_config(producer)
-        .create()
+    let config = client_config(producer);
+    let admin: AdminClient<LoggingContext> = config
+        .create_with_context(LoggingContext::for_config(&config))
         .map_err(|e| progress_error(topic, "create an admin client for", e))?;
     let metadata = admin
         .inner()
@@ -266,12 +267,14 @@ pub fn read_progress(
     topic: &str,
     connector: &str,
 ) -> Result<Option<ProgressRecord>, SinkError> {
-    let consumer: BaseConsumer<ProgressReader> = client_config(producer)
+    let config = client_config(producer)
         .set("group.id", format!("pgcdc-kafka-{connector}-progress"))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
         .set("isolation.level", "read_committed")
-        .create_with_context(ProgressReader)
+        .clone();
+    let consumer: BaseConsumer<LoggingContext> = config
+        .create_with_context(LoggingContext::for_config(&config))
         .map_err(|e| progress_error(topic, "create a consumer for", e))?;
     let metadata = consumer
         .fetch_metadata(Some(topic), Duration::from_secs(30))
@@ -340,24 +343,6 @@ pub fn read_progress(
     }
     Ok(latest)
 }
-
-/// The progress consumer's context: reaching the end of a partition is
-/// what it waits for, not an error worth logging.
-struct ProgressReader;
-
-impl rdkafka::ClientContext for ProgressReader {
-    fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(
-            error.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::PartitionEOF)
-        ) && !matches!(error, KafkaError::PartitionEOF(_))
-        {
-            tracing::warn!(%error, reason, "progress topic consumer");
-        }
-    }
-}
-
-impl rdkafka::consumer::ConsumerContext for ProgressReader {}
 
 /// Classifies a failed transaction call.
 pub(super) fn transaction_error(

@@ -7,6 +7,7 @@
 //! and the values [`decode_text`](super::decode_text) produces, always together.
 //! The defaults are Debezium's defaults.
 
+use super::compat::DebeziumCompat;
 use super::DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER;
 
 /// How values are represented; the defaults are Debezium's defaults.
@@ -28,6 +29,8 @@ pub struct ValueOptions {
     pub time_precision: TimePrecision,
     /// `hstore.handling.mode`.
     pub hstore_handling: HstoreHandling,
+    /// `--debezium-compat`: Debezium's own values where we differ on purpose.
+    pub compat: DebeziumCompat,
 }
 
 impl Default for ValueOptions {
@@ -41,6 +44,7 @@ impl Default for ValueOptions {
             binary_handling: BinaryHandling::Bytes,
             time_precision: TimePrecision::Adaptive,
             hstore_handling: HstoreHandling::Json,
+            compat: DebeziumCompat::default(),
         }
     }
 }

@@ -691,3 +691,32 @@ fn value_error_messages_are_actionable() {
     );
     assert!(!e.is_retryable());
 }
+
+#[test]
+fn short_numerics_are_never_toasted() {
+    let toastable = |typmod| PgType::Numeric.can_be_toasted(typmod);
+    assert!(
+        !toastable(numeric_typmod(10, 2)),
+        "3 digit groups: 14 bytes"
+    );
+    assert!(
+        !toastable(numeric_typmod(28, 0)),
+        "7 digit groups: 22 bytes"
+    );
+    assert!(
+        !toastable(numeric_typmod(3, -2)),
+        "a negative scale adds integer digits"
+    );
+    assert!(
+        toastable(numeric_typmod(40, 4)),
+        "10 digit groups: 28 bytes, longer than a pointer"
+    );
+    assert!(toastable(-1), "an unconstrained NUMERIC has no bound");
+    let price = PgType::Modified {
+        base: Box::new(PgType::Numeric),
+        type_modifier: numeric_typmod(10, 2),
+    };
+    assert!(!price.can_be_toasted(-1), "a domain's own modifier counts");
+    assert!(PgType::Text.can_be_toasted(-1));
+    assert!(!PgType::Int4.can_be_toasted(-1));
+}

@@ -36,8 +36,8 @@ use std::fmt::Write as _;
 use base64::Engine as _;
 
 use super::{
-    bit_length, decimal_precision_scale, temporal_unit, BinaryHandling, DecimalHandling, PgType,
-    SpecialNumeric, SpecialValue, TemporalUnit, ValueError, ValueOptions,
+    bit_length, compat, decimal_precision_scale, temporal_unit, BinaryHandling, DecimalHandling,
+    PgType, SpecialNumeric, SpecialValue, TemporalUnit, ValueError, ValueOptions,
 };
 use crate::event::value::Value;
 
@@ -57,6 +57,15 @@ pub fn decode_text(
     text: &str,
     opts: &ValueOptions,
 ) -> Result<Value, ValueError> {
+    // A scalar DATE only: Debezium reads array elements through pgjdbc,
+    // which gives other (time zone dependent) numbers.
+    if opts.compat.date_infinity && matches!(ty, PgType::Date) {
+        match text {
+            "infinity" => return Ok(Value::Int32(compat::DATE_POSITIVE_INFINITY_DAYS)),
+            "-infinity" => return Ok(Value::Int32(compat::DATE_NEGATIVE_INFINITY_DAYS)),
+            _ => {}
+        }
+    }
     decode(ty, type_modifier, text, opts).map_err(|fault| {
         let type_name = ty.display(type_modifier);
         match fault {
