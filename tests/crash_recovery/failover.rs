@@ -66,36 +66,48 @@ async fn move_and_await_stop(
     (error, chain)
 }
 
+/// A connector streaming `ledger` of a new database on `pg` through a
+/// fault proxy, with `extra` flags, after its first rows were delivered;
+/// returns the scenario, the proxy, the running connector and its flags.
+async fn streaming_through_a_proxy(
+    pg: &'static Postgres,
+    name: &str,
+    extra: &[&str],
+) -> (Scenario, FaultProxy, Running, Vec<String>) {
+    let s = Scenario::new(pg, name);
+    create_tables(&s, &LEDGER);
+    let proxy = FaultProxy::start(([127, 0, 0, 1], pg.port()).into()).expect("proxy");
+    let mut flags = vec!["--status-interval", "200ms"];
+    flags.extend_from_slice(extra);
+    let args = through_port(
+        s.args(&Kafka::shared().bootstrap_servers(), &flags),
+        pg,
+        proxy.port(),
+    );
+    let running = s.start_args(args.clone());
+    s.await_slot().await;
+    Workload::new(&LEDGER, 7).run_blocking(&s, 10);
+    s.await_confirmed_past_now("the first rows delivered").await;
+    (s, proxy, running, args)
+}
+
+/// The table of the identity tests.
+const LEDGER: [&str; 1] = ["ledger"];
+
 /// The connector streams from cluster A through a proxy; the proxy moves to
 /// cluster B (which has a database of the same name) and cuts the
 /// connections. The connector must stop with `OtherCluster` and create
 /// nothing on B.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_cluster_behind_the_url_stops_the_run() {
-    const TABLES: [&str; 1] = ["ledger"];
     init_logs();
     let a = leaked(Postgres::launch(), "cluster A");
     let b = leaked(Postgres::launch(), "cluster B");
-    let kafka = Kafka::shared();
-    let bootstrap = kafka.bootstrap_servers();
-    let s = Scenario::new(a, "othercluster");
-    create_tables(&s, &TABLES);
+    let (s, proxy, running, _) = streaming_through_a_proxy(a, "othercluster", &[]).await;
     b.execute("postgres", &format!("CREATE DATABASE {}", s.db))
         .unwrap_or_else(|e| panic!("database on B: {}", e.report()));
     let on_b = Scenario { pg: b, ..s.clone() };
-    create_tables(&on_b, &TABLES);
-
-    let proxy = FaultProxy::start(([127, 0, 0, 1], a.port()).into()).expect("proxy");
-    let args = through_port(
-        s.args(&bootstrap, &["--status-interval", "200ms"]),
-        a,
-        proxy.port(),
-    );
-    let running = s.start_args(args);
-    s.await_slot().await;
-    let mut workload = Workload::new(&TABLES, 7);
-    workload.run_blocking(&s, 10);
-    s.await_confirmed_past_now("the first rows delivered").await;
+    create_tables(&on_b, &LEDGER);
 
     let (error, chain) = move_and_await_stop(&proxy, b, running, "other cluster").await;
     assert!(
@@ -120,34 +132,18 @@ async fn another_cluster_behind_the_url_stops_the_run() {
 /// cluster's transactions by the other cluster's recorded position.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_progress_remembers_the_cluster_across_restarts() {
-    const TABLES: [&str; 1] = ["ledger"];
     init_logs();
     let a = leaked(Postgres::launch(), "cluster A");
     let b = leaked(Postgres::launch(), "cluster B");
-    let kafka = Kafka::shared();
-    let bootstrap = kafka.bootstrap_servers();
-    let s = Scenario::new(a, "eosidentity");
-    create_tables(&s, &TABLES);
-    let proxy = FaultProxy::start(([127, 0, 0, 1], a.port()).into()).expect("proxy");
-    let args = through_port(
-        s.args(
-            &bootstrap,
-            &["--status-interval", "200ms", "--delivery", "exactly-once"],
-        ),
-        a,
-        proxy.port(),
-    );
-    let running = s.start_args(args.clone());
-    s.await_slot().await;
-    Workload::new(&TABLES, 13).run_blocking(&s, 10);
-    s.await_confirmed_past_now("the first rows delivered").await;
+    let (s, proxy, running, args) =
+        streaming_through_a_proxy(a, "eosidentity", &["--delivery", "exactly-once"]).await;
     running.stop().await;
 
     // B looks the same: database, table, publication and slot of the same names.
     b.execute("postgres", &format!("CREATE DATABASE {}", s.db))
         .unwrap_or_else(|e| panic!("database on B: {}", e.report()));
     let on_b = Scenario { pg: b, ..s.clone() };
-    create_tables(&on_b, &TABLES);
+    create_tables(&on_b, &LEDGER);
     on_b.sql(&format!(
         "CREATE PUBLICATION {} FOR ALL TABLES",
         s.publication
@@ -176,28 +172,13 @@ async fn exactly_once_progress_remembers_the_cluster_across_restarts() {
 /// Any version (the standby is made with the low-level backup API).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promoted_standby_without_the_slot_stops_the_run() {
-    const TABLES: [&str; 1] = ["ledger"];
     init_logs();
     let primary = leaked(Postgres::launch(), "primary");
     let standby = leaked(
         Postgres::launch_standby_of(primary, &StandbyOptions::default()),
         "standby",
     );
-    let kafka = Kafka::shared();
-    let bootstrap = kafka.bootstrap_servers();
-    let s = Scenario::new(primary, "noslotsync");
-    create_tables(&s, &TABLES);
-
-    let proxy = FaultProxy::start(([127, 0, 0, 1], primary.port()).into()).expect("proxy");
-    let args = through_port(
-        s.args(&bootstrap, &["--status-interval", "200ms"]),
-        primary,
-        proxy.port(),
-    );
-    let running = s.start_args(args);
-    s.await_slot().await;
-    Workload::new(&TABLES, 11).run_blocking(&s, 10);
-    s.await_confirmed_past_now("the first rows delivered").await;
+    let (s, proxy, running, _) = streaming_through_a_proxy(primary, "noslotsync", &[]).await;
     await_replayed(primary, standby).await;
 
     primary

@@ -115,7 +115,7 @@ pub fn producer_config(producer: &ClientConfig, names: &Names) -> ClientConfig {
 pub struct ProgressRecord {
     /// Every Postgres transaction whose commit record starts before this
     /// position is in Kafka (the end of the last included commit record).
-    #[serde(with = "lsn_text")]
+    #[serde(with = "as_text")]
     pub lsn: Lsn,
     /// Whether this Kafka transaction was the initial snapshot (then `lsn`
     /// is the snapshot's consistent point).
@@ -148,30 +148,27 @@ pub struct ProgressRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedServer {
     /// As text: a 64-bit number that not every JSON reader holds exactly.
-    #[serde(with = "u64_text")]
+    #[serde(with = "as_text")]
     pub system_identifier: u64,
     pub timeline: u32,
 }
 
-mod u64_text {
-    pub fn serialize<S: serde::Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
+/// A value as its text form in JSON: LSNs as `X/Y`, and 64-bit numbers
+/// that not every JSON reader holds exactly.
+mod as_text {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    pub fn serialize<T: Display, S: serde::Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(value)
     }
 
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        let text = <String as serde::Deserialize>::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-mod lsn_text {
-    use crate::lsn::Lsn;
-
-    pub fn serialize<S: serde::Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(lsn)
-    }
-
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Lsn, D::Error> {
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: serde::Deserializer<'de>,
+    {
         let text = <String as serde::Deserialize>::deserialize(d)?;
         text.parse().map_err(serde::de::Error::custom)
     }
