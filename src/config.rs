@@ -312,6 +312,15 @@ pub struct RunConfig {
     /// tests; needs --snapshot-mode never or no_data.
     #[arg(help_heading = OPERATIONS, long, env = "PGCDC_SLOT_TEMPORARY", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub slot_temporary: bool,
+
+    /// Make the slot a failover slot (slot.failover; PostgreSQL 17+): the
+    /// server synchronizes it to physical standbys that have
+    /// sync_replication_slots on, so after a promotion the connector goes on
+    /// from it (with a multi-host --pg-url and target_session_attrs=read-write).
+    /// Set on the slot (ALTER_REPLICATION_SLOT) before streaming starts;
+    /// `pgcdc-kafka check` lists what the primary and standbys still need.
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_SLOT_FAILOVER", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub slot_failover: bool,
     // --- transaction metadata and heartbeats ---
     #[command(flatten)]
     pub metadata: MetadataOptions,

@@ -49,6 +49,7 @@ fn secure() -> &'static Secure {
         let pg = Postgres::launch_with(&PostgresOptions {
             tls: Some(&ca),
             cert_users: vec![CERT_ROLE.to_owned()],
+            ..PostgresOptions::default()
         })
         .unwrap_or_else(|e| panic!("postgres with TLS: {}", e.report()));
         pg.execute(

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::options::Secret;
-use crate::source::replication::ReplicationConfig;
+use crate::source::replication::{Endpoint, ReplicationConfig, TargetSession};
 use crate::source::tls::PgTls;
 
 /// A PostgreSQL connection URL whose password never reaches a log, with
@@ -39,21 +39,58 @@ impl PgUrl {
         }
     }
 
-    /// A replication connection with these settings: host, port, user,
-    /// password, database and TLS (the certificate checked against the
-    /// URL's host, as on the SQL connection).
+    /// A replication connection with these settings: every host with its
+    /// port, `target_session_attrs`, user, password, database and TLS (the
+    /// certificate checked against the URL's host, as on the SQL
+    /// connection).
     pub fn replication_config(&self) -> ReplicationConfig {
         ReplicationConfig {
-            host: self.connect_host(),
-            port: self.port(),
+            endpoints: self.endpoints(),
+            target: match self.parsed.get_target_session_attrs() {
+                tokio_postgres::config::TargetSessionAttrs::ReadWrite => TargetSession::ReadWrite,
+                tokio_postgres::config::TargetSessionAttrs::ReadOnly => TargetSession::ReadOnly,
+                _ => TargetSession::Any,
+            },
             user: self.user(),
             password: Some(self.password()).filter(|p| !p.is_empty()),
             database: self.dbname(),
             tls: self.tls.clone(),
-            tls_server_name: self.host(),
             application_name: "pgcdc-kafka".to_owned(),
             options: None,
         }
+    }
+
+    /// The URL's servers in order, as libpq pairs them: the i-th host with
+    /// the i-th `hostaddr` (if any) and the i-th port (one port applies to
+    /// every host); 127.0.0.1:5432 when it names none.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        let hosts: Vec<String> = self
+            .parsed
+            .get_hosts()
+            .iter()
+            .map(|h| match h {
+                tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+            })
+            .collect();
+        let addrs = self.parsed.get_hostaddrs();
+        let ports = self.parsed.get_ports();
+        let count = hosts.len().max(addrs.len()).max(1);
+        (0..count)
+            .map(|i| {
+                let name = hosts.get(i).cloned();
+                let connect = addrs.get(i).map(ToString::to_string).or(name.clone());
+                let port = match ports {
+                    [one] => *one,
+                    _ => ports.get(i).copied().unwrap_or(5432),
+                };
+                Endpoint {
+                    host: connect.unwrap_or_else(|| "127.0.0.1".to_owned()),
+                    port,
+                    tls_server_name: name.unwrap_or_else(|| "127.0.0.1".to_owned()),
+                }
+            })
+            .collect()
     }
 
     /// The parsed connection settings.
@@ -128,17 +165,64 @@ impl fmt::Debug for PgUrl {
 
 impl fmt::Display for PgUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hosts: Vec<String> = self
+            .endpoints()
+            .iter()
+            .map(|e| format!("{}:{}", e.tls_server_name, e.port))
+            .collect();
         write!(
             f,
-            "postgres://{}@{}:{}/{}",
+            "postgres://{}@{}/{}",
             self.user(),
-            self.host(),
-            self.port(),
+            hosts.join(","),
             self.dbname()
         )?;
-        match self.tls.mode {
-            crate::source::tls::SslMode::Prefer => Ok(()),
-            mode => write!(f, "?sslmode={}", mode.as_str()),
+        let mut parameters = Vec::new();
+        if self.tls.mode != crate::source::tls::SslMode::Prefer {
+            parameters.push(format!("sslmode={}", self.tls.mode.as_str()));
         }
+        if let Some(target) =
+            Some(self.replication_config().target).filter(|t| *t != TargetSession::Any)
+        {
+            parameters.push(format!("target_session_attrs={}", target.as_str()));
+        }
+        match parameters.is_empty() {
+            true => Ok(()),
+            false => write!(f, "?{}", parameters.join("&")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_host_urls_keep_every_host_in_order() {
+        let url: PgUrl =
+            "postgres://cdc:pw@db-a:5433,db-b:5434/app?target_session_attrs=read-write"
+                .parse()
+                .expect("a multi-host URL parses");
+        let config = url.replication_config();
+        let hosts: Vec<String> = config.endpoints.iter().map(ToString::to_string).collect();
+        assert_eq!(hosts, ["db-a:5433", "db-b:5434"]);
+        assert_eq!(config.target, TargetSession::ReadWrite);
+        assert_eq!(
+            url.to_string(),
+            "postgres://cdc@db-a:5433,db-b:5434/app?target_session_attrs=read-write"
+        );
+
+        let one_port: PgUrl = "host=a,b port=6000 hostaddr=10.0.0.1,10.0.0.2 user=u dbname=d"
+            .parse()
+            .expect("a key-value string with two hosts parses");
+        let endpoints = one_port.endpoints();
+        assert_eq!(endpoints.len(), 2);
+        assert_eq!(endpoints[1].host, "10.0.0.2");
+        assert_eq!(endpoints[1].port, 6000);
+        assert_eq!(endpoints[1].tls_server_name, "b");
+        assert_eq!(one_port.replication_config().target, TargetSession::Any);
+
+        let plain: PgUrl = "postgres://u@h/d".parse().expect("parses");
+        assert_eq!(plain.to_string(), "postgres://u@h:5432/d");
     }
 }

@@ -169,6 +169,12 @@ impl RunConfig {
             "true",
             "needs --snapshot-mode never or no_data: a temporary slot cannot carry a snapshot's position to a later run",
         );
+        p.check(
+            !(self.slot_temporary && self.slot_failover),
+            "slot-failover",
+            "true",
+            "cannot go with --slot-temporary: PostgreSQL synchronizes only persistent slots to standbys",
+        );
     }
 
     /// `--delivery exactly-once` and its batching flags.

@@ -14,7 +14,9 @@ use crate::config::{Delivery as DeliveryMode, RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
+use crate::sink::transactional::RecordedServer;
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
+use crate::source::identity::{self, ServerIdentity, Verdict};
 use crate::source::replication::{ReplicationConfig, Session, SlotSnapshot, StartReplication};
 use crate::source::setup::{self, SetupError, SlotStatus};
 
@@ -36,12 +38,15 @@ pub async fn run_once(
     let (selection, _) = config.selection()?;
     let sql = setup::connect(&config.pg()).await?;
     metrics.postgres_answered();
+    let facts = setup::preflight(&sql, config.metadata.heartbeat_action_query.is_some()).await?;
+    let observed = check_server(config, &sql, summary).await?;
+    let server = observed.identity;
     let publication = setup::Publication {
         name: &config.publication_name,
         options: &config.publication,
         tables: &config.tables,
     };
-    let status = setup::prepare(&sql, &config.slot_name, &publication, &selection).await?;
+    let status = setup::prepare(&sql, &facts, &config.slot_name, &publication, &selection).await?;
     let types = setup::load_types(&sql).await?;
     let Some(Start {
         lsn: start,
@@ -74,7 +79,7 @@ pub async fn run_once(
     } else {
         None
     };
-    let (delivery, producer) = delivery_for(config, start, dedupe, metrics)?;
+    let (delivery, producer) = delivery_for(config, start, dedupe, server, metrics)?;
     let mut stream = Stream::new(config, sql, types, delivery, summary, start, metrics).await?;
     stream.target = *target;
     stream.shutdown = Some(shutdown.clone());
@@ -96,9 +101,23 @@ pub async fn run_once(
     let session = match temporary {
         // The session that created the slot is the one that can stream it.
         Some(session) => session,
-        None => Session::connect(&replication_config(stream.config))
-            .await
-            .map_err(PipelineError::Stream)?,
+        None => {
+            let mut session = Session::connect(&replication_config(stream.config))
+                .await
+                .map_err(PipelineError::Stream)?;
+            // A multi-host URL may have moved on since the checks above.
+            let (now, _) = session.identify().await.map_err(PipelineError::Stream)?;
+            if now != server {
+                return Err(PipelineError::ServerMoved {
+                    checked: server,
+                    now,
+                });
+            }
+            if stream.config.slot_failover {
+                setup::ensure_failover(&stream.sql, &mut session, &stream.config.slot_name).await?;
+            }
+            session
+        }
     };
     let mut client = session
         .start(StartReplication {
@@ -111,7 +130,7 @@ pub async fn run_once(
         .await
         .map_err(PipelineError::Stream)?;
     if !snapshot_taken {
-        exactly_once::start_streaming(&mut stream, start).await?;
+        exactly_once::start_streaming(&mut stream, start, &observed).await?;
     }
     metrics.streaming_started(&client.metrics());
     metrics.set_phase(Phase::Streaming);
@@ -124,13 +143,61 @@ pub async fn run_once(
     })
 }
 
+/// Reads which server this attempt reached and compares it with the one
+/// the run streamed from before ([`identity::judge`]); records it in
+/// `summary` when streaming may go on, and returns what it found. Runs
+/// before anything is created on the server, so a wrong one is left as it was.
+async fn check_server(
+    config: &RunConfig,
+    sql: &tokio_postgres::Client,
+    summary: &mut RunSummary,
+) -> Result<identity::Observed, PipelineError> {
+    let observed = identity::observe(&replication_config(config))
+        .await
+        .map_err(PipelineError::Stream)?;
+    let slot_exists = setup::slot_status(sql, &config.slot_name).await? != SlotStatus::Missing;
+    let known = identity::Known {
+        identity: summary.server,
+        acknowledged: summary.acked_lsn,
+        slot: &config.slot_name,
+        slot_exists,
+    };
+    let now = observed.identity;
+    match identity::judge(&known, &observed)? {
+        Verdict::First => {
+            tracing::info!(
+                system_identifier = now.system_identifier,
+                timeline = now.timeline,
+                "connected to the server"
+            )
+        }
+        Verdict::Same => {}
+        Verdict::FollowedFailover {
+            from_timeline,
+            to_timeline,
+            switch,
+        } => tracing::warn!(
+            slot = %config.slot_name,
+            from_timeline,
+            to_timeline,
+            %switch,
+            acknowledged = %summary.acked_lsn,
+            "the server is a promoted standby that carries the slot and everything acknowledged; following the failover"
+        ),
+    }
+    summary.server = Some(now);
+    Ok(observed)
+}
+
 /// The delivery `--delivery` asks for, starting at the slot's position
-/// `start` (at-least-once: skipping what `dedupe` allows), and its
-/// producer (for the queue gauge).
+/// `start` (at-least-once: skipping what `dedupe` allows; exactly-once:
+/// recording `server` with its progress), and its producer (for the
+/// queue gauge).
 fn delivery_for(
     config: &RunConfig,
     start: Lsn,
     dedupe: Option<Dedupe>,
+    server: ServerIdentity,
     metrics: &Arc<Metrics>,
 ) -> Result<(Box<dyn Delivery>, Arc<KafkaSink>), SinkError> {
     let limits = InFlightLimits {
@@ -157,7 +224,11 @@ fn delivery_for(
                 limits,
                 start,
                 Arc::clone(metrics),
-            )?;
+            )?
+            .with_server(RecordedServer {
+                system_identifier: server.system_identifier,
+                timeline: server.timeline,
+            });
             let producer = Arc::clone(delivery.producer());
             (Box::new(delivery), producer)
         }

@@ -13,7 +13,7 @@ use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::{Delivery, InKafka, SinkError, Transactional};
-use crate::source::setup;
+use crate::source::{identity, setup};
 
 /// Once the stream holds the slot: initializes the delivery (for
 /// exactly-once, the transactional producer, fencing any other instance
@@ -23,14 +23,32 @@ use crate::source::setup;
 ///
 /// Done after the replication connection is up so that a second instance
 /// with the same slot stops at the busy slot instead of fencing the first.
+///
+/// A record written from another server than `observed` is judged as a
+/// reconnect would be ([`identity::judge`]): its position skips
+/// transactions only within the same history, so this also holds across
+/// restarts of the process, which forget the server they streamed from.
 pub(super) async fn start_streaming(
     stream: &mut Stream<'_>,
     start: Lsn,
+    observed: &identity::Observed,
 ) -> Result<(), PipelineError> {
     let InKafka::Recorded(recorded) = stream.delivery.init().await? else {
         return Ok(());
     };
     if let Some(record) = &recorded {
+        if let Some(server) = record.server {
+            let known = identity::Known {
+                identity: Some(identity::ServerIdentity {
+                    system_identifier: server.system_identifier,
+                    timeline: server.timeline,
+                }),
+                acknowledged: record.lsn,
+                slot: &stream.config.slot_name,
+                slot_exists: true,
+            };
+            identity::judge(&known, observed)?;
+        }
         let server = setup::current_wal_lsn(&stream.sql).await?;
         if record.lsn > server {
             return Err(SinkError::ProgressAhead {

@@ -106,6 +106,13 @@ pub enum PipelineError {
     #[error(transparent)]
     Heartbeat(#[from] HeartbeatError),
     #[error(transparent)]
+    Identity(#[from] crate::source::identity::IdentityError),
+    #[error("the replication connection reached another server ({now}) than the attempt's checks did ({checked}), as during a failover; retrying")]
+    ServerMoved {
+        checked: crate::source::identity::ServerIdentity,
+        now: crate::source::identity::ServerIdentity,
+    },
+    #[error(transparent)]
     StartupTimeout(#[from] StartupTimeout),
 }
 
@@ -171,10 +178,13 @@ impl PipelineError {
             PipelineError::Incremental(e) => e.is_retryable(),
             PipelineError::Transform(e) => e.is_retryable(),
             PipelineError::Delivery(e) => e.is_retryable(),
-            PipelineError::StreamEnded | PipelineError::PreviousRun(_) => true,
+            PipelineError::StreamEnded
+            | PipelineError::PreviousRun(_)
+            | PipelineError::ServerMoved { .. } => true,
             PipelineError::Topic(e) => e.is_retryable(),
             PipelineError::Heartbeat(e) => e.is_retryable(),
             PipelineError::SlotLost(_)
+            | PipelineError::Identity(_)
             | PipelineError::TemporarySlotEnded(_)
             | PipelineError::Decode(_)
             | PipelineError::Row(_)
@@ -242,6 +252,10 @@ pub struct RunSummary {
     /// of a transaction at or below this position (see `sink::tails`).
     #[serde(skip)]
     pub resend_through: Lsn,
+    /// The server the run streams from, as its first attempt found it;
+    /// every later attempt compares (see [`crate::source::identity`]).
+    #[serde(skip)]
+    pub server: Option<crate::source::identity::ServerIdentity>,
 }
 
 impl RunSummary {

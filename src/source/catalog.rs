@@ -130,6 +130,10 @@ pub struct Slot {
     pub retained_wal_bytes: Option<i64>,
     /// Server position minus `confirmed_flush_lsn`.
     pub unconfirmed_wal_bytes: Option<i64>,
+    /// A failover slot, synchronized to standbys (17+; `None` before).
+    pub failover: Option<bool>,
+    /// A copy a standby keeps of its primary's failover slot (17+).
+    pub synced: Option<bool>,
 }
 
 impl Slot {
@@ -193,6 +197,8 @@ pub async fn slot(client: &Client, name: &str) -> Result<Option<Slot>, Error> {
             .and_then(|s| s.parse().ok()),
         retained_wal_bytes: row.try_get(3)?,
         unconfirmed_wal_bytes: row.try_get(4)?,
+        failover: info.get("failover").and_then(serde_json::Value::as_bool),
+        synced: info.get("synced").and_then(serde_json::Value::as_bool),
     }))
 }
 

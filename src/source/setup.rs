@@ -97,6 +97,22 @@ pub enum SetupError {
     },
     #[error("CREATE_REPLICATION_SLOT for the temporary slot {slot:?} returned an unexpected reply; expected slot_name, consistent_point, snapshot_name, output_plugin")]
     TemporarySlotReply { slot: String },
+    #[error("--slot-failover needs PostgreSQL 17 or later (failover slots), and this server is {version}; upgrade, or run without --slot-failover (a promoted standby then has no copy of the slot, and the connector stops there and says so)")]
+    FailoverUnsupported { version: String },
+    #[error("making replication slot {slot:?} a failover slot (ALTER_REPLICATION_SLOT ... (FAILOVER true)) failed")]
+    Failover {
+        slot: String,
+        #[source]
+        error: crate::source::replication::ReplicationError,
+    },
+    #[error("cannot run {statement} on this server: it is a standby, which is read-only; run it on the primary (a standby decodes on PostgreSQL 16+ but cannot create objects), then start the connector again")]
+    ReadOnlyServer {
+        statement: String,
+        #[source]
+        error: tokio_postgres::Error,
+    },
+    #[error("--heartbeat-action-query cannot run on a standby, which is read-only: drop it; on a standby the slot advances with the WAL the standby replays (the primary's writes, and its running-transactions records while busy), so an idle stream still confirms the replayed position. To keep WAL moving on an idle primary, run the write there (e.g. on a schedule)")]
+    HeartbeatOnStandby,
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("publication {0:?} has no tables; add tables with ALTER PUBLICATION ... ADD TABLE, or pass --table")]
@@ -109,6 +125,7 @@ impl SetupError {
     pub fn is_retryable(&self) -> bool {
         match self {
             SetupError::Connect { .. } => true,
+            SetupError::Failover { error, .. } => error.is_retryable(),
             SetupError::Query { error, .. } => {
                 error.is_closed()
                     || error
@@ -206,20 +223,22 @@ pub struct Publication<'a> {
     pub tables: &'a [String],
 }
 
-/// Makes sure the server can decode logically, the role may replicate, and
-/// the publication exists as `--publication-autocreate-mode` wants it; then
-/// reports the slot.
-pub async fn prepare(
+/// Makes sure the server can decode logically and the role may replicate
+/// (and, on a standby, that the run would not write: `heartbeat_writes` is
+/// `--heartbeat-action-query`); returns the server's facts for [`prepare`].
+/// Reads only, so it may run before the server is known to be the right one.
+pub async fn preflight(
     client: &Client,
-    slot: &str,
-    publication: &Publication<'_>,
-    selection: &Selection,
-) -> Result<SlotStatus, SetupError> {
+    heartbeat_writes: bool,
+) -> Result<catalog::Server, SetupError> {
     let (server, role) = catalog::server(client)
         .await
         .map_err(query_error("reading the server's settings and the role"))?;
     if server.wal_level != "logical" {
         return Err(SetupError::WalLevel(server.wal_level));
+    }
+    if server.in_recovery && heartbeat_writes {
+        return Err(SetupError::HeartbeatOnStandby);
     }
     if !role.may_replicate() {
         return Err(SetupError::NoReplication {
@@ -227,8 +246,24 @@ pub async fn prepare(
             role: role.name,
         });
     }
+    Ok(server)
+}
+
+/// Makes sure the publication exists as `--publication-autocreate-mode`
+/// wants it on the `server` [`preflight`] read; then reports the slot.
+pub async fn prepare(
+    client: &Client,
+    server: &catalog::Server,
+    slot: &str,
+    publication: &Publication<'_>,
+    selection: &Selection,
+) -> Result<SlotStatus, SetupError> {
     ensure_publication(client, publication, selection, server.version_num).await?;
-    slot_status(client, slot).await
+    let status = slot_status(client, slot).await?;
+    if server.in_recovery && status == SlotStatus::Missing {
+        tracing::info!(slot, "creating the slot on a standby: it waits for the primary's next running-transactions record (SELECT pg_log_standby_snapshot() on the primary hurries it)");
+    }
+    Ok(status)
 }
 
 /// Looks the slot up and checks it is a pgoutput slot of this database.
@@ -276,6 +311,51 @@ pub async fn create_slot(client: &Client, slot: &str) -> Result<Lsn, SetupError>
     let lsn = lsn.parse().unwrap_or(Lsn::ZERO);
     tracing::info!(slot, %lsn, "created replication slot");
     Ok(lsn)
+}
+
+/// `--slot-failover`: makes `slot` a failover slot unless it is one, with
+/// `ALTER_REPLICATION_SLOT` on the replication `session` that is about to
+/// stream it (PostgreSQL 17+; the slot must not be in use). Whichever way
+/// the slot was made (SQL, an exported snapshot, a copy, by hand), it is
+/// one before the first change is streamed. Failover slots are synchronized
+/// to standbys with `sync_replication_slots` on.
+pub async fn ensure_failover(
+    client: &Client,
+    session: &mut crate::source::replication::Session,
+    slot: &str,
+) -> Result<(), SetupError> {
+    let found = catalog::slot(client, slot)
+        .await
+        .map_err(query_error(format!("looking up replication slot {slot:?}")))?;
+    match found.and_then(|s| s.failover) {
+        Some(true) => return Ok(()),
+        Some(false) => {}
+        None => {
+            let (server, _) = catalog::server(client)
+                .await
+                .map_err(query_error("reading the server's version"))?;
+            if server.version_num < 170_000 {
+                return Err(SetupError::FailoverUnsupported {
+                    version: server.version,
+                });
+            }
+        }
+    }
+    session
+        .simple_query(&format!(
+            "ALTER_REPLICATION_SLOT {} (FAILOVER true)",
+            quote_ident(slot)
+        ))
+        .await
+        .map_err(|error| SetupError::Failover {
+            slot: slot.to_owned(),
+            error,
+        })?;
+    tracing::info!(
+        slot,
+        "made the slot a failover slot: standbys with sync_replication_slots keep a copy"
+    );
+    Ok(())
 }
 
 /// Drops a slot if it exists (it must not be in use).
@@ -432,7 +512,12 @@ async fn run_publication_ddl(
     all_tables: bool,
 ) -> Result<(), SetupError> {
     client.batch_execute(statement).await.map_err(|error| {
-        if error.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+        if error.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
+            SetupError::ReadOnlyServer {
+                statement: format!("{statement};"),
+                error,
+            }
+        } else if error.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
             SetupError::PublicationPrivilege {
                 statement: format!("{statement};"),
                 needs: if all_tables {
@@ -645,12 +730,18 @@ pub async fn load_types(client: &Client) -> Result<TypeRegistry, SetupError> {
     Ok(registry)
 }
 
-/// The server's current WAL write position.
+/// The server's current WAL write position; on a standby (16+ decodes
+/// there) the position it has replayed, which is as far as its walsender
+/// can decode.
 pub async fn current_wal_lsn(client: &Client) -> Result<Lsn, SetupError> {
     let text: String = client
-        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .query_one(
+            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() \
+                     ELSE pg_current_wal_lsn() END)::text",
+            &[],
+        )
         .await
-        .map_err(query_error("reading pg_current_wal_lsn()"))?
+        .map_err(query_error("reading the server's WAL position"))?
         .get(0);
     Ok(text.parse().unwrap_or(Lsn::ZERO))
 }

@@ -19,7 +19,9 @@
 //! [`Postgres::launch`] / [`Kafka::launch`] instead. [`FaultProxy`] puts
 //! network faults between a client and a service; [`BasicAuthProxy`] puts
 //! HTTP basic auth in front of the registry
-//! ([`SchemaRegistry::basic_auth_proxy`]).
+//! ([`SchemaRegistry::basic_auth_proxy`]). [`Postgres::launch_standby_of`]
+//! starts a streaming standby of a private cluster (any version, without
+//! `pg_basebackup`) and [`Postgres::promote`] promotes it, for failover tests.
 //!
 //! # No leaked processes
 //! Every service runs under a small `bash` watchdog whose standard input is a
@@ -56,6 +58,7 @@ mod process;
 mod proxy;
 mod registry;
 mod runner;
+mod standby;
 mod tls;
 
 use std::collections::hash_map::RandomState;
@@ -66,7 +69,7 @@ pub use auth_proxy::BasicAuthProxy;
 pub use cache::{cache_dir, KAFKA_VERSION, POSTGRES_BUILDS, REGISTRY_VERSION};
 pub use error::{Error, Report};
 pub use kafka::{Kafka, SASL_PASSWORD, SASL_USER};
-pub use postgres::{requested_version, Postgres, PostgresOptions, StopMode};
+pub use postgres::{requested_version, Postgres, PostgresOptions, StandbyOptions, StopMode};
 pub use process::work_root;
 pub use proxy::FaultProxy;
 pub use registry::SchemaRegistry;

@@ -23,7 +23,7 @@ use crate::process::{self, block_on, run, Launch, Local};
 use crate::runner::Runner;
 use crate::{unique_name, BackendKind, Error, Result, TestCa};
 
-const USER: &str = "postgres";
+pub(crate) const USER: &str = "postgres";
 const PASSWORD: &str = "postgres";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const PG_HINT: &str = "install the Debian package `postgresql-15` (or newer), \
@@ -52,6 +52,23 @@ pub struct PostgresOptions<'a> {
     /// Roles that log in with a client certificate (`cert` auth) instead of
     /// a password; needs `tls`.
     pub cert_users: Vec<String>,
+    /// The major version to run, whatever `PGCDC_TEST_PG_VERSION` and
+    /// `PGCDC_PG_BINDIR` say (the system's build, else one fetched into the
+    /// cache); `None`: as they say.
+    pub version: Option<u32>,
+    /// Settings beyond the defaults, `(name, value)`, e.g.
+    /// `("synchronous_standby_names", "*")`.
+    pub settings: Vec<(String, String)>,
+}
+
+/// What [`Postgres::launch_standby_of`] sets up beyond a streaming standby.
+#[derive(Debug, Default, Clone)]
+pub struct StandbyOptions {
+    /// `sync_replication_slots = on` (PostgreSQL 17+): the standby keeps
+    /// copies of the primary's failover slots, usable once promoted.
+    pub sync_replication_slots: bool,
+    /// Settings beyond the defaults, `(name, value)`.
+    pub settings: Vec<(String, String)>,
 }
 
 /// How to stop PostgreSQL; see the `pg_ctl stop -m` modes.
@@ -71,9 +88,13 @@ pub enum StopMode {
 /// [`Postgres::shared`] lives until the test process exits.
 #[derive(Debug)]
 pub struct Postgres {
-    runner: Runner,
-    port: u16,
-    data_dir: Option<PathBuf>,
+    pub(crate) runner: Runner,
+    pub(crate) port: u16,
+    pub(crate) data_dir: Option<PathBuf>,
+    /// The bin dir of the local backend (a standby runs the same build).
+    pub(crate) bindir: Option<PathBuf>,
+    /// A standby's physical slot on its primary.
+    pub(crate) physical_slot: Option<String>,
 }
 
 impl Postgres {
@@ -102,6 +123,8 @@ impl Postgres {
                     runner,
                     port,
                     data_dir: None,
+                    bindir: None,
+                    physical_slot: None,
                 }
             }
             #[cfg(not(feature = "docker"))]
@@ -144,7 +167,10 @@ impl Postgres {
     }
 
     fn launch_local_with(options: &PostgresOptions<'_>) -> Result<Postgres> {
-        let bindir = bindir()?;
+        let bindir = match options.version {
+            Some(major) => bindir_of_version(major)?,
+            None => bindir()?,
+        };
         process::with_work_dir("postgres", |work| {
             let data = work.join("data");
             let port = process::free_port()?;
@@ -154,24 +180,8 @@ impl Postgres {
                     format!("chown {} to the postgres user", work.display()),
                 ))?;
             }
-            let as_owner = |program: PathBuf| -> Command {
-                let mut cmd = match owner {
-                    Some((uid, gid)) => {
-                        let mut c = Command::new("setpriv");
-                        c.arg(format!("--reuid={uid}"))
-                            .arg(format!("--regid={gid}"))
-                            .arg("--init-groups")
-                            .arg("--")
-                            .arg(program);
-                        c
-                    }
-                    None => Command::new(program),
-                };
-                cmd.current_dir(work);
-                cmd
-            };
             run(
-                as_owner(bindir.join("initdb"))
+                as_owner(owner, bindir.join("initdb"), work)
                     .arg("-D")
                     .arg(&data)
                     .args(["-U", USER, "--auth=trust", "--no-sync", "-E", "UTF8"])
@@ -186,6 +196,9 @@ impl Postgres {
                 work.display()
             );
             for (name, value) in SETTINGS {
+                conf += &format!("{name} = '{value}'\n");
+            }
+            for (name, value) in &options.settings {
                 conf += &format!("{name} = '{value}'\n");
             }
             let mut hba = String::from(
@@ -241,23 +254,12 @@ impl Postgres {
             fs::write(&hba_path, hba)
                 .map_err(Error::io(format!("write {}", hba_path.display())))?;
 
-            let postgres = as_owner(bindir.join("postgres"));
-            let mut args: Vec<_> = postgres.get_args().map(|a| a.to_owned()).collect();
-            args.extend(["-D".into(), data.clone().into_os_string()]);
-            let launch = Launch {
-                service: "postgres",
-                program: PathBuf::from(postgres.get_program()),
-                args,
-                log: work.join("postgres.log"),
-                work_dir: work.to_path_buf(),
-                // The owner is gone and the data dir is about to be removed.
-                stop_signal: "QUIT",
-                grace: Duration::from_secs(5),
-            };
             Ok(Postgres {
-                runner: Runner::Local(Local::new(launch)),
+                runner: Runner::Local(Local::new(server_launch(owner, &bindir, &data, work))),
                 port,
                 data_dir: Some(data),
+                bindir: Some(bindir.clone()),
+                physical_slot: None,
             })
         })
     }
@@ -407,6 +409,56 @@ impl Postgres {
     }
 }
 
+/// `program` run as `owner` (through `setpriv`, which execs) in `work`.
+pub(crate) fn as_owner(owner: Option<(u32, u32)>, program: PathBuf, work: &Path) -> Command {
+    let mut cmd = match owner {
+        Some((uid, gid)) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={gid}"))
+                .arg("--init-groups")
+                .arg("--")
+                .arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    cmd.current_dir(work);
+    cmd
+}
+
+/// How the watchdog runs `postgres -D data` of the work dir `work`.
+pub(crate) fn server_launch(
+    owner: Option<(u32, u32)>,
+    bindir: &Path,
+    data: &Path,
+    work: &Path,
+) -> Launch {
+    let postgres = as_owner(owner, bindir.join("postgres"), work);
+    let mut args: Vec<_> = postgres.get_args().map(|a| a.to_owned()).collect();
+    args.extend(["-D".into(), data.as_os_str().to_owned()]);
+    Launch {
+        service: "postgres",
+        program: PathBuf::from(postgres.get_program()),
+        args,
+        log: work.join("postgres.log"),
+        work_dir: work.to_path_buf(),
+        // The owner is gone and the data dir is about to be removed.
+        stop_signal: "QUIT",
+        grace: Duration::from_secs(5),
+    }
+}
+
+/// The bin dir of major version `major`: the system's build, else one
+/// fetched into the cache.
+fn bindir_of_version(major: u32) -> Result<PathBuf> {
+    let system = PathBuf::from(format!("/usr/lib/postgresql/{major}/bin"));
+    if system.join("postgres").is_file() && system.join("initdb").is_file() {
+        return Ok(system);
+    }
+    crate::cache::postgres_bindir(major)
+}
+
 /// `$PGCDC_PG_BINDIR`; else with `$PGCDC_TEST_PG_VERSION` (a major version)
 /// the system's build of that version or one fetched into the cache
 /// ([`crate::cache::postgres_bindir`]); else the newest
@@ -423,11 +475,7 @@ fn bindir() -> Result<PathBuf> {
             });
     }
     if let Some(major) = requested_version()? {
-        let system = PathBuf::from(format!("/usr/lib/postgresql/{major}/bin"));
-        if has_server(&system) {
-            return Ok(system);
-        }
-        return crate::cache::postgres_bindir(major);
+        return bindir_of_version(major);
     }
     let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
         .into_iter()
@@ -467,7 +515,7 @@ pub fn requested_version() -> Result<Option<u32>> {
 }
 
 /// `Some((uid, gid))` of the `postgres` user when we are root, else `None`.
-fn run_as() -> Result<Option<(u32, u32)>> {
+pub(crate) fn run_as() -> Result<Option<(u32, u32)>> {
     if !crate::process::is_root()? {
         return Ok(None);
     }

@@ -25,13 +25,14 @@ const CHUNK: usize = 64 * 1024;
 #[derive(Debug)]
 pub struct FaultProxy {
     port: u16,
-    target: SocketAddr,
     state: Arc<State>,
     accept: Option<JoinHandle<()>>,
 }
 
 #[derive(Debug, Default)]
 struct State {
+    /// Where new connections go ([`FaultProxy::retarget`] moves it).
+    target: Mutex<Option<SocketAddr>>,
     latency_micros: AtomicU64,
     stalled: AtomicBool,
     refusing: AtomicBool,
@@ -58,17 +59,19 @@ impl FaultProxy {
         listener
             .set_nonblocking(true)
             .map_err(Error::io("make the proxy listener non-blocking"))?;
-        let state = Arc::new(State::default());
+        let state = Arc::new(State {
+            target: Mutex::new(Some(target)),
+            ..State::default()
+        });
         let accept = {
             let state = Arc::clone(&state);
             thread::Builder::new()
                 .name(format!("proxy-{port}"))
-                .spawn(move || accept_loop(&listener, target, &state))
+                .spawn(move || accept_loop(&listener, &state))
                 .map_err(Error::io("spawn the proxy thread"))?
         };
         Ok(FaultProxy {
             port,
-            target,
             state,
             accept: Some(accept),
         })
@@ -84,9 +87,21 @@ impl FaultProxy {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// Where the proxy forwards to.
+    /// Where the proxy forwards new connections to.
     pub fn target(&self) -> SocketAddr {
-        self.target
+        self.state.target()
+    }
+
+    /// Forwards new connections to `target` from now on (open ones stay
+    /// where they are: [`reset`](Self::reset) them to move every client).
+    /// Stands for a DNS name or virtual IP that moves to another server, as
+    /// after a failover.
+    pub fn retarget(&self, target: SocketAddr) {
+        *self
+            .state
+            .target
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(target);
     }
 
     /// Delays every forwarded chunk by `latency` (zero: none).
@@ -153,7 +168,16 @@ impl Drop for FaultProxy {
     }
 }
 
-fn accept_loop(listener: &TcpListener, target: SocketAddr, state: &Arc<State>) {
+impl State {
+    fn target(&self) -> SocketAddr {
+        self.target
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .expect("a proxy always has a target")
+    }
+}
+
+fn accept_loop(listener: &TcpListener, state: &Arc<State>) {
     while !state.closing.load(Ordering::SeqCst) {
         let client = match listener.accept() {
             Ok((client, _)) => client,
@@ -171,7 +195,7 @@ fn accept_loop(listener: &TcpListener, target: SocketAddr, state: &Arc<State>) {
             drop(client);
             continue;
         }
-        let Ok(server) = TcpStream::connect_timeout(&target, Duration::from_secs(5)) else {
+        let Ok(server) = TcpStream::connect_timeout(&state.target(), Duration::from_secs(5)) else {
             // The target is down: the client sees its connection closed.
             drop(client);
             continue;

@@ -13,8 +13,10 @@ mod ack_window;
 mod broker;
 #[path = "../common/mod.rs"]
 mod common;
+mod failover;
 mod registry;
 mod skip_delivered;
+mod standby_decoding;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -359,6 +361,20 @@ fn read_topics_blocking(
             "timed out reading topics to their high watermarks; left: {remaining:?}"
         );
         let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+            // A transactional topic ends in a commit marker, which no poll
+            // returns: the consumer's position moves past it all the same.
+            if let Ok(position) = consumer.position() {
+                for element in position.elements() {
+                    let key = (element.topic().to_owned(), element.partition());
+                    let at = match element.offset() {
+                        Offset::Offset(at) => at,
+                        _ => continue,
+                    };
+                    if remaining.get(&key).is_some_and(|&high| at >= high) {
+                        remaining.remove(&key);
+                    }
+                }
+            }
             continue;
         };
         let message = message.expect("consume");

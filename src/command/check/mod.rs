@@ -13,6 +13,7 @@
 //! Everything here only reads: no slot, publication or topic is created
 //! (topic creation is validated with a `validate_only` CreateTopics request).
 
+mod failover;
 mod kafka;
 mod postgres;
 mod registry;
@@ -150,6 +151,7 @@ pub async fn run(args: &CheckArgs) -> Report {
     let mut report = Report::default();
     let config = &args.run;
     let tables = postgres::check_postgres(config, &args.health, args.timeout, &mut report).await;
+    failover::check_failover(config, args.timeout, &mut report).await;
     kafka::check_kafka(config, tables.as_deref(), args.timeout, &mut report).await;
     if config.encode.format == Format::Avro {
         registry::check_registry(config, args.timeout, &mut report).await;

@@ -34,7 +34,7 @@ pub const PROPERTIES: &[(&str, Rule)] = &[
     ("plugin.name", Only(&["pgoutput"], "pgcdc-kafka decodes pgoutput only: set plugin.name=pgoutput (a slot of another plugin must be recreated)")),
     ("slot.name", To("slot")),
     ("slot.drop.on.stop", To("slot_drop_on_stop")),
-    ("slot.failover", Only(&["false"], "failover slots are not supported")),
+    ("slot.failover", To("slot_failover")),
     ("slot.stream.params", Reject("extra pgoutput parameters are not supported")),
     ("slot.max.retries", Ignore("a slot in use is retried with backoff, without a limit")),
     ("slot.retry.delay.ms", Ignore("a slot in use is retried with backoff, without a limit")),

@@ -140,6 +140,7 @@ mod tests {
             transactions: 1,
             written_at_ms: 0,
             incremental_snapshot,
+            server: None,
         }
     }
 

@@ -115,7 +115,7 @@ pub fn producer_config(producer: &ClientConfig, names: &Names) -> ClientConfig {
 pub struct ProgressRecord {
     /// Every Postgres transaction whose commit record starts before this
     /// position is in Kafka (the end of the last included commit record).
-    #[serde(with = "lsn_text")]
+    #[serde(with = "as_text")]
     pub lsn: Lsn,
     /// Whether this Kafka transaction was the initial snapshot (then `lsn`
     /// is the snapshot's consistent point).
@@ -135,16 +135,40 @@ pub struct ProgressRecord {
     /// records of earlier versions and of runs without a signal table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incremental_snapshot: Option<IncrementalProgress>,
+    /// The PostgreSQL server whose WAL `lsn` is a position in, so that a
+    /// restart on another cluster or a diverged history stops instead of
+    /// skipping by a position of other WAL (see
+    /// [`crate::source::identity`]). Absent in records of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<RecordedServer>,
 }
 
-mod lsn_text {
-    use crate::lsn::Lsn;
+/// Which PostgreSQL cluster and timeline a progress record's position
+/// belongs to (`IDENTIFY_SYSTEM`'s `systemid` and `timeline`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedServer {
+    /// As text: a 64-bit number that not every JSON reader holds exactly.
+    #[serde(with = "as_text")]
+    pub system_identifier: u64,
+    pub timeline: u32,
+}
 
-    pub fn serialize<S: serde::Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(lsn)
+/// A value as its text form in JSON: LSNs as `X/Y`, and 64-bit numbers
+/// that not every JSON reader holds exactly.
+mod as_text {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    pub fn serialize<T: Display, S: serde::Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(value)
     }
 
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Lsn, D::Error> {
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: serde::Deserializer<'de>,
+    {
         let text = <String as serde::Deserialize>::deserialize(d)?;
         text.parse().map_err(serde::de::Error::custom)
     }
@@ -430,10 +454,12 @@ mod tests {
             transactions: 3,
             written_at_ms: 1,
             incremental_snapshot: None,
+            server: None,
         };
         let json = serde_json::to_string(&record).expect("serializes");
         assert!(json.contains(r#""lsn":"16/B374D848""#), "{json}");
         assert!(!json.contains("incremental_snapshot"), "{json}");
+        assert!(!json.contains("server"), "{json}");
         let back: ProgressRecord = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, record);
         let minimal: ProgressRecord = serde_json::from_str(r#"{"lsn":"0/10"}"#).expect("parses");
@@ -441,6 +467,23 @@ mod tests {
         assert_eq!(
             minimal.incremental_snapshot, None,
             "records of earlier versions carry no incremental snapshot progress"
+        );
+        assert_eq!(minimal.server, None, "nor the server");
+        let with_server = ProgressRecord {
+            server: Some(RecordedServer {
+                system_identifier: u64::MAX,
+                timeline: 2,
+            }),
+            ..record.clone()
+        };
+        let json = serde_json::to_string(&with_server).expect("serializes");
+        assert!(
+            json.contains(r#""server":{"system_identifier":"18446744073709551615","timeline":2}"#),
+            "{json}"
+        );
+        assert_eq!(
+            serde_json::from_str::<ProgressRecord>(&json).expect("parses"),
+            with_server
         );
 
         record.incremental_snapshot = Some(IncrementalProgress {

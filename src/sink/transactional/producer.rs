@@ -17,7 +17,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::Producer;
 use tokio::sync::watch;
 
-use super::{EosSettings, IncrementalProgress, ProgressRecord};
+use super::{EosSettings, IncrementalProgress, ProgressRecord, RecordedServer};
 use crate::checkpoint::{AckTracker, TxnId};
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -50,6 +50,8 @@ pub struct Transactional {
     batch: Batch,
     /// Transactions whose commit starts before this position are in Kafka.
     already_in_kafka: Option<Lsn>,
+    /// Written into every progress record ([`ProgressRecord::server`]).
+    server: Option<RecordedServer>,
 }
 
 impl Transactional {
@@ -76,7 +78,15 @@ impl Transactional {
             client: config,
             batch: Batch::default(),
             already_in_kafka: None,
+            server: None,
         })
+    }
+
+    /// Records `server` (the PostgreSQL server the stream reads) in every
+    /// progress record from now on.
+    pub fn with_server(mut self, server: RecordedServer) -> Self {
+        self.server = Some(server);
+        self
     }
 
     /// The producer underneath (for its queue gauge).
@@ -323,6 +333,7 @@ impl Delivery for Transactional {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
             incremental_snapshot,
+            server: self.server,
         };
         let value = serde_json::to_vec(&record).unwrap_or_default();
         let sent = self

@@ -100,6 +100,14 @@ pub enum ReplicationError {
     Reply { query: &'static str },
     #[error("the replication reader task stopped unexpectedly")]
     ReaderGone,
+    #[error("no host of --pg-url took a {wanted} replication session (tried {tried}); during a failover this lasts until a standby is promoted")]
+    NoTargetServer {
+        wanted: &'static str,
+        tried: String,
+        /// The last host's error, when one failed rather than being of the wrong kind.
+        #[source]
+        last: Option<Box<ReplicationError>>,
+    },
 }
 
 impl ReplicationError {
@@ -109,7 +117,8 @@ impl ReplicationError {
             ReplicationError::Connect { .. }
             | ReplicationError::Io(_)
             | ReplicationError::Closed(_)
-            | ReplicationError::ReaderGone => true,
+            | ReplicationError::ReaderGone
+            | ReplicationError::NoTargetServer { .. } => true,
             ReplicationError::Server(e) => e.is_retryable(),
             // A server starting up or shutting down answers logins with 57P03/57P01.
             ReplicationError::Login(e) => e.is_retryable(),

@@ -40,25 +40,66 @@ mod tests;
 
 pub use error::{ReplicationError, ServerError};
 pub use frame::{CopyData, Keepalive, XLogData};
-pub use session::{Session, SlotSnapshot};
+pub use session::{ServerIdentity, Session, SlotSnapshot};
 pub use stream::{ReplicationMetrics, ReplicationStream, StartReplication};
 
 use crate::source::tls::PgTls;
 
+/// One server of the URL's host list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The TCP host (the URL's `hostaddr` when it has one), or a Unix
+    /// socket dir.
+    pub host: String,
+    pub port: u16,
+    /// The name the server certificate must be issued for (verify-full).
+    pub tls_server_name: String,
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// Which server of several a session must reach: libpq's
+/// `target_session_attrs` (`any`, `read-write`, `read-only`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TargetSession {
+    /// The first server that accepts the login.
+    #[default]
+    Any,
+    /// A server that accepts writes: the primary, not a hot standby.
+    ReadWrite,
+    /// A server that refuses writes: a hot standby.
+    ReadOnly,
+}
+
+impl TargetSession {
+    /// The `target_session_attrs` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetSession::Any => "any",
+            TargetSession::ReadWrite => "read-write",
+            TargetSession::ReadOnly => "read-only",
+        }
+    }
+}
+
 /// Where and as whom a replication session connects.
 #[derive(Clone)]
 pub struct ReplicationConfig {
-    /// The TCP host (the URL's `hostaddr` when it has one).
-    pub host: String,
-    pub port: u16,
+    /// The servers to try, in order, as libpq tries a multi-host URL's
+    /// hosts; never empty.
+    pub endpoints: Vec<Endpoint>,
+    /// Which of them is wanted.
+    pub target: TargetSession,
     pub user: String,
     /// For password, MD5 and SCRAM authentication.
     pub password: Option<String>,
     pub database: String,
     /// `sslmode` and the certificates.
     pub tls: PgTls,
-    /// The name the server certificate must be issued for (verify-full).
-    pub tls_server_name: String,
     /// Shown in `pg_stat_replication`.
     pub application_name: String,
     /// The startup `options` parameter (`-c name=value ...`).
@@ -82,13 +123,12 @@ impl ReplicationConfig {
 impl fmt::Debug for ReplicationConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReplicationConfig")
-            .field("host", &self.host)
-            .field("port", &self.port)
+            .field("endpoints", &self.endpoints)
+            .field("target", &self.target)
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("database", &self.database)
             .field("tls", &self.tls)
-            .field("tls_server_name", &self.tls_server_name)
             .field("application_name", &self.application_name)
             .field("options", &self.options)
             .finish()

@@ -25,20 +25,118 @@ use super::conn::{server_error, Conn, Wire};
 use super::error::ReplicationError;
 use super::frame::{self, AuthRequest, Row};
 use super::stream::{ReplicationStream, StartReplication};
-use super::{PluginOptions, ReplicationConfig};
+use super::{Endpoint, PluginOptions, ReplicationConfig, TargetSession};
+use crate::lsn::Lsn;
 use crate::source::tls::SslMode;
 
 /// An authenticated replication session, ready for commands.
 pub struct Session {
     conn: Conn,
     server_version_num: u32,
+    /// `in_hot_standby` and `default_transaction_read_only` as the server
+    /// reported them at login (14+ reports both).
+    in_hot_standby: Option<bool>,
+    default_read_only: Option<bool>,
+    /// The server it reached (`None` over a test pipe).
+    endpoint: Option<Endpoint>,
+}
+
+/// Which cluster a server belongs to and which history it is on, from
+/// `IDENTIFY_SYSTEM`: a physical standby shares its primary's
+/// `system_identifier` and, once promoted, continues on a new timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerIdentity {
+    /// `pg_control_system().system_identifier`: fixed by `initdb`.
+    pub system_identifier: u64,
+    /// The timeline the server writes (a primary) or replays (a standby).
+    pub timeline: u32,
+}
+
+impl std::fmt::Display for ServerIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "system identifier {} timeline {}",
+            self.system_identifier, self.timeline
+        )
+    }
 }
 
 impl Session {
-    /// Connects and logs in as `config` says.
+    /// Connects and logs in as `config` says: tries the URL's hosts in
+    /// order, as libpq does, and takes the first that accepts the login
+    /// and is the kind of server `target_session_attrs` asks for. A refused
+    /// login stops the search (libpq's rule: the other hosts would refuse
+    /// it too); an unreachable host or one of the wrong kind moves on.
     pub async fn connect(config: &ReplicationConfig) -> Result<Session, ReplicationError> {
-        let io = open(config).await?;
-        Session::login(io, config).await
+        let mut tried = Vec::new();
+        let mut last = None;
+        for endpoint in &config.endpoints {
+            let reached = async {
+                let io = open(endpoint, config).await?;
+                let mut session = Session::login(io, config).await?;
+                session.endpoint = Some(endpoint.clone());
+                let fits = session.is_target(config.target).await?;
+                Ok::<_, ReplicationError>((session, fits))
+            }
+            .await;
+            match reached {
+                Ok((session, true)) => return Ok(session),
+                Ok((_, false)) => {
+                    tracing::debug!(%endpoint, target = config.target.as_str(), "not the kind of server asked for; trying the next host");
+                    tried.push(format!("{endpoint} (not {})", config.target.as_str()));
+                    last = None;
+                }
+                Err(e @ (ReplicationError::Login(_) | ReplicationError::PasswordMissing)) => {
+                    return Err(e)
+                }
+                Err(e) if config.endpoints.len() == 1 => return Err(e),
+                Err(e) => {
+                    tracing::debug!(%endpoint, error = %e, "cannot use this host; trying the next");
+                    tried.push(format!("{endpoint} ({e})"));
+                    last = Some(e);
+                }
+            }
+        }
+        Err(ReplicationError::NoTargetServer {
+            wanted: config.target.as_str(),
+            tried: tried.join(", "),
+            last: last.map(Box::new),
+        })
+    }
+
+    /// Whether this server is of the kind `target` asks for: from the
+    /// `in_hot_standby` and `default_transaction_read_only` it reported,
+    /// else (an older server or a pooler) `SHOW transaction_read_only`.
+    async fn is_target(&mut self, target: TargetSession) -> Result<bool, ReplicationError> {
+        if target == TargetSession::Any {
+            return Ok(true);
+        }
+        let read_only = match (self.in_hot_standby, self.default_read_only) {
+            (Some(standby), Some(read_only)) => standby || read_only,
+            _ => {
+                const QUERY: &str = "SHOW transaction_read_only";
+                let rows = self.simple_query(QUERY).await?;
+                match rows
+                    .first()
+                    .and_then(|r| r.first())
+                    .and_then(Option::as_ref)
+                {
+                    Some(value) => &value[..] == b"on",
+                    None => return Err(ReplicationError::Reply { query: QUERY }),
+                }
+            }
+        };
+        Ok(match target {
+            TargetSession::ReadWrite => !read_only,
+            TargetSession::ReadOnly => read_only,
+            TargetSession::Any => true,
+        })
+    }
+
+    /// The server this session reached (`None` over a test pipe).
+    pub fn endpoint(&self) -> Option<&Endpoint> {
+        self.endpoint.as_ref()
     }
 
     /// Logs in over an open byte stream (a socket after TLS, or a test pipe).
@@ -61,13 +159,17 @@ impl Session {
         conn.flush().await?;
         authenticate(&mut conn, config).await?;
         let mut server_version_num = 0;
+        let (mut in_hot_standby, mut default_read_only) = (None, None);
         loop {
             let frame = conn.read_frame("starting the session").await?;
             match frame.tag {
                 b'S' => {
                     let (name, value) = frame::parse_parameter_status(&frame.body)?;
-                    if name == "server_version" {
-                        server_version_num = parse_server_version(value);
+                    match name {
+                        "server_version" => server_version_num = parse_server_version(value),
+                        "in_hot_standby" => in_hot_standby = Some(value == "on"),
+                        "default_transaction_read_only" => default_read_only = Some(value == "on"),
+                        _ => {}
                     }
                 }
                 b'Z' => break,
@@ -80,6 +182,9 @@ impl Session {
         Ok(Session {
             conn,
             server_version_num,
+            in_hot_standby,
+            default_read_only,
+            endpoint: None,
         })
     }
 
@@ -127,15 +232,48 @@ impl Session {
     }
 
     /// `IDENTIFY_SYSTEM`: the server's current WAL flush position.
-    pub async fn identify_system(&mut self) -> Result<crate::lsn::Lsn, ReplicationError> {
+    pub async fn identify_system(&mut self) -> Result<Lsn, ReplicationError> {
+        Ok(self.identify().await?.1)
+    }
+
+    /// `IDENTIFY_SYSTEM`: which cluster and timeline the server is on, and
+    /// its current WAL flush position.
+    pub async fn identify(&mut self) -> Result<(ServerIdentity, Lsn), ReplicationError> {
         const QUERY: &str = "IDENTIFY_SYSTEM";
         let rows = self.simple_query(QUERY).await?;
-        rows.first()
-            .and_then(|r| r.get(2))
+        let field = |i: usize| {
+            rows.first()
+                .and_then(|r| r.get(i))
+                .and_then(Option::as_ref)
+                .and_then(|b| std::str::from_utf8(b).ok())
+        };
+        let parsed = (|| {
+            let identity = ServerIdentity {
+                system_identifier: field(0)?.parse().ok()?,
+                timeline: field(1)?.parse().ok()?,
+            };
+            Some((identity, field(2)?.parse().ok()?))
+        })();
+        parsed.ok_or(ReplicationError::Reply { query: QUERY })
+    }
+
+    /// `TIMELINE_HISTORY`: where each timeline before `timeline` ended, as
+    /// `(timeline, switch point)`, oldest first (empty for timeline 1).
+    pub async fn timeline_history(
+        &mut self,
+        timeline: u32,
+    ) -> Result<Vec<(u32, Lsn)>, ReplicationError> {
+        const QUERY: &str = "TIMELINE_HISTORY";
+        if timeline <= 1 {
+            return Ok(Vec::new());
+        }
+        let rows = self.simple_query(&format!("{QUERY} {timeline}")).await?;
+        let content = rows
+            .first()
+            .and_then(|r| r.get(1))
             .and_then(Option::as_ref)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .and_then(|t| t.parse().ok())
-            .ok_or(ReplicationError::Reply { query: QUERY })
+            .ok_or(ReplicationError::Reply { query: QUERY })?;
+        Ok(parse_timeline_history(&String::from_utf8_lossy(content)))
     }
 
     /// Sends `START_REPLICATION` for `start.slot` from `start.lsn`, with the
@@ -227,13 +365,31 @@ pub(super) fn parse_server_version(text: &str) -> u32 {
     }
 }
 
+/// A timeline history file's lines, `parentTLI<tab>switchpoint<tab>reason`
+/// ([format](https://www.postgresql.org/docs/current/continuous-archiving.html#BACKUP-TIMELINES)),
+/// as `(timeline, switch point)`; lines that do not parse are skipped.
+pub(super) fn parse_timeline_history(content: &str) -> Vec<(u32, Lsn)> {
+    content
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let timeline = fields.next()?.parse().ok()?;
+            let switch = fields.next()?.parse().ok()?;
+            Some((timeline, switch))
+        })
+        .collect()
+}
+
 /// TCP, then TLS as `sslmode` says (an `SSLRequest` first, as libpq does);
 /// or a Unix socket when the host is a directory, in clear as libpq does.
-async fn open(config: &ReplicationConfig) -> Result<Box<dyn Wire>, ReplicationError> {
+async fn open(
+    endpoint: &Endpoint,
+    config: &ReplicationConfig,
+) -> Result<Box<dyn Wire>, ReplicationError> {
     let mode = config.tls.mode;
     #[cfg(unix)]
-    if config.host.starts_with('/') {
-        let path = format!("{}/.s.PGSQL.{}", config.host, config.port);
+    if endpoint.host.starts_with('/') {
+        let path = format!("{}/.s.PGSQL.{}", endpoint.host, endpoint.port);
         if matches!(
             mode,
             SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
@@ -248,8 +404,8 @@ async fn open(config: &ReplicationConfig) -> Result<Box<dyn Wire>, ReplicationEr
             .map_err(|error| ReplicationError::Connect { addr: path, error })?;
         return Ok(Box::new(socket));
     }
-    let addr = format!("{}:{}", config.host, config.port);
-    let mut tcp = TcpStream::connect((config.host.as_str(), config.port))
+    let addr = endpoint.to_string();
+    let mut tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
         .await
         .map_err(|error| ReplicationError::Connect {
             addr: addr.clone(),
@@ -287,7 +443,7 @@ async fn open(config: &ReplicationConfig) -> Result<Box<dyn Wire>, ReplicationEr
     }
     // As for the SQL connection: the URL's host is the name checked (under
     // verify-full); a name rustls cannot take is checked against nothing.
-    let name = ServerName::try_from(config.tls_server_name.clone())
+    let name = ServerName::try_from(endpoint.tls_server_name.clone())
         .or_else(|_| ServerName::try_from("invalid.invalid".to_owned()))
         .map_err(|e| ReplicationError::Tls {
             addr: addr.clone(),
@@ -400,6 +556,18 @@ mod tests {
         assert_eq!(
             create_slot_command(180_000, "s", true, Nothing),
             "CREATE_REPLICATION_SLOT s TEMPORARY LOGICAL pgoutput (SNAPSHOT 'nothing')"
+        );
+    }
+
+    #[test]
+    fn timeline_history_files() {
+        let content = "1\t0/3000148\tno recovery target specified\n\n2\t0/5000000\tbefore 2026-01-01\nbad line\n";
+        assert_eq!(
+            parse_timeline_history(content),
+            vec![
+                (1, "0/3000148".parse().unwrap()),
+                (2, "0/5000000".parse().unwrap())
+            ]
         );
     }
 

@@ -14,13 +14,16 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn config() -> ReplicationConfig {
     ReplicationConfig {
-        host: "127.0.0.1".into(),
-        port: 5432,
+        endpoints: vec![Endpoint {
+            host: "127.0.0.1".into(),
+            port: 5432,
+            tls_server_name: "localhost".into(),
+        }],
+        target: TargetSession::Any,
         user: "cdc".into(),
         password: Some("secret".into()),
         database: "app".into(),
         tls: crate::source::tls::PgTls::default(),
-        tls_server_name: "localhost".into(),
         application_name: "pgcdc-kafka-test".into(),
         options: Some("-c datestyle=ISO".into()),
     }
@@ -483,4 +486,104 @@ fn plugin_options_follow_the_server_version() {
 fn the_password_is_not_in_debug_output() {
     let text = format!("{:?}", config());
     assert!(!text.contains("secret"), "{text}");
+}
+
+/// A scripted server on a loopback port: answers an SSLRequest with `N`,
+/// accepts the login, reports `in_hot_standby`, then waits for the client
+/// to hang up.
+async fn scripted_host(hot_standby: bool) -> (Endpoint, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        loop {
+            let len = socket.read_i32().await.expect("startup length") as usize;
+            let mut body = vec![0; len - 4];
+            socket.read_exact(&mut body).await.expect("startup body");
+            if body[..4] == 80_877_103i32.to_be_bytes() {
+                socket.write_all(b"N").await.expect("refuse TLS");
+                continue;
+            }
+            break;
+        }
+        let flag = if hot_standby { "on" } else { "off" };
+        let mut out = auth(0, &[]);
+        out.extend(message(b'S', b"server_version\x0017.2\0"));
+        out.extend(message(
+            b'S',
+            format!("in_hot_standby\0{flag}\0").as_bytes(),
+        ));
+        out.extend(message(b'S', b"default_transaction_read_only\0off\0"));
+        out.extend(ready());
+        socket.write_all(&out).await.expect("welcome");
+        let mut rest = Vec::new();
+        let _ = socket.read_to_end(&mut rest).await;
+    });
+    let endpoint = Endpoint {
+        host: "127.0.0.1".into(),
+        port,
+        tls_server_name: "localhost".into(),
+    };
+    (endpoint, server)
+}
+
+/// A loopback port nothing listens on.
+async fn closed_port() -> Endpoint {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    drop(listener);
+    Endpoint {
+        host: "127.0.0.1".into(),
+        port,
+        tls_server_name: "localhost".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_multi_host_url_reaches_the_first_server_of_the_wanted_kind() {
+    let down = closed_port().await;
+    let (standby, _s) = scripted_host(true).await;
+    let (primary, _p) = scripted_host(false).await;
+    let read_write = ReplicationConfig {
+        endpoints: vec![down, standby.clone(), primary.clone()],
+        target: TargetSession::ReadWrite,
+        ..config()
+    };
+    let session = Session::connect(&read_write)
+        .await
+        .expect("a read-write host");
+    assert_eq!(
+        session.endpoint(),
+        Some(&primary),
+        "past the dead host and the standby"
+    );
+
+    let (standby, _s) = scripted_host(true).await;
+    let any = ReplicationConfig {
+        endpoints: vec![closed_port().await, standby.clone()],
+        target: TargetSession::Any,
+        ..config()
+    };
+    let session = Session::connect(&any).await.expect("any host");
+    assert_eq!(session.endpoint(), Some(&standby), "any kind will do");
+
+    let (standby, _s) = scripted_host(true).await;
+    let only_standbys = ReplicationConfig {
+        endpoints: vec![closed_port().await, standby],
+        target: TargetSession::ReadWrite,
+        ..config()
+    };
+    let Err(error) = Session::connect(&only_standbys).await else {
+        panic!("no read-write host");
+    };
+    assert!(
+        matches!(error, ReplicationError::NoTargetServer { .. }),
+        "{error}"
+    );
+    assert!(error.is_retryable(), "a promotion may be under way");
+    assert!(error.to_string().contains("(not read-write)"), "{error}");
 }
