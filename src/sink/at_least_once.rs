@@ -137,24 +137,29 @@ impl Positions {
     /// Stamps `record` (at `position`), choosing its partition if it has a
     /// key, and says whether Kafka already holds it.
     async fn stamp(&mut self, record: &mut EncodedRecord, position: Position) -> bool {
-        if !self.topics.contains_key(&record.topic) {
-            // Only a record an earlier run can have sent needs the tails;
-            // the partition count is wanted for every record.
-            let replayed = position.lsn <= self.dedupe.horizon;
-            let tails = self.read_tails(&record.topic, replayed).await;
-            let state = TopicState {
-                tails,
-                since: position,
-            };
-            self.topics.insert(Arc::clone(&record.topic), state);
-        }
         let Dedupe {
             horizon,
             resend_through,
             fingerprint,
             partition_keys,
         } = self.dedupe;
-        let state = &self.topics[&record.topic];
+        let state = match self.topics.get(&record.topic) {
+            Some(state) => state,
+            None => {
+                // Only a record an earlier run can have sent needs the tails;
+                // the partition count is wanted for every record.
+                let tails = self
+                    .read_tails(&record.topic, position.lsn <= horizon)
+                    .await;
+                let state = TopicState {
+                    tails,
+                    since: position,
+                };
+                self.topics
+                    .entry(Arc::clone(&record.topic))
+                    .or_insert(state)
+            }
+        };
         let partitions = state.tails.partitions();
         let partition = match &record.key {
             Some(key) if partition_keys && partitions > 0 => {

@@ -72,6 +72,12 @@ impl KafkaLog {
 
     /// librdkafka's log callback.
     pub fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        // `--skip-delivered` sets enable.gapless.guarantee on purpose (see
+        // `RunConfig::skips_delivered`); a warning that it is experimental
+        // at every start would teach operators to ignore warnings.
+        if fac == "CONFWARN" && message.contains("enable.gapless.guarantee is experimental") {
+            return;
+        }
         let level = match level {
             RDKafkaLogLevel::Emerg
             | RDKafkaLogLevel::Alert

@@ -121,14 +121,8 @@ impl ClientContext for DeliveryContext {
         }
     }
 
-    /// librdkafka's own log ([`KafkaLog`]), without the warning that
-    /// `enable.gapless.guarantee` is experimental: `--skip-delivered` sets
-    /// it on purpose (see `RunConfig::skips_delivered`), and a warning at
-    /// every start would teach operators to ignore warnings.
+    /// librdkafka's own log, through [`KafkaLog`].
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        if fac == "CONFWARN" && log_message.contains("enable.gapless.guarantee is experimental") {
-            return;
-        }
         self.log.log(level, fac, log_message);
     }
 
