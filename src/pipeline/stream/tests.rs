@@ -388,6 +388,38 @@ async fn wait_for(what: &str, condition: impl Fn() -> bool) {
 }
 
 /// One attempt of the loop from `start`, with `script` playing the server
+/// A run whose first attempt starts at 0x10 with Kafka holding nothing
+/// past it: its flags' config, its summary and its Kafka.
+struct Run {
+    config: RunConfig,
+    summary: RunSummary,
+    kafka: FakeKafka,
+}
+
+impl Run {
+    fn new(flags: &[&str]) -> Self {
+        Run {
+            config: config(flags),
+            summary: RunSummary::default(),
+            kafka: FakeKafka::new(Lsn::new(0x10)),
+        }
+    }
+
+    /// [`run_attempt`] from 0x10 on this run's Kafka.
+    async fn attempt<F, Fut>(
+        &mut self,
+        target: Option<u64>,
+        script: F,
+    ) -> Result<StopReason, PipelineError>
+    where
+        F: FnOnce(Arc<Attempt>) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let kafka = self.kafka.clone();
+        run_attempt(&self.config, &mut self.summary, 0x10, kafka, target, script).await
+    }
+}
+
 /// and Kafka. Returns how the attempt ended, once the script is done too.
 struct Attempt {
     kafka: FakeKafka,
@@ -482,16 +514,9 @@ where
 
 #[tokio::test]
 async fn confirms_only_what_kafka_acknowledged_in_read_order() {
-    let config = config(&[]);
-    let mut summary = RunSummary::default();
-    let kafka = FakeKafka::new(Lsn::new(0x10));
-    let result = run_attempt(
-        &config,
-        &mut summary,
-        0x10,
-        kafka.clone(),
-        None,
-        |a| async move {
+    let mut run = Run::new(&[]);
+    let result = run
+        .attempt(None, |a| async move {
             a.wal.transaction(0x100, "one").await;
             a.wal.transaction(0x200, "two").await;
             wait_for("both records sent", || a.kafka.sent() == 2).await;
@@ -506,28 +531,20 @@ async fn confirms_only_what_kafka_acknowledged_in_read_order() {
             a.kafka.ack(0);
             a.wait_applied(0x210).await;
             a.request_stop();
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(result.expect("a clean stop"), StopReason::Requested);
-    assert_eq!(kafka.contents(), ["one", "two"]);
-    assert_eq!((summary.transactions, summary.events), (2, 2));
+    assert_eq!(run.kafka.contents(), ["one", "two"]);
+    assert_eq!((run.summary.transactions, run.summary.events), (2, 2));
     // The catalog could not be read: the summary reports what was acknowledged.
-    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x210)));
+    assert_eq!(run.summary.confirmed_lsn, Some(Lsn::new(0x210)));
 }
 
 #[tokio::test]
 async fn a_failed_delivery_ends_the_attempt_and_nothing_after_it_is_confirmed() {
-    let config = config(&[]);
-    let mut summary = RunSummary::default();
-    let kafka = FakeKafka::new(Lsn::new(0x10));
-    let result = run_attempt(
-        &config,
-        &mut summary,
-        0x10,
-        kafka.clone(),
-        None,
-        |a| async move {
+    let mut run = Run::new(&[]);
+    let result = run
+        .attempt(None, |a| async move {
             a.wal.transaction(0x100, "one").await;
             a.wal.transaction(0x200, "two").await;
             a.wal.transaction(0x300, "three").await;
@@ -537,51 +554,42 @@ async fn a_failed_delivery_ends_the_attempt_and_nothing_after_it_is_confirmed() 
             // Delivered, but after the failed one: it must not move the slot.
             a.kafka.ack(2);
             wait_for("the loop to stop", || a.finished.load(Ordering::SeqCst)).await;
-        },
-    )
-    .await;
+        })
+        .await;
     assert!(
         matches!(result, Err(PipelineError::Delivery(_))),
         "the attempt fails with the delivery error: {result:?}"
     );
     assert!(
-        kafka.state().purged,
+        run.kafka.state().purged,
         "what was in flight is dropped, not sent out of order"
     );
-    assert_eq!(summary.acked_lsn, Lsn::new(0x110));
-    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x110)));
+    assert_eq!(run.summary.acked_lsn, Lsn::new(0x110));
+    assert_eq!(run.summary.confirmed_lsn, Some(Lsn::new(0x110)));
 }
 
 #[tokio::test]
 async fn a_restart_resends_from_the_acknowledged_position() {
-    let config = config(&[]);
-    let mut summary = RunSummary::default();
-    let kafka = FakeKafka::new(Lsn::new(0x10));
-    let first = run_attempt(
-        &config,
-        &mut summary,
-        0x10,
-        kafka.clone(),
-        None,
-        |a| async move {
+    let mut run = Run::new(&[]);
+    let first = run
+        .attempt(None, |a| async move {
             a.wal.transaction(0x100, "one").await;
             a.wal.transaction(0x200, "two").await;
             wait_for("two records sent", || a.kafka.sent() == 2).await;
             a.kafka.ack(0);
             a.wait_applied(0x110).await;
             a.kafka.fail(1);
-        },
-    )
-    .await;
+        })
+        .await;
     assert!(first.is_err(), "the first attempt fails: {first:?}");
-    let restart_at = summary.acked_lsn.as_u64();
+    let restart_at = run.summary.acked_lsn.as_u64();
     assert_eq!(restart_at, 0x110);
 
     // The server replays from the slot: the unacknowledged transaction again.
     let again = FakeKafka::new(Lsn::new(restart_at));
     let second = run_attempt(
-        &config,
-        &mut summary,
+        &run.config,
+        &mut run.summary,
         restart_at,
         again.clone(),
         None,
@@ -597,30 +605,23 @@ async fn a_restart_resends_from_the_acknowledged_position() {
     )
     .await;
     assert_eq!(second.expect("a clean stop"), StopReason::Requested);
-    assert_eq!(kafka.contents(), ["one", "two"]);
+    assert_eq!(run.kafka.contents(), ["one", "two"]);
     assert_eq!(
         again.contents(),
         ["two", "three"],
         "nothing lost across the restart"
     );
-    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x310)));
+    assert_eq!(run.summary.confirmed_lsn, Some(Lsn::new(0x310)));
 }
 
 #[tokio::test]
 async fn transactions_kafka_already_holds_are_skipped_and_confirmed_past() {
-    let config = config(&[]);
-    let mut summary = RunSummary::default();
-    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let mut run = Run::new(&[]);
     // Exactly-once after a crash: the progress record says Kafka holds
     // every transaction whose commit starts before 0x200.
-    kafka.state().skip_before = Some(Lsn::new(0x200));
-    let result = run_attempt(
-        &config,
-        &mut summary,
-        0x10,
-        kafka.clone(),
-        None,
-        |a| async move {
+    run.kafka.state().skip_before = Some(Lsn::new(0x200));
+    let result = run
+        .attempt(None, |a| async move {
             a.wal.transaction(0x100, "in kafka").await;
             a.wal.message(0x150, false, "in kafka too").await;
             a.wal.transaction(0x200, "new").await;
@@ -628,29 +629,21 @@ async fn transactions_kafka_already_holds_are_skipped_and_confirmed_past() {
             a.kafka.ack(0);
             a.wait_applied(0x210).await;
             a.request_stop();
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(result.expect("a clean stop"), StopReason::Requested);
-    assert_eq!(kafka.contents(), ["new"]);
+    assert_eq!(run.kafka.contents(), ["new"]);
     assert_eq!(
-        summary.transactions, 1,
+        run.summary.transactions, 1,
         "skipped transactions are not counted as delivered"
     );
 }
 
 #[tokio::test]
 async fn a_stop_inside_a_transaction_waits_for_its_commit() {
-    let config = config(&[]);
-    let mut summary = RunSummary::default();
-    let kafka = FakeKafka::new(Lsn::new(0x10));
-    let result = run_attempt(
-        &config,
-        &mut summary,
-        0x10,
-        kafka.clone(),
-        None,
-        |a| async move {
+    let mut run = Run::new(&[]);
+    let result = run
+        .attempt(None, |a| async move {
             a.wal.begin(0x100, 7).await;
             a.wal.message(0x101, true, "first half").await;
             wait_for("the first record sent", || a.kafka.sent() == 1).await;
@@ -662,28 +655,20 @@ async fn a_stop_inside_a_transaction_waits_for_its_commit() {
             );
             a.wal.message(0x102, true, "second half").await;
             a.wal.commit(0x103, 0x110).await;
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(result.expect("a clean stop"), StopReason::Requested);
-    assert_eq!(kafka.contents(), ["first half", "second half"]);
+    assert_eq!(run.kafka.contents(), ["first half", "second half"]);
     // The drain on stop delivered both, so the whole transaction is confirmed.
-    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x110)));
-    assert_eq!(summary.transactions, 1);
+    assert_eq!(run.summary.confirmed_lsn, Some(Lsn::new(0x110)));
+    assert_eq!(run.summary.transactions, 1);
 }
 
 #[tokio::test]
 async fn keepalives_confirm_the_wal_end_only_between_transactions() {
-    let config = config(&[]);
-    let mut summary = RunSummary::default();
-    let kafka = FakeKafka::new(Lsn::new(0x10));
-    let result = run_attempt(
-        &config,
-        &mut summary,
-        0x10,
-        kafka.clone(),
-        None,
-        |a| async move {
+    let mut run = Run::new(&[]);
+    let result = run
+        .attempt(None, |a| async move {
             a.wal.keepalive(0x500).await;
             a.wait_applied(0x500).await;
             a.wal.begin(0x600, 8).await;
@@ -706,49 +691,33 @@ async fn keepalives_confirm_the_wal_end_only_between_transactions() {
             a.kafka.ack(0);
             a.wait_applied(0x610).await;
             a.request_stop();
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(result.expect("a clean stop"), StopReason::Requested);
 }
 
 #[tokio::test]
 async fn a_bounded_run_stops_at_its_target_once_kafka_has_everything() {
-    let config = config(&["--stop-when-caught-up", "start-lsn"]);
-    let mut summary = RunSummary::default();
-    let kafka = FakeKafka::new(Lsn::new(0x10));
-    let result = run_attempt(
-        &config,
-        &mut summary,
-        0x10,
-        kafka.clone(),
-        Some(0x200),
-        |a| async move {
+    let mut run = Run::new(&["--stop-when-caught-up", "start-lsn"]);
+    let result = run
+        .attempt(Some(0x200), |a| async move {
             a.wal.transaction(0x100, "before").await;
             a.wal.transaction(0x200, "reaches the target").await;
             wait_for("the loop to stop", || a.finished.load(Ordering::SeqCst)).await;
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(result.expect("caught up"), StopReason::CaughtUp);
-    assert!(summary.caught_up, "drained on stop, so caught up");
-    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x210)));
+    assert!(run.summary.caught_up, "drained on stop, so caught up");
+    assert_eq!(run.summary.confirmed_lsn, Some(Lsn::new(0x210)));
 }
 
 #[tokio::test]
 async fn an_idle_run_stops_only_past_what_was_committed_before_it_began() {
-    let config = config(&["--stop-when-caught-up", "idle", "--idle-timeout", "50ms"]);
-    let mut summary = RunSummary::default();
-    let kafka = FakeKafka::new(Lsn::new(0x10));
+    let mut run = Run::new(&["--stop-when-caught-up", "idle", "--idle-timeout", "50ms"]);
     // The server's WAL ended at 0x300 when the run began: the walsender is
     // still decoding towards it, and sends nothing meanwhile.
-    let result = run_attempt(
-        &config,
-        &mut summary,
-        0x10,
-        kafka.clone(),
-        Some(0x300),
-        |a| async move {
+    let result = run
+        .attempt(Some(0x300), |a| async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
             assert!(
                 !a.finished.load(Ordering::SeqCst),
@@ -760,12 +729,11 @@ async fn an_idle_run_stops_only_past_what_was_committed_before_it_began() {
             // The walsender reached the WAL end it had when the run began.
             a.wal.keepalive(0x300).await;
             wait_for("the loop to stop", || a.finished.load(Ordering::SeqCst)).await;
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(result.expect("caught up"), StopReason::CaughtUp);
-    assert_eq!(kafka.contents(), ["committed before the run"]);
-    assert_eq!(summary.confirmed_lsn, Some(Lsn::new(0x300)));
+    assert_eq!(run.kafka.contents(), ["committed before the run"]);
+    assert_eq!(run.summary.confirmed_lsn, Some(Lsn::new(0x300)));
 }
 
 #[tokio::test]
@@ -804,16 +772,9 @@ async fn the_idle_clock_starts_when_streaming_does() {
 
 #[tokio::test]
 async fn a_non_transactional_message_reports_debeziums_last_commit_and_time() {
-    let config = config(&[]);
-    let mut summary = RunSummary::default();
-    let kafka = FakeKafka::new(Lsn::new(0x10));
-    let result = run_attempt(
-        &config,
-        &mut summary,
-        0x10,
-        kafka.clone(),
-        None,
-        |a| async move {
+    let mut run = Run::new(&[]);
+    let result = run
+        .attempt(None, |a| async move {
             // Begin's commit time is 0: 2000-01-01, Postgres's epoch.
             a.wal.transaction(0x100, "in a transaction").await;
             a.wal.transaction(0x200, "in another").await;
@@ -821,11 +782,10 @@ async fn a_non_transactional_message_reports_debeziums_last_commit_and_time() {
             a.wal.transaction(0x400, "after it").await;
             wait_for("four records sent", || a.kafka.sent() == 4).await;
             a.request_stop();
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(result.expect("a clean stop"), StopReason::Requested);
-    let sources = kafka.sources();
+    let sources = run.kafka.sources();
     let sequences: Vec<&str> = sources
         .iter()
         .map(|s| s["sequence"].as_str().expect("a sequence"))
