@@ -19,6 +19,8 @@
 //! Debezium's context headers are the same on every record of a run, so
 //! they are written once, when the writer is made.
 
+use bytes::Bytes;
+
 use super::json::connect::{enveloped, schema_json};
 use super::json::write::write_value;
 use super::options::HeaderConverter;
@@ -36,7 +38,7 @@ pub struct HeaderWriter {
     schemas: bool,
     /// The context headers' bytes, in [`ContextHeader::ALL`] order (boxed:
     /// the encoders live in an enum whose JSON variant is the hot one).
-    context: Box<[Vec<u8>; 4]>,
+    context: Box<[Bytes; 4]>,
 }
 
 impl HeaderWriter {
@@ -51,20 +53,25 @@ impl HeaderWriter {
         let string = ConnectSchema::primitive(ConnectType::String);
         writer.context = Box::new(ContextHeader::ALL.map(|header| {
             let value = Value::String(header.value(&info.name, &info.run_id));
-            writer.bytes(&value, &string).unwrap_or_default()
+            Bytes::from(writer.bytes(&value, &string).unwrap_or_default())
         }));
         writer
     }
 
     /// The bytes of `headers`, in order; a header whose value the
     /// converter writes as nothing is left out.
-    pub fn write(&self, headers: Vec<Header<'_>>) -> Vec<(&'static str, Vec<u8>)> {
-        // No allocation for a record without headers.
-        let mut encoded = Vec::with_capacity(headers.len());
+    pub fn write(&self, headers: Vec<Header<'_>>) -> Vec<(&'static str, Bytes)> {
+        // No allocation for a record without headers; room for the
+        // position header the sink may add (`sink::position`).
+        let mut encoded = Vec::with_capacity(if headers.is_empty() {
+            0
+        } else {
+            headers.len() + 1
+        });
         for Header { name, value } in headers {
             let bytes = match value {
-                HeaderValue::Value(value, schema) => self.bytes(&value, &schema),
-                HeaderValue::Key(key) => Some(self.key(key)),
+                HeaderValue::Value(value, schema) => self.bytes(&value, &schema).map(Bytes::from),
+                HeaderValue::Key(key) => Some(Bytes::from(self.key(key))),
                 HeaderValue::Context(header) => {
                     let i = ContextHeader::ALL.iter().position(|h| *h == header);
                     i.and_then(|i| self.context.get(i)).cloned()
@@ -215,7 +222,7 @@ mod tests {
         }
     }
 
-    fn text(headers: &[(&str, Vec<u8>)]) -> Vec<(String, String)> {
+    fn text(headers: &[(&str, Bytes)]) -> Vec<(String, String)> {
         headers
             .iter()
             .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v).into_owned()))

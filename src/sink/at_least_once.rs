@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rdkafka::config::ClientConfig;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::delivery::{next_progress, Delivery, DeliveryFailure, InKafka};
 use super::error::SinkError;
 use super::kafka::{InFlightLimits, KafkaSink};
 use super::login::LoginRefused;
-use super::position::{Position, Stamp, POSITION_HEADER};
+use super::position::{Position, StampSuffix, POSITION_HEADER};
 use super::record::{EncodedRecord, Progress};
 use super::tails::{TailReader, Tails};
 use crate::checkpoint::TxnId;
@@ -26,6 +26,12 @@ use crate::metrics::Metrics;
 /// How long reading a topic's partition tails may take before the
 /// attempt gives up on skipping for that topic (and sends everything).
 const TAIL_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often, and how many times, a topic that did not exist at an
+/// attempt's first record is looked up for the partition count the broker
+/// created it with.
+const CREATION_POLL: Duration = Duration::from_millis(200);
+const CREATION_POLLS: u32 = 150;
 
 /// What an attempt may skip (`--skip-delivered`).
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +82,39 @@ struct TopicState {
     tails: Tails,
     /// The first record of the topic this attempt handled.
     since: Position,
+    /// The partition count of a topic that did not exist at its first
+    /// record, once the broker has created it (see [`Positions::learn_partitions`]).
+    created: Option<oneshot::Receiver<Tails>>,
+    /// The stamps' common part for keyed records (with the partition count)
+    /// and for the others (without).
+    keyed: StampSuffix,
+    unkeyed: StampSuffix,
+}
+
+impl TopicState {
+    fn new(tails: Tails, since: Position, fingerprint: u64) -> Self {
+        let partitions = i32::try_from(tails.partitions()).unwrap_or(0);
+        TopicState {
+            keyed: StampSuffix::new(fingerprint, partitions, since),
+            unkeyed: StampSuffix::new(fingerprint, 0, since),
+            tails,
+            since,
+            created: None,
+        }
+    }
+
+    /// Takes the partition count of a topic created since its first record,
+    /// if the broker has it now.
+    fn catch_up(&mut self, fingerprint: u64) {
+        let Some(created) = &mut self.created else {
+            return;
+        };
+        match created.try_recv() {
+            Ok(tails) => *self = TopicState::new(tails, self.since, fingerprint),
+            Err(oneshot::error::TryRecvError::Empty) => {}
+            Err(oneshot::error::TryRecvError::Closed) => self.created = None,
+        }
+    }
 }
 
 impl AtLeastOnce {
@@ -143,23 +182,25 @@ impl Positions {
             fingerprint,
             partition_keys,
         } = self.dedupe;
-        let state = match self.topics.get(&record.topic) {
-            Some(state) => state,
-            None => {
-                // Only a record an earlier run can have sent needs the tails;
-                // the partition count is wanted for every record.
-                let tails = self
-                    .read_tails(&record.topic, position.lsn <= horizon)
-                    .await;
-                let state = TopicState {
-                    tails,
-                    since: position,
-                };
-                self.topics
-                    .entry(Arc::clone(&record.topic))
-                    .or_insert(state)
-            }
+        if !self.topics.contains_key(&record.topic) {
+            // Only a record an earlier run can have sent needs the tails;
+            // the partition count is wanted for every record.
+            let tails = self
+                .read_tails(&record.topic, position.lsn <= horizon)
+                .await;
+            let created = (partition_keys && tails.partitions() == 0)
+                .then(|| self.learn_partitions(&record.topic))
+                .flatten();
+            let state = TopicState {
+                created,
+                ..TopicState::new(tails, position, fingerprint)
+            };
+            self.topics.insert(Arc::clone(&record.topic), state);
+        }
+        let Some(state) = self.topics.get_mut(&record.topic) else {
+            return false;
         };
+        state.catch_up(fingerprint);
         let partitions = state.tails.partitions();
         let partition = match &record.key {
             Some(key) if partition_keys && partitions > 0 => {
@@ -167,22 +208,47 @@ impl Positions {
             }
             _ => None,
         };
-        let stamp = Stamp {
-            position,
-            fingerprint,
-            partitions: if partition.is_some() {
-                i32::try_from(partitions).unwrap_or(0)
-            } else {
-                0
-            },
-            since: state.since,
+        let suffix = if partition.is_some() {
+            &state.keyed
+        } else {
+            &state.unkeyed
         };
         let delivered = position.lsn <= horizon
             && position.lsn > resend_through
             && state.tails.prove(fingerprint, partition, position);
         record.partition = partition.and_then(|p| i32::try_from(p).ok());
-        record.headers.push((POSITION_HEADER, stamp.header_value()));
+        record
+            .headers
+            .push((POSITION_HEADER, suffix.value(position).into()));
         delivered
+    }
+
+    /// The partition count of `topic`, which does not exist yet, once the
+    /// broker has created it at this attempt's first records (auto-creation):
+    /// until then records are stamped without a count, which proves nothing
+    /// on a restart. Those first keyed records are partitioned by librdkafka
+    /// with the same murmur2 once it knows the count, so they count as
+    /// partitioned with it (`since` stays the attempt's first record).
+    fn learn_partitions(&self, topic: &Arc<str>) -> Option<oneshot::Receiver<Tails>> {
+        let reader = Arc::clone(self.reader.as_ref()?);
+        let (found, created) = oneshot::channel();
+        let name = Arc::clone(topic);
+        tokio::task::spawn_blocking(move || {
+            for _ in 0..CREATION_POLLS {
+                std::thread::sleep(CREATION_POLL);
+                if found.is_closed() {
+                    return;
+                }
+                if let Ok(tails) = reader.read(&name, false, TAIL_READ_TIMEOUT) {
+                    if tails.partitions() > 0 {
+                        tracing::debug!(topic = %name, partitions = tails.partitions(), "the topic was created");
+                        let _ = found.send(tails);
+                        return;
+                    }
+                }
+            }
+        });
+        Some(created)
     }
 
     async fn read_tails(&mut self, topic: &Arc<str>, last_records: bool) -> Tails {
@@ -313,7 +379,8 @@ impl Delivery for AtLeastOnce {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sink::position::at;
+    use crate::sink::position::{at, Stamp};
+    use bytes::Bytes;
 
     fn positions(tails: Tails) -> Positions {
         Positions {
@@ -327,13 +394,7 @@ mod tests {
             reader: None,
             metrics: Arc::new(Metrics::new()),
             current: None,
-            topics: HashMap::from([(
-                Arc::from("t"),
-                TopicState {
-                    tails,
-                    since: at(200, 0),
-                },
-            )]),
+            topics: HashMap::from([(Arc::from("t"), TopicState::new(tails, at(200, 0), 7))]),
         }
     }
 
@@ -388,7 +449,7 @@ mod tests {
             keyed.headers,
             vec![(
                 POSITION_HEADER,
-                b"0/258:1@0000000000000007#2~0/C8:0".to_vec()
+                Bytes::from_static(b"0/258:1@0000000000000007#2~0/C8:0")
             )]
         );
         let mut unkeyed = record(TxnId::from_u64(1), None);

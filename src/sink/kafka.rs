@@ -371,7 +371,7 @@ impl KafkaSink {
             for (key, value) in &record.headers {
                 headers = headers.insert(Header {
                     key,
-                    value: Some(value.as_slice()),
+                    value: Some(&value[..]),
                 });
             }
             base = base.headers(headers);

@@ -80,11 +80,8 @@ pub struct Stamp {
 impl Stamp {
     /// The header value.
     pub fn header_value(&self) -> Vec<u8> {
-        format!(
-            "{}@{:016x}#{}~{}",
-            self.position, self.fingerprint, self.partitions, self.since
-        )
-        .into_bytes()
+        let suffix = StampSuffix::new(self.fingerprint, self.partitions, self.since);
+        suffix.value(self.position)
     }
 
     /// Reads a header value; `None` if it is not one.
@@ -102,6 +99,58 @@ impl Stamp {
     }
 }
 
+/// What follows the position in the header value of every record an
+/// attempt stamps alike (same fingerprint, partition count and `since`),
+/// written once: a stamp then costs the position's few digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StampSuffix(Vec<u8>);
+
+impl StampSuffix {
+    /// `@<fingerprint>#<partitions>~<since>`.
+    pub fn new(fingerprint: u64, partitions: i32, since: Position) -> Self {
+        StampSuffix(format!("@{fingerprint:016x}#{partitions}~{since}").into_bytes())
+    }
+
+    /// The header value of the record at `position`.
+    pub fn value(&self, position: Position) -> Vec<u8> {
+        // "FFFFFFFF/FFFFFFFF:4294967295" is 28 bytes at most.
+        let mut out = Vec::with_capacity(28 + self.0.len());
+        let lsn = position.lsn.as_u64();
+        push_hex(&mut out, lsn >> 32);
+        out.push(b'/');
+        push_hex(&mut out, lsn & 0xFFFF_FFFF);
+        out.push(b':');
+        push_decimal(&mut out, position.ordinal);
+        out.extend_from_slice(&self.0);
+        out
+    }
+}
+
+/// `n` in upper-case hexadecimal without leading zeros, as
+/// [`Lsn`]'s `Display` writes each half.
+fn push_hex(out: &mut Vec<u8>, n: u64) {
+    let digits = (64 - n.leading_zeros()).div_ceil(4).max(1);
+    for i in (0..digits).rev() {
+        let nibble = (n >> (i * 4)) & 0xF;
+        out.push(b"0123456789ABCDEF"[nibble as usize]);
+    }
+}
+
+fn push_decimal(out: &mut Vec<u8>, n: u32) {
+    let mut digits = [0u8; 10];
+    let mut rest = n;
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +166,23 @@ mod tests {
         let value = stamp.header_value();
         assert_eq!(value, b"0/16B3748:3@9f86d081884c7d65#3~0/16B0000:0");
         assert_eq!(Stamp::parse(&value), Some(stamp));
+    }
+
+    #[test]
+    fn positions_are_written_as_display_writes_them() {
+        let suffix = StampSuffix::new(1, 2, at(0, 0));
+        for (lsn, ordinal) in [
+            (0, 0),
+            (0x0F, 9),
+            (0x10, 10),
+            (0x016B_3748, 3),
+            (0x1_0000_0000, 4_294_967_295),
+            (u64::MAX, 123_456),
+        ] {
+            let position = at(lsn, ordinal);
+            let expected = format!("{position}@0000000000000001#2~0/0:0");
+            assert_eq!(String::from_utf8(suffix.value(position)).unwrap(), expected);
+        }
     }
 
     #[test]

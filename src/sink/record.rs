@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::error::SinkError;
 use crate::checkpoint::TxnId;
 use crate::lsn::Lsn;
@@ -16,7 +18,9 @@ pub struct EncodedRecord {
     pub key: Option<Vec<u8>>,
     /// `None` for a tombstone.
     pub value: Option<Vec<u8>>,
-    pub headers: Vec<(&'static str, Vec<u8>)>,
+    /// Shared bytes: a header that is the same on every record (Debezium's
+    /// context headers) is written once and only counted here.
+    pub headers: Vec<(&'static str, Bytes)>,
     pub txn: TxnId,
     /// The partition, when the sink chose it (see `sink::at_least_once`);
     /// `None`: the producer's partitioner chooses.

@@ -145,3 +145,73 @@ async fn a_restart_skips_what_kafka_already_has_and_only_that() {
         verified.duplicates
     );
 }
+
+/// Topics the broker creates at the first record (auto-creation): the
+/// first attempt learns their partition count once they exist, so its
+/// later records carry a stamp that proves the earlier ones delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_skips_what_the_first_attempt_sent_to_auto_created_topics() {
+    const SCENARIO: &str = "auto-created topics";
+    let pg = Postgres::shared();
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let s = Scenario::new(pg, "skipautocreated");
+    create_tables(&s, &TABLES);
+    let (rng, seed) = XorShift::seeded(SEED_ENV);
+    let mut workload = Workload::new(&TABLES, rng.0);
+    let logs = LogDir::new("crash_recovery_skip_auto_created");
+    println!(
+        "[{SCENARIO}] seed {seed}; connector logs in {}",
+        logs.dir().display()
+    );
+    let args = s.args(&bootstrap, &["--status-interval", "1h"]);
+    let mut connector = ConnectorProcess::spawn(&args, logs.path(0));
+    s.await_slot().await;
+    // The first records create the topics; the ones written after the
+    // broker made them are stamped with their partition count.
+    let mut written = workload.run_blocking(&s, 5);
+    let topics = topics_of(&s, &TABLES);
+    wait_until(TIMEOUT, "the topics to be created", || async {
+        let found = read_topics(&bootstrap, &topics, None).await;
+        topics
+            .iter()
+            .all(|topic| found.get(topic).is_some_and(|records| !records.is_empty()))
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let replayed = deliver_then_kill(
+        &s,
+        &bootstrap,
+        &mut workload,
+        &mut written,
+        30,
+        &mut connector,
+    )
+    .await;
+    assert!(
+        replayed > 0,
+        "the slot confirmed everything before the kill"
+    );
+    let records_before: usize = read_topics(&bootstrap, &topics, None)
+        .await
+        .values()
+        .map(Vec::len)
+        .sum();
+    let connector = restart_to_caught_up(&args, logs.path(1)).await;
+    let records_after: usize = read_topics(&bootstrap, &topics, None)
+        .await
+        .values()
+        .map(Vec::len)
+        .sum();
+    println!(
+        "[{SCENARIO}] {replayed} transactions replayed; records in Kafka {records_before} before \
+         the restart, {records_after} after"
+    );
+    assert_eq!(
+        records_after,
+        records_before,
+        "the restart sent records Kafka already had; log:\n{}",
+        connector.log_text()
+    );
+    verify_tables(SCENARIO, &s, &bootstrap, &TABLES, written, json_decoder()).await;
+}
