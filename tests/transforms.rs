@@ -190,6 +190,9 @@ async fn outbox_events_of_business_transactions() {
             "public.outbox_bin",
             "--outbox-additional-placement",
             "region:header:x-region",
+            // Debezium 1.x's event type header, which 2.x and 3.x dropped.
+            "--outbox-field-event-type",
+            "type",
         ],
     )
     .await;

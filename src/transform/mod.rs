@@ -430,7 +430,7 @@ mod tests {
             (
                 c.outbox_field_event_id.as_str(),
                 c.outbox_field_event_key.as_str(),
-                c.outbox_field_event_type.as_str(),
+                c.outbox_field_event_type.as_deref(),
                 c.outbox_field_payload.as_str(),
                 c.outbox_route_by_field.as_str(),
                 c.outbox_route_topic_replacement.as_str(),
@@ -438,7 +438,7 @@ mod tests {
             (
                 "id",
                 "aggregateid",
-                "type",
+                None,
                 "payload",
                 "aggregatetype",
                 "outbox.event.${routedByValue}"

@@ -36,9 +36,12 @@ pub struct TransformOptions {
     )]
     pub outbox_field_event_key: String,
 
-    /// Outbox column with the event type, sent as the `eventType` header when present.
-    #[arg(long, env = "PGCDC_OUTBOX_FIELD_EVENT_TYPE", default_value = "type")]
-    pub outbox_field_event_type: String,
+    /// Outbox column sent as the `eventType` header, as Debezium 1.x's
+    /// table.field.event.type did. Unset by default: Debezium 2.x and 3.x
+    /// add no such header (place the column with --outbox-additional-placement
+    /// type:header:eventType instead).
+    #[arg(long, env = "PGCDC_OUTBOX_FIELD_EVENT_TYPE")]
+    pub outbox_field_event_type: Option<String>,
 
     /// Outbox column with the payload, the record value as it is (table.field.event.payload).
     #[arg(long, env = "PGCDC_OUTBOX_FIELD_PAYLOAD", default_value = "payload")]
@@ -110,14 +113,19 @@ impl TransformOptions {
         for (field, value) in [
             ("outbox-field-event-id", &self.outbox_field_event_id),
             ("outbox-field-event-key", &self.outbox_field_event_key),
-            ("outbox-field-event-type", &self.outbox_field_event_type),
             ("outbox-field-payload", &self.outbox_field_payload),
             ("outbox-route-by-field", &self.outbox_route_by_field),
             (
                 "outbox-route-topic-replacement",
                 &self.outbox_route_topic_replacement,
             ),
-        ] {
+        ]
+        .into_iter()
+        .chain(
+            self.outbox_field_event_type
+                .as_ref()
+                .map(|value| ("outbox-field-event-type", value)),
+        ) {
             p.check(
                 !value.trim().is_empty(),
                 field,

@@ -14,11 +14,11 @@
 //! - value: the `--outbox-field-payload` column, or, when
 //!   `--outbox-additional-placement` puts columns in the envelope, a struct
 //!   `{payload, <alias>...}` named `<topic>.<routedByValue>.Value`;
-//! - headers: `id` (the `--outbox-field-event-id` column), `eventType` (the
-//!   `--outbox-field-event-type` column, when the table has it and no
-//!   additional header already carries it), then each additional `header`
-//!   column under its alias, rendered as Connect's `SimpleHeaderConverter`
-//!   does ([`Value::to_text`]).
+//! - headers: `id` (the `--outbox-field-event-id` column), `eventType` only
+//!   when Debezium 1.x's `--outbox-field-event-type` names a column the
+//!   table has and no additional header already carries it (Debezium 2.x
+//!   and 3.x add none), then each additional `header` column under its
+//!   alias, written by the header converter.
 //!
 //! Encoding is the configured converters' ([`crate::encode`]), as for
 //! Debezium's records: key and value are Connect data under the columns'
@@ -62,7 +62,8 @@ const MAX_TOPIC_LENGTH: usize = 249;
 struct Columns {
     id: String,
     key: String,
-    kind: String,
+    /// Debezium 1.x's event type column (`--outbox-field-event-type`).
+    kind: Option<String>,
     payload: String,
     route: String,
 }
@@ -113,10 +114,14 @@ impl OutboxRouter {
             .iter()
             .map(|f| (f.clone(), intern(&f.alias)))
             .collect();
-        let type_header = !additional.iter().any(|(f, alias)| {
-            f.placement == Placement::Header
-                && (f.column == options.outbox_field_event_type || *alias == TYPE_HEADER)
-        });
+        let type_header = options
+            .outbox_field_event_type
+            .as_ref()
+            .is_some_and(|kind| {
+                !additional.iter().any(|(f, alias)| {
+                    f.placement == Placement::Header && (f.column == *kind || *alias == TYPE_HEADER)
+                })
+            });
         OutboxRouter {
             tables: options
                 .outbox_tables
@@ -175,7 +180,12 @@ impl OutboxRouter {
         let key = require(&self.columns.key, "--outbox-field-event-key")?;
         let payload = require(&self.columns.payload, "--outbox-field-payload")?;
         let route = require(&self.columns.route, "--outbox-route-by-field")?;
-        let kind = find(&self.columns.kind).filter(|_| self.type_header);
+        let kind = self
+            .columns
+            .kind
+            .as_deref()
+            .and_then(find)
+            .filter(|_| self.type_header);
         let mut headers = Vec::new();
         let mut envelope = Vec::new();
         for (field, alias) in &self.additional {

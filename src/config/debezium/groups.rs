@@ -404,7 +404,6 @@ fn map_transform(
             ("table.field.event.id", "outbox_field_event_id"),
             ("table.field.event.key", "outbox_field_event_key"),
             ("table.field.event.payload", "outbox_field_payload"),
-            ("table.field.event.type", "outbox_field_event_type"),
             ("route.by.field", "outbox_route_by_field"),
             ("route.topic.replacement", "outbox_route_topic_replacement"),
             (
@@ -445,6 +444,12 @@ fn map_transform(
                 "io.debezium.transforms.ByLogicalTableRouter",
                 "topic.regex" | "topic.replacement",
             ) => {}
+            ("io.debezium.transforms.outbox.EventRouter", "table.field.event.type") => {
+                mapping.ignored.push((
+                    p,
+                    format!("Debezium 3.x adds no header from it (1.x added eventType); to keep that header: table.fields.additional.placement={value}:header:eventType, or --outbox-field-event-type {value}"),
+                ));
+            }
             (
                 "io.debezium.transforms.ExtractNewRecordState",
                 "drop.tombstones" | "delete.handling.mode",
