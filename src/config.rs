@@ -275,7 +275,8 @@ pub struct RunConfig {
     /// Write Debezium's own values and schemas where pgcdc-kafka differs on
     /// purpose, for a pipeline taken over from Debezium: a comma-separated
     /// list of numeric-nan-infinity, date-infinity,
-    /// unchanged-toast-numeric-array, before-image-unknown-columns, or all.
+    /// unchanged-toast-numeric-array, before-image-unknown-columns,
+    /// explicit-null-with-default, or all.
     /// Each loses information that the default keeps (docs/CONFIGURATION.md).
     #[arg(
         help_heading = FORMAT,

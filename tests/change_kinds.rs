@@ -594,23 +594,25 @@ async fn skipped_truncate_by_default_and_idle_slot_keeps_advancing() {
 /// as Debezium's overflowed day number, NUMERIC NaN as null, an unchanged
 /// TOASTed `int4[]` as the placeholder's character codes, and a delete's
 /// before-image under REPLICA IDENTITY DEFAULT with its NOT NULL columns
-/// required and filled with zeros and empty strings.
+/// required and filled with zeros and empty strings, and a NULL in a column
+/// with a DEFAULT as that default (what Connect's converters write).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debezium_compat_writes_debeziums_values() {
     let kafka = Kafka::shared();
     let s = Scenario::new(Postgres::shared(), "compat");
     s.sql(
         "CREATE TABLE c (id int PRIMARY KEY, name text NOT NULL, d date NOT NULL, \
-         tags int[] NOT NULL, x numeric)",
+         tags int[] NOT NULL, x numeric, note text DEFAULT 'n/a')",
     );
     s.sql("ALTER TABLE c ALTER COLUMN tags SET STORAGE EXTERNAL");
     // Read by the snapshot, where Debezium's DATE infinity is pgjdbc's.
-    s.sql("INSERT INTO c VALUES (0, 'pre', '-infinity', '{}', NULL)");
+    s.sql("INSERT INTO c VALUES (0, 'pre', '-infinity', '{}', NULL, NULL)");
     let running = s.start(&kafka.bootstrap_servers(), &["--debezium-compat", "all"]);
     s.await_slot().await;
 
     s.sql(
-        "INSERT INTO c SELECT 1, 'ann', 'infinity', array(SELECT generate_series(1, 3000)), 'NaN'",
+        "INSERT INTO c SELECT 1, 'ann', 'infinity', array(SELECT generate_series(1, 3000)), 'NaN', \
+         NULL",
     );
     s.sql("UPDATE c SET name = 'bo', d = '-infinity' WHERE id = 1");
     s.sql("DELETE FROM c WHERE id = 1");
@@ -623,6 +625,10 @@ async fn debezium_compat_writes_debeziums_values() {
         read["after"]["d"], -625_821_272,
         "Debezium's snapshot -infinity"
     );
+    assert_eq!(
+        read["after"]["note"], "n/a",
+        "an explicit NULL as the default"
+    );
     let records = &records[1..];
     let created = payload(&records[0]);
     assert_eq!(
@@ -630,6 +636,10 @@ async fn debezium_compat_writes_debeziums_values() {
         "Debezium's DATE infinity"
     );
     assert_eq!(created["after"]["x"], json!(null), "Debezium's NaN");
+    assert_eq!(
+        created["after"]["note"], "n/a",
+        "an explicit NULL as the default"
+    );
 
     let updated = payload(&records[1]);
     assert_eq!(updated["after"]["d"], -2_147_472_691);
@@ -646,8 +656,8 @@ async fn debezium_compat_writes_debeziums_values() {
     let deleted = payload(&records[2]);
     assert_eq!(
         deleted["before"],
-        json!({"id": 1, "name": "", "d": 0, "tags": [], "x": null}),
-        "Debezium's zeros for the columns the before-image lacks"
+        json!({"id": 1, "name": "", "d": 0, "tags": [], "x": null, "note": "n/a"}),
+        "Debezium's zeros for the columns the before-image lacks, the default for a nullable one"
     );
     let schema = &records[2].value.as_ref().expect("value")["schema"];
     for column in ["name", "d", "tags"] {

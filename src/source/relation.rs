@@ -580,7 +580,11 @@ impl RelationCache {
                     &self.options,
                 ))
             }
-            Datum::Null => Ok(Value::Null),
+            Datum::Null => Ok(match &column.schema.default {
+                // What Connect's converters write for it (`types::compat`).
+                Some(default) if self.options.compat.explicit_null_with_default => default.clone(),
+                _ => Value::Null,
+            }),
             Datum::UnchangedToast => Ok(types::unavailable_value(
                 ty,
                 column.type_modifier,

@@ -36,9 +36,13 @@
 //!   a null in a non-optional column becomes the fallback): zero, `false`,
 //!   `""`, the epoch, an empty array ([`unknown_column_value`]).
 //!
-//! The `explicit-null-with-default` difference has no behaviour here: its
-//! Debezium form needs each column's DEFAULT in the schema, which
-//! pgcdc-kafka's schemas do not carry.
+//! - `explicit-null-with-default`: a NULL in a column whose schema has a
+//!   default (the column's DEFAULT, see `types::defaults`) is that default.
+//!   Debezium's record holds the null, but Kafka Connect's `Struct.get`
+//!   answers a null field with its schema's default, so every converter
+//!   writes the default (JsonConverter's `replace.null.with.default`, on by
+//!   default; Avro likewise): a consumer cannot tell an explicit NULL from
+//!   the default.
 
 use clap::ValueEnum;
 
@@ -87,6 +91,8 @@ pub enum CompatBehaviour {
     UnchangedToastNumericArray,
     /// NOT NULL columns required; before-images fill unknown ones with zeros.
     BeforeImageUnknownColumns,
+    /// A NULL in a column with a DEFAULT is written as the default.
+    ExplicitNullWithDefault,
     /// Every behaviour above.
     All,
 }
@@ -98,6 +104,7 @@ pub struct DebeziumCompat {
     pub date_infinity: bool,
     pub unchanged_toast_numeric_array: bool,
     pub before_image_unknown_columns: bool,
+    pub explicit_null_with_default: bool,
 }
 
 impl DebeziumCompat {
@@ -109,6 +116,7 @@ impl DebeziumCompat {
             date_infinity: on(CompatBehaviour::DateInfinity),
             unchanged_toast_numeric_array: on(CompatBehaviour::UnchangedToastNumericArray),
             before_image_unknown_columns: on(CompatBehaviour::BeforeImageUnknownColumns),
+            explicit_null_with_default: on(CompatBehaviour::ExplicitNullWithDefault),
         }
     }
 }
@@ -200,6 +208,7 @@ mod tests {
                 && all.date_infinity
                 && all.unchanged_toast_numeric_array
                 && all.before_image_unknown_columns
+                && all.explicit_null_with_default
         );
         let one = DebeziumCompat::of(&[CompatBehaviour::DateInfinity]);
         assert_eq!(
