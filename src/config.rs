@@ -291,6 +291,8 @@ pub struct RunConfig {
     // --- selection and routing ---
     #[command(flatten)]
     pub select: SelectOptions,
+    #[command(flatten)]
+    pub columns: crate::source::column_mappers::ColumnMapperOptions,
 
     // --- topic creation ---
     #[command(flatten)]
@@ -627,6 +629,14 @@ impl RunConfig {
         &self,
     ) -> Result<(crate::select::Selection, crate::select::TopicRouter), ConfigError> {
         crate::select::build(&self.select, &self.tables, &self.topic_prefix)
+    }
+
+    /// The column mappers (`--column-truncate-to`, `--column-mask-*`,
+    /// `--*-propagate-source-type`), or every problem with them.
+    pub fn column_mappers(
+        &self,
+    ) -> Result<crate::source::column_mappers::ColumnMappers, ConfigError> {
+        crate::source::column_mappers::ColumnMappers::new(&self.columns)
     }
 
     /// The PostgreSQL connection: `--pg-url` with `--pg-password` (or the

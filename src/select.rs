@@ -290,7 +290,13 @@ fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-fn compile_list(flag: &'static str, list: &str, problems: &mut Vec<Invalid>) -> Vec<Regex> {
+/// Compiles a comma-separated list of whole-name, case-insensitive
+/// patterns (`\,` for a comma in one), naming `flag` in each problem.
+pub(crate) fn compile_list(
+    flag: &'static str,
+    list: &str,
+    problems: &mut Vec<Invalid>,
+) -> Vec<Regex> {
     split_list(list)
         .into_iter()
         .filter_map(|pattern| match anchored(&pattern) {

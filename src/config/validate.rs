@@ -27,6 +27,9 @@ impl RunConfig {
         self.check_temporary_slot(&mut p);
         self.check_exactly_once(&mut p);
         self.check_selection_and_secrets(&mut p);
+        if let Err(e) = self.column_mappers() {
+            p.0.extend(e.0);
+        }
         if p.0.is_empty() {
             Ok(())
         } else {
