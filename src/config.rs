@@ -288,6 +288,8 @@ pub struct RunConfig {
     // --- transforms ---
     #[command(flatten)]
     pub transform: TransformOptions,
+    #[command(flatten)]
+    pub topic_renames: crate::transform::regex_router::RegexRouterOptions,
     // --- selection and routing ---
     #[command(flatten)]
     pub select: SelectOptions,
@@ -637,6 +639,13 @@ impl RunConfig {
         &self,
     ) -> Result<crate::source::column_mappers::ColumnMappers, ConfigError> {
         crate::source::column_mappers::ColumnMappers::new(&self.columns)
+    }
+
+    /// The topic renames (`--topic-rename`, Kafka Connect's RegexRouter).
+    pub fn topic_renames(
+        &self,
+    ) -> Result<crate::transform::regex_router::TopicRenames, ConfigError> {
+        crate::transform::regex_router::TopicRenames::new(&self.topic_renames)
     }
 
     /// The PostgreSQL connection: `--pg-url` with `--pg-password` (or the

@@ -490,7 +490,7 @@ impl TopicRouter {
 
 /// Translates a Java `Matcher.replaceFirst` replacement (`$1`, `${name}`,
 /// `\$`) into the `regex` crate's syntax (`${1}`, `${name}`, `$$`).
-fn java_replacement(java: &str, groups: usize) -> Result<String, String> {
+pub(crate) fn java_replacement(java: &str, groups: usize) -> Result<String, String> {
     let mut out = String::new();
     let mut chars = java.chars().peekable();
     while let Some(c) = chars.next() {

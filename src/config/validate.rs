@@ -30,6 +30,9 @@ impl RunConfig {
         if let Err(e) = self.column_mappers() {
             p.0.extend(e.0);
         }
+        if let Err(e) = self.topic_renames() {
+            p.0.extend(e.0);
+        }
         if p.0.is_empty() {
             Ok(())
         } else {

@@ -264,7 +264,10 @@ impl Stream<'_> {
                 .await;
         }
         let record = Record::change(event, stamp, headers);
-        let record = self.encoder.encode(record, txn).await?;
+        let record = self
+            .encoder
+            .encode(super::renamed(&self.renames, record), txn)
+            .await?;
         let key_bytes = record.key.as_ref().map_or(0, Vec::len);
         let mut bytes = key_bytes + record.value.as_ref().map_or(0, Vec::len);
         // The tombstone: the same key and headers, encoded once, and no
@@ -306,7 +309,11 @@ impl Stream<'_> {
         // All encoded before any is sent, so a failure sends none of them.
         let mut encoded = Vec::with_capacity(records.len());
         for record in records {
-            encoded.push(self.encoder.encode(record, txn).await?);
+            encoded.push(
+                self.encoder
+                    .encode(super::renamed(&self.renames, record), txn)
+                    .await?,
+            );
         }
         let mut bytes = 0;
         for record in encoded {
@@ -382,7 +389,10 @@ impl Stream<'_> {
             transaction: transaction.as_ref(),
         };
         let record = Record::message(topic, &message, stamp);
-        let record = self.encoder.encode(record, txn).await?;
+        let record = self
+            .encoder
+            .encode(super::renamed(&self.renames, record), txn)
+            .await?;
         let bytes =
             record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
         self.delivery.send(record).await?;
