@@ -57,6 +57,15 @@ pub struct SelectOptions {
     #[arg(long, env = "PGCDC_COLUMN_EXCLUDE_LIST")]
     pub column_exclude_list: Option<String>,
 
+    /// Logical decoding messages to write: comma-separated regexes matching
+    /// the whole prefix, ignoring case (message.prefix.include.list).
+    #[arg(long, env = "PGCDC_MESSAGE_PREFIX_INCLUDE_LIST")]
+    pub message_prefix_include_list: Option<String>,
+
+    /// Logical decoding messages not to write (message.prefix.exclude.list).
+    #[arg(long, env = "PGCDC_MESSAGE_PREFIX_EXCLUDE_LIST")]
+    pub message_prefix_exclude_list: Option<String>,
+
     /// Key columns per table, overriding the primary key (message.key.columns):
     /// `schema.table:col1,col2;schema2.table2:colA`, the table part a regex.
     #[arg(long, env = "PGCDC_MESSAGE_KEY_COLUMNS")]
@@ -137,6 +146,8 @@ pub struct Selection {
     schemas: Filter,
     tables: Filter,
     columns: Filter,
+    /// Logical decoding message prefixes.
+    messages: Filter,
     /// `--message-key-columns`: a table pattern and its key column patterns.
     key_columns: Vec<(Regex, Vec<Regex>)>,
 }
@@ -214,6 +225,13 @@ impl Selection {
             options.column_exclude_list.as_deref(),
             &mut problems,
         );
+        let messages = filter(
+            "message-prefix-include-list",
+            options.message_prefix_include_list.as_deref(),
+            "message-prefix-exclude-list",
+            options.message_prefix_exclude_list.as_deref(),
+            &mut problems,
+        );
         let key_columns = match nonempty(options.message_key_columns.as_deref()) {
             None => Vec::new(),
             Some(spec) => parse_key_columns(spec, &mut problems),
@@ -223,6 +241,7 @@ impl Selection {
                 schemas,
                 tables,
                 columns,
+                messages,
                 key_columns,
             })
         } else {
@@ -238,6 +257,11 @@ impl Selection {
     /// Whether a column is captured (appears in schemas and values).
     pub fn includes_column(&self, schema: &str, table: &str, column: &str) -> bool {
         self.columns.is_all() || self.columns.admits(&format!("{schema}.{table}.{column}"))
+    }
+
+    /// Whether logical decoding messages with `prefix` are written.
+    pub fn includes_message(&self, prefix: &str) -> bool {
+        self.messages.admits(prefix)
     }
 
     /// Whether any schema or table filter is set (else every table is captured).

@@ -110,7 +110,8 @@ impl<'a> Stream<'a> {
         Ok(Stream {
             relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
                 .with_selection(Arc::new(selection), Arc::new(router.clone()))
-                .with_mappers(Arc::new(config.column_mappers()?)),
+                .with_mappers(Arc::new(config.column_mappers()?))
+                .with_schema_names(config.schema_name_adjustment_mode),
             topics: TopicCreator::new(&config.producer_config(), &config.topics)?,
             transforms: Transforms::new(&config.transform, info.clone()),
             renames: config.topic_renames()?,

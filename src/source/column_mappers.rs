@@ -128,6 +128,12 @@ impl Algorithm {
     }
 }
 
+/// Whether `name` is a digest algorithm (as Java's `MessageDigest` names
+/// it) that the hashing masks support.
+pub fn is_supported_algorithm(name: &str) -> bool {
+    Algorithm::from_java(name).is_some()
+}
+
 /// What one rule does to the columns it matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Mapper {

@@ -33,7 +33,7 @@ use crate::event::envelope;
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ColumnSchema, Row, TableSchema};
 use crate::lsn::Lsn;
-use crate::naming::{is_topic_char, is_valid_topic};
+use crate::naming::{adjust_schema_name, is_topic_char, is_valid_topic, SchemaNameAdjustment};
 use crate::select::{Selection, SelectionError, TopicRouter};
 use crate::source::column_mappers::{ColumnMappers, ColumnMapping, SourceColumn};
 use crate::source::pgoutput::{Column, Datum, Relation, ReplicaIdentity, Tuple};
@@ -111,6 +111,7 @@ pub struct RelationCache {
     /// Each relation's column mappings, in column order (empty without rules).
     mappings: HashMap<u32, Vec<Option<ColumnMapping>>>,
     mappers: Arc<ColumnMappers>,
+    schema_names: SchemaNameAdjustment,
     /// Each relation's column count on the wire, and the positions of the
     /// captured columns among them.
     positions: HashMap<u32, (usize, Vec<usize>)>,
@@ -133,6 +134,7 @@ impl RelationCache {
             column_types: HashMap::new(),
             mappings: HashMap::new(),
             mappers: Arc::default(),
+            schema_names: SchemaNameAdjustment::None,
             positions: HashMap::new(),
             definitions: HashMap::new(),
             excluded: HashSet::new(),
@@ -160,6 +162,17 @@ impl RelationCache {
         self.selection = selection;
         self.router = router;
         self
+    }
+
+    /// Adjusts the schema names derived from topics (`--schema-name-adjustment-mode`).
+    pub fn with_schema_names(mut self, adjustment: SchemaNameAdjustment) -> Self {
+        self.schema_names = adjustment;
+        self
+    }
+
+    /// What is captured (tables, columns, logical messages).
+    pub fn selection(&self) -> &Selection {
+        &self.selection
     }
 
     /// Truncates, masks, hashes and annotates columns as `mappers` say.
@@ -217,6 +230,7 @@ impl RelationCache {
         let by_name: HashMap<&str, &CatalogColumn> =
             catalog.iter().map(|c| (c.name.as_str(), c)).collect();
 
+        let named = |topic: &str| adjust_schema_name(topic, self.schema_names);
         let (positions, mut columns, column_types) = self.captured_columns(relation, &by_name);
         let mappings = self.mappings_of(relation, &positions, &column_types);
         for (column, mapping) in columns.iter_mut().zip(&mappings) {
@@ -255,7 +269,7 @@ impl RelationCache {
         };
         let key_schema = (!key_columns.is_empty()).then(|| {
             let key_cols: Vec<&ColumnSchema> = key_columns.iter().map(|&i| &columns[i]).collect();
-            let mut schema = envelope::key_schema(&topic, &key_cols);
+            let mut schema = envelope::key_schema(&named(&topic), &key_cols);
             if custom.is_some() {
                 // A chosen key column may be nullable, unlike a primary key.
                 for field in &mut schema.fields {
@@ -272,8 +286,8 @@ impl RelationCache {
         });
         // As ByLogicalTableRouter: the key and envelope are named after the
         // routed topic, the row struct keeps the table's own name.
-        let row_schema = envelope::row_schema(&physical_topic, &columns);
-        let envelope_schema = envelope::envelope_schema(&topic, &row_schema);
+        let row_schema = envelope::row_schema(&named(&physical_topic), &columns);
+        let envelope_schema = envelope::envelope_schema(&named(&topic), &row_schema);
         let table = Arc::new(TableSchema {
             relation_id: relation.id,
             schema: relation.namespace.clone(),

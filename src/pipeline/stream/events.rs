@@ -194,6 +194,15 @@ impl Stream<'_> {
             after,
             source,
         };
+        // Debezium compares the two row structs (captured columns, after
+        // masking); without the old row (not FULL) an update always counts.
+        if op == Op::Update
+            && self.config.skip_messages_without_change
+            && event.before.is_some()
+            && event.before == event.after
+        {
+            return Ok(());
+        }
 
         if op == Op::Update && event.before.is_some() && !event.table.key_columns.is_empty() {
             let old_key = event.clone_as(Op::Delete).key();
@@ -338,6 +347,10 @@ impl Stream<'_> {
         content: Vec<u8>,
         lsn: Lsn,
     ) -> Result<(), PipelineError> {
+        // Filtered where Debezium's decoder drops it: as if never sent.
+        if !self.relations.selection().includes_message(&prefix) {
+            return Ok(());
+        }
         if !transactional {
             // As Debezium: no Commit follows it, so its own position is the
             // last commit, already in its own `source.sequence`.
