@@ -167,7 +167,7 @@ pub struct SourceColumn {
     pub name: String,
     /// `pg_type.typname` (`int4`, `_text`, an enum's or domain's name).
     pub type_name: String,
-    /// Debezium's `Column.length()`, -1 when unknown.
+    /// Debezium's `Column.length()` (pgjdbc's `Integer.MAX_VALUE` when unknown).
     pub length: i32,
     pub scale: i32,
     /// JDBC CHAR or VARCHAR: the columns masks and hashes change.
@@ -198,23 +198,24 @@ impl SourceColumn {
             (PgType::Modified { base, .. }, m) => (base.as_ref(), m),
             (ty, m) => (ty, m),
         };
-        let length = if modifier != -1 {
-            precision(root, modifier)
-        } else {
-            match precision(root, -1) {
-                0 => display_size(root, -1),
-                size => size,
-            }
+        // As pgjdbc's DatabaseMetaData.getColumns, which Debezium reads:
+        // an array is measured as its element, with the column's modifier.
+        let measured = match root {
+            PgType::Array(element) => match element.as_ref() {
+                PgType::Modified { base, .. } => base.as_ref(),
+                element => element,
+            },
+            root => root,
         };
-        let length = match (modifier, length) {
-            (-1, 0 | UNKNOWN_LENGTH) => -1,
-            (_, length) => length,
+        let length = match precision(measured, modifier) {
+            0 => display_size(measured, modifier),
+            size => size,
         };
         SourceColumn {
             name: name.to_owned(),
             type_name,
             length,
-            scale: scale(root, modifier),
+            scale: scale(measured, modifier),
             string_like: matches!(
                 root,
                 PgType::Text

@@ -232,6 +232,8 @@ impl RelationCache {
 
         let named = |topic: &str| adjust_schema_name(topic, self.schema_names);
         let (positions, mut columns, column_types) = self.captured_columns(relation, &by_name);
+        // Debezium's keys are never mapped: their schema is the column's own.
+        let unmapped_columns = columns.clone();
         let mappings = self.mappings_of(relation, &positions, &column_types);
         for (column, mapping) in columns.iter_mut().zip(&mappings) {
             if let Some(mapping) = mapping {
@@ -268,7 +270,8 @@ impl RelationCache {
             _ => None,
         };
         let key_schema = (!key_columns.is_empty()).then(|| {
-            let key_cols: Vec<&ColumnSchema> = key_columns.iter().map(|&i| &columns[i]).collect();
+            let key_cols: Vec<&ColumnSchema> =
+                key_columns.iter().map(|&i| &unmapped_columns[i]).collect();
             let mut schema = envelope::key_schema(&named(&topic), &key_cols);
             if custom.is_some() {
                 // A chosen key column may be nullable, unlike a primary key.
@@ -629,6 +632,51 @@ impl RelationCache {
                 )
             })
             .collect()
+    }
+
+    /// The key columns' values of `tuple` before the column mappers, when
+    /// a mapper changes one of them (else `None`: the row's values are the
+    /// key's). Debezium never masks, hashes or truncates a key.
+    pub fn unmapped_key(
+        &self,
+        table: &TableSchema,
+        tuple: Option<&Tuple>,
+        lsn: Lsn,
+    ) -> Result<Option<Vec<Value>>, RowError> {
+        let Some(tuple) = tuple else {
+            return Ok(None);
+        };
+        let Some(mappings) = self.mappings.get(&table.relation_id) else {
+            return Ok(None);
+        };
+        if !table
+            .key_columns
+            .iter()
+            .any(|&i| mappings.get(i).is_some_and(Option::is_some))
+        {
+            return Ok(None);
+        }
+        let (types, positions) = match (
+            self.column_types.get(&table.relation_id),
+            self.positions.get(&table.relation_id),
+        ) {
+            (Some(types), Some((_, positions))) => (types, positions),
+            _ => return Ok(None),
+        };
+        table
+            .key_columns
+            .iter()
+            .map(
+                |&i| match (table.columns.get(i), types.get(i), positions.get(i)) {
+                    (Some(column), Some(ty), Some(&p)) => match tuple.0.get(p) {
+                        Some(datum) => self.decode_datum(table, column, ty, datum, lsn),
+                        None => Ok(Value::Null),
+                    },
+                    _ => Ok(Value::Null),
+                },
+            )
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     fn decode_datum(

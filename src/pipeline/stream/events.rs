@@ -15,6 +15,7 @@ use crate::event::record::{Header, Record, RecordKey};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{
     ChangeEvent, MessageEvent, Op, SnapshotMarker, SourceInfo, SourceOrigin, TableSchema,
+    UnmappedKey,
 };
 use crate::lsn::Lsn;
 use crate::sink::EncodedRecord;
@@ -165,34 +166,42 @@ impl Stream<'_> {
         });
         let mut table = table;
         let decode = |relations: &RelationCache, table: &TableSchema| {
-            let before = before
+            let before_row = before
                 .as_ref()
                 .map(|t| relations.decode_row(table, t, lsn))
                 .transpose()?;
-            let after = after
+            let after_row = after
                 .as_ref()
                 .map(|t| relations.decode_row(table, t, lsn))
                 .transpose()?;
-            Ok::<_, RowError>((before, after))
+            Ok::<_, RowError>((before_row, after_row))
         };
-        let (mut before, mut after) = decode(&self.relations, &table)?;
+        let unmapped_key = |relations: &RelationCache, table: &TableSchema| {
+            Ok::<_, RowError>(UnmappedKey {
+                before: relations.unmapped_key(table, before.as_ref(), lsn)?,
+                after: relations.unmapped_key(table, after.as_ref(), lsn)?,
+            })
+        };
+        let (mut before_row, mut after_row) = decode(&self.relations, &table)?;
         let stale = |relations: &RelationCache, row: &Option<Vec<_>>| {
             row.as_ref()
                 .is_some_and(|r| relations.has_unknown_enum_label(relation_id, r))
         };
-        if stale(&self.relations, &before) || stale(&self.relations, &after) {
+        if stale(&self.relations, &before_row) || stale(&self.relations, &after_row) {
             tracing::info!(topic = %table.topic, "an enum gained a value; reloading types");
             let types = setup::load_types(&self.sql).await?;
             self.relations.replace_types(types)?;
             table = Arc::clone(self.relations.get(relation_id, lsn)?);
-            (before, after) = decode(&self.relations, &table)?;
+            (before_row, after_row) = decode(&self.relations, &table)?;
         }
+        let unmapped_key = unmapped_key(&self.relations, &table)?;
         let event = ChangeEvent {
             table,
             op,
-            before,
-            after,
+            before: before_row,
+            after: after_row,
             source,
+            unmapped_key,
         };
         // Debezium compares the two row structs (captured columns, after
         // masking); without the old row (not FULL) an update always counts.

@@ -173,7 +173,9 @@ fn the_first_matching_rule_is_the_only_one() {
 #[test]
 fn source_types_carry_pgjdbcs_length_and_scale() {
     let mappers = ColumnMappers::new(&ColumnMapperOptions {
-        datatype_propagate_source_type: Some("public.t.(numeric|int4|text|varchar)".to_owned()),
+        datatype_propagate_source_type: Some(
+            "public.t.(numeric|int4|text|varchar|_numeric)".to_owned(),
+        ),
         ..options()
     })
     .expect("valid");
@@ -191,10 +193,17 @@ fn source_types_carry_pgjdbcs_length_and_scale() {
     assert_eq!(int["__debezium.source.column.length"], "10");
     assert_eq!(int["__debezium.source.column.scale"], "0");
     let text = params(column("t", TEXT, -1));
-    assert!(
-        !text.contains_key("__debezium.source.column.length"),
-        "unknown length"
+    assert_eq!(
+        text["__debezium.source.column.length"], "2147483647",
+        "pgjdbc's unknown length"
     );
+    let array = params(column("a", 1231, ((6 << 16) | 2) + 4));
+    assert_eq!(array["__debezium.source.column.type"], "_NUMERIC");
+    assert_eq!(
+        array["__debezium.source.column.length"], "6",
+        "an array is measured as its element"
+    );
+    assert_eq!(array["__debezium.source.column.scale"], "2");
     assert_eq!(
         params(column("v", VARCHAR, 24))["__debezium.source.column.length"],
         "20"
