@@ -273,4 +273,21 @@ mod tests {
         );
         assert_eq!(adjust_schema_name("app.public.t2", Avro), "app.public.t2");
     }
+
+    #[test]
+    fn a_heartbeat_topic_name_overrides_the_prefix() {
+        let mut names = Names {
+            prefix: "app".to_owned(),
+            delimiter: ".".to_owned(),
+            connector: None,
+            slot: "s".to_owned(),
+            transaction_topic: None,
+            heartbeat_topics_prefix: "hb".to_owned(),
+            heartbeat_topic: None,
+            progress_topic: None,
+        };
+        assert_eq!(names.heartbeat_topic(), "hb.app");
+        names.heartbeat_topic = Some("shared-heartbeats".to_owned());
+        assert_eq!(names.heartbeat_topic(), "shared-heartbeats");
+    }
 }
