@@ -405,6 +405,35 @@ mod tests {
     }
 
     #[test]
+    fn regex_routers_become_topic_renames_listed_last() {
+        let router = [
+            (
+                "transforms.route.type",
+                "org.apache.kafka.connect.transforms.RegexRouter",
+            ),
+            ("transforms.route.regex", "app\\.public\\.(.*)"),
+            ("transforms.route.replacement", "cdc.$1"),
+            (
+                "transforms.unwrap.type",
+                "io.debezium.transforms.ExtractNewRecordState",
+            ),
+        ];
+        let last = map(&props(
+            &[&router[..], &[("transforms", "unwrap,route")]].concat(),
+        ));
+        assert!(last.rejected.is_empty(), "{:?}", last.rejected);
+        assert_eq!(
+            value_of(&last, "topic_rename"),
+            ["app\\.public\\.(.*)=cdc.$1"]
+        );
+        let first = map(&props(
+            &[&router[..], &[("transforms", "route,unwrap")]].concat(),
+        ));
+        assert_eq!(first.rejected.len(), 1, "{:?}", first.rejected);
+        assert!(first.rejected[0].reason.contains("list RegexRouters last"));
+    }
+
+    #[test]
     fn debezium_server_properties_are_read_with_their_prefixes() {
         let text = "\
 # Debezium Server\n\
