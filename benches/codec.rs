@@ -104,6 +104,7 @@ fn event(relations: &RelationCache, table: &Arc<TableSchema>) -> ChangeEvent {
             last_commit_lsn: Some(Lsn::new(0x1_6B37_4C00)),
             snapshot: SnapshotMarker::False,
         },
+        unmapped_key: Default::default(),
     }
 }
 

@@ -67,6 +67,7 @@ fn event(table: &Arc<TableSchema>, row: Vec<Value>, i: usize) -> ChangeEvent {
             last_commit_lsn: None,
             snapshot: SnapshotMarker::False,
         },
+        unmapped_key: Default::default(),
     }
 }
 

@@ -157,10 +157,22 @@ pub struct RunConfig {
     #[arg(help_heading = FORMAT, long, env = "PGCDC_EXTENDED_HEADERS", default_value_t = true, action = clap::ArgAction::Set)]
     pub extended_headers: bool,
 
+    /// none, avro (characters Avro does not allow in a schema name become
+    /// `_`) or avro_unicode (they become `_uXXXX`), for the key, value and
+    /// envelope schema names derived from topics (schema.name.adjustment.mode).
+    #[arg(help_heading = FORMAT, long, env = "PGCDC_SCHEMA_NAME_ADJUSTMENT_MODE", value_enum, default_value = "none")]
+    pub schema_name_adjustment_mode: crate::naming::SchemaNameAdjustment,
+
     /// Operations not to emit, comma separated among c (insert), u (update),
     /// d (delete), t (truncate), or `none` (Debezium's skipped.operations).
     #[arg(help_heading = SELECTION, long, env = "PGCDC_SKIPPED_OPERATIONS", default_value = "t", value_parser = parse_skipped_operations)]
     pub skipped_operations: SkippedOperations,
+
+    /// Write no record for an update that changes no captured column (only
+    /// seen with the old row: REPLICA IDENTITY FULL), as Debezium's
+    /// skip.messages.without.change.
+    #[arg(help_heading = SELECTION, long, env = "PGCDC_SKIP_MESSAGES_WITHOUT_CHANGE", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub skip_messages_without_change: bool,
 
     /// How NUMERIC and MONEY values are written (Debezium's decimal.handling.mode):
     /// precise (Connect Decimal bytes), double, or string. In precise mode a
@@ -289,9 +301,13 @@ pub struct RunConfig {
     // --- transforms ---
     #[command(flatten)]
     pub transform: TransformOptions,
+    #[command(flatten)]
+    pub topic_renames: crate::transform::regex_router::RegexRouterOptions,
     // --- selection and routing ---
     #[command(flatten)]
     pub select: SelectOptions,
+    #[command(flatten)]
+    pub columns: crate::source::column_mappers::ColumnMapperOptions,
 
     // --- topic creation ---
     #[command(flatten)]
@@ -503,6 +519,7 @@ impl RunConfig {
             slot: self.slot_name.clone(),
             transaction_topic: self.metadata.transaction_topic.clone(),
             heartbeat_topics_prefix: self.metadata.heartbeat_topics_prefix.clone(),
+            heartbeat_topic: self.metadata.heartbeat_topic.clone(),
             progress_topic: self.progress_topic.clone(),
         }
     }
@@ -628,6 +645,21 @@ impl RunConfig {
         &self,
     ) -> Result<(crate::select::Selection, crate::select::TopicRouter), ConfigError> {
         crate::select::build(&self.select, &self.tables, &self.topic_prefix)
+    }
+
+    /// The column mappers (`--column-truncate-to`, `--column-mask-*`,
+    /// `--*-propagate-source-type`), or every problem with them.
+    pub fn column_mappers(
+        &self,
+    ) -> Result<crate::source::column_mappers::ColumnMappers, ConfigError> {
+        crate::source::column_mappers::ColumnMappers::new(&self.columns)
+    }
+
+    /// The topic renames (`--topic-rename`, Kafka Connect's RegexRouter).
+    pub fn topic_renames(
+        &self,
+    ) -> Result<crate::transform::regex_router::TopicRenames, ConfigError> {
+        crate::transform::regex_router::TopicRenames::new(&self.topic_renames)
     }
 
     /// The PostgreSQL connection: `--pg-url` with `--pg-password` (or the

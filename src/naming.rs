@@ -29,6 +29,8 @@ pub struct Names {
     pub transaction_topic: Option<String>,
     /// `--heartbeat-topics-prefix`.
     pub heartbeat_topics_prefix: String,
+    /// `--heartbeat-topic`, if given (Debezium's `topic.heartbeat.name`).
+    pub heartbeat_topic: Option<String>,
     /// `--progress-topic`, if given.
     pub progress_topic: Option<String>,
 }
@@ -53,9 +55,13 @@ impl Names {
             .unwrap_or_else(|| format!("{}{}transaction", self.prefix, self.delimiter))
     }
 
-    /// The topic of heartbeat records: `<heartbeat-topics-prefix>.<topic-prefix>`
-    /// (with `--topic-delimiter` in place of the dot, as Debezium names them).
+    /// The topic of heartbeat records: `--heartbeat-topic`, or
+    /// `<heartbeat-topics-prefix>.<topic-prefix>` (with `--topic-delimiter`
+    /// in place of the dot, as Debezium names them).
     pub fn heartbeat_topic(&self) -> String {
+        if let Some(topic) = &self.heartbeat_topic {
+            return topic.clone();
+        }
         format!(
             "{}{}{}",
             self.heartbeat_topics_prefix, self.delimiter, self.prefix
@@ -169,6 +175,46 @@ pub fn is_topic_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
+/// How schema names are made valid Avro names (Debezium's
+/// `schema.name.adjustment.mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum SchemaNameAdjustment {
+    /// Names are kept as they are.
+    #[default]
+    None,
+    /// Every character Avro does not allow becomes `_`.
+    Avro,
+    /// Every character Avro does not allow becomes `_uXXXX` (its UTF-16 code).
+    AvroUnicode,
+}
+
+/// `name` adjusted as Debezium's `SchemaNameAdjuster` does: the first
+/// character must be an ASCII letter or `_`, the others letters, digits,
+/// `_` or `.`; any other (per UTF-16 unit) is replaced.
+pub fn adjust_schema_name(name: &str, mode: SchemaNameAdjustment) -> String {
+    let valid = |i: usize, c: char| {
+        c == '_' || c.is_ascii_alphabetic() || (i > 0 && (c.is_ascii_digit() || c == '.'))
+    };
+    if mode == SchemaNameAdjustment::None || name.chars().enumerate().all(|(i, c)| valid(i, c)) {
+        return name.to_owned();
+    }
+    let mut out = String::with_capacity(name.len());
+    for (i, c) in name.chars().enumerate() {
+        match (valid(i, c), mode) {
+            (true, _) => out.push(c),
+            (false, SchemaNameAdjustment::AvroUnicode) => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("_u{unit:04x}"));
+                }
+            }
+            (false, _) => out.push('_'),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +228,7 @@ mod tests {
             slot: "orders".to_owned(),
             transaction_topic: None,
             heartbeat_topics_prefix: "__debezium-heartbeat".to_owned(),
+            heartbeat_topic: None,
             progress_topic: None,
         };
         assert_eq!(names.table_topic("public", "t"), "app_public_t");
@@ -207,5 +254,40 @@ mod tests {
             subject(true, "app.public.t", "key", None),
             "app.public.t-key"
         );
+    }
+
+    #[test]
+    fn schema_names_are_adjusted_as_debezium_does() {
+        use SchemaNameAdjustment::*;
+        assert_eq!(
+            adjust_schema_name("app.public.my-table", None),
+            "app.public.my-table"
+        );
+        assert_eq!(
+            adjust_schema_name("app.public.my-table", Avro),
+            "app.public.my_table"
+        );
+        assert_eq!(
+            adjust_schema_name("1app.public.my-table", AvroUnicode),
+            "_u0031app.public.my_u002dtable"
+        );
+        assert_eq!(adjust_schema_name("app.public.t2", Avro), "app.public.t2");
+    }
+
+    #[test]
+    fn a_heartbeat_topic_name_overrides_the_prefix() {
+        let mut names = Names {
+            prefix: "app".to_owned(),
+            delimiter: ".".to_owned(),
+            connector: None,
+            slot: "s".to_owned(),
+            transaction_topic: None,
+            heartbeat_topics_prefix: "hb".to_owned(),
+            heartbeat_topic: None,
+            progress_topic: None,
+        };
+        assert_eq!(names.heartbeat_topic(), "hb.app");
+        names.heartbeat_topic = Some("shared-heartbeats".to_owned());
+        assert_eq!(names.heartbeat_topic(), "shared-heartbeats");
     }
 }

@@ -57,6 +57,15 @@ pub struct SelectOptions {
     #[arg(long, env = "PGCDC_COLUMN_EXCLUDE_LIST")]
     pub column_exclude_list: Option<String>,
 
+    /// Logical decoding messages to write: comma-separated regexes matching
+    /// the whole prefix, ignoring case (message.prefix.include.list).
+    #[arg(long, env = "PGCDC_MESSAGE_PREFIX_INCLUDE_LIST")]
+    pub message_prefix_include_list: Option<String>,
+
+    /// Logical decoding messages not to write (message.prefix.exclude.list).
+    #[arg(long, env = "PGCDC_MESSAGE_PREFIX_EXCLUDE_LIST")]
+    pub message_prefix_exclude_list: Option<String>,
+
     /// Key columns per table, overriding the primary key (message.key.columns):
     /// `schema.table:col1,col2;schema2.table2:colA`, the table part a regex.
     #[arg(long, env = "PGCDC_MESSAGE_KEY_COLUMNS")]
@@ -137,6 +146,8 @@ pub struct Selection {
     schemas: Filter,
     tables: Filter,
     columns: Filter,
+    /// Logical decoding message prefixes.
+    messages: Filter,
     /// `--message-key-columns`: a table pattern and its key column patterns.
     key_columns: Vec<(Regex, Vec<Regex>)>,
 }
@@ -214,6 +225,13 @@ impl Selection {
             options.column_exclude_list.as_deref(),
             &mut problems,
         );
+        let messages = filter(
+            "message-prefix-include-list",
+            options.message_prefix_include_list.as_deref(),
+            "message-prefix-exclude-list",
+            options.message_prefix_exclude_list.as_deref(),
+            &mut problems,
+        );
         let key_columns = match nonempty(options.message_key_columns.as_deref()) {
             None => Vec::new(),
             Some(spec) => parse_key_columns(spec, &mut problems),
@@ -223,6 +241,7 @@ impl Selection {
                 schemas,
                 tables,
                 columns,
+                messages,
                 key_columns,
             })
         } else {
@@ -238,6 +257,11 @@ impl Selection {
     /// Whether a column is captured (appears in schemas and values).
     pub fn includes_column(&self, schema: &str, table: &str, column: &str) -> bool {
         self.columns.is_all() || self.columns.admits(&format!("{schema}.{table}.{column}"))
+    }
+
+    /// Whether logical decoding messages with `prefix` are written.
+    pub fn includes_message(&self, prefix: &str) -> bool {
+        self.messages.admits(prefix)
     }
 
     /// Whether any schema or table filter is set (else every table is captured).
@@ -290,7 +314,13 @@ fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-fn compile_list(flag: &'static str, list: &str, problems: &mut Vec<Invalid>) -> Vec<Regex> {
+/// Compiles a comma-separated list of whole-name, case-insensitive
+/// patterns (`\,` for a comma in one), naming `flag` in each problem.
+pub(crate) fn compile_list(
+    flag: &'static str,
+    list: &str,
+    problems: &mut Vec<Invalid>,
+) -> Vec<Regex> {
     split_list(list)
         .into_iter()
         .filter_map(|pattern| match anchored(&pattern) {
@@ -484,7 +514,7 @@ impl TopicRouter {
 
 /// Translates a Java `Matcher.replaceFirst` replacement (`$1`, `${name}`,
 /// `\$`) into the `regex` crate's syntax (`${1}`, `${name}`, `$$`).
-fn java_replacement(java: &str, groups: usize) -> Result<String, String> {
+pub(crate) fn java_replacement(java: &str, groups: usize) -> Result<String, String> {
     let mut out = String::new();
     let mut chars = java.chars().peekable();
     while let Some(c) = chars.next() {

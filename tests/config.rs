@@ -303,7 +303,7 @@ fn unsupported_debezium_properties_are_each_listed_with_a_reason() {
                 "database.dbname": "shop",
                 "topic.prefix": "app",
                 "snapshot.mode": "custom",
-                "column.mask.with.10.chars": "public.customers.email",
+                "column.mask.hash.SHA3-256.with.salt.pepper": "public.customers.email",
                 "notification.enabled.channels": "sink",
                 "database.sslfactory": "org.postgresql.ssl.NonValidatingFactory",
                 "transforms": "ins",
@@ -318,7 +318,7 @@ fn unsupported_debezium_properties_are_each_listed_with_a_reason() {
     assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
     for (property, reason) in [
         ("snapshot.mode", "Java classes"),
-        ("column.mask.with.10.chars", "masking"),
+        ("column.mask.hash.SHA3-256.with.salt.pepper", "SHA3-256"),
         ("notification.enabled.channels", "notifications"),
         ("database.sslfactory", "socket factories"),
         ("transforms.ins.type", "InsertField$Value"),

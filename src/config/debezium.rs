@@ -16,13 +16,15 @@ use std::path::Path;
 
 use super::setting::{self, ArgIndex, Origin, Problem, Setting, Shape};
 
+mod columns;
 mod files;
 mod groups;
 mod rules;
 
 pub use files::{map_server, parse_connect_json, parse_properties};
-pub use rules::{mapping_table, rule, Rule, PREFIXES, PROPERTIES};
+pub use rules::{mapping_table, rule, Rule, DEBEZIUM_36_PROPERTIES, PREFIXES, PROPERTIES};
 
+use columns::map_column_mappers;
 use groups::{is_config_provider, map_connection, map_converters, map_topics, map_transforms};
 use rules::DEBEZIUM_DEFAULTS;
 use Rule::*;
@@ -216,6 +218,7 @@ pub fn map(properties: &BTreeMap<String, String>) -> Mapping {
     map_converters(properties, &mut mapping);
     map_transforms(properties, &mut mapping);
     map_topics(properties, &mut mapping);
+    map_column_mappers(properties, &mut mapping);
     for (property, key, default) in DEBEZIUM_DEFAULTS {
         if !properties.contains_key(*property) {
             mapping.set(key, *default, &format!("{property} (Debezium's default)"));
@@ -288,7 +291,6 @@ mod tests {
             ),
             ("plugin.name", "decoderbufs"),
             ("snapshot.mode", "always"),
-            ("column.mask.with.12.chars", "public.t.c"),
             ("no.such.property", "x"),
             ("database.password", "${file:/secrets:pw}"),
             ("tasks.max", "1"),
@@ -297,7 +299,6 @@ mod tests {
         assert_eq!(
             rejected,
             [
-                "column.mask.with.12.chars",
                 "connector.class",
                 "database.password",
                 "no.such.property",
@@ -404,6 +405,35 @@ mod tests {
     }
 
     #[test]
+    fn regex_routers_become_topic_renames_listed_last() {
+        let router = [
+            (
+                "transforms.route.type",
+                "org.apache.kafka.connect.transforms.RegexRouter",
+            ),
+            ("transforms.route.regex", "app\\.public\\.(.*)"),
+            ("transforms.route.replacement", "cdc.$1"),
+            (
+                "transforms.unwrap.type",
+                "io.debezium.transforms.ExtractNewRecordState",
+            ),
+        ];
+        let last = map(&props(
+            &[&router[..], &[("transforms", "unwrap,route")]].concat(),
+        ));
+        assert!(last.rejected.is_empty(), "{:?}", last.rejected);
+        assert_eq!(
+            value_of(&last, "topic_rename"),
+            ["app\\.public\\.(.*)=cdc.$1"]
+        );
+        let first = map(&props(
+            &[&router[..], &[("transforms", "route,unwrap")]].concat(),
+        ));
+        assert_eq!(first.rejected.len(), 1, "{:?}", first.rejected);
+        assert!(first.rejected[0].reason.contains("list RegexRouters last"));
+    }
+
+    #[test]
     fn debezium_server_properties_are_read_with_their_prefixes() {
         let text = "\
 # Debezium Server\n\
@@ -448,6 +478,46 @@ quarkus.log.level=INFO\n";
             ["debezium.source.snapshot.mode"],
             "named as in the file"
         );
+    }
+
+    #[test]
+    fn every_debezium_3_6_property_is_mapped_ignored_or_refused() {
+        let missing: Vec<&str> = DEBEZIUM_36_PROPERTIES
+            .iter()
+            .copied()
+            .filter(|p| {
+                // A name ending in '.' takes an argument: try one.
+                let probe = match p.ends_with('.') {
+                    true => format!("{p}1.chars"),
+                    false => (*p).to_owned(),
+                };
+                rule(&probe).is_none()
+            })
+            .collect();
+        assert!(missing.is_empty(), "no rule for {missing:?}");
+    }
+
+    #[test]
+    fn every_property_the_docs_name_is_handled_or_refused() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/DEBEZIUM_CONFIG.md");
+        let docs = std::fs::read_to_string(path).expect("docs/DEBEZIUM_CONFIG.md");
+        let named: Vec<&str> = docs
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once('`').map(|(name, _)| name))
+            .collect();
+        assert!(
+            named.len() > 150,
+            "the table lists {} properties",
+            named.len()
+        );
+        for name in named {
+            let probe = name.replace('*', "x");
+            assert!(
+                rule(&probe).is_some(),
+                "docs/DEBEZIUM_CONFIG.md names {name}, which the import does not know"
+            );
+        }
     }
 
     #[test]

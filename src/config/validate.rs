@@ -6,7 +6,7 @@
 //!
 //! [`TransformOptions::validate`]: crate::transform::options::TransformOptions::validate
 
-use crate::naming::is_topic_name;
+use crate::naming::{is_topic_name, SchemaNameAdjustment};
 use crate::options::Problems;
 
 use super::{
@@ -27,6 +27,12 @@ impl RunConfig {
         self.check_temporary_slot(&mut p);
         self.check_exactly_once(&mut p);
         self.check_selection_and_secrets(&mut p);
+        if let Err(e) = self.column_mappers() {
+            p.0.extend(e.0);
+        }
+        if let Err(e) = self.topic_renames() {
+            p.0.extend(e.0);
+        }
         if p.0.is_empty() {
             Ok(())
         } else {
@@ -49,12 +55,15 @@ impl RunConfig {
             );
         } else {
             p.check(
-                self.encode.format != Format::Avro || is_avro_namespace(&self.topic_prefix),
+                self.encode.format != Format::Avro
+                    || is_avro_namespace(&self.topic_prefix)
+                    || self.schema_name_adjustment_mode != SchemaNameAdjustment::None,
                 "topic-prefix",
                 &self.topic_prefix,
                 "with --format avro must be dot-separated Avro names (letters, digits and '_', \
                  each part starting with a letter or '_', so no '-' and no leading digit): it is \
-                 the namespace of every schema; Kafka and --format json accept it as it is",
+                 the namespace of every schema (or pass --schema-name-adjustment-mode avro to \
+                 write '_' for what Avro refuses); Kafka and --format json accept it as it is",
             );
         }
         p.check(

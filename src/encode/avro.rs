@@ -604,6 +604,7 @@ mod tests {
                 last_commit_lsn: None,
                 snapshot: crate::event::SnapshotMarker::False,
             },
+            unmapped_key: Default::default(),
         };
         let info = ConnectorInfo {
             name: "app".into(),

@@ -105,6 +105,7 @@ pub(crate) fn events() -> Vec<(&'static str, ChangeEvent, Option<TransactionBloc
         before,
         after,
         source,
+        unmapped_key: Default::default(),
     };
     vec![
         (

@@ -631,6 +631,7 @@ mod tests {
                 before: Some(vec![Value::Int64(1)]),
                 after: Some(vec![Value::Int64(2)]),
                 source: source(None),
+                unmapped_key: Default::default(),
             };
             let value = envelope_value(&event, &info(), transaction, 5);
             assert_eq!(follows(&table.envelope_schema, &value), Ok(()));

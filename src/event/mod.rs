@@ -210,6 +210,18 @@ pub struct ChangeEvent {
     pub before: Option<Row>,
     pub after: Option<Row>,
     pub source: SourceInfo,
+    /// The key columns' own values where a column mapper (masking,
+    /// hashing, truncation) changed them in the rows: Debezium's keys are
+    /// never mapped. Empty without mappers on key columns.
+    pub unmapped_key: UnmappedKey,
+}
+
+/// The key values of each row image before the column mappers, in key
+/// column order; `None` where the row's own values are the key's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UnmappedKey {
+    pub before: Option<Vec<Value>>,
+    pub after: Option<Vec<Value>>,
 }
 
 impl ChangeEvent {
@@ -225,6 +237,7 @@ impl ChangeEvent {
             before,
             after,
             source: self.source.clone(),
+            unmapped_key: self.unmapped_key.clone(),
         }
     }
 
@@ -234,14 +247,23 @@ impl ChangeEvent {
         if self.table.key_columns.is_empty() {
             return None;
         }
+        let unmapped = match self.after {
+            Some(_) => self.unmapped_key.after.as_ref(),
+            None => self.unmapped_key.before.as_ref(),
+        };
         let mut key: Vec<(String, Value)> = self
             .table
             .key_columns
             .iter()
-            .map(|&i| {
+            .enumerate()
+            .map(|(k, &i)| {
+                let value = match unmapped {
+                    Some(values) => values.get(k),
+                    None => row.get(i),
+                };
                 (
                     self.table.columns[i].name.clone(),
-                    row.get(i).cloned().unwrap_or(Value::Null),
+                    value.cloned().unwrap_or(Value::Null),
                 )
             })
             .collect();

@@ -43,6 +43,11 @@ pub struct MetadataOptions {
     )]
     pub heartbeat_topics_prefix: String,
 
+    /// The whole heartbeat topic name, instead of
+    /// <heartbeat-topics-prefix>.<topic-prefix> (topic.heartbeat.name).
+    #[arg(long, env = "PGCDC_HEARTBEAT_TOPIC")]
+    pub heartbeat_topic: Option<String>,
+
     /// SQL run on the connector's SQL connection before each heartbeat, e.g.
     /// an INSERT into a heartbeat table (heartbeat.action.query).
     #[arg(long, env = "PGCDC_HEARTBEAT_ACTION_QUERY")]
@@ -62,6 +67,14 @@ impl MetadataOptions {
                 "must be 1-249 letters, digits, '.', '_' or '-' (a Kafka topic name)",
             );
         }
+        if let Some(topic) = &self.heartbeat_topic {
+            p.check(
+                is_topic_name(topic),
+                "heartbeat-topic",
+                topic,
+                "must be 1-249 letters, digits, '.', '_' or '-' (a Kafka topic name)",
+            );
+        }
         p.check(
             is_topic_name(&self.heartbeat_topics_prefix),
             "heartbeat-topics-prefix",
@@ -69,7 +82,8 @@ impl MetadataOptions {
             "must be letters, digits, '.', '_' or '-' (it starts a Kafka topic name)",
         );
         let topic = names.heartbeat_topic();
-        if is_topic_name(&self.heartbeat_topics_prefix)
+        if self.heartbeat_topic.is_none()
+            && is_topic_name(&self.heartbeat_topics_prefix)
             && is_topic_name(&names.prefix)
             && topic.len() > 249
         {

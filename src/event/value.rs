@@ -59,6 +59,19 @@ impl ConnectType {
 /// Kafka Connect's logical name of a decimal (`bytes`, the unscaled value).
 pub const DECIMAL_NAME: &str = "org.apache.kafka.connect.data.Decimal";
 
+/// The schema parameters Debezium's column mappers add, in the order they
+/// add them (`TruncateColumn`, `MaskStrings`,
+/// `PropagateSourceMetadataToSchemaParameter`).
+pub const MAPPER_PARAMETERS: [&str; 7] = [
+    "truncateLength",
+    "masked",
+    "__debezium.source.column.type",
+    "__debezium.source.column.length",
+    "__debezium.source.column.scale",
+    "__debezium.source.column.comment",
+    "__debezium.source.column.name",
+];
+
 /// The schema of one value: what Debezium would declare for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectSchema {
@@ -154,18 +167,23 @@ impl ConnectSchema {
     /// The parameters in the order Kafka Connect writes them: a decimal's
     /// `scale` first, as `Decimal.builder(scale)` puts it before anything
     /// added later (`connect.decimal.precision`), the others alphabetically
-    /// (each of Debezium's other schemas has at most one).
+    /// (each of Debezium's other schemas has at most one), then those of
+    /// Debezium's column mappers in the order they add them
+    /// ([`MAPPER_PARAMETERS`]), after the type's own.
     pub fn parameters_in_connect_order(&self) -> impl Iterator<Item = (&str, &str)> {
         let scale_first = self.name.as_deref() == Some(DECIMAL_NAME);
-        let is_scale = move |key: &str| scale_first && key == "scale";
-        let params = || {
-            self.parameters
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
+        let rank = |key: &str| match MAPPER_PARAMETERS.iter().position(|p| *p == key) {
+            _ if scale_first && key == "scale" => 0,
+            Some(position) => 2 + position,
+            None => 1,
         };
-        params()
-            .filter(move |(k, _)| is_scale(k))
-            .chain(params().filter(move |(k, _)| !is_scale(k)))
+        let mut params: Vec<(&str, &str)> = self
+            .parameters
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        params.sort_by_key(|(k, _)| rank(k));
+        params.into_iter()
     }
 
     /// The same schema with a `connect.version`.

@@ -31,7 +31,7 @@ use super::stream::{now_micros, Stream};
 use super::{PipelineError, StopReason};
 use crate::checkpoint::TxnId;
 use crate::config::{RunConfig, SnapshotMode};
-use crate::event::{ChangeEvent, Op, SnapshotMarker, SnapshotPosition, SourceInfo};
+use crate::event::{ChangeEvent, Op, SnapshotMarker, SnapshotPosition, SourceInfo, UnmappedKey};
 use crate::lsn::Lsn;
 use crate::progress::SnapshotProgress;
 use crate::sink::{InKafka, SinkError};
@@ -569,12 +569,19 @@ async fn emit_row(
     let row = stream
         .relations
         .decode_read_row(&schema, tuple, source.lsn)?;
+    let unmapped_key = UnmappedKey {
+        before: None,
+        after: stream
+            .relations
+            .unmapped_key(&schema, Some(tuple), source.lsn)?,
+    };
     let event = ChangeEvent {
         table: schema,
         op: Op::Read,
         before: None,
         after: Some(row),
         source,
+        unmapped_key,
     };
     stream.send_event(&event, Vec::new(), false, txn).await
 }

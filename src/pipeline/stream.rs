@@ -11,6 +11,7 @@ use crate::checkpoint::TxnId;
 use crate::config::{CaughtUp, RunConfig};
 use crate::encode::Encoder;
 use crate::event::envelope::ConnectorInfo;
+use crate::event::record::Record;
 use crate::event::SourceOrigin;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -21,6 +22,7 @@ use crate::source::relation::RelationCache;
 use crate::source::replication::{CopyData, ReplicationStream};
 use crate::source::setup;
 use crate::source::types::TypeRegistry;
+use crate::transform::regex_router::TopicRenames;
 use crate::transform::Transforms;
 
 mod events;
@@ -50,6 +52,8 @@ pub(super) struct Stream<'a> {
     pub(super) relations: RelationCache,
     encoder: Encoder,
     transforms: Transforms,
+    /// `--topic-rename` (RegexRouter), applied to every record as it is encoded.
+    renames: TopicRenames,
     /// Where records go, and what Kafka acknowledged.
     pub(super) delivery: Box<dyn Delivery>,
     pub(super) metrics: Arc<Metrics>,
@@ -105,9 +109,12 @@ impl<'a> Stream<'a> {
         };
         Ok(Stream {
             relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
-                .with_selection(Arc::new(selection), Arc::new(router.clone())),
+                .with_selection(Arc::new(selection), Arc::new(router.clone()))
+                .with_mappers(Arc::new(config.column_mappers()?))
+                .with_schema_names(config.schema_name_adjustment_mode),
             topics: TopicCreator::new(&config.producer_config(), &config.topics)?,
             transforms: Transforms::new(&config.transform, info.clone()),
+            renames: config.topic_renames()?,
             encoder: Encoder::new(&config.encode, info)
                 .await?
                 .with_metrics(Arc::clone(metrics)),
@@ -129,6 +136,12 @@ impl<'a> Stream<'a> {
             config,
         })
     }
+}
+
+/// `record` on the topic `--topic-rename` (RegexRouter) gives it.
+pub(super) fn renamed<'e>(renames: &TopicRenames, mut record: Record<'e>) -> Record<'e> {
+    record.topic = renames.apply(record.topic);
+    record
 }
 
 /// The replication client's status cadence: at most [`FEEDBACK_TICK`]. The
@@ -494,6 +507,7 @@ impl Stream<'_> {
         let Some(topics) = &mut self.topics else {
             return Ok(());
         };
+        let topic = &self.renames.apply(Arc::clone(topic));
         // The admin client reports a refused login only as a timeout; the
         // producer, connected by now, tells it at once.
         tokio::select! {

@@ -7,6 +7,7 @@
 //! [`sqlstate`]).
 
 pub mod catalog;
+pub mod column_mappers;
 pub mod identity;
 pub use pgcdc_wire::pgoutput;
 pub mod options;

@@ -22,6 +22,9 @@
 //! filtered-out column is dropped from the schema and from every row (the
 //! cache maps captured columns to their positions in the tuple), and a key
 //! column can never be dropped. The [`TopicRouter`] names each table's topic.
+//! The [`ColumnMappers`] (Debezium's truncation, masking, hashing and
+//! source-type parameters) change a column's schema once here, and each of
+//! its decoded values, in every row image.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -30,8 +33,9 @@ use crate::event::envelope;
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 use crate::event::{ColumnSchema, Row, TableSchema};
 use crate::lsn::Lsn;
-use crate::naming::{is_topic_char, is_valid_topic};
+use crate::naming::{adjust_schema_name, is_topic_char, is_valid_topic, SchemaNameAdjustment};
 use crate::select::{Selection, SelectionError, TopicRouter};
+use crate::source::column_mappers::{ColumnMappers, ColumnMapping, SourceColumn};
 use crate::source::pgoutput::{Column, Datum, Relation, ReplicaIdentity, Tuple};
 use crate::source::types::{self, PgType, TypeRegistry, ValueError, ValueOptions};
 
@@ -104,6 +108,10 @@ pub struct RelationCache {
     tables: HashMap<u32, Arc<TableSchema>>,
     /// Each relation's resolved column types, in column order.
     column_types: HashMap<u32, Vec<PgType>>,
+    /// Each relation's column mappings, in column order (empty without rules).
+    mappings: HashMap<u32, Vec<Option<ColumnMapping>>>,
+    mappers: Arc<ColumnMappers>,
+    schema_names: SchemaNameAdjustment,
     /// Each relation's column count on the wire, and the positions of the
     /// captured columns among them.
     positions: HashMap<u32, (usize, Vec<usize>)>,
@@ -124,6 +132,9 @@ impl RelationCache {
             types,
             tables: HashMap::new(),
             column_types: HashMap::new(),
+            mappings: HashMap::new(),
+            mappers: Arc::default(),
+            schema_names: SchemaNameAdjustment::None,
             positions: HashMap::new(),
             definitions: HashMap::new(),
             excluded: HashSet::new(),
@@ -150,6 +161,23 @@ impl RelationCache {
     pub fn with_selection(mut self, selection: Arc<Selection>, router: Arc<TopicRouter>) -> Self {
         self.selection = selection;
         self.router = router;
+        self
+    }
+
+    /// Adjusts the schema names derived from topics (`--schema-name-adjustment-mode`).
+    pub fn with_schema_names(mut self, adjustment: SchemaNameAdjustment) -> Self {
+        self.schema_names = adjustment;
+        self
+    }
+
+    /// What is captured (tables, columns, logical messages).
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+
+    /// Truncates, masks, hashes and annotates columns as `mappers` say.
+    pub fn with_mappers(mut self, mappers: Arc<ColumnMappers>) -> Self {
+        self.mappers = mappers;
         self
     }
 
@@ -202,7 +230,16 @@ impl RelationCache {
         let by_name: HashMap<&str, &CatalogColumn> =
             catalog.iter().map(|c| (c.name.as_str(), c)).collect();
 
-        let (positions, columns, column_types) = self.captured_columns(relation, &by_name);
+        let named = |topic: &str| adjust_schema_name(topic, self.schema_names);
+        let (positions, mut columns, column_types) = self.captured_columns(relation, &by_name);
+        // Debezium's keys are never mapped: their schema is the column's own.
+        let unmapped_columns = columns.clone();
+        let mappings = self.mappings_of(relation, &positions, &column_types);
+        for (column, mapping) in columns.iter_mut().zip(&mappings) {
+            if let Some(mapping) = mapping {
+                mapping.alter_schema(&mut column.schema);
+            }
+        }
         let not_null = |name: &str| is_not_null(&by_name, name);
         let (natural_key, custom) = self.key_names(relation, catalog, &by_name, &qualified);
         let key_names = custom.clone().unwrap_or(natural_key);
@@ -233,8 +270,9 @@ impl RelationCache {
             _ => None,
         };
         let key_schema = (!key_columns.is_empty()).then(|| {
-            let key_cols: Vec<&ColumnSchema> = key_columns.iter().map(|&i| &columns[i]).collect();
-            let mut schema = envelope::key_schema(&topic, &key_cols);
+            let key_cols: Vec<&ColumnSchema> =
+                key_columns.iter().map(|&i| &unmapped_columns[i]).collect();
+            let mut schema = envelope::key_schema(&named(&topic), &key_cols);
             if custom.is_some() {
                 // A chosen key column may be nullable, unlike a primary key.
                 for field in &mut schema.fields {
@@ -251,8 +289,8 @@ impl RelationCache {
         });
         // As ByLogicalTableRouter: the key and envelope are named after the
         // routed topic, the row struct keeps the table's own name.
-        let row_schema = envelope::row_schema(&physical_topic, &columns);
-        let envelope_schema = envelope::envelope_schema(&topic, &row_schema);
+        let row_schema = envelope::row_schema(&named(&physical_topic), &columns);
+        let envelope_schema = envelope::envelope_schema(&named(&topic), &row_schema);
         let table = Arc::new(TableSchema {
             relation_id: relation.id,
             schema: relation.namespace.clone(),
@@ -269,6 +307,7 @@ impl RelationCache {
         self.excluded.remove(&relation.id);
         self.tables.insert(relation.id, Arc::clone(&table));
         self.column_types.insert(relation.id, column_types);
+        self.mappings.insert(relation.id, mappings);
         self.positions
             .insert(relation.id, (relation.columns.len(), positions));
         self.definitions
@@ -332,6 +371,29 @@ impl RelationCache {
             .collect();
 
         (positions, columns, column_types)
+    }
+
+    /// The mapper of each captured column (at `positions`, of `types`).
+    fn mappings_of(
+        &self,
+        relation: &Relation,
+        positions: &[usize],
+        types: &[PgType],
+    ) -> Vec<Option<ColumnMapping>> {
+        if self.mappers.is_empty() {
+            return Vec::new();
+        }
+        positions
+            .iter()
+            .zip(types)
+            .map(|(&p, ty)| {
+                let c = &relation.columns[p];
+                let column =
+                    SourceColumn::new(&c.name, c.type_oid, ty, c.type_modifier, &self.types);
+                self.mappers
+                    .mapping_for(&relation.namespace, &relation.name, column)
+            })
+            .collect()
     }
 
     /// The schema default Debezium declares for column `c` of type `ty`: its
@@ -459,9 +521,19 @@ impl RelationCache {
                 _ => false,
             }
         }
-        self.column_types
-            .get(&relation_id)
-            .is_some_and(|types| types.iter().zip(row).any(|(ty, v)| unknown(ty, v)))
+        // A mapped (masked, hashed, truncated) value is no label any more.
+        let mapped = |i: usize| {
+            self.mappings
+                .get(&relation_id)
+                .is_some_and(|m| m.get(i).is_some_and(Option::is_some))
+        };
+        self.column_types.get(&relation_id).is_some_and(|types| {
+            types
+                .iter()
+                .zip(row)
+                .enumerate()
+                .any(|(i, (ty, v))| !mapped(i) && unknown(ty, v))
+        })
     }
 
     /// The Relation message (or catalog reading) the schema of `relation_id`
@@ -543,13 +615,68 @@ impl RelationCache {
                     relation_id: table.relation_id,
                     lsn,
                 })?;
+        let mappings = self.mappings.get(&table.relation_id);
         table
             .columns
             .iter()
             .zip(types)
             .zip(positions)
-            .map(|((column, ty), &p)| self.decode_datum(table, column, ty, &tuple.0[p], lsn))
+            .enumerate()
+            .map(|(i, ((column, ty), &p))| {
+                let value = self.decode_datum(table, column, ty, &tuple.0[p], lsn)?;
+                Ok(
+                    match mappings.and_then(|m| m.get(i)).and_then(Option::as_ref) {
+                        Some(mapping) => mapping.apply(value),
+                        None => value,
+                    },
+                )
+            })
             .collect()
+    }
+
+    /// The key columns' values of `tuple` before the column mappers, when
+    /// a mapper changes one of them (else `None`: the row's values are the
+    /// key's). Debezium never masks, hashes or truncates a key.
+    pub fn unmapped_key(
+        &self,
+        table: &TableSchema,
+        tuple: Option<&Tuple>,
+        lsn: Lsn,
+    ) -> Result<Option<Vec<Value>>, RowError> {
+        let Some(tuple) = tuple else {
+            return Ok(None);
+        };
+        let Some(mappings) = self.mappings.get(&table.relation_id) else {
+            return Ok(None);
+        };
+        if !table
+            .key_columns
+            .iter()
+            .any(|&i| mappings.get(i).is_some_and(Option::is_some))
+        {
+            return Ok(None);
+        }
+        let (types, positions) = match (
+            self.column_types.get(&table.relation_id),
+            self.positions.get(&table.relation_id),
+        ) {
+            (Some(types), Some((_, positions))) => (types, positions),
+            _ => return Ok(None),
+        };
+        table
+            .key_columns
+            .iter()
+            .map(
+                |&i| match (table.columns.get(i), types.get(i), positions.get(i)) {
+                    (Some(column), Some(ty), Some(&p)) => match tuple.0.get(p) {
+                        Some(datum) => self.decode_datum(table, column, ty, datum, lsn),
+                        None => Ok(Value::Null),
+                    },
+                    _ => Ok(Value::Null),
+                },
+            )
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     fn decode_datum(

@@ -172,6 +172,19 @@ static BUILTINS: [(u32, u32, PgType, &str); 38] = {
     ]
 };
 
+/// `pg_type.typname` of a built-in type or of an array of one (`int4`,
+/// `_int4`, `char` for `"char"`), as Debezium names column types.
+pub fn builtin_typname(oid: u32) -> Option<String> {
+    BUILTINS.iter().find_map(|(scalar, array, _, name)| {
+        let name = name.trim_matches('"');
+        match oid {
+            o if o == *scalar => Some(name.to_owned()),
+            o if o == *array => Some(format!("_{name}")),
+            _ => None,
+        }
+    })
+}
+
 impl PgType {
     /// Whether values of this type are variable-length (`typlen = -1`), and
     /// so may be TOASTed and arrive as "unchanged" in an update.

@@ -23,6 +23,7 @@
 
 pub mod options;
 pub mod outbox;
+pub mod regex_router;
 pub mod unwrap;
 
 use std::collections::HashSet;

@@ -71,6 +71,56 @@ const ENGINE_BASE: &[(&str, &str)] = &[("skipped.operations", "none")];
 /// The Debezium run of the transaction metadata case.
 const WITH_TRANSACTIONS: &[(&str, &str)] = &[("provide.transaction.metadata", "true")];
 
+/// The Debezium run of the column mapper cases (issue 21 item 3): every
+/// kind of truncation, masking, hashing (v1 and v2, a key column too, an
+/// unchanged-TOAST placeholder too) and the source-type parameters on every
+/// type of `all_types`. `audit.note` is both truncated and masked: the
+/// first rule (truncation) must win, as in Debezium. pgcdc-kafka reads the
+/// same properties through `--debezium-config`.
+const COLUMN_MAPPERS: &[(&str, &str)] = &[
+    (
+        "column.truncate.to.3.chars",
+        "public.all_types.c_text,public.all_types.c_bytea,public.audit.note,public.docs_full.body",
+    ),
+    (
+        "column.mask.with.4.chars",
+        "public.accounts.owner,public.all_types.c_enum,public.all_types.c_int2,public.audit.note",
+    ),
+    (
+        "column.mask.hash.SHA-256.with.salt.CzQMA0cB5K",
+        "public.all_types.c_varchar,public.all_types.c_email,public.by_index.code",
+    ),
+    (
+        "column.mask.hash.v2.SHA-256.with.salt.CzQMA0cB5K",
+        "public.all_types.c_char,public.all_types.c_name,public.accounts.note",
+    ),
+    (
+        "column.mask.hash.v2.MD5.with.salt.pepper",
+        "public.docs.body",
+    ),
+    ("column.propagate.source.type", "public.all_types.*"),
+    (
+        "datatype.propagate.source.type",
+        "public.audit.numeric,public.accounts.int4",
+    ),
+];
+
+/// Kafka Connect's RegexRouter.
+const REGEX_ROUTER: &str = "org.apache.kafka.connect.transforms.RegexRouter";
+
+/// [`COLUMN_MAPPERS`] as a Kafka Connect connector file for pgcdc-kafka's
+/// `--debezium-config` (its flags override the slot and publication).
+fn column_mapper_config() -> String {
+    let config: serde_json::Map<String, serde_json::Value> = COLUMN_MAPPERS
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+        .collect();
+    let path = std::env::temp_dir().join(format!("{}.json", unique_name("dbzdiff-mappers")));
+    std::fs::write(&path, serde_json::json!({ "config": config }).to_string())
+        .expect("write the column mapper config");
+    path.display().to_string()
+}
+
 /// Settings from `(key, value)` pairs.
 fn settings<'a>(pairs: impl IntoIterator<Item = &'a (&'a str, &'a str)>) -> Vec<(String, String)> {
     pairs
@@ -134,8 +184,54 @@ fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
     };
     let schemas = |on: &'static str| json_converters(on, on, false);
     let outbox_topics = format!("{}\\.public\\.outbox", regex::escape(prefix));
+    let mappers = column_mapper_config();
+    let route_regex = format!("{}\\.public\\.(accounts|audit)", regex::escape(prefix));
+    let route_replacement = format!("{prefix}.routed.$1");
+    let rename = format!("{route_regex}={route_replacement}");
     let outbox_topic = format!("outbox.event.{outbox_type}");
     vec![
+        Case {
+            engine: COLUMN_MAPPERS,
+            ..case(
+                "mapped_json",
+                false,
+                &[
+                    "--json-schemas",
+                    "true",
+                    "--header-converter",
+                    "json",
+                    "--debezium-config",
+                    &mappers,
+                    "--topic-rename",
+                    &rename,
+                ],
+                with(
+                    schemas("true"),
+                    &[
+                        ("transforms", "route"),
+                        ("transforms.route.type", REGEX_ROUTER),
+                        ("transforms.route.regex", &route_regex),
+                        ("transforms.route.replacement", &route_replacement),
+                    ],
+                ),
+            )
+        },
+        Case {
+            engine: COLUMN_MAPPERS,
+            ..case(
+                "mapped_avro",
+                true,
+                &[
+                    "--format",
+                    "avro",
+                    "--schema-registry-url",
+                    registry,
+                    "--debezium-config",
+                    &mappers,
+                ],
+                avro_converters(registry),
+            )
+        },
         case(
             "json_schemas",
             false,

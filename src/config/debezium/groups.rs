@@ -411,13 +411,14 @@ fn map_transform(
                 "outbox_additional_placement",
             ),
         ],
+        REGEX_ROUTER => &[],
         "io.debezium.transforms.ExtractNewRecordState" => &[
             ("delete.tombstone.handling.mode", "unwrap_delete_handling"),
             ("add.fields", "unwrap_add_fields"),
             ("add.headers", "unwrap_add_headers"),
         ],
         other => {
-            mapping.reject(&property("type"), other, format!("transform type {other} is not supported (supported: ByLogicalTableRouter, outbox EventRouter, ExtractNewRecordState)"));
+            mapping.reject(&property("type"), other, format!("transform type {other} is not supported (supported: ByLogicalTableRouter, outbox EventRouter, ExtractNewRecordState, RegexRouter)"));
             return;
         }
     };
@@ -450,6 +451,7 @@ fn map_transform(
                     format!("Debezium 3.x adds no header from it (1.x added eventType); to keep that header: table.fields.additional.placement={value}:header:eventType, or --outbox-field-event-type {value}"),
                 ));
             }
+            (REGEX_ROUTER, "regex" | "replacement") => {}
             (
                 "io.debezium.transforms.ExtractNewRecordState",
                 "drop.tombstones" | "delete.handling.mode",
@@ -467,10 +469,52 @@ fn map_transform(
     }
     match kind {
         "io.debezium.transforms.ByLogicalTableRouter" => map_router(&options, &prefix, mapping),
+        REGEX_ROUTER => map_regex_router(properties, listed, name, &options, &prefix, mapping),
         "io.debezium.transforms.outbox.EventRouter" => {
             map_outbox(properties, &options, kind, &property, mapping)
         }
         _ => map_unwrap(properties, listed, &options, &property, mapping),
+    }
+}
+
+/// Kafka Connect's RegexRouter.
+const REGEX_ROUTER: &str = "org.apache.kafka.connect.transforms.RegexRouter";
+
+/// RegexRouter: its regex and replacement become one `--topic-rename`, which
+/// renames topics after every other transform: so it must be listed after
+/// them.
+fn map_regex_router(
+    properties: &BTreeMap<String, String>,
+    listed: &[&str],
+    name: &str,
+    options: &BTreeMap<&str, &str>,
+    prefix: &str,
+    mapping: &mut Mapping,
+) {
+    let later_other = listed.iter().skip_while(|n| **n != name).skip(1).find(|n| {
+        properties
+            .get(&format!("transforms.{n}.type"))
+            .is_none_or(|t| t.trim() != REGEX_ROUTER)
+    });
+    if let Some(other) = later_other {
+        mapping.reject(
+            "transforms",
+            properties.get("transforms").map_or("", String::as_str),
+            format!("RegexRouter {name:?} is listed before transform {other:?}; pgcdc-kafka renames topics after every other transform, so list RegexRouters last"),
+        );
+        return;
+    }
+    match (options.get("regex"), options.get("replacement")) {
+        (Some(regex), Some(replacement)) => mapping.set(
+            "topic_rename",
+            format!("{regex}={replacement}"),
+            &format!("{prefix}regex, {prefix}replacement"),
+        ),
+        _ => mapping.reject(
+            &format!("{prefix}regex"),
+            "",
+            "RegexRouter needs regex and replacement",
+        ),
     }
 }
 

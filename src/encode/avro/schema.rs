@@ -304,7 +304,11 @@ impl Translator {
             }
         }
         if let Some(first) = self.defined.get(full_name) {
-            if first != schema {
+            // AvroData keeps the first definition of a name and refers to
+            // it afterwards, dropping a later one's own `connect.*`
+            // metadata (parameters such as the source column type, doc,
+            // version); only different fields cannot be expressed.
+            if first.fields != schema.fields {
                 return Err(SchemaError::Redefined {
                     name: full_name.to_owned(),
                 });
@@ -728,6 +732,16 @@ mod tests {
         let b = ConnectSchema::structure(
             "x.S",
             vec![field("b", ConnectSchema::primitive(ConnectType::Int32))],
+        );
+        let annotated = a
+            .clone()
+            .with_parameter("__debezium.source.column.type", "NUMERIC");
+        let reused =
+            ConnectSchema::structure("x.T", vec![field("a", annotated), field("c", a.clone())]);
+        let json = avro_json(&reused, AvroLogicalTypes::Debezium).expect("one definition of x.S");
+        assert_eq!(
+            json["fields"][1]["type"], "S",
+            "the second refers to the first: {json}"
         );
         let both = ConnectSchema::structure("x.T", vec![field("a", a), field("b", b)]);
         assert!(matches!(

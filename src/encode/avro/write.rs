@@ -673,6 +673,7 @@ mod tests {
                         last_commit_lsn: transaction.map(|_| Lsn::new(4000)),
                         snapshot: SnapshotMarker::False,
                     },
+                    unmapped_key: Default::default(),
                 };
                 let schema = &table.envelope_schema;
                 let mut out = Vec::new();

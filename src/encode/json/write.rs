@@ -298,6 +298,11 @@ pub fn write_key(out: &mut Vec<u8>, event: &ChangeEvent) -> bool {
         .routed_key_field
         .as_ref()
         .map(|(field, value)| (field.as_str(), value));
+    // The key's own values where a column mapper changed the row's.
+    let unmapped = match event.after {
+        Some(_) => event.unmapped_key.after.as_ref(),
+        None => event.unmapped_key.before.as_ref(),
+    };
     out.push(b'{');
     for (n, &i) in table.key_columns.iter().enumerate() {
         if n > 0 {
@@ -305,7 +310,11 @@ pub fn write_key(out: &mut Vec<u8>, event: &ChangeEvent) -> bool {
         }
         write_str(out, &table.columns[i].name);
         out.push(b':');
-        write_value(out, row.get(i).unwrap_or(&Value::Null));
+        let value = match unmapped {
+            Some(values) => values.get(n),
+            None => row.get(i),
+        };
+        write_value(out, value.unwrap_or(&Value::Null));
     }
     if let Some((field, value)) = routed {
         out.push(b',');
@@ -480,6 +489,7 @@ mod tests {
                         SnapshotMarker::False
                     },
                 },
+                unmapped_key: Default::default(),
             };
             let mut out = Vec::new();
             write_envelope(&mut out, &event, &info, transaction, 1_700_000_000_123_456);

@@ -14,7 +14,7 @@ use tokio_postgres::SimpleQueryMessage;
 use super::window::{key_of, Chunk, Window};
 use super::{chunk_query, Incremental, IncrementalError};
 use crate::checkpoint::TxnId;
-use crate::event::{ChangeEvent, Op, SnapshotMarker, SourceInfo};
+use crate::event::{ChangeEvent, Op, SnapshotMarker, SourceInfo, UnmappedKey};
 use crate::lsn::Lsn;
 use crate::pipeline::stream::Stream;
 use crate::pipeline::PipelineError;
@@ -62,7 +62,12 @@ impl Stream<'_> {
         self.delivery.unanchor();
         for tuple in &rows {
             let row = self.relations.decode_read_row(&schema, tuple, lsn)?;
+            let unmapped_key = UnmappedKey {
+                before: None,
+                after: self.relations.unmapped_key(&schema, Some(tuple), lsn)?,
+            };
             let event = ChangeEvent {
+                unmapped_key,
                 table: Arc::clone(&schema),
                 op: Op::Read,
                 before: None,

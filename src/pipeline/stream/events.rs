@@ -15,6 +15,7 @@ use crate::event::record::{Header, Record, RecordKey};
 use crate::event::value::{ConnectSchema, ConnectType, Value};
 use crate::event::{
     ChangeEvent, MessageEvent, Op, SnapshotMarker, SourceInfo, SourceOrigin, TableSchema,
+    UnmappedKey,
 };
 use crate::lsn::Lsn;
 use crate::sink::EncodedRecord;
@@ -165,35 +166,52 @@ impl Stream<'_> {
         });
         let mut table = table;
         let decode = |relations: &RelationCache, table: &TableSchema| {
-            let before = before
+            let before_row = before
                 .as_ref()
                 .map(|t| relations.decode_row(table, t, lsn))
                 .transpose()?;
-            let after = after
+            let after_row = after
                 .as_ref()
                 .map(|t| relations.decode_row(table, t, lsn))
                 .transpose()?;
-            Ok::<_, RowError>((before, after))
+            Ok::<_, RowError>((before_row, after_row))
         };
-        let (mut before, mut after) = decode(&self.relations, &table)?;
+        let unmapped_key = |relations: &RelationCache, table: &TableSchema| {
+            Ok::<_, RowError>(UnmappedKey {
+                before: relations.unmapped_key(table, before.as_ref(), lsn)?,
+                after: relations.unmapped_key(table, after.as_ref(), lsn)?,
+            })
+        };
+        let (mut before_row, mut after_row) = decode(&self.relations, &table)?;
         let stale = |relations: &RelationCache, row: &Option<Vec<_>>| {
             row.as_ref()
                 .is_some_and(|r| relations.has_unknown_enum_label(relation_id, r))
         };
-        if stale(&self.relations, &before) || stale(&self.relations, &after) {
+        if stale(&self.relations, &before_row) || stale(&self.relations, &after_row) {
             tracing::info!(topic = %table.topic, "an enum gained a value; reloading types");
             let types = setup::load_types(&self.sql).await?;
             self.relations.replace_types(types)?;
             table = Arc::clone(self.relations.get(relation_id, lsn)?);
-            (before, after) = decode(&self.relations, &table)?;
+            (before_row, after_row) = decode(&self.relations, &table)?;
         }
+        let unmapped_key = unmapped_key(&self.relations, &table)?;
         let event = ChangeEvent {
             table,
             op,
-            before,
-            after,
+            before: before_row,
+            after: after_row,
             source,
+            unmapped_key,
         };
+        // Debezium compares the two row structs (captured columns, after
+        // masking); without the old row (not FULL) an update always counts.
+        if op == Op::Update
+            && self.config.skip_messages_without_change
+            && event.before.is_some()
+            && event.before == event.after
+        {
+            return Ok(());
+        }
 
         if op == Op::Update && event.before.is_some() && !event.table.key_columns.is_empty() {
             let old_key = event.clone_as(Op::Delete).key();
@@ -264,7 +282,10 @@ impl Stream<'_> {
                 .await;
         }
         let record = Record::change(event, stamp, headers);
-        let record = self.encoder.encode(record, txn).await?;
+        let record = self
+            .encoder
+            .encode(super::renamed(&self.renames, record), txn)
+            .await?;
         let key_bytes = record.key.as_ref().map_or(0, Vec::len);
         let mut bytes = key_bytes + record.value.as_ref().map_or(0, Vec::len);
         // The tombstone: the same key and headers, encoded once, and no
@@ -306,7 +327,11 @@ impl Stream<'_> {
         // All encoded before any is sent, so a failure sends none of them.
         let mut encoded = Vec::with_capacity(records.len());
         for record in records {
-            encoded.push(self.encoder.encode(record, txn).await?);
+            encoded.push(
+                self.encoder
+                    .encode(super::renamed(&self.renames, record), txn)
+                    .await?,
+            );
         }
         let mut bytes = 0;
         for record in encoded {
@@ -331,6 +356,10 @@ impl Stream<'_> {
         content: Vec<u8>,
         lsn: Lsn,
     ) -> Result<(), PipelineError> {
+        // Filtered where Debezium's decoder drops it: as if never sent.
+        if !self.relations.selection().includes_message(&prefix) {
+            return Ok(());
+        }
         if !transactional {
             // As Debezium: no Commit follows it, so its own position is the
             // last commit, already in its own `source.sequence`.
@@ -382,7 +411,10 @@ impl Stream<'_> {
             transaction: transaction.as_ref(),
         };
         let record = Record::message(topic, &message, stamp);
-        let record = self.encoder.encode(record, txn).await?;
+        let record = self
+            .encoder
+            .encode(super::renamed(&self.renames, record), txn)
+            .await?;
         let bytes =
             record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len);
         self.delivery.send(record).await?;

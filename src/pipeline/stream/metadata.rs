@@ -207,7 +207,10 @@ impl Stream<'_> {
         self.ensure_topic(&topic).await?;
         let record = self
             .encoder
-            .encode(Record::metadata(topic, record), txn)
+            .encode(
+                super::renamed(&self.renames, Record::metadata(topic, record)),
+                txn,
+            )
             .await?;
         self.delivery.send(record).await?;
         Ok(())

@@ -24,6 +24,18 @@ pub enum UserType {
     Other { name: String },
 }
 
+impl UserType {
+    /// The type's `pg_type.typname`.
+    pub fn name(&self) -> &str {
+        match self {
+            UserType::Enum { name, .. }
+            | UserType::Domain { name, .. }
+            | UserType::Array { name, .. }
+            | UserType::Other { name } => name,
+        }
+    }
+}
+
 /// Loads every type with an OID at or above `FirstNormalObjectId` (16384), i.e. every type
 /// that is not built in: enums with their labels (a JSON array in sort order), domains
 /// with their base type and modifier, arrays with their element, and other types by name.
