@@ -1,0 +1,387 @@
+//! Several pipelines in one process (issue 23 item 1), through the binary
+//! and a `--config` file with `[pipelines.<name>]` tables, against real
+//! PostgreSQL and Kafka: pipelines over different databases stream at the
+//! same time, every row verified in its own topic prefix; one pipeline's
+//! PostgreSQL stopped leaves the others streaming and recovers when it
+//! returns; metrics carry the `pipeline` label; `/readyz`, `status` and
+//! `check` report each pipeline; the exit code of a process whose
+//! pipelines end differently; configuration errors name the pipeline.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::process::{run_binary, ConnectorProcess, LogDir};
+use common::{consume_all, wait_for, wait_until, Scenario, TIMEOUT};
+use pgcdc_testcontainers::{Kafka, Postgres, StopMode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// How long a pipeline may take to stream again after its server returns:
+/// its restart backoff kept doubling (up to 60 s) through the outage.
+const BACK_AFTER_OUTAGE: Duration = Duration::from_secs(180);
+
+/// A free port on the loopback interface, for `--metrics-addr`.
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+}
+
+/// `GET path`: status code and body; `None` while nothing answers.
+async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut socket = tokio::net::TcpStream::connect(addr).await.ok()?;
+    socket
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = Vec::new();
+    socket.read_to_end(&mut response).await.ok()?;
+    let response = String::from_utf8(response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_owned()))
+}
+
+/// The value of one series (`name{labels}`) of the endpoint's page.
+async fn value(addr: SocketAddr, series: &str) -> Option<f64> {
+    let (_, page) = get(addr, "/metrics").await?;
+    page.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Waits until `/readyz` answers `status` with a body that contains every
+/// one of `needles`; returns the body.
+async fn await_readyz(
+    addr: SocketAddr,
+    status: u16,
+    needles: &[&str],
+    timeout: Duration,
+) -> String {
+    wait_for(
+        timeout,
+        &format!("/readyz {status} with {needles:?}"),
+        || async {
+            match get(addr, "/readyz").await {
+                Some((code, body))
+                    if code == status && needles.iter().all(|n| body.contains(n)) =>
+                {
+                    Ok(body)
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// One `[pipelines.<name>]` table for scenario `s`, plus `extra` lines.
+fn pipeline_table(name: &str, s: &Scenario, extra: &str) -> String {
+    format!(
+        "[pipelines.{name}]\npg_url = \"{}\"\nslot = \"{}\"\npublication = \"{}\"\n\
+         topic_prefix = \"{}\"\n{extra}\n",
+        s.pg.url(&s.db),
+        s.slot,
+        s.publication,
+        s.prefix
+    )
+}
+
+/// Writes the config file `text` into `dir`.
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("pipelines.toml");
+    std::fs::write(&path, text).expect("write the config file");
+    path
+}
+
+/// The ids in topic `<prefix>.public.t`, from the record keys.
+async fn ids_in(bootstrap: &str, s: &Scenario) -> BTreeSet<i64> {
+    consume_all(bootstrap, &s.topic("t"), TIMEOUT)
+        .await
+        .iter()
+        .filter(|r| r.value.is_some())
+        .map(|r| {
+            r.key.as_ref().expect("a key")["payload"]["id"]
+                .as_i64()
+                .expect("an integer id")
+        })
+        .collect()
+}
+
+/// Waits until topic `<prefix>.public.t` holds exactly the ids `expected`.
+async fn await_ids(
+    bootstrap: &str,
+    s: &Scenario,
+    expected: std::ops::RangeInclusive<i64>,
+    timeout: Duration,
+) {
+    let expected: BTreeSet<i64> = expected.collect();
+    wait_for(
+        timeout,
+        &format!("ids {expected:?} in {}", s.topic("t")),
+        || async {
+            let ids = ids_in(bootstrap, s).await;
+            if ids == expected {
+                Ok(())
+            } else {
+                let missing: Vec<_> = expected.difference(&ids).collect();
+                let extra: Vec<_> = ids.difference(&expected).collect();
+                Err(format!("missing {missing:?}, unexpected {extra:?}"))
+            }
+        },
+    )
+    .await;
+}
+
+fn insert(s: &Scenario, ids: std::ops::RangeInclusive<i64>) {
+    s.sql(&format!(
+        "INSERT INTO t SELECT i, 'row ' || i FROM generate_series({}, {}) i",
+        ids.start(),
+        ids.end()
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelines_stream_side_by_side_and_an_outage_stays_with_its_pipeline() {
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let private: &'static Postgres = Box::leak(Box::new(
+        Postgres::launch().unwrap_or_else(|e| panic!("private postgres: {}", e.report())),
+    ));
+    let alpha = Scenario::new(Postgres::shared(), "mp_alpha");
+    let beta = Scenario::new(Postgres::shared(), "mp_beta");
+    let gamma = Scenario::new(private, "mp_gamma");
+    let all = [("alpha", &alpha), ("beta", &beta), ("gamma", &gamma)];
+    for (_, s) in all {
+        s.sql("CREATE TABLE t (id bigint PRIMARY KEY, note text)");
+        // Taken by the initial snapshot.
+        insert(s, 1..=40);
+    }
+    let logs = LogDir::new("multi_pipeline");
+    let mut text = format!(
+        "bootstrap_servers = \"{bootstrap}\"\nstatus_interval = \"200ms\"\n\
+         ready_max_ack_wait = \"10s\"\n\n"
+    );
+    for (name, s) in all {
+        text.push_str(&pipeline_table(name, s, ""));
+    }
+    let config = write_config(logs.dir(), &text);
+    let config_arg = config.display().to_string();
+
+    // `check` checks every pipeline, before anything exists.
+    let (code, stdout, stderr) =
+        run_binary(vec!["check".into(), "--config".into(), config_arg.clone()]).await;
+    assert_eq!(
+        code,
+        Some(0),
+        "check passes; stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for (name, _) in all {
+        assert!(stdout.contains(&format!("pipeline {name}:\n")), "{stdout}");
+    }
+    assert_eq!(stdout.matches("PASS publication:").count(), 3, "{stdout}");
+
+    let addr = free_addr();
+    let connector = ConnectorProcess::spawn(
+        &[
+            "--config".to_owned(),
+            config_arg.clone(),
+            "--metrics-addr".to_owned(),
+            addr.to_string(),
+        ],
+        logs.path(0),
+    );
+    let body = await_readyz(addr, 200, &["3 of 3 pipelines ready"], TIMEOUT).await;
+    for (name, _) in all {
+        assert!(
+            body.contains(&format!("\n{name}: ready: streaming")),
+            "{body}"
+        );
+    }
+    // All three stream at once.
+    for (_, s) in all {
+        insert(s, 41..=100);
+    }
+    for (_, s) in all {
+        await_ids(&bootstrap, s, 1..=100, TIMEOUT).await;
+    }
+    for (name, _) in all {
+        let series =
+            format!("pgcdc_events_total{{pipeline=\"{name}\",table=\"public.t\",op=\"c\"}}");
+        wait_until(TIMEOUT, &series, || async {
+            value(addr, &series).await == Some(60.0)
+        })
+        .await;
+        let snapshot =
+            format!("pgcdc_events_total{{pipeline=\"{name}\",table=\"public.t\",op=\"r\"}}");
+        assert_eq!(value(addr, &snapshot).await, Some(40.0), "{snapshot}");
+    }
+
+    // `status` lists every pipeline with its slot and its progress.
+    let (code, stdout, stderr) = run_binary(vec![
+        "status".into(),
+        "--config".into(),
+        config_arg.clone(),
+        "--metrics-url".into(),
+        format!("http://{addr}"),
+    ])
+    .await;
+    assert_eq!(
+        code,
+        Some(0),
+        "status; stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for (name, s) in all {
+        assert!(stdout.contains(&format!("pipeline {name}:\n")), "{stdout}");
+        assert!(stdout.contains(&s.slot), "{stdout}");
+    }
+
+    // gamma's server goes away: gamma restarts with its own backoff,
+    // alpha and beta stream on.
+    tokio::task::spawn_blocking(move || private.stop(StopMode::Fast))
+        .await
+        .expect("join")
+        .expect("postgres stops");
+    await_readyz(
+        addr,
+        503,
+        &["2 of 3 pipelines ready", "\ngamma: not ready: "],
+        TIMEOUT,
+    )
+    .await;
+    for s in [&alpha, &beta] {
+        insert(s, 101..=150);
+    }
+    await_ids(&bootstrap, &alpha, 1..=150, TIMEOUT).await;
+    await_ids(&bootstrap, &beta, 1..=150, TIMEOUT).await;
+    assert_eq!(
+        value(addr, "pgcdc_ready{pipeline=\"alpha\"}").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        value(addr, "pgcdc_ready{pipeline=\"beta\"}").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        value(addr, "pgcdc_ready{pipeline=\"gamma\"}").await,
+        Some(0.0)
+    );
+    wait_until(TIMEOUT, "gamma's restarts counted", || async {
+        value(addr, "pgcdc_restarts_total{pipeline=\"gamma\"}").await >= Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        value(addr, "pgcdc_restarts_total{pipeline=\"alpha\"}").await,
+        Some(0.0)
+    );
+    connector.assert_running("with one pipeline's database down");
+
+    // gamma's server returns: gamma streams again, from where it was.
+    tokio::task::spawn_blocking(move || private.start())
+        .await
+        .expect("join")
+        .expect("postgres starts again");
+    insert(&gamma, 101..=150);
+    await_readyz(addr, 200, &["3 of 3 pipelines ready"], BACK_AFTER_OUTAGE).await;
+    await_ids(&bootstrap, &gamma, 1..=150, TIMEOUT).await;
+    connector.terminate_cleanly(TIMEOUT).await;
+}
+
+/// Pipelines end on their own: two bounded ones drain and stop, one whose
+/// table does not exist stops on that error, and the process exits when
+/// the last has, with the worst code (1), every pipeline's report on stdout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exit_code_is_the_worst_of_the_pipelines() {
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let good = Scenario::new(Postgres::shared(), "mp_good");
+    let also = Scenario::new(Postgres::shared(), "mp_also");
+    let broken = Scenario::new(Postgres::shared(), "mp_broken");
+    for s in [&good, &also] {
+        s.sql("CREATE TABLE t (id bigint PRIMARY KEY, note text)");
+        insert(s, 1..=25);
+    }
+    let logs = LogDir::new("multi_pipeline_exit");
+    let text = format!(
+        "bootstrap_servers = \"{bootstrap}\"\nstop_when_caught_up = \"start-lsn\"\n\n{}{}{}",
+        pipeline_table("good", &good, ""),
+        pipeline_table("also", &also, ""),
+        pipeline_table("broken", &broken, "table = [\"public.no_such_table\"]"),
+    );
+    let config = write_config(logs.dir(), &text);
+    let run = run_binary(vec![
+        "run".into(),
+        "--config".into(),
+        config.display().to_string(),
+    ]);
+    let (code, stdout, stderr) = tokio::time::timeout(TIMEOUT, run)
+        .await
+        .expect("every pipeline ends by itself");
+    assert_eq!(code, Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    for name in ["good", "also"] {
+        assert!(
+            stdout.contains(&format!("pgcdc-kafka: pipeline {name}: ")),
+            "{name}'s report in:\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("pipeline broken:"), "{stdout}");
+    assert!(
+        stderr.contains("no_such_table") && stderr.contains("pipeline=broken"),
+        "the broken pipeline's error, named: {stderr}"
+    );
+    await_ids(&bootstrap, &good, 1..=25, TIMEOUT).await;
+    await_ids(&bootstrap, &also, 1..=25, TIMEOUT).await;
+}
+
+/// Configuration errors name the pipeline and what to do, all at once,
+/// before anything connects (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_errors_name_the_pipelines() {
+    let logs = LogDir::new("multi_pipeline_config");
+    let text = "bootstrap_servers = \"127.0.0.1:1\"\n\
+                [pipelines.one]\npg_url = \"postgres://u@127.0.0.1:1/a\"\ntopic_prefix = \"one\"\nslot = \"s\"\n\
+                [pipelines.two]\npg_url = \"postgres://u@127.0.0.1:1/b\"\ntopic_prefix = \"two\"\nslot = \"s\"\n\
+                [pipelines.Three]\npg_url = \"postgres://u@127.0.0.1:1/c\"\n";
+    let config = write_config(logs.dir(), text);
+    for command in ["run", "check"] {
+        let (code, stdout, stderr) = run_binary(vec![
+            command.into(),
+            "--config".into(),
+            config.display().to_string(),
+        ])
+        .await;
+        assert_eq!(
+            code,
+            Some(2),
+            "{command}: stdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        assert!(
+            stderr.contains("pipelines.Three (from file ")
+                && stderr.contains("is not a valid pipeline name"),
+            "{command}: {stderr}"
+        );
+        assert!(
+            stderr.contains(
+                "pipelines.two.slot: uses replication slot \"s\" on 127.0.0.1:1 as pipeline \
+                 \"one\" does; give each pipeline its own slot"
+            ),
+            "{command}: {stderr}"
+        );
+    }
+    let duplicate = "[pipelines.one]\nslot = \"a\"\n[pipelines.one]\nslot = \"b\"\n";
+    let config = write_config(logs.dir(), duplicate);
+    let (code, _, stderr) = run_binary(vec![
+        "run".into(),
+        "--config".into(),
+        config.display().to_string(),
+    ])
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("not valid TOML") && stderr.contains("pipelines.one"),
+        "{stderr}"
+    );
+}
