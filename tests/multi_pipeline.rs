@@ -194,13 +194,19 @@ async fn pipelines_stream_side_by_side_and_an_outage_stays_with_its_pipeline() {
         ],
         logs.path(0),
     );
-    let body = await_readyz(addr, 200, &["3 of 3 pipelines ready"], TIMEOUT).await;
-    for (name, _) in all {
-        assert!(
-            body.contains(&format!("\n{name}: ready: streaming")),
-            "{body}"
-        );
-    }
+    // Ready through the snapshot, then streaming, each on its own line.
+    await_readyz(
+        addr,
+        200,
+        &[
+            "3 of 3 pipelines ready\n",
+            "\nalpha: ready: streaming",
+            "\nbeta: ready: streaming",
+            "\ngamma: ready: streaming",
+        ],
+        TIMEOUT,
+    )
+    .await;
     // All three stream at once.
     for (_, s) in all {
         insert(s, 41..=100);
@@ -383,5 +389,92 @@ async fn configuration_errors_name_the_pipelines() {
     assert!(
         stderr.contains("not valid TOML") && stderr.contains("pipelines.one"),
         "{stderr}"
+    );
+}
+
+/// The process's resident memory, from its own `/proc` entry.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib * 1024
+}
+
+/// Starts `count` idle pipelines (one empty table each) in one process,
+/// waits until all stream, lets them settle, and returns the RSS.
+async fn idle_rss(count: usize, bootstrap: &str, logs: &LogDir) -> u64 {
+    let mut text = format!("bootstrap_servers = \"{bootstrap}\"\n\n");
+    let mut scenarios = Vec::new();
+    for i in 0..count {
+        let s = Scenario::new(Postgres::shared(), &format!("mp_idle{i}"));
+        s.sql("CREATE TABLE t (id bigint PRIMARY KEY, note text)");
+        text.push_str(&pipeline_table(&format!("p{i}"), &s, ""));
+        scenarios.push(s);
+    }
+    let dir = logs.dir().join(format!("n{count}"));
+    std::fs::create_dir_all(&dir).expect("config dir");
+    let config = write_config(&dir, &text);
+    let addr = free_addr();
+    let connector = ConnectorProcess::spawn(
+        &[
+            "--config".to_owned(),
+            config.display().to_string(),
+            "--metrics-addr".to_owned(),
+            addr.to_string(),
+        ],
+        logs.path(count),
+    );
+    let ready = format!("{count} of {count} pipelines ready");
+    await_readyz(addr, 200, &[&ready], TIMEOUT).await;
+    // One row each, so every producer has connected and delivered.
+    for s in &scenarios {
+        insert(s, 1..=1);
+    }
+    for i in 0..count {
+        let series = format!("pgcdc_kafka_records_acknowledged_total{{pipeline=\"p{i}\"}}");
+        wait_until(TIMEOUT, &series, || async {
+            value(addr, &series).await >= Some(1.0)
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pid = connector.pid();
+    let rss = (0..5)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(200));
+            rss_bytes(pid)
+        })
+        .max()
+        .unwrap_or_default();
+    connector.terminate_cleanly(TIMEOUT).await;
+    rss
+}
+
+/// Issue 23's memory target: at most 20 MB per idle pipeline. Measured as
+/// the RSS of one process with 10 idle pipelines minus that with one,
+/// over 9; both printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_per_idle_pipeline() {
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let logs = LogDir::new("multi_pipeline_memory");
+    let one = idle_rss(1, &bootstrap, &logs).await;
+    let ten = idle_rss(10, &bootstrap, &logs).await;
+    let per_pipeline = ten.saturating_sub(one) / 9;
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!(
+        "RSS with 1 idle pipeline: {:.1} MiB; with 10: {:.1} MiB; per additional idle \
+         pipeline: {:.1} MiB",
+        mib(one),
+        mib(ten),
+        mib(per_pipeline)
+    );
+    assert!(
+        per_pipeline <= 20 * 1000 * 1000,
+        "{:.1} MiB per idle pipeline, above the 20 MB target",
+        mib(per_pipeline)
     );
 }
