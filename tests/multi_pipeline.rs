@@ -244,6 +244,9 @@ async fn pipelines_stream_side_by_side_and_an_outage_stays_with_its_pipeline() {
         assert!(stdout.contains(&format!("pipeline {name}:\n")), "{stdout}");
         assert!(stdout.contains(&s.slot), "{stdout}");
     }
+    // Each pipeline's own progress: 60 streamed and 40 snapshot events.
+    assert_eq!(stdout.matches("readiness:            ready: streaming\n").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("100 events").count(), 3, "{stdout}");
 
     // gamma's server goes away: gamma restarts with its own backoff,
     // alpha and beta stream on.

@@ -305,7 +305,14 @@ async fn read_connector(
         .await
         .map_err(unreachable)?;
     let served_ready = readyz.status().is_success();
-    let readiness = readyz.text().await.map_err(unreachable)?.trim().to_owned();
+    let body = readyz.text().await.map_err(unreachable)?;
+    // This pipeline's line where the endpoint lists each, else the body.
+    let own = format!("{pipeline}: ");
+    let readiness = body
+        .lines()
+        .find_map(|l| l.strip_prefix(&own))
+        .unwrap_or(body.trim())
+        .to_owned();
 
     let samples = parse_samples(&metrics, pipeline);
     let get = |name: &str| samples.get(name).copied();
