@@ -245,7 +245,13 @@ async fn pipelines_stream_side_by_side_and_an_outage_stays_with_its_pipeline() {
         assert!(stdout.contains(&s.slot), "{stdout}");
     }
     // Each pipeline's own progress: 60 streamed and 40 snapshot events.
-    assert_eq!(stdout.matches("readiness:            ready: streaming\n").count(), 3, "{stdout}");
+    assert_eq!(
+        stdout
+            .matches("readiness:            ready: streaming\n")
+            .count(),
+        3,
+        "{stdout}"
+    );
     assert_eq!(stdout.matches("100 events").count(), 3, "{stdout}");
 
     // gamma's server goes away: gamma restarts with its own backoff,
@@ -480,4 +486,85 @@ async fn memory_per_idle_pipeline() {
         "{:.1} MiB per idle pipeline, above the 20 MB target",
         mib(per_pipeline)
     );
+}
+
+/// The seam fleet mode builds on: a [`Supervisor`] starts pipelines one by
+/// one and stops one by name while the other streams on; the stopped one
+/// stays served, reported as stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervisor_stops_one_pipeline_by_name_and_the_other_streams_on() {
+    use std::sync::Arc;
+
+    use pgcdc_kafka::config::pipelines::PipelineName;
+    use pgcdc_kafka::config::RunConfig;
+    use pgcdc_kafka::http::{HealthPolicy, Served};
+    use pgcdc_kafka::pipeline::StopReason;
+    use pgcdc_kafka::supervisor::{PipelineSpec, Supervisor};
+
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let one = Scenario::new(Postgres::shared(), "mp_sup_one");
+    let two = Scenario::new(Postgres::shared(), "mp_sup_two");
+    let served = Arc::new(Served::labelled());
+    let mut supervisor = Supervisor::new(Arc::clone(&served));
+    let name = |n: &str| n.parse::<PipelineName>().expect("a valid name");
+    for (n, s) in [("one", &one), ("two", &two)] {
+        s.sql("CREATE TABLE t (id bigint PRIMARY KEY, note text)");
+        let config = RunConfig::from_args(s.args(&bootstrap, &["--snapshot-mode", "never"]))
+            .expect("valid flags");
+        config.validate().expect("valid config");
+        supervisor
+            .start(PipelineSpec {
+                name: name(n),
+                config: config.clone(),
+                health: HealthPolicy::default(),
+            })
+            .expect("starts");
+        let again = supervisor.start(PipelineSpec {
+            name: name(n),
+            config,
+            health: HealthPolicy::default(),
+        });
+        assert!(again.is_err(), "a running name is not started twice");
+    }
+    for s in [&one, &two] {
+        s.await_slot().await;
+        insert(s, 1..=20);
+    }
+    for s in [&one, &two] {
+        await_ids(&bootstrap, s, 1..=20, TIMEOUT).await;
+    }
+
+    assert!(supervisor.stop(&name("one")));
+    let finished = tokio::time::timeout(TIMEOUT, supervisor.next_finished())
+        .await
+        .expect("pipeline one stops")
+        .expect("a pipeline finished");
+    assert_eq!(finished.name, name("one"));
+    let summary = finished.result.expect("a clean stop");
+    assert_eq!(summary.stopped, StopReason::Requested);
+    assert_eq!(
+        supervisor.running().collect::<Vec<_>>(),
+        [&name("two")],
+        "two runs on"
+    );
+    insert(&two, 21..=40);
+    await_ids(&bootstrap, &two, 1..=40, TIMEOUT).await;
+    let readiness = served.readiness();
+    assert!(!readiness.ready, "{}", readiness.reason);
+    assert!(
+        readiness.reason.contains("\none: not ready: stopped")
+            && readiness.reason.contains("\ntwo: ready: streaming"),
+        "{}",
+        readiness.reason
+    );
+
+    supervisor.stop_all();
+    let last = tokio::time::timeout(TIMEOUT, supervisor.next_finished())
+        .await
+        .expect("pipeline two stops")
+        .expect("a pipeline finished");
+    assert_eq!(last.name, name("two"));
+    assert!(last.result.is_ok());
+    assert!(supervisor.next_finished().await.is_none());
 }
