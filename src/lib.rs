@@ -27,6 +27,9 @@
 //!   [`transform::options`], [`select::SelectOptions`]), flattened into
 //!   `run`'s flags by [`config`], which validates them all at once.
 //! - Operations: [`metrics`] and [`http`].
+//! - Several pipelines in one process: [`supervisor`] runs each as its own
+//!   task (own slot, producer, backoff, failure); [`config::pipelines`]
+//!   reads and checks their `[pipelines.<name>]` tables.
 //!
 //! # Delivery guarantee
 //!

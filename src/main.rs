@@ -186,10 +186,21 @@ fn parse() -> Result<Vec<Parsed>, ExitCode> {
         None => layers::resolve(&cmd, leaf),
     };
     if resolved.incomplete {
-        eprintln!(
-            "error: {}",
-            pgcdc_kafka::config::LoadError(resolved.problems)
-        );
+        let mut problems = resolved.problems;
+        if pipelines::declared(&cmd, leaf, run).is_some() {
+            // `snapshot` does not pick a pipeline of the file (yet).
+            problems.push(Problem {
+                field: "--config".to_owned(),
+                value: None,
+                message: format!(
+                    "declares pipelines, and `{}` works on one: pass that pipeline's \
+                     --pg-url and --slot (and --signal-data-collection) as flags",
+                    path.join(" ")
+                ),
+                origin: None,
+            });
+        }
+        eprintln!("error: {}", pgcdc_kafka::config::LoadError(problems));
         return Err(ExitCode::from(2));
     }
     let (cli, layered) = parse_resolved(&argv, &root, &first, leaf, &path, cmd, resolved);

@@ -386,6 +386,19 @@ async fn configuration_errors_name_the_pipelines() {
             "{command}: {stderr}"
         );
     }
+    // `snapshot` works on one pipeline: it says how to name it.
+    let (code, _, stderr) = run_binary(vec![
+        "snapshot".into(),
+        "--config".into(),
+        config.display().to_string(),
+        "public.t".into(),
+    ])
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--config: declares pipelines, and `snapshot` works on one"),
+        "{stderr}"
+    );
     let duplicate = "[pipelines.one]\nslot = \"a\"\n[pipelines.one]\nslot = \"b\"\n";
     let config = write_config(logs.dir(), duplicate);
     let (code, _, stderr) = run_binary(vec![
