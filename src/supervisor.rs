@@ -32,7 +32,7 @@ use tracing::Instrument;
 use crate::config::pipelines::PipelineName;
 use crate::config::RunConfig;
 use crate::http::{HealthPolicy, Served};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Phase};
 use crate::pipeline::{self, PipelineError, RunSummary, Shutdown};
 
 /// One pipeline to run: its name, its configuration and its readiness policy.
@@ -47,13 +47,27 @@ pub struct PipelineSpec {
 #[derive(Debug)]
 pub struct Finished {
     pub name: PipelineName,
-    pub result: Result<RunSummary, PipelineError>,
+    pub result: Result<RunSummary, PipelineFailure>,
 }
 
-/// The stop handles of a running pipeline.
+/// Why a pipeline stopped on its own.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineFailure {
+    /// It stopped on an error (see [`PipelineError`]).
+    #[error(transparent)]
+    Error(#[from] PipelineError),
+    /// Its task panicked: a broken invariant of that pipeline; the others
+    /// run on.
+    #[error("the pipeline's task panicked ({0}); this is a bug, please report it with the log")]
+    Panicked(String),
+}
+
+/// What the supervisor keeps of a running pipeline.
 struct Handles {
     stop: watch::Sender<bool>,
     force: watch::Sender<bool>,
+    task: tokio::task::Id,
+    metrics: Arc<Metrics>,
 }
 
 /// Starts, stops and collects pipelines; serves their metrics and
@@ -96,14 +110,24 @@ impl Supervisor {
             topic_prefix = %spec.config.topic_prefix,
         );
         let name = spec.name.clone();
-        self.tasks.spawn(
+        let recorded = Arc::clone(&metrics);
+        let task = self.tasks.spawn(
             async move {
-                let result = pipeline::run_with_metrics(spec.config, shutdown, metrics).await;
-                Finished { name, result }
+                let result = pipeline::run_with_metrics(spec.config, shutdown, recorded).await;
+                Finished {
+                    name,
+                    result: result.map_err(PipelineFailure::from),
+                }
             }
             .instrument(span),
         );
-        self.running.insert(spec.name, Handles { stop, force });
+        let handles = Handles {
+            stop,
+            force,
+            task: task.id(),
+            metrics,
+        };
+        self.running.insert(spec.name, handles);
         Ok(())
     }
 
@@ -145,16 +169,27 @@ impl Supervisor {
                     self.running.remove(&finished.name);
                     return Some(finished);
                 }
-                // A pipeline's panic is a broken invariant of its own: the
-                // task is gone, its name with it, the others run on.
+                // A pipeline's panic is a broken invariant of its own: it
+                // ends that pipeline, reported as failed; the others run on.
                 Err(error) => {
-                    tracing::error!(%error, "a pipeline task panicked or was cancelled");
-                    let live: Vec<PipelineName> = self.running.keys().cloned().collect();
-                    for name in live {
-                        if self.running.get(&name).is_some_and(|h| h.stop.is_closed()) {
-                            self.running.remove(&name);
-                        }
+                    let Some(name) = self
+                        .running
+                        .iter()
+                        .find(|(_, h)| h.task == error.id())
+                        .map(|(name, _)| name.clone())
+                    else {
+                        continue;
+                    };
+                    let failure = PipelineFailure::Panicked(error.to_string());
+                    if let Some(handles) = self.running.remove(&name) {
+                        handles.metrics.set_phase(Phase::Failed {
+                            error: failure.to_string(),
+                        });
                     }
+                    return Some(Finished {
+                        name,
+                        result: Err(failure),
+                    });
                 }
             }
         }

@@ -31,7 +31,8 @@ const SECRET_WORDS: &[&str] = &["password", "secret", "sasl.jaas", "basic_auth",
 pub struct ConfigSources {
     /// TOML configuration file: keys are the flags' long names with '_'
     /// (`topic_prefix = "app"`), `[kafka]` holds librdkafka properties.
-    /// Flags and environment variables override it.
+    /// Flags and environment variables override it. `[pipelines.<name>]`
+    /// tables run several pipelines in one process (docs/CONFIGURATION.md).
     #[arg(long = "config", env = "PGCDC_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
