@@ -414,15 +414,19 @@ async fn configuration_errors_name_the_pipelines() {
     );
 }
 
-/// The process's resident memory, from its own `/proc` entry.
-fn rss_bytes(pid: u32) -> u64 {
+/// A number field of the process's own `/proc/<pid>/status`.
+fn proc_status(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    let kib: u64 = status
+    status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS");
-    kib * 1024
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+}
+
+/// The process's resident memory.
+fn rss_bytes(pid: u32) -> u64 {
+    proc_status(pid, "VmRSS") * 1024
 }
 
 /// Starts `count` idle pipelines (one empty table each) in one process,
@@ -471,6 +475,10 @@ async fn idle_rss(count: usize, bootstrap: &str, logs: &LogDir) -> u64 {
         })
         .max()
         .unwrap_or_default();
+    println!(
+        "{count} idle pipelines: {} threads",
+        proc_status(pid, "Threads")
+    );
     connector.terminate_cleanly(TIMEOUT).await;
     rss
 }
