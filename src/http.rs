@@ -1,6 +1,7 @@
 //! The operations endpoint on `--metrics-addr`: `GET /metrics` (Prometheus
 //! text format 0.0.4), `GET /healthz` (the process is alive) and `GET /readyz`
-//! (the connector is doing its job, or why not: [`HealthPolicy`]).
+//! (the connector is doing its job, or why not: [`HealthPolicy`]), for one
+//! connector or for every pipeline of the process ([`Served`]).
 //!
 //! HTTP/1.1 is hyper's ([`http1`]): we own only the accept loop, the routes
 //! and the bounds. Every resource the server may spend is bounded: one
@@ -39,8 +40,10 @@ use tokio::sync::Semaphore;
 
 use crate::metrics::{self, Metrics};
 
+mod pipelines;
 mod readiness;
 
+pub use pipelines::Served;
 pub use readiness::{HealthPolicy, Readiness};
 
 /// Resource bounds of the server.
@@ -76,8 +79,7 @@ pub enum HttpError {
 }
 
 struct State {
-    metrics: Arc<Metrics>,
-    policy: HealthPolicy,
+    served: Arc<Served>,
     limits: ServerLimits,
 }
 
@@ -88,20 +90,25 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
-    /// Binds `addr` (port 0 picks a free one; see [`local_addr`](Self::local_addr)).
+    /// Binds `addr` (port 0 picks a free one; see [`local_addr`](Self::local_addr))
+    /// for one connector's `metrics`, served unlabelled.
     pub async fn bind(
         addr: SocketAddr,
         metrics: Arc<Metrics>,
         policy: HealthPolicy,
     ) -> Result<Self, HttpError> {
+        Self::bind_served(addr, Arc::new(Served::single(metrics, policy))).await
+    }
+
+    /// Binds `addr` for the pipelines in `served`, as they come and go.
+    pub async fn bind_served(addr: SocketAddr, served: Arc<Served>) -> Result<Self, HttpError> {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|error| HttpError::Bind { addr, error })?;
         Ok(HttpServer {
             listener,
             state: Arc::new(State {
-                metrics,
-                policy,
+                served,
                 limits: ServerLimits::default(),
             }),
         })
@@ -238,7 +245,7 @@ fn respond<B>(request: &Request<B>, state: &State) -> Response<Full<Bytes>> {
     match request.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => {
-            let readiness = state.policy.evaluate(&state.metrics);
+            let readiness = state.served.readiness();
             if readiness.ready {
                 text(StatusCode::OK, format!("ready: {}\n", readiness.reason))
             } else {
@@ -247,8 +254,7 @@ fn respond<B>(request: &Request<B>, state: &State) -> Response<Full<Bytes>> {
             }
         }
         "/metrics" => {
-            let ready = state.policy.evaluate(&state.metrics).ready;
-            let mut response = text(StatusCode::OK, state.metrics.render(ready));
+            let mut response = text(StatusCode::OK, state.served.render());
             // Replaces the value in place: the header order stays.
             response.headers_mut().insert(
                 CONTENT_TYPE,

@@ -27,6 +27,9 @@
 //!   [`transform::options`], [`select::SelectOptions`]), flattened into
 //!   `run`'s flags by [`config`], which validates them all at once.
 //! - Operations: [`metrics`] and [`http`].
+//! - Several pipelines in one process: [`supervisor`] runs each as its own
+//!   task (own slot, producer, backoff, failure); [`config::pipelines`]
+//!   reads and checks their `[pipelines.<name>]` tables.
 //!
 //! # Delivery guarantee
 //!
@@ -58,6 +61,7 @@ pub mod progress;
 pub mod select;
 pub mod sink;
 pub mod source;
+pub mod supervisor;
 pub mod transform;
 
 /// A value for people, or `unknown` when it is not known (an LSN of a run

@@ -10,9 +10,12 @@ use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use pgcdc_kafka::command::run::Launch;
 use pgcdc_kafka::command::{self, check::CheckArgs, snapshot::SnapshotArgs, status::StatusArgs};
+use pgcdc_kafka::config::pipelines::{self, PipelineName};
 use pgcdc_kafka::config::{layers, show, ConfigSources, LogFormat, Origins, Problem, RunConfig};
 use pgcdc_kafka::http::HealthPolicy;
+use pgcdc_kafka::supervisor::PipelineSpec;
 use tracing_subscriber::EnvFilter;
 
 /// PostgreSQL change data capture into Kafka, Debezium-compatible.
@@ -98,6 +101,18 @@ const LAYERED: &[&[&str]] = &[
 /// read `run`'s `--config` file, skipping the keys they lack.
 const SHARING: &[&[&str]] = &[&["status"], &["snapshot"]];
 
+/// The layered subcommands that run each pipeline of a `--config` file
+/// declaring several (`[pipelines.<name>]`, see `config::pipelines`).
+const PIPELINED: &[&[&str]] = &[&["run"], &["check"], &["config", "show"], &["status"]];
+
+/// One parsed command line: of the whole configuration, or (`pipeline`) of
+/// one pipeline of a file that declares several.
+struct Parsed {
+    pipeline: Option<PipelineName>,
+    cli: Cli,
+    layered: Option<Layered>,
+}
+
 /// A parsed command line whose configuration came through the layers.
 struct Layered {
     /// The subcommand's own command, for naming its arguments.
@@ -126,15 +141,22 @@ fn map_subcommand(
 /// Parses the command line; for the subcommands that take `run`'s flags,
 /// through the configuration layers (flags > env > --config > --debezium-config
 /// > defaults). Exits on `--help` and on command-line errors, as clap does.
-fn parse() -> Result<(Cli, Option<Layered>), ExitCode> {
+fn parse() -> Result<Vec<Parsed>, ExitCode> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let relaxed = LAYERED.iter().fold(Cli::command(), |cmd, path| {
         map_subcommand(cmd, path, layers::relax)
     });
     // Whatever the relaxed pass rejects (help, unknown flags) clap reports
     // from the real command.
+    let unlayered = |argv| {
+        Ok(vec![Parsed {
+            pipeline: None,
+            cli: Cli::parse_from(argv),
+            layered: None,
+        }])
+    };
     let Ok(first) = relaxed.try_get_matches_from(&argv) else {
-        return Ok((Cli::parse_from(argv), None));
+        return unlayered(argv);
     };
     let mut path: Vec<&str> = Vec::new();
     let mut leaf = &first;
@@ -143,7 +165,7 @@ fn parse() -> Result<(Cli, Option<Layered>), ExitCode> {
         leaf = sub;
     }
     if !LAYERED.contains(&path.as_slice()) {
-        return Ok((Cli::parse_from(argv), None));
+        return unlayered(argv);
     }
     let root = Cli::command();
     let cmd = path
@@ -151,24 +173,100 @@ fn parse() -> Result<(Cli, Option<Layered>), ExitCode> {
         .try_fold(&root, |cmd, name| cmd.find_subcommand(name))
         .expect("the layered subcommand exists")
         .clone();
-    let resolved = if SHARING.contains(&path.as_slice()) {
-        let run = root.find_subcommand("run").expect("run exists");
-        layers::resolve_shared(&cmd, leaf, run)
-    } else {
-        layers::resolve(&cmd, leaf)
+    let run = SHARING
+        .contains(&path.as_slice())
+        .then(|| root.find_subcommand("run").expect("run exists"));
+    if PIPELINED.contains(&path.as_slice()) {
+        if let Some(declared) = pipelines::declared(&cmd, leaf, run) {
+            return parse_pipelines(&argv, &root, &first, leaf, &path, &cmd, declared);
+        }
+    }
+    let resolved = match run {
+        Some(run) => layers::resolve_shared(&cmd, leaf, run),
+        None => layers::resolve(&cmd, leaf),
     };
     if resolved.incomplete {
-        eprintln!(
-            "error: {}",
-            pgcdc_kafka::config::LoadError(resolved.problems)
-        );
+        let mut problems = resolved.problems;
+        if pipelines::declared(&cmd, leaf, run).is_some() {
+            // `snapshot` does not pick a pipeline of the file (yet).
+            problems.push(Problem {
+                field: "--config".to_owned(),
+                value: None,
+                message: format!(
+                    "declares pipelines, and `{}` works on one: pass that pipeline's \
+                     --pg-url and --slot (and --signal-data-collection) as flags",
+                    path.join(" ")
+                ),
+                origin: None,
+            });
+        }
+        eprintln!("error: {}", pgcdc_kafka::config::LoadError(problems));
         return Err(ExitCode::from(2));
     }
+    let (cli, layered) = parse_resolved(&argv, &root, &first, leaf, &path, cmd, resolved);
+    Ok(vec![Parsed {
+        pipeline: None,
+        cli,
+        layered: Some(layered),
+    }])
+}
+
+/// [`parse`] of a command line whose `--config` file declares pipelines:
+/// one [`Parsed`] per pipeline, or every problem of every pipeline.
+fn parse_pipelines(
+    argv: &[OsString],
+    root: &clap::Command,
+    first: &ArgMatches,
+    leaf: &ArgMatches,
+    path: &[&str],
+    cmd: &clap::Command,
+    declared: pipelines::Declared,
+) -> Result<Vec<Parsed>, ExitCode> {
+    let mut per_pipeline = Vec::new();
+    let mut incomplete = false;
+    let mut parsed = Vec::new();
+    for (name, mut resolved) in declared.each {
+        // Problems of the `pipelines` table itself go with every pipeline
+        // (reported once), and with what `pipelined` finds.
+        resolved.problems.extend(declared.problems.iter().cloned());
+        per_pipeline.push((name.clone(), resolved.problems.clone()));
+        if resolved.incomplete {
+            incomplete = true;
+            continue;
+        }
+        let (cli, layered) = parse_resolved(argv, root, first, leaf, path, cmd.clone(), resolved);
+        parsed.push(Parsed {
+            pipeline: Some(name),
+            cli,
+            layered: Some(layered),
+        });
+    }
+    if incomplete || parsed.is_empty() {
+        let mut all = pipelines::merge_problems(&per_pipeline);
+        if all.is_empty() {
+            all = declared.problems;
+        }
+        eprintln!("error: {}", pgcdc_kafka::config::LoadError(all));
+        return Err(ExitCode::from(2));
+    }
+    Ok(parsed)
+}
+
+/// Parses a resolved command line with the real command.
+fn parse_resolved(
+    argv: &[OsString],
+    root: &clap::Command,
+    first: &ArgMatches,
+    leaf: &ArgMatches,
+    path: &[&str],
+    cmd: clap::Command,
+    resolved: layers::Resolved,
+) -> (Cli, Layered) {
     // The top-level flags as given, then the subcommand with its resolved flags.
     let mut args: Vec<OsString> = argv.iter().take(1).cloned().collect();
     for arg in root.get_arguments() {
         let id = arg.get_id().as_str();
-        let given = [&first, leaf]
+        let given = [first, leaf]
             .into_iter()
             .find(|m| m.value_source(id) == Some(ValueSource::CommandLine));
         if let (Some(long), Some(m)) = (arg.get_long(), given) {
@@ -181,7 +279,7 @@ fn parse() -> Result<(Cli, Option<Layered>), ExitCode> {
     }
     args.extend(path.iter().map(OsString::from));
     args.extend(resolved.args);
-    let matches = map_subcommand(Cli::command(), &path, layers::without_env)
+    let matches = map_subcommand(Cli::command(), path, layers::without_env)
         .try_get_matches_from(&args)
         .unwrap_or_else(|e| e.exit());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -190,16 +288,16 @@ fn parse() -> Result<(Cli, Option<Layered>), ExitCode> {
         .try_fold(&matches, |m, name| m.subcommand_matches(name))
         .expect("the layered subcommand matched")
         .clone();
-    Ok((
+    (
         cli,
-        Some(Layered {
+        Layered {
             cmd,
             matches: leaf,
             origins: resolved.origins,
             problems: resolved.problems,
             ignored: resolved.ignored,
-        }),
-    ))
+        },
+    )
 }
 
 /// Reports the layers' problems and `config`'s own together; `false` when
@@ -287,11 +385,21 @@ fn print_man_page(subcommand: Option<&str>) -> ExitCode {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let (cli, layered) = match parse() {
+    let parsed = match parse() {
         Ok(parsed) => parsed,
         Err(code) => return code,
     };
-    init_logging(cli.log_format);
+    let Some(first) = parsed.first() else {
+        eprintln!("error: the --config file declares no pipeline");
+        return ExitCode::from(2);
+    };
+    init_logging(first.cli.log_format);
+    if first.pipeline.is_some() {
+        return pipelined(parsed).await;
+    }
+    let Some(Parsed { cli, layered, .. }) = parsed.into_iter().next() else {
+        return ExitCode::from(2);
+    };
     match cli.command {
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
@@ -340,7 +448,126 @@ async fn main() -> ExitCode {
                 .map(|l| show::one_line(&l.cmd, &l.matches, &l.origins))
                 .unwrap_or_default();
             let ignored = layered.map(|l| l.ignored).unwrap_or_default();
-            command::run::execute(config, health, &settings, &ignored, cli.log_format).await
+            let metrics_addr = config.metrics_addr;
+            let spec = PipelineSpec {
+                name: PipelineName::single(),
+                config,
+                health,
+            };
+            let launch = Launch {
+                spec,
+                settings,
+                ignored,
+            };
+            command::run::execute(vec![launch], metrics_addr, false, cli.log_format).await
         }
+    }
+}
+
+/// The `run`'s configuration a pipelined command line carries.
+fn run_config(command: &Command) -> Option<&RunConfig> {
+    match command {
+        Command::Run(args) => Some(&args.config),
+        Command::Check(args) => Some(&args.run),
+        Command::Config(ConfigCommand::Show(args)) => Some(&args.config),
+        _ => None,
+    }
+}
+
+/// A command over each pipeline of a `--config` file that declares
+/// several: every pipeline's problems are reported together (and what no
+/// two may share), then the command runs for all of them.
+async fn pipelined(parsed: Vec<Parsed>) -> ExitCode {
+    let mut each = Vec::new();
+    let mut per_pipeline = Vec::new();
+    for Parsed {
+        pipeline,
+        cli,
+        layered,
+    } in parsed
+    {
+        let (Some(name), Some(layered)) = (pipeline, layered) else {
+            continue;
+        };
+        let validation = run_config(&cli.command).map_or(Ok(()), RunConfig::validate);
+        let problems = layers::finish(
+            &layered.cmd,
+            &layered.origins,
+            layered.problems.clone(),
+            validation,
+        )
+        .err()
+        .map(|e| e.0)
+        .unwrap_or_default();
+        per_pipeline.push((name.clone(), problems));
+        each.push((name, cli, layered));
+    }
+    let mut problems = pipelines::merge_problems(&per_pipeline);
+    problems
+        .extend(pipelines::distinct(each.iter().filter_map(
+            |(name, cli, _)| Some((name, run_config(&cli.command)?)),
+        )));
+    let Some(format) = each.first().map(|(_, cli, _)| cli.log_format) else {
+        return ExitCode::from(2);
+    };
+    let invalid = !problems.is_empty();
+    if invalid {
+        eprintln!("error: {}", pgcdc_kafka::config::LoadError(problems));
+    }
+    let mut launches = Vec::new();
+    let mut failed = false;
+    for (name, cli, layered) in each {
+        match cli.command {
+            Command::Config(ConfigCommand::Show(_)) => {
+                println!("# [pipelines.{name}]");
+                print!(
+                    "{}",
+                    command::config::render(
+                        &layered.cmd,
+                        &layered.matches,
+                        &layered.origins,
+                        &layered.ignored
+                    )
+                );
+            }
+            _ if invalid => {}
+            Command::Run(args) => {
+                let RunArgs { config, health, .. } = *args;
+                let settings = show::one_line(&layered.cmd, &layered.matches, &layered.origins);
+                launches.push(Launch {
+                    spec: PipelineSpec {
+                        name,
+                        config,
+                        health,
+                    },
+                    settings,
+                    ignored: layered.ignored,
+                });
+            }
+            Command::Check(args) => {
+                let report = command::check::run(&args).await;
+                failed |= !report.passed();
+                command::print_named_report(format, &name, &report, false);
+            }
+            Command::Status(mut args) => {
+                args.pipeline = Some(name.clone());
+                let report = command::status::run(&args).await;
+                failed |= !report.ok();
+                command::print_named_report(format, &name, &report, false);
+            }
+            _ => {}
+        }
+    }
+    if invalid {
+        return ExitCode::from(2);
+    }
+    if let Some(first) = launches.first() {
+        let metrics_addr = first.spec.config.metrics_addr;
+        return command::run::execute(launches, metrics_addr, true, format).await;
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }

@@ -43,6 +43,7 @@ use crate::lsn::Lsn;
 use crate::source::replication::ReplicationMetrics;
 
 mod exposition;
+pub mod labelled;
 pub mod names;
 mod phase;
 pub mod process;

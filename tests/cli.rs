@@ -353,10 +353,13 @@ fn scrape(addr: &str) -> Option<String> {
     Some(response.split_once("\r\n\r\n")?.1.to_owned())
 }
 
-/// The value of an unlabelled series in a metrics page.
+/// The value of a series without labels of its own in a metrics page: the
+/// binary labels every series with its pipeline, `default` for a
+/// configuration without pipelines.
 fn sample(page: &str, name: &str) -> Option<f64> {
+    let series = format!("{name}{{pipeline=\"default\"}}");
     page.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .find_map(|l| l.strip_prefix(&series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// Issue 26 item 6: a stop while Kafka is frozen says how long it waits

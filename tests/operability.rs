@@ -654,7 +654,11 @@ async fn status_reports_the_slot_and_a_running_connector() {
             .await
             .map(|(_, b)| b)
             .unwrap_or_default();
-        sample(&text, "pgcdc_events_total{table=\"public.t\",op=\"c\"}") == Some(2.0)
+        // The binary labels every series with its pipeline.
+        sample(
+            &text,
+            "pgcdc_events_total{pipeline=\"default\",table=\"public.t\",op=\"c\"}",
+        ) == Some(2.0)
     })
     .await;
 

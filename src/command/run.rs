@@ -1,48 +1,64 @@
 //! `pgcdc-kafka run`: the connector itself. Starts the operations endpoint
-//! (`--metrics-addr`), turns SIGINT/SIGTERM into a graceful stop, runs the
-//! pipeline until it stops, and reports the run on stdout.
+//! (`--metrics-addr`), turns SIGINT/SIGTERM into a graceful stop of every
+//! pipeline, runs the pipelines until all have stopped, and reports each
+//! run on stdout.
+//!
+//! With several pipelines, each stops on its own (a bounded run when it
+//! caught up, a failure when it failed) and the process ends when the last
+//! has; the exit code is the worst of theirs: 1 if any stopped on an
+//! error, else [`EXIT_INCOMPLETE`] if any bounded run did not drain, else 0.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use super::{print_report, EXIT_INCOMPLETE};
+use super::{print_named_report, print_report, EXIT_INCOMPLETE};
 use crate::build_info;
-use crate::config::{LogFormat, RunConfig};
-use crate::http::{HealthPolicy, HttpServer};
-use crate::metrics::Metrics;
-use crate::pipeline::Shutdown;
+use crate::config::LogFormat;
+use crate::http::{HttpServer, Served};
+use crate::supervisor::{Finished, PipelineSpec, Supervisor};
 
-/// Runs the connector with a validated `config`; `settings` are its
-/// settings on one line, secrets redacted
-/// ([`crate::config::show::one_line`]), logged once at start with the
-/// build; `ignored` are Debezium properties the import accepted without
-/// effect, logged once.
+/// One pipeline to run, with what is logged about it at start.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub spec: PipelineSpec,
+    /// Its settings on one line, secrets redacted
+    /// ([`crate::config::show::one_line`]), logged once at start.
+    pub settings: String,
+    /// Debezium properties the import accepted without effect, logged once.
+    pub ignored: Vec<(String, String)>,
+}
+
+/// Runs the validated `pipelines` until every one has stopped; `named`
+/// when they come from a file that declares pipelines (each report line
+/// then names its pipeline). The endpoint listens on `metrics_addr`.
 pub async fn execute(
-    config: RunConfig,
-    health: HealthPolicy,
-    settings: &str,
-    ignored: &[(String, String)],
+    pipelines: Vec<Launch>,
+    metrics_addr: Option<SocketAddr>,
+    named: bool,
     format: LogFormat,
 ) -> ExitCode {
     // Where streaming starts is the slot's confirmed position, known once
     // connected: the "starting replication" line gives it.
-    tracing::info!(
-        version = build_info::VERSION,
-        commit = build_info::COMMIT,
-        librdkafka = build_info::librdkafka_version(),
-        slot = %config.slot_name,
-        settings,
-        "starting pgcdc-kafka; streaming starts at the slot's confirmed position"
-    );
-    for (property, reason) in ignored {
-        tracing::info!(%property, %reason, "debezium property accepted without effect");
+    for launch in &pipelines {
+        tracing::info!(
+            version = build_info::VERSION,
+            commit = build_info::COMMIT,
+            librdkafka = build_info::librdkafka_version(),
+            pipeline = %launch.spec.name,
+            slot = %launch.spec.config.slot_name,
+            settings = launch.settings,
+            "starting pgcdc-kafka; streaming starts at the slot's confirmed position"
+        );
+        for (property, reason) in &launch.ignored {
+            tracing::info!(pipeline = %launch.spec.name, %property, %reason, "debezium property accepted without effect");
+        }
     }
-    let (stop, force, shutdown) = Shutdown::forceable();
-    let metrics = Arc::new(Metrics::new());
-    if let Some(addr) = config.metrics_addr {
-        match HttpServer::bind(addr, Arc::clone(&metrics), health).await {
+    let served = Arc::new(Served::labelled());
+    if let Some(addr) = metrics_addr {
+        match HttpServer::bind_served(addr, Arc::clone(&served)).await {
             Ok(server) => {
                 tokio::spawn(server.serve(std::future::pending()));
             }
@@ -52,35 +68,94 @@ pub async fn execute(
             }
         }
     }
+    let mut supervisor = Supervisor::new(served);
+    for launch in pipelines {
+        if let Err(error) = supervisor.start(launch.spec) {
+            // Names are unique by construction (one TOML table each).
+            tracing::error!(%error, "cannot start a pipeline");
+            return ExitCode::FAILURE;
+        }
+    }
     let mut signals = StopSignals::new();
-    tokio::spawn(async move {
-        signals.next().await;
-        tracing::info!(
-            "stop requested: finishing the current transaction and waiting for Kafka's \
-             acknowledgements; a second SIGINT/SIGTERM stops without waiting"
-        );
-        let _ = stop.send(true);
-        signals.next().await;
-        let _ = force.send(true);
-        // The forced stop confirms what was acknowledged and returns at
-        // once; should anything else hold it up, the process ends anyway.
-        tokio::time::sleep(FORCED_EXIT_GRACE).await;
-        tracing::error!(
-            "the forced stop did not finish within {FORCED_EXIT_GRACE:?}; exiting now \
-             (the slot keeps the position last confirmed, which Kafka acknowledged)"
-        );
-        std::process::exit(1);
-    });
-    match crate::pipeline::run_with_metrics(config, shutdown, metrics).await {
+    let mut stops = 0;
+    let mut code = 0u8;
+    let mut forced = false;
+    loop {
+        tokio::select! {
+            () = signals.next() => {
+                stops += 1;
+                if stops == 1 {
+                    tracing::info!(
+                        "stop requested: finishing the current transaction and waiting for \
+                         Kafka's acknowledgements; a second SIGINT/SIGTERM stops without waiting"
+                    );
+                    supervisor.stop_all();
+                } else {
+                    supervisor.force_all();
+                    tokio::spawn(exit_after_grace());
+                }
+            }
+            finished = supervisor.next_finished() => {
+                let Some(finished) = finished else { break };
+                let (worse, was_forced) = report(finished, named, format);
+                code = worst(code, worse);
+                forced |= was_forced;
+            }
+        }
+    }
+    if forced {
+        // A delivery wait abandoned by the forced stop may still be
+        // blocked on librdkafka, and the runtime would wait for it.
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(i32::from(code));
+    }
+    ExitCode::from(code)
+}
+
+/// The worse of two pipelines' exit codes: an error (1) over an
+/// incomplete drain ([`EXIT_INCOMPLETE`]) over success (0).
+fn worst(a: u8, b: u8) -> u8 {
+    let rank = |code: u8| match code {
+        0 => 0,
+        EXIT_INCOMPLETE => 1,
+        _ => 2,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
+/// The forced stop confirms what was acknowledged and returns at once;
+/// should anything else hold it up, the process ends anyway.
+async fn exit_after_grace() {
+    tokio::time::sleep(FORCED_EXIT_GRACE).await;
+    tracing::error!(
+        "the forced stop did not finish within {FORCED_EXIT_GRACE:?}; exiting now \
+         (the slot keeps the position last confirmed, which Kafka acknowledged)"
+    );
+    std::process::exit(1);
+}
+
+/// Reports one pipeline's end; its exit code (0, 1 or [`EXIT_INCOMPLETE`],
+/// worst wins) and whether its stop was forced.
+fn report(finished: Finished, named: bool, format: LogFormat) -> (u8, bool) {
+    let Finished { name, result } = finished;
+    match result {
         Ok(summary) => {
             // The run's report, on stdout: one human line, or one JSON object.
-            match format {
-                LogFormat::Text => println!("pgcdc-kafka: {summary}"),
-                LogFormat::Json => print_report(format, &summary),
+            match (format, named) {
+                (LogFormat::Text, false) => println!("pgcdc-kafka: {summary}"),
+                (LogFormat::Text, true) => println!("pgcdc-kafka: pipeline {name}: {summary}"),
+                (LogFormat::Json, false) => print_report(format, &summary),
+                (LogFormat::Json, true) => print_named_report(format, &name, &summary, true),
             }
             let mut code = 0;
             if summary.is_incomplete() {
                 tracing::error!(
+                    pipeline = %name,
                     confirmed_lsn = ?summary.confirmed_lsn,
                     exit_code = EXIT_INCOMPLETE,
                     "the run caught up, but Kafka did not acknowledge every record it read \
@@ -90,18 +165,11 @@ pub async fn execute(
                 );
                 code = EXIT_INCOMPLETE;
             }
-            if summary.forced {
-                // A delivery wait abandoned by the forced stop may still be
-                // blocked on librdkafka, and the runtime would wait for it.
-                use std::io::Write;
-                let _ = std::io::stdout().flush();
-                std::process::exit(i32::from(code));
-            }
-            ExitCode::from(code)
+            (code, summary.forced)
         }
         Err(error) => {
-            tracing::error!(error = %crate::error_chain(&error), "stopped on error");
-            ExitCode::FAILURE
+            tracing::error!(pipeline = %name, error = %crate::error_chain(&error), "stopped on error");
+            (1, false)
         }
     }
 }
@@ -148,5 +216,19 @@ async fn recv(signal: Option<&mut Signal>) {
             signal.recv().await;
         }
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_outranks_an_incomplete_drain() {
+        assert_eq!(worst(0, EXIT_INCOMPLETE), EXIT_INCOMPLETE);
+        assert_eq!(worst(EXIT_INCOMPLETE, 1), 1);
+        assert_eq!(worst(1, EXIT_INCOMPLETE), 1);
+        assert_eq!(worst(1, 0), 1);
+        assert_eq!(worst(0, 0), 0);
     }
 }

@@ -19,8 +19,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::config::pipelines::DEFAULT_PIPELINE;
 use crate::config::PgUrl;
 use crate::lsn::Lsn;
+use crate::metrics::labelled::PIPELINE_LABEL;
 use crate::metrics::{names, Phase};
 use crate::naming;
 use crate::or_unknown;
@@ -58,6 +60,12 @@ pub struct StatusArgs {
     /// How long connecting and each request may take.
     #[arg(long = "status-timeout", env = "PGCDC_STATUS_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+
+    /// The pipeline whose progress to read from a metrics endpoint that
+    /// serves several (`pipeline` label): set per pipeline when `--config`
+    /// declares pipelines; [`DEFAULT_PIPELINE`] otherwise.
+    #[arg(skip)]
+    pub pipeline: Option<crate::config::pipelines::PipelineName>,
 }
 
 /// The slot as `pg_replication_slots` shows it.
@@ -184,7 +192,11 @@ pub async fn run(args: &StatusArgs) -> StatusReport {
         }
     }
     if let Some(url) = &args.metrics_url {
-        match read_connector(url, args.timeout).await {
+        let pipeline = args
+            .pipeline
+            .as_ref()
+            .map_or(DEFAULT_PIPELINE, |p| p.as_str());
+        match read_connector(url, pipeline, args.timeout).await {
             Ok(progress) => report.connector = Some(progress),
             Err(problem) => report.problems.push(problem),
         }
@@ -237,18 +249,35 @@ impl From<catalog::Slot> for SlotState {
     }
 }
 
-/// Prometheus text samples by series (`name{labels}`), without comments.
-fn parse_samples(text: &str) -> BTreeMap<&str, f64> {
+/// Prometheus text samples by series (`name{labels}`), without comments:
+/// those of `pipeline`, without its `pipeline` label, and the unlabelled
+/// ones (a connector serving one pipeline unlabelled, the process's own).
+fn parse_samples(text: &str, pipeline: &str) -> BTreeMap<String, f64> {
+    let label = format!("{PIPELINE_LABEL}=\"{pipeline}\"");
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
             let (series, value) = l.rsplit_once(' ')?;
+            let series = match series.split_once('{') {
+                Some((name, labels)) if labels.starts_with(&label) => {
+                    match &labels[label.len()..] {
+                        "}" => name.to_owned(),
+                        rest => format!("{name}{{{}", rest.strip_prefix(',')?),
+                    }
+                }
+                Some(_) if series.contains(&format!("{PIPELINE_LABEL}=\"")) => return None,
+                _ => series.to_owned(),
+            };
             Some((series, value.parse().ok()?))
         })
         .collect()
 }
 
-async fn read_connector(url: &str, timeout: Duration) -> Result<ConnectorProgress, String> {
+async fn read_connector(
+    url: &str,
+    pipeline: &str,
+    timeout: Duration,
+) -> Result<ConnectorProgress, String> {
     let base = url.trim_end_matches('/');
     let client = reqwest::Client::builder()
         .timeout(timeout)
@@ -275,11 +304,20 @@ async fn read_connector(url: &str, timeout: Duration) -> Result<ConnectorProgres
         .send()
         .await
         .map_err(unreachable)?;
-    let ready = readyz.status().is_success();
-    let readiness = readyz.text().await.map_err(unreachable)?.trim().to_owned();
+    let served_ready = readyz.status().is_success();
+    let body = readyz.text().await.map_err(unreachable)?;
+    // This pipeline's line where the endpoint lists each, else the body.
+    let own = format!("{pipeline}: ");
+    let readiness = body
+        .lines()
+        .find_map(|l| l.strip_prefix(&own))
+        .unwrap_or(body.trim())
+        .to_owned();
 
-    let samples = parse_samples(&metrics);
+    let samples = parse_samples(&metrics, pipeline);
     let get = |name: &str| samples.get(name).copied();
+    // This pipeline's readiness, where the endpoint reports each.
+    let ready = get(names::READY).map_or(served_ready, |r| r == 1.0);
     let sum = |name: &str| {
         let prefix = format!("{name}{{");
         let values: Vec<f64> = samples
@@ -497,10 +535,17 @@ mod tests {
     #[test]
     fn parses_prometheus_samples() {
         let text = "# HELP x y\n# TYPE x gauge\nx 3\ny{a=\"b c\"} 4.5\nbad\n";
-        let samples = parse_samples(text);
+        let samples = parse_samples(text, "default");
         assert_eq!(samples.get("x"), Some(&3.0));
         assert_eq!(samples.get("y{a=\"b c\"}"), Some(&4.5));
         assert_eq!(samples.len(), 2);
+        let text = "x{pipeline=\"a\"} 1\nx{pipeline=\"b\"} 2\n\
+                    y{pipeline=\"b\",op=\"c\"} 3\nprocess_z 4\n";
+        let b = parse_samples(text, "b");
+        assert_eq!(b.get("x"), Some(&2.0));
+        assert_eq!(b.get("y{op=\"c\"}"), Some(&3.0));
+        assert_eq!(b.get("process_z"), Some(&4.0));
+        assert_eq!(b.len(), 3);
     }
 
     #[test]

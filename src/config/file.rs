@@ -2,6 +2,8 @@
 //! '_'), arrays for list flags, tables for `key=value` flags (`[kafka]`).
 //! Unknown keys are errors, with the closest known key as a hint; a
 //! command that shares `run`'s file skips `run`'s keys it does not have.
+//! A `[pipelines.<name>]` table declares one of several pipelines: it is
+//! read by [`super::pipelines`], never as settings here.
 
 use std::path::Path;
 
@@ -31,7 +33,6 @@ pub(super) fn parse(
     index: &ArgIndex,
     shared: Option<&ArgIndex>,
 ) -> (Vec<Setting>, Vec<Problem>) {
-    let origin = Origin::File(path.to_owned());
     let table: toml::Table = match text.parse() {
         Ok(table) => table,
         Err(e) => {
@@ -46,11 +47,29 @@ pub(super) fn parse(
             )
         }
     };
+    let shared_keys = table
+        .iter()
+        .filter(|(key, _)| key.as_str() != super::pipelines::PIPELINES_KEY);
+    parse_table(shared_keys, &Origin::File(path.to_owned()), index, shared)
+}
+
+/// One table's keys as settings (`origin` names where they are), and every
+/// problem with them.
+pub(super) fn parse_table<'a>(
+    table: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    origin: &Origin,
+    index: &ArgIndex,
+    shared: Option<&ArgIndex>,
+) -> (Vec<Setting>, Vec<Problem>) {
     let mut settings = Vec::new();
     let mut problems = Vec::new();
-    for (key, value) in &table {
+    for (key, value) in table {
+        let field = match origin {
+            Origin::Pipeline { name, .. } => format!("pipelines.{name}.{key}"),
+            _ => key.clone(),
+        };
         let problem = |message: String| Problem {
-            field: key.clone(),
+            field: field.clone(),
             value: None,
             message,
             origin: Some(origin.clone()),

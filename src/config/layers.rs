@@ -20,6 +20,9 @@
 //!    together rather than clap's first one;
 //! 4. the caller parses the resolved argument list with the real command,
 //!    without environment variables (they are already in the list).
+//!
+//! A file that declares several pipelines is resolved once per pipeline,
+//! with the pipeline's table on top of every layer (see [`super::pipelines`]).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -71,7 +74,7 @@ pub struct Resolved {
 /// Layers the `--config` file and `--debezium-config` under what `matches`
 /// (from [`relax`]`(cmd)`) took from flags and the environment.
 pub fn resolve(cmd: &Command, matches: &ArgMatches) -> Resolved {
-    resolve_with(cmd, matches, None)
+    resolve_with(cmd, matches, None, &[])
 }
 
 /// [`resolve`] for a command that reads `run`'s `--config` file for the
@@ -79,10 +82,28 @@ pub fn resolve(cmd: &Command, matches: &ArgMatches) -> Resolved {
 /// that are `run`'s but not `cmd`'s are skipped, so one file serves both;
 /// a key neither knows is still an error.
 pub fn resolve_shared(cmd: &Command, matches: &ArgMatches, run: &Command) -> Resolved {
-    resolve_with(cmd, matches, Some(&ArgIndex::new(run)))
+    resolve_with(cmd, matches, Some(&ArgIndex::new(run)), &[])
 }
 
-fn resolve_with(cmd: &Command, matches: &ArgMatches, shared: Option<&ArgIndex>) -> Resolved {
+/// [`resolve`] (or [`resolve_shared`], with `run`) for one pipeline of a
+/// file that declares several: the pipeline's own table (`overlay`) is
+/// above every other layer, flags included, since it is the one place
+/// that tells the pipelines apart.
+pub(super) fn resolve_pipeline(
+    cmd: &Command,
+    matches: &ArgMatches,
+    run: Option<&Command>,
+    overlay: &[Setting],
+) -> Resolved {
+    resolve_with(cmd, matches, run.map(ArgIndex::new).as_ref(), overlay)
+}
+
+fn resolve_with(
+    cmd: &Command,
+    matches: &ArgMatches,
+    shared: Option<&ArgIndex>,
+    overlay: &[Setting],
+) -> Resolved {
     let index = ArgIndex::new(cmd);
     let mut resolved = Resolved::default();
     let path = |id: &str| {
@@ -108,6 +129,7 @@ fn resolve_with(cmd: &Command, matches: &ArgMatches, shared: Option<&ArgIndex>) 
 
     let mut probe = without_env(relax_required(cmd.clone())).no_binary_name(true);
     for info in &index.args {
+        let own = overlay.iter().find(|s| s.id == info.id);
         let from_command_line = explicit(matches, info);
         let (values, origin) = if info.shape == Shape::KeyValue {
             let mut merged: BTreeMap<String, (String, Origin)> = BTreeMap::new();
@@ -120,9 +142,13 @@ fn resolve_with(cmd: &Command, matches: &ArgMatches, shared: Option<&ArgIndex>) 
                     .filter(|v| !v.trim().is_empty())
                     .map(move |v| (v, origin))
             });
+            let own = own
+                .into_iter()
+                .flat_map(|s| s.values.iter().map(move |v| (v, &s.origin)));
             for (entry, origin) in layered
                 .flat_map(|s| s.values.iter().map(move |v| (v, &s.origin)))
                 .chain(given)
+                .chain(own)
             {
                 let key = entry
                     .split_once('=')
@@ -137,6 +163,8 @@ fn resolve_with(cmd: &Command, matches: &ArgMatches, shared: Option<&ArgIndex>) 
             }
             let origin = merged.values().last().map(|(_, o)| o.clone());
             (merged.into_values().map(|(v, _)| v).collect(), origin)
+        } else if let Some(own) = own {
+            (own.values.clone(), Some(own.origin.clone()))
         } else if let Some((values, origin)) = from_command_line {
             (values, Some(origin))
         } else if let Some(setting) = layers.iter().rev().flatten().find(|s| s.id == info.id) {
@@ -327,6 +355,15 @@ pub fn load<T: clap::FromArgMatches>(
         .try_get_matches_from(&args)
         .map_err(|e| clap_problem(&e))?;
     let resolved = resolve(&cmd, &relaxed);
+    parse_resolved(cmd, resolved)
+}
+
+/// Parses a [`Resolved`] command line of `cmd` (built with
+/// `no_binary_name`); `Err` with its problems when it is incomplete.
+pub fn parse_resolved<T: clap::FromArgMatches>(
+    cmd: Command,
+    resolved: Resolved,
+) -> Result<Loaded<T>, LoadError> {
     if resolved.incomplete {
         return Err(LoadError(resolved.problems));
     }

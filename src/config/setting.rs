@@ -31,7 +31,8 @@ const SECRET_WORDS: &[&str] = &["password", "secret", "sasl.jaas", "basic_auth",
 pub struct ConfigSources {
     /// TOML configuration file: keys are the flags' long names with '_'
     /// (`topic_prefix = "app"`), `[kafka]` holds librdkafka properties.
-    /// Flags and environment variables override it.
+    /// Flags and environment variables override it. `[pipelines.<name>]`
+    /// tables run several pipelines in one process (docs/CONFIGURATION.md).
     #[arg(long = "config", env = "PGCDC_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -54,6 +55,11 @@ pub enum Origin {
     Env(String),
     /// The `--config` file.
     File(PathBuf),
+    /// A pipeline's table in the `--config` file (`[pipelines.<name>]`).
+    Pipeline {
+        path: PathBuf,
+        name: String,
+    },
     /// The Debezium properties it was mapped from.
     Debezium(String),
     Default,
@@ -65,6 +71,9 @@ impl fmt::Display for Origin {
             Origin::Flag => f.write_str("flag"),
             Origin::Env(name) => write!(f, "env {name}"),
             Origin::File(path) => write!(f, "file {}", path.display()),
+            Origin::Pipeline { path, name } => {
+                write!(f, "file {} [pipelines.{name}]", path.display())
+            }
             Origin::Debezium(property) => write!(f, "debezium {property}"),
             Origin::Default => f.write_str("default"),
         }
@@ -244,6 +253,7 @@ impl ArgInfo {
             Origin::Flag | Origin::Default => format!("--{}", self.long),
             Origin::Env(name) => name.clone(),
             Origin::File(_) => self.key.clone(),
+            Origin::Pipeline { name, .. } => format!("pipelines.{name}.{}", self.key),
             Origin::Debezium(properties) => properties.clone(),
         }
     }

@@ -46,6 +46,11 @@ impl ConnectorProcess {
         self.child.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// The exit status if the process has ended.
     pub fn exited(&self) -> Option<ExitStatus> {
         self.child().try_wait().expect("try_wait")
