@@ -128,9 +128,9 @@ pub struct RunConfig {
     #[arg(help_heading = SNAPSHOT, long, env = "PGCDC_SNAPSHOT_CHUNK_PAGES", default_value_t = 4096)]
     pub snapshot_chunk_pages: u32,
 
-    /// Rows per chunk of a table with a key (Debezium's snapshot.fetch.size):
-    /// such tables are read in key order, chunk after chunk, so that an
-    /// interrupted snapshot can resume after the last chunk in Kafka.
+    /// Rows per chunk of a table with a primary key in a resumable snapshot
+    /// (with --signal-data-collection; Debezium's snapshot.fetch.size): read
+    /// in key order, so that it resumes after the last chunk in Kafka.
     #[arg(help_heading = SNAPSHOT, long, env = "PGCDC_SNAPSHOT_FETCH_SIZE", default_value_t = 10240)]
     pub snapshot_fetch_size: u32,
 

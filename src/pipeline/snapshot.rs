@@ -96,8 +96,9 @@ impl SnapshotError {
 }
 
 /// Takes the snapshot of a new slot (`exported`, consistent at `start`):
-/// emits it, waits until Kafka acknowledged all of it (exactly-once: in one
-/// Kafka transaction), then promotes the working slot. Returns whether the
+/// emits it, waits until Kafka acknowledged all of it (exactly-once: the
+/// last of its Kafka transactions, one per checkpoint, or the only one),
+/// then promotes the working slot. Returns whether the
 /// attempt goes on to stream (not after `initial_only`, a failure or a stop).
 pub(super) async fn take(
     stream: &mut Stream<'_>,
@@ -421,9 +422,12 @@ async fn plan_tables(
         let rows = reader::relation_row_estimate(catalog_client, oid).await?;
         estimated_rows += rows;
         let index = tables.len();
-        // Chunks by key need the primary key: unique (a `key > last` after a
-        // duplicate would skip its twins) and without NULLs (which compare
-        // as unknown). A --message-key-columns key reads by pages.
+        // Chunks by key, for a resume point, when progress is recorded;
+        // otherwise page ranges, which spread a big table over every worker
+        // and read the heap in order. They need the primary key: unique (a
+        // `key > last` after a duplicate would skip its twins) and without
+        // NULLs (which compare as unknown); a --message-key-columns key
+        // reads by pages.
         let primary_key: Vec<&str> = catalog
             .iter()
             .filter(|c| c.primary_key_position.is_some())
@@ -432,6 +436,7 @@ async fn plan_tables(
         let key_positions = stream
             .relations
             .key_positions(&schema)
+            .filter(|_| records_progress(config))
             .filter(|positions| !positions.is_empty() && positions.len() == primary_key.len())
             .filter(|positions| {
                 positions.iter().all(|&p| {

@@ -1,11 +1,12 @@
 //! The initial snapshot's readers and emitter, and what of it Kafka holds.
 //!
 //! Readers (one per worker connection, all in the exported snapshot) take
-//! jobs off a shared queue: a table with a key is one job, read by one
-//! worker in key order, `--snapshot-fetch-size` rows a chunk (`key > last
-//! key ORDER BY key LIMIT n`, the incremental snapshot's query); a table
-//! without a key is split into page ranges (`--snapshot-chunk-pages`) that
-//! any worker reads. Tables without a key are queued first, so that they are
+//! jobs off a shared queue. In a resumable snapshot a table with a primary
+//! key is one job, read by one worker in key order, `--snapshot-fetch-size`
+//! rows a chunk (`key > last key ORDER BY key LIMIT n`, the incremental
+//! snapshot's query); any other table (every table of a snapshot that is
+//! not resumable) is split into page ranges (`--snapshot-chunk-pages`) that
+//! any worker reads. Page-range tables are queued first, so that they are
 //! done early: until they are, no progress is recorded (see below).
 //!
 //! The emitter sends the rows in the order it receives them. A table's rows
