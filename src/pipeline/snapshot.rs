@@ -395,7 +395,8 @@ async fn checkpoint(
 
 /// The published tables the selection admits, registered in the stream's
 /// relation cache (only the captured columns are read) and their topics
-/// made; the jobs that read them (tables without a key first); and the
+/// made; the jobs that read them, taken from the end (page ranges there);
+/// and the
 /// planner's estimate of their rows.
 async fn plan_tables(
     stream: &mut Stream<'_>,
@@ -471,6 +472,8 @@ async fn plan_tables(
         }
         tables.push(progress);
     }
-    keyless_jobs.extend(keyed_jobs);
-    Ok((tables, keyless_jobs, estimated_rows))
+    // Taken from the end: page ranges first (see `emission`).
+    keyed_jobs.reverse();
+    keyed_jobs.extend(keyless_jobs);
+    Ok((tables, keyed_jobs, estimated_rows))
 }

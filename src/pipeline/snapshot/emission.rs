@@ -6,8 +6,9 @@
 //! rows a chunk (`key > last key ORDER BY key LIMIT n`, the incremental
 //! snapshot's query); any other table (every table of a snapshot that is
 //! not resumable) is split into page ranges (`--snapshot-chunk-pages`) that
-//! any worker reads. Page-range tables are queued first, so that they are
-//! done early: until they are, no progress is recorded (see below).
+//! any worker reads. Jobs are taken from the end of the list: page ranges
+//! are put there, so that those tables are done early (until they are, no
+//! progress is recorded, see below), the last range of a table first.
 //!
 //! The emitter sends the rows in the order it receives them. A table's rows
 //! arrive in key order (one reader, chunks one after another, a FIFO
@@ -20,7 +21,6 @@
 //! one is unfinished no checkpoint is taken (an interruption then starts
 //! the snapshot over, as before).
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -112,8 +112,8 @@ impl TableProgress {
     }
 }
 
-/// One reader task per client, each taking jobs off the shared queue until
-/// it is empty and sending their rows (and a `ChunkDone` per chunk) to the
+/// One reader task per client, each taking jobs off the end of the shared
+/// queue until it is empty and sending their rows (and a `ChunkDone` per chunk) to the
 /// channel returned.
 pub(super) fn spawn_readers(
     clients: Vec<tokio_postgres::Client>,
@@ -123,7 +123,7 @@ pub(super) fn spawn_readers(
     mpsc::Receiver<Result<Work, SnapshotError>>,
     Vec<tokio::task::JoinHandle<()>>,
 ) {
-    let queue = Arc::new(Mutex::new(VecDeque::from(jobs)));
+    let queue = Arc::new(Mutex::new(jobs));
     let (tx, rx) = mpsc::channel::<Result<Work, SnapshotError>>(ROW_BATCHES_QUEUED);
     let mut handles = Vec::new();
     for client in clients {
@@ -132,10 +132,7 @@ pub(super) fn spawn_readers(
         let tx = tx.clone();
         handles.push(tokio::spawn(async move {
             loop {
-                let job = queue
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .pop_front();
+                let job = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
                 let Some(job) = job else { break };
                 if let Err(error) = read_job(&client, &relations, job, &tx).await {
                     let _ = tx.send(Err(error)).await;
