@@ -409,3 +409,87 @@ async fn emit_row(
     };
     stream.send_event(&event, Vec::new(), false, txn).await
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::source::pgoutput::ReplicaIdentity;
+
+    fn table(name: &str, keyed: bool) -> TableProgress {
+        let relation = Relation {
+            id: 1,
+            namespace: "public".into(),
+            name: name.into(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: Vec::new(),
+        };
+        TableProgress::new(relation, keyed.then(|| vec![0]), 0)
+    }
+
+    fn row(id: &str) -> Tuple {
+        Tuple(vec![Datum::Text(Bytes::copy_from_slice(id.as_bytes()))])
+    }
+
+    fn emission(tables: Vec<TableProgress>) -> Emission {
+        Emission {
+            relation_ids: tables.iter().map(|t| t.relation.id).collect(),
+            tables,
+            txn: TxnId::from_u64(1),
+            point: Lsn::new(16),
+            xid: 0,
+            rows: 0,
+            held_last: None,
+            first_overall: false,
+            progress: SnapshotProgress::new(0, 0),
+        }
+    }
+
+    fn key(id: &str) -> Option<KeyText> {
+        Some(vec![Some(id.into())])
+    }
+
+    #[test]
+    fn the_resume_point_names_only_rows_handed_to_kafka() {
+        let mut done = table("done", true);
+        done.finished = true;
+        done.sent_key = key("9");
+        let mut held = table("held", true);
+        held.finished = true;
+        held.sent_key = key("41");
+        let mut reading = table("reading", true);
+        reading.sent_key = key("7");
+        reading.pending = Some((row("8"), false));
+        let mut keyless_done = table("keyless_done", false);
+        keyless_done.finished = true;
+        let untouched = table("untouched", true);
+        let mut e = emission(vec![done, held, reading, keyless_done, untouched]);
+        e.held_last = Some((1, row("42")));
+        let sent = e.sent().expect("no table without a key is unfinished");
+        assert_eq!(
+            sent.remaining,
+            ["public.held", "public.reading", "public.untouched"],
+            "a finished table whose last row is held back is not done yet"
+        );
+        assert_eq!(
+            sent.after,
+            BTreeMap::from([
+                ("public.held".to_owned(), vec![Some("41".to_owned())]),
+                ("public.reading".to_owned(), vec![Some("7".to_owned())]),
+            ]),
+            "the held-back rows (42, 8) are read again; an untouched table from its start"
+        );
+    }
+
+    #[test]
+    fn no_resume_point_while_a_table_without_a_key_is_unfinished() {
+        let mut e = emission(vec![table("keyed", true), table("keyless", false)]);
+        assert_eq!(e.sent(), None);
+        e.tables[1].finished = true;
+        assert_eq!(
+            e.sent().map(|s| s.remaining),
+            Some(vec!["public.keyed".to_owned()])
+        );
+    }
+}
