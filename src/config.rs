@@ -129,6 +129,12 @@ pub struct RunConfig {
     #[arg(help_heading = SNAPSHOT, long, env = "PGCDC_SNAPSHOT_CHUNK_PAGES", default_value_t = 4096)]
     pub snapshot_chunk_pages: u32,
 
+    /// Rows per chunk of a table with a primary key in a resumable snapshot
+    /// (with --signal-data-collection; Debezium's snapshot.fetch.size): read
+    /// in key order, so that it resumes after the last chunk in Kafka.
+    #[arg(help_heading = SNAPSHOT, long, env = "PGCDC_SNAPSHOT_FETCH_SIZE", default_value_t = 10240)]
+    pub snapshot_fetch_size: u32,
+
     /// The signal table, schema.table (Debezium's signal.data.collection),
     /// with columns (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL,
     /// data varchar(2048)); it must be in the publication. A row of type

@@ -109,6 +109,12 @@ impl RunConfig {
             "must name a table as schema.table",
         );
         p.check(
+            self.snapshot_fetch_size > 0,
+            "snapshot-fetch-size",
+            self.snapshot_fetch_size.to_string(),
+            "must be at least 1",
+        );
+        p.check(
             self.incremental_snapshot_chunk_size > 0,
             "incremental-snapshot-chunk-size",
             self.incremental_snapshot_chunk_size.to_string(),

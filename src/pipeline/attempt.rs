@@ -7,14 +7,15 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use super::snapshot::{self, Interrupted};
 use super::stream::{client_status_interval, Stream};
-use super::{exactly_once, previous_run, snapshot};
+use super::{exactly_once, previous_run};
 use super::{PipelineError, RunSummary, Shutdown, StopReason, SESSION_OPTIONS};
 use crate::config::{Delivery as DeliveryMode, RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
-use crate::sink::transactional::RecordedServer;
+use crate::sink::transactional::{InitialSnapshotProgress, RecordedServer};
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::identity::{self, ServerIdentity, Verdict};
 use crate::source::replication::{ReplicationConfig, Session, SlotSnapshot, StartReplication};
@@ -52,6 +53,7 @@ pub async fn run_once(
         lsn: start,
         exported,
         temporary,
+        resume,
     }) = choose_start(config, &sql, &status, summary, metrics).await?
     else {
         return Ok(());
@@ -89,6 +91,9 @@ pub async fn run_once(
     let _queue_probe =
         metrics.watch_producer_queue(move || probed.upgrade().map(|s| s.in_flight() as u64));
 
+    if let Some(progress) = resume {
+        snapshot::resume(&mut stream, start, progress).await?;
+    }
     let mut stop = std::pin::pin!(stop);
     let snapshot_taken = exported.is_some();
     if let Some(exported) = exported {
@@ -242,6 +247,8 @@ struct Start {
     exported: Option<snapshot::ExportedSlot>,
     /// `--slot-temporary`: the session that made the slot, to stream it.
     temporary: Option<Session>,
+    /// An interrupted initial snapshot to finish as an incremental one.
+    resume: Option<InitialSnapshotProgress>,
 }
 
 /// Decides from the slot's `status` where this attempt starts: the slot's
@@ -259,6 +266,7 @@ async fn choose_start(
         config.snapshot_mode,
         SnapshotMode::Never | SnapshotMode::NoData
     );
+    let mut resume = None;
     let (start, exported, temporary) = match *status {
         SlotStatus::Ready { .. } | SlotStatus::Invalidated if config.slot_temporary => {
             return Err(SetupError::TemporarySlotExists {
@@ -309,12 +317,18 @@ async fn choose_start(
                 tracing::warn!(slot = %config.slot_name, "slot was invalidated; dropping it and taking a new snapshot (--snapshot-mode when_needed)");
                 setup::drop_slot(sql, &config.slot_name).await?;
             }
-            match exactly_once::recover_committed_snapshot(config, sql, metrics).await? {
-                Some(_) if config.snapshot_mode == SnapshotMode::InitialOnly => {
+            match snapshot::interrupted(config, sql, metrics).await? {
+                Some(Interrupted::Committed(_))
+                    if config.snapshot_mode == SnapshotMode::InitialOnly =>
+                {
                     summary.stopped = StopReason::SnapshotCompleted;
                     return Ok(None);
                 }
-                Some(point) => (point, None, None),
+                Some(Interrupted::Committed(point)) => (point, None, None),
+                Some(Interrupted::Resumable { point, progress }) => {
+                    resume = Some(progress);
+                    (point, None, None)
+                }
                 None => {
                     let exported = snapshot::export_slot(config, sql).await?;
                     (exported.consistent_point, Some(exported), None)
@@ -331,6 +345,7 @@ async fn choose_start(
         lsn: start,
         exported,
         temporary,
+        resume,
     }))
 }
 

@@ -1,18 +1,13 @@
 //! The pipeline's side of `--delivery exactly-once` (see
 //! [`crate::sink::transactional`] for the scheme): where the stream starts
-//! from the progress topic, the incremental snapshot's progress committed
-//! with each Kafka transaction, and the recovery of a snapshot that Kafka
-//! committed before the slot was promoted.
-
-use std::sync::Arc;
+//! from the progress topic, and the incremental snapshot's progress
+//! committed with each Kafka transaction. (The recovery of a snapshot that Kafka
+//! committed before the slot was promoted is in `snapshot::resume`.)
 
 use super::stream::Stream;
-use super::{fault, snapshot, PipelineError};
-use crate::config::{Delivery as DeliveryMode, RunConfig};
+use super::{fault, PipelineError};
 use crate::lsn::Lsn;
-use crate::metrics::Metrics;
-use crate::sink::kafka::InFlightLimits;
-use crate::sink::{Delivery, InKafka, SinkError, Transactional};
+use crate::sink::{InKafka, SinkError};
 use crate::source::{identity, setup};
 
 /// Once the stream holds the slot: initializes the delivery (for
@@ -89,43 +84,4 @@ impl Stream<'_> {
         }
         Ok(())
     }
-}
-
-/// A crash after the snapshot's Kafka transaction committed but before the
-/// working slot was promoted leaves the working slot and a progress record
-/// for its consistent point. Then the working slot is promoted instead of
-/// taking (and so duplicating) the snapshot again. Returns the consistent
-/// point when that happened.
-pub(super) async fn recover_committed_snapshot(
-    config: &RunConfig,
-    sql: &tokio_postgres::Client,
-    metrics: &Arc<Metrics>,
-) -> Result<Option<Lsn>, PipelineError> {
-    if config.delivery != DeliveryMode::ExactlyOnce {
-        return Ok(None);
-    }
-    let Some(point) = setup::confirmed_flush_lsn(sql, &config.names().snapshot_slot()).await?
-    else {
-        return Ok(None);
-    };
-    let mut delivery = Transactional::new(
-        &config.producer_config(),
-        &config.names(),
-        &config.eos,
-        InFlightLimits {
-            messages: 1,
-            bytes: 1024,
-        },
-        point,
-        Arc::clone(metrics),
-    )?;
-    let InKafka::Recorded(Some(record)) = delivery.init().await? else {
-        return Ok(None);
-    };
-    if !(record.snapshot && record.lsn == point) {
-        return Ok(None);
-    }
-    tracing::info!(lsn = %point, "kafka committed the snapshot before the slot was promoted; promoting it now");
-    snapshot::promote_slot(config, sql).await?;
-    Ok(Some(point))
 }

@@ -47,6 +47,7 @@ mod committed;
 mod in_stream;
 mod window;
 
+pub(super) use window::key_of;
 use window::Window;
 
 use crate::config::RunConfig;
@@ -119,8 +120,9 @@ fn literal(value: &Option<String>) -> String {
 }
 
 /// The statement reading the chunk after `after` (key columns are compared
-/// as a row, with untyped literals that take the columns' types).
-fn chunk_query(
+/// as a row, with untyped literals that take the columns' types). The
+/// initial snapshot reads its key-ordered chunks with it too.
+pub(super) fn chunk_query(
     relation: &Relation,
     key_names: &[&str],
     after: Option<&KeyText>,
@@ -199,6 +201,35 @@ impl Incremental {
             rows: 0,
             last_log: Instant::now(),
         }))
+    }
+
+    /// Puts `resumed`, the rest of an interrupted initial snapshot, ahead
+    /// of what this snapshot has queued (which goes on after it, from where
+    /// it was), and records that in the progress row before returning.
+    pub(super) async fn adopt(
+        &mut self,
+        resumed: Progress,
+        metrics: &crate::metrics::Metrics,
+    ) -> Result<(), IncrementalError> {
+        let mut queued = std::mem::take(&mut self.progress);
+        let mut progress = resumed;
+        if let (Some(current), Some(key)) = (queued.tables.first(), queued.last_key.take()) {
+            queued.resume_after.insert(current.clone(), key);
+        }
+        for table in queued.tables {
+            if !progress.tables.contains(&table) {
+                if let Some(key) = queued.resume_after.remove(&table) {
+                    progress.resume_after.insert(table.clone(), key);
+                }
+                progress.tables.push(table);
+            }
+        }
+        self.progress = progress;
+        self.window = Window::Idle;
+        self.started.get_or_insert_with(Instant::now);
+        metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
+        self.persist(PROGRESS, None).await?;
+        Ok(())
     }
 
     /// Whether `relation` is the signal table; remembers where its columns are.
@@ -306,12 +337,16 @@ impl Incremental {
                 let current = self.progress.tables.first().cloned();
                 if tables.is_empty() {
                     self.progress.tables.clear();
+                    self.progress.resume_after.clear();
                 } else {
                     self.progress.tables.retain(|t| !tables.contains(t));
+                    self.progress
+                        .resume_after
+                        .retain(|t, _| !tables.contains(t));
                 }
                 if self.progress.tables.first() != current.as_ref() {
                     // The current table is gone: so is its chunk in flight.
-                    self.progress.last_key = None;
+                    self.progress.current_changed();
                     self.window = Window::Idle;
                 }
                 tracing::info!(stopped = ?tables, remaining = ?self.progress.tables, "incremental snapshot stop requested");

@@ -6,39 +6,52 @@
 //!    start, and the exported snapshot sees exactly what committed before it.
 //! 2. N worker connections import the snapshot, then the exporting session is
 //!    closed (imported snapshots stay valid in their transactions).
-//! 3. Workers read chunks (ctid page ranges) with COPY and hand the rows, over
-//!    a bounded channel, to the emitter, which decodes, encodes and produces
-//!    them like streamed changes, so the in-flight bound applies.
+//! 3. Workers read chunks with COPY — a table with a key in key order,
+//!    `--snapshot-fetch-size` rows a chunk; one without, by ctid page ranges
+//!    — and hand the rows, over a bounded channel, to the emitter, which
+//!    decodes, encodes and produces them like streamed changes, so the
+//!    in-flight bound applies ([`emission`]).
 //! 4. Once Kafka acknowledged every snapshot record, the working slot is
 //!    copied to the real slot name (same consistent point) and dropped.
 //!
-//! A crash before step 4 leaves no real slot, so the next start takes the
-//! snapshot again from scratch (dropping the leftover working slot): records
-//! already sent are sent again, nothing is missed. A crash between the copy
-//! and the drop leaves a working slot next to the real one; it is dropped at
-//! the next start.
+//! With a signal table (and a run that goes on streaming,
+//! [`records_progress`]) the emitter takes a checkpoint after every chunk:
+//! everything sent so far is made durable in Kafka together with a progress
+//! record in the progress topic saying, per table, up to which key (under
+//! exactly-once: committed in the same Kafka transaction, so the snapshot is
+//! many transactions and `transaction.timeout.ms` no longer bounds it). A
+//! crash before step 4 leaves the working slot, still at the consistent
+//! point; the next start promotes it and reads what the record says is
+//! missing as an incremental snapshot against the stream from the consistent
+//! point ([`resume`]; docs/SNAPSHOTS.md says why that is consistent).
+//! Without a record for the working slot's consistent point (or without a
+//! signal table) the next start takes the snapshot again from scratch:
+//! records already sent are sent again, nothing is missed. A crash between
+//! the copy and the drop leaves a working slot next to the real one; it is
+//! dropped at the next start.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use futures::StreamExt;
-use tokio::sync::mpsc;
-
-use super::stream::{now_micros, Stream};
+use super::stream::Stream;
 use super::{PipelineError, StopReason};
-use crate::checkpoint::TxnId;
 use crate::config::{RunConfig, SnapshotMode};
-use crate::event::{ChangeEvent, Op, SnapshotMarker, SnapshotPosition, SourceInfo, UnmappedKey};
 use crate::lsn::Lsn;
 use crate::progress::SnapshotProgress;
+use crate::sink::transactional::{ensure_progress_topic, now_ms, ProgressRecord};
 use crate::sink::{InKafka, SinkError};
-use crate::source::pgoutput::{Datum, Relation, Tuple};
+use crate::source::pgoutput::Relation;
 use crate::source::replication::{ReplicationError, Session, SlotSnapshot};
 use crate::source::setup::{self, quote_ident, SetupError};
-use crate::source::snapshot::{self as reader, PageRange, SnapshotReadError};
+use crate::source::snapshot::{self as reader, SnapshotReadError};
+
+mod emission;
+mod resume;
+
+use emission::{spawn_readers, Emission, Job, TableProgress, Work};
+pub(super) use resume::{interrupted, resume, Interrupted};
 
 /// A slot created with an exported snapshot, and the session that exports it.
 pub(super) struct ExportedSlot {
@@ -62,6 +75,8 @@ pub enum SnapshotError {
     Read(#[from] SnapshotReadError),
     #[error("a snapshot worker stopped unexpectedly")]
     WorkerGone,
+    #[error("an interrupted initial snapshot can be resumed only as an incremental snapshot, which needs --signal-data-collection; run with the signal table it was started with")]
+    ResumeWithoutSignalTable,
 }
 
 impl SnapshotError {
@@ -73,15 +88,17 @@ impl SnapshotError {
                 error.as_db_error().is_none()
             }
             SnapshotError::Read(SnapshotReadError::Format(_))
-            | SnapshotError::UnexpectedReply { .. } => false,
+            | SnapshotError::UnexpectedReply { .. }
+            | SnapshotError::ResumeWithoutSignalTable => false,
             SnapshotError::WorkerGone => true,
         }
     }
 }
 
 /// Takes the snapshot of a new slot (`exported`, consistent at `start`):
-/// emits it, waits until Kafka acknowledged all of it (exactly-once: in one
-/// Kafka transaction), then promotes the working slot. Returns whether the
+/// emits it, waits until Kafka acknowledged all of it (exactly-once: the
+/// last of its Kafka transactions, one per checkpoint, or the only one),
+/// then promotes the working slot. Returns whether the
 /// attempt goes on to stream (not after `initial_only`, a failure or a stop).
 pub(super) async fn take(
     stream: &mut Stream<'_>,
@@ -89,7 +106,7 @@ pub(super) async fn take(
     start: Lsn,
     mut stop: Pin<&mut impl Future<Output = StopReason>>,
 ) -> Result<bool, PipelineError> {
-    // Exactly-once: the whole snapshot is one Kafka transaction.
+    // Exactly-once: one Kafka transaction, or one per checkpoint.
     let in_kafka = stream.delivery.init().await?;
     if let InKafka::Recorded(recorded) = &in_kafka {
         stream.resume_incremental_from_kafka(recorded.as_ref(), start);
@@ -224,32 +241,18 @@ async fn snapshot_xid(client: &tokio_postgres::Client) -> Result<u32, SetupError
     Ok(xmin.parse::<u64>().map_or(0, |x| x as u32))
 }
 
-/// Rows a worker sends the emitter at once.
-const ROW_BATCH: usize = 256;
-/// Batches waiting for the emitter (all workers together): the readers
-/// stay at most this far ahead.
-const ROW_BATCHES_QUEUED: usize = 8;
-
-/// What workers send the emitter.
-enum Work {
-    /// Rows in the order read, up to [`ROW_BATCH`] (one channel send per
-    /// batch, not per row: the per-row wake-ups cost more than the rows).
-    Rows {
-        table: usize,
-        rows: Vec<Vec<Option<Bytes>>>,
-    },
-    ChunkDone {
-        table: usize,
-    },
+/// Whether this run records the initial snapshot's progress, so that an
+/// interruption resumes it instead of starting over: only when it can be
+/// resumed, which takes an incremental snapshot (a signal table) and a run
+/// that goes on streaming. Without that, exactly-once keeps the whole
+/// snapshot in one Kafka transaction, as a start from scratch would
+/// otherwise duplicate the chunks committed already.
+pub(super) fn records_progress(config: &RunConfig) -> bool {
+    config.signal_data_collection.is_some() && config.snapshot_mode != SnapshotMode::InitialOnly
 }
 
-struct TableProgress {
-    relation: Relation,
-    chunks_left: usize,
-    rows: u64,
-    /// The newest row, held back until we know whether it is the table's last.
-    pending: Option<(Tuple, bool)>,
-}
+/// How long a checkpoint may wait for Kafka's acknowledgements.
+const CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Reads every published table in the exported snapshot and produces its
 /// rows. Returns the number of rows, or `None` if `stop` resolved first.
@@ -271,12 +274,18 @@ pub(super) async fn emit_snapshot(
 
     let (tables, jobs, estimated_rows) = plan_tables(stream, &clients[0]).await?;
     let total_tables = tables.len();
+    let checkpoints = records_progress(config);
+    if checkpoints {
+        let topic = config.names().progress_topic();
+        ensure_progress_topic(&config.producer_config(), &topic).await?;
+    }
     stream.metrics.snapshot_tables(total_tables as u64);
     tracing::info!(
         tables = total_tables,
-        chunks = jobs.len(),
+        keyed = tables.iter().filter(|t| t.key_positions.is_some()).count(),
         estimated_rows,
         workers,
+        resumable = checkpoints,
         "snapshot started"
     );
     let xid = snapshot_xid(&clients[0]).await?;
@@ -296,12 +305,13 @@ pub(super) async fn emit_snapshot(
         progress: SnapshotProgress::new(total_tables as u64, estimated_rows),
     };
     let started = Instant::now();
+    let mut last_log = Instant::now();
     loop {
         let work = tokio::select! {
             biased;
             reason = &mut stop => {
                 emission.progress.finish();
-                tracing::info!(?reason, rows = emission.rows, "snapshot interrupted; it starts over on the next run");
+                tracing::info!(?reason, rows = emission.rows, resumable = checkpoints, "snapshot interrupted; the next run resumes it after its last checkpoint (resumable) or starts over");
                 for h in &handles { h.abort(); }
                 stream.summary.stopped = reason;
                 return Ok(None);
@@ -315,7 +325,12 @@ pub(super) async fn emit_snapshot(
                     emission.row(stream, table, fields).await?;
                 }
             }
-            Work::ChunkDone { table } => emission.chunk_done(stream, table).await?,
+            Work::ChunkDone { table, last } => {
+                emission.chunk_done(stream, table, last).await?;
+                if checkpoints {
+                    checkpoint(stream, &emission, &mut last_log).await?;
+                }
+            }
         }
     }
     emission.last(stream).await?;
@@ -323,6 +338,9 @@ pub(super) async fn emit_snapshot(
         let _ = h.await;
     }
     emission.progress.finish();
+    // The snapshot's own Kafka transaction (exactly-once) holds at least
+    // its commit, even when a checkpoint just committed every row.
+    stream.delivery.open_batch()?;
     stream.delivery.commit(emission.txn, emission.point);
     tracing::info!(
         rows = emission.rows,
@@ -333,19 +351,61 @@ pub(super) async fn emit_snapshot(
     Ok(Some(emission.rows))
 }
 
-/// The chunks to read, by table: what `Work` names a table by.
-type Jobs = Vec<(usize, PageRange)>;
+/// Makes every row sent so far durable in Kafka with the progress record
+/// that says which (see [`emission`]); skipped while a table without a key
+/// is unfinished. Logs the progress every 5 s.
+async fn checkpoint(
+    stream: &mut Stream<'_>,
+    emission: &Emission,
+    last_log: &mut Instant,
+) -> Result<(), PipelineError> {
+    let Some(sent) = emission.sent() else {
+        return Ok(());
+    };
+    let names = stream.config.names();
+    let record = ProgressRecord {
+        lsn: emission.point,
+        snapshot: false,
+        transactions: 0,
+        written_at_ms: now_ms(),
+        incremental_snapshot: None,
+        initial_snapshot: Some(sent),
+        server: None,
+    };
+    stream
+        .delivery
+        .checkpoint(
+            &names.progress_topic(),
+            &names.connector_name(),
+            record,
+            CHECKPOINT_TIMEOUT,
+        )
+        .await?;
+    if let Some(failure) = stream.delivery.failure() {
+        return Err(PipelineError::Delivery(failure));
+    }
+    if last_log.elapsed() >= Duration::from_secs(5) {
+        *last_log = Instant::now();
+        for t in emission.tables.iter().filter(|t| !t.finished) {
+            tracing::info!(table = %t.name, chunks_done = t.chunks_done, chunks_estimated = t.chunks_estimated, rows = t.rows, "snapshot progress in kafka");
+        }
+    }
+    Ok(())
+}
 
 /// The published tables the selection admits, registered in the stream's
 /// relation cache (only the captured columns are read) and their topics
-/// made; the chunks to read; and the planner's estimate of their rows.
+/// made; the jobs that read them, taken from the end (page ranges there);
+/// and the
+/// planner's estimate of their rows.
 async fn plan_tables(
     stream: &mut Stream<'_>,
     catalog_client: &tokio_postgres::Client,
-) -> Result<(Vec<TableProgress>, Jobs, u64), PipelineError> {
+) -> Result<(Vec<TableProgress>, Vec<Job>, u64), PipelineError> {
     let config = stream.config;
     let mut tables = Vec::new();
-    let mut jobs = Vec::new();
+    let mut keyless_jobs = Vec::new();
+    let mut keyed_jobs = Vec::new();
     let mut estimated_rows = 0u64;
     for oid in reader::publication_tables(catalog_client, &config.publication_name).await? {
         let mut relation = reader::relation_from_catalog(catalog_client, oid).await?;
@@ -358,230 +418,62 @@ async fn plan_tables(
         relation
             .columns
             .retain(|c| table.columns.iter().any(|t| t.name == c.name));
-        stream.relations.update(&relation, &catalog)?;
+        let schema = stream.relations.update(&relation, &catalog)?;
         stream.ensure_topic(&table.topic).await?;
-        let pages = reader::relation_pages(catalog_client, oid).await?;
-        estimated_rows += reader::relation_row_estimate(catalog_client, oid).await?;
-        let chunks = reader::plan_chunks(pages, config.snapshot_chunk_pages);
+        let rows = reader::relation_row_estimate(catalog_client, oid).await?;
+        estimated_rows += rows;
         let index = tables.len();
-        jobs.extend(chunks.iter().map(|&range| (index, range)));
-        tables.push(TableProgress {
-            relation,
-            chunks_left: chunks.len(),
-            rows: 0,
-            pending: None,
-        });
-    }
-    Ok((tables, jobs, estimated_rows))
-}
-
-/// One reader task per client, each taking chunks off the shared queue
-/// until it is empty and sending their rows (then a `ChunkDone`) to the
-/// channel returned.
-fn spawn_readers(
-    clients: Vec<tokio_postgres::Client>,
-    jobs: Jobs,
-    relations: &Arc<Vec<Relation>>,
-) -> (
-    mpsc::Receiver<Result<Work, SnapshotError>>,
-    Vec<tokio::task::JoinHandle<()>>,
-) {
-    let queue = Arc::new(Mutex::new(jobs));
-    let (tx, rx) = mpsc::channel::<Result<Work, SnapshotError>>(ROW_BATCHES_QUEUED);
-    let mut handles = Vec::new();
-    for client in clients {
-        let queue = Arc::clone(&queue);
-        let relations = Arc::clone(relations);
-        let tx = tx.clone();
-        handles.push(tokio::spawn(async move {
-            loop {
-                let job = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
-                let Some((table, range)) = job else { break };
-                if let Err(error) = read_chunk(&client, &relations[table], table, range, &tx).await
-                {
-                    let _ = tx.send(Err(error)).await;
-                    break;
-                }
-            }
-            let _ = client.batch_execute("COMMIT").await;
-        }));
-    }
-    (rx, handles)
-}
-
-/// The snapshot's rows on their way out, with what their markers need: a
-/// table's newest row is held until the next one shows it is not the
-/// table's last, and the last row of a finished table until another table
-/// finishes or the snapshot ends (it may be the snapshot's last). All of
-/// it is one transaction, at the slot's consistent point.
-struct Emission {
-    tables: Vec<TableProgress>,
-    relation_ids: Vec<u32>,
-    txn: TxnId,
-    point: Lsn,
-    /// `source.txId` of every row: the oldest transaction the snapshot does not see.
-    xid: u32,
-    rows: u64,
-    held_last: Option<(usize, Tuple)>,
-    first_overall: bool,
-    progress: SnapshotProgress,
-}
-
-impl Emission {
-    async fn emit(
-        &self,
-        stream: &mut Stream<'_>,
-        table: usize,
-        row: &Tuple,
-        marker: SnapshotMarker,
-    ) -> Result<(), PipelineError> {
-        let source = SourceInfo {
-            origin: None,
-            commit_time_micros: now_micros(),
-            xid: self.xid,
-            lsn: self.point,
-            last_commit_lsn: None,
-            snapshot: marker,
-        };
-        emit_row(stream, self.relation_ids[table], row, source, self.txn).await
-    }
-
-    /// A row read from `table`; emits the row it held back, which another
-    /// row of its table now follows.
-    async fn row(
-        &mut self,
-        stream: &mut Stream<'_>,
-        table: usize,
-        fields: Vec<Option<Bytes>>,
-    ) -> Result<(), PipelineError> {
-        let tuple = Tuple(
-            fields
-                .into_iter()
-                .map(|f| f.map_or(Datum::Null, Datum::Text))
-                .collect(),
-        );
-        let t = &mut self.tables[table];
-        t.rows += 1;
-        let previous = t.pending.replace((tuple, t.rows == 1));
-        self.rows += 1;
-        self.progress.row();
-        if let Some((row, first_in_table)) = previous {
-            // Another row of its table follows: it is not last of anything.
-            let marker = SnapshotMarker::of_row(SnapshotPosition {
-                first: std::mem::take(&mut self.first_overall),
-                first_in_table,
-                ..SnapshotPosition::default()
-            });
-            self.emit(stream, table, &row, marker).await?;
-        }
-        Ok(())
-    }
-
-    /// A chunk of `table` was read; after its last one the table is done,
-    /// and its held row is the last of its table.
-    async fn chunk_done(
-        &mut self,
-        stream: &mut Stream<'_>,
-        table: usize,
-    ) -> Result<(), PipelineError> {
-        let t = &mut self.tables[table];
-        t.chunks_left -= 1;
-        if t.chunks_left > 0 {
-            return Ok(());
-        }
-        let first_in_table = t.pending.as_ref().is_some_and(|(_, first)| *first);
-        let pending = t.pending.take();
-        self.progress.table_done();
-        stream.metrics.snapshot_table_done();
-        if let Some((row, _)) = pending {
-            // The previously completed table's last row is no longer the snapshot's last.
-            if let Some((held_table, held_row)) = self.held_last.take() {
-                let marker = SnapshotMarker::LastInDataCollection;
-                self.emit(stream, held_table, &held_row, marker).await?;
-            }
-            if first_in_table && std::mem::take(&mut self.first_overall) {
-                // A one-row table that is also the first: emit now, as "first".
-                self.emit(stream, table, &row, SnapshotMarker::First)
-                    .await?;
-            } else {
-                self.held_last = Some((table, row));
-            }
-        }
-        let t = &self.tables[table];
-        tracing::info!(table = %format!("{}.{}", t.relation.namespace, t.relation.name), rows = t.rows, "snapshot of table done");
-        Ok(())
-    }
-
-    /// Every table was read: the row held last is the snapshot's last.
-    async fn last(&mut self, stream: &mut Stream<'_>) -> Result<(), PipelineError> {
-        if let Some((table, row)) = self.held_last.take() {
-            self.emit(stream, table, &row, SnapshotMarker::Last).await?;
-        }
-        Ok(())
-    }
-}
-
-async fn read_chunk(
-    client: &tokio_postgres::Client,
-    relation: &Relation,
-    table: usize,
-    range: PageRange,
-    tx: &mpsc::Sender<Result<Work, SnapshotError>>,
-) -> Result<(), SnapshotError> {
-    let rows = reader::copy_rows(client, relation, range)
-        .await
-        .map_err(|e| match e {
-            SetupError::Query { action, error } => SnapshotError::Read(SnapshotReadError::Copy {
-                table: action,
-                error,
-            }),
-            _ => SnapshotError::WorkerGone,
-        })?;
-    futures::pin_mut!(rows);
-    let mut batch = Vec::with_capacity(ROW_BATCH);
-    while let Some(row) = rows.next().await {
-        batch.push(row?);
-        if batch.len() == ROW_BATCH {
-            let rows = std::mem::replace(&mut batch, Vec::with_capacity(ROW_BATCH));
-            tx.send(Ok(Work::Rows { table, rows }))
-                .await
-                .map_err(|_| SnapshotError::WorkerGone)?;
-        }
-    }
-    if !batch.is_empty() {
-        tx.send(Ok(Work::Rows { table, rows: batch }))
-            .await
-            .map_err(|_| SnapshotError::WorkerGone)?;
-    }
-    tx.send(Ok(Work::ChunkDone { table }))
-        .await
-        .map_err(|_| SnapshotError::WorkerGone)
-}
-
-async fn emit_row(
-    stream: &mut Stream<'_>,
-    relation_id: u32,
-    tuple: &Tuple,
-    source: SourceInfo,
-    txn: TxnId,
-) -> Result<(), PipelineError> {
-    let schema = Arc::clone(stream.relations.get(relation_id, source.lsn)?);
-    let row = stream
-        .relations
-        .decode_read_row(&schema, tuple, source.lsn)?;
-    let unmapped_key = UnmappedKey {
-        before: None,
-        after: stream
+        // Chunks by key, for a resume point, when progress is recorded;
+        // otherwise page ranges, which spread a big table over every worker
+        // and read the heap in order. They need the primary key: unique (a
+        // `key > last` after a duplicate would skip its twins) and without
+        // NULLs (which compare as unknown); a --message-key-columns key
+        // reads by pages.
+        let primary_key: Vec<&str> = catalog
+            .iter()
+            .filter(|c| c.primary_key_position.is_some())
+            .map(|c| c.name.as_str())
+            .collect();
+        let key_positions = stream
             .relations
-            .unmapped_key(&schema, Some(tuple), source.lsn)?,
-    };
-    let event = ChangeEvent {
-        table: schema,
-        op: Op::Read,
-        before: None,
-        after: Some(row),
-        source,
-        unmapped_key,
-    };
-    stream.send_event(&event, Vec::new(), false, txn).await
+            .key_positions(&schema)
+            .filter(|_| records_progress(config))
+            .filter(|positions| !positions.is_empty() && positions.len() == primary_key.len())
+            .filter(|positions| {
+                positions.iter().all(|&p| {
+                    relation
+                        .columns
+                        .get(p)
+                        .is_some_and(|column| primary_key.contains(&column.name.as_str()))
+                })
+            });
+        let mut progress = TableProgress::new(relation, key_positions.clone(), 0);
+        match key_positions {
+            Some(key_positions) => {
+                let fetch_size = config.snapshot_fetch_size;
+                progress.chunks_estimated = rows.div_ceil(u64::from(fetch_size)).max(1);
+                keyed_jobs.push(Job::Keyed {
+                    table: index,
+                    key_positions,
+                    after: None,
+                    fetch_size,
+                });
+            }
+            None => {
+                let pages = reader::relation_pages(catalog_client, oid).await?;
+                let chunks = reader::plan_chunks(pages, config.snapshot_chunk_pages);
+                progress.chunks_left = chunks.len();
+                progress.chunks_estimated = chunks.len() as u64;
+                keyless_jobs.extend(chunks.iter().map(|&range| Job::Pages {
+                    table: index,
+                    range,
+                }));
+            }
+        }
+        tables.push(progress);
+    }
+    // Taken from the end: page ranges first (see `emission`).
+    keyed_jobs.reverse();
+    keyed_jobs.extend(keyless_jobs);
+    Ok((tables, keyed_jobs, estimated_rows))
 }

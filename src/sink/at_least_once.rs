@@ -19,6 +19,7 @@ use super::login::LoginRefused;
 use super::position::{Position, StampSuffix, POSITION_HEADER};
 use super::record::{EncodedRecord, Progress};
 use super::tails::{TailReader, Tails};
+use super::transactional::ProgressRecord;
 use crate::checkpoint::TxnId;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
@@ -365,6 +366,30 @@ impl Delivery for AtLeastOnce {
 
     async fn flush(&mut self, timeout: Duration) -> Result<(), SinkError> {
         self.sink.flush(timeout).await
+    }
+
+    async fn checkpoint(
+        &mut self,
+        topic: &str,
+        key: &str,
+        record: ProgressRecord,
+        timeout: Duration,
+    ) -> Result<(), SinkError> {
+        self.sink.settled(timeout).await?;
+        if self.failure().is_some() {
+            return Ok(());
+        }
+        self.sink
+            .send_untracked(EncodedRecord {
+                topic: topic.into(),
+                key: Some(key.as_bytes().to_vec()),
+                value: Some(serde_json::to_vec(&record).unwrap_or_default()),
+                headers: Vec::new(),
+                txn: TxnId::from_u64(u64::MAX),
+                partition: None,
+            })
+            .await?;
+        self.sink.settled(timeout).await
     }
 
     async fn drain(&mut self, timeout: Duration) -> Result<(), SinkError> {

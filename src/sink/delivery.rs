@@ -142,6 +142,21 @@ pub trait Delivery: Send + Sync {
         Ok(false)
     }
 
+    /// Makes everything sent so far durable in Kafka together with
+    /// `record` (an initial snapshot's progress), keyed `key` in `topic`:
+    /// exactly-once writes it into the open Kafka transaction (its own
+    /// progress topic and key) and commits that; at-least-once waits until
+    /// every record sent is acknowledged, then writes it and waits for its
+    /// acknowledgement. After a failed delivery nothing is written: the
+    /// caller finds the failure in [`Delivery::failure`].
+    async fn checkpoint(
+        &mut self,
+        topic: &str,
+        key: &str,
+        record: ProgressRecord,
+        timeout: Duration,
+    ) -> Result<(), SinkError>;
+
     /// Exactly-once: aborts the open Kafka transaction, if any, so
     /// read_committed consumers never see it.
     async fn abort_batch(&mut self) {}

@@ -498,6 +498,20 @@ impl KafkaSink {
         }
     }
 
+    /// Waits until nothing is in flight (every message delivered or
+    /// failed), polling the count: unlike a librdkafka flush through the
+    /// polling thread, no 100 ms step is added to every wait.
+    pub async fn settled(&self, timeout: Duration) -> Result<(), SinkError> {
+        let deadline = Instant::now() + timeout;
+        while self.in_flight() > 0 {
+            if Instant::now() >= deadline {
+                return Err(SinkError::FlushTimeout(timeout));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok(())
+    }
+
     /// Waits, off the async runtime, for every queued message to be delivered
     /// or to fail; after a refused login, at most a slice of `timeout` (no
     /// message would be delivered before `message.timeout.ms`).

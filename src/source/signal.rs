@@ -20,6 +20,8 @@
 //! way Debezium's inserted watermark rows do, and makes it the durable record
 //! from which a restarted connector resumes.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 
@@ -86,6 +88,11 @@ pub struct Progress {
     /// The chunk whose window this row opens or closes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk: Option<String>,
+    /// Tables of `tables` after the current one that start after a key
+    /// rather than at their beginning: an interrupted initial snapshot
+    /// resumed here had these rows in Kafka already (docs/SNAPSHOTS.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resume_after: BTreeMap<String, KeyText>,
 }
 
 impl Progress {
@@ -97,13 +104,31 @@ impl Progress {
             self.last_key = end;
             return None;
         }
-        self.last_key = None;
-        (!self.tables.is_empty()).then(|| self.tables.remove(0))
+        self.table_finished()
+    }
+
+    /// Leaves the current table: the next one starts at its beginning, or
+    /// after its key in `resume_after`. Returns the table left.
+    pub fn table_finished(&mut self) -> Option<String> {
+        let finished = (!self.tables.is_empty()).then(|| self.tables.remove(0));
+        self.current_changed();
+        finished
+    }
+
+    /// The current table is another one than before: it starts where
+    /// `resume_after` says, else at its beginning.
+    pub fn current_changed(&mut self) {
+        self.last_key = self
+            .tables
+            .first()
+            .and_then(|table| self.resume_after.remove(table));
     }
 
     /// Whether `other` resumes from the same place (the chunk id aside).
     pub fn same_position(&self, other: &Progress) -> bool {
-        self.tables == other.tables && self.last_key == other.last_key
+        self.tables == other.tables
+            && self.last_key == other.last_key
+            && self.resume_after == other.resume_after
     }
 }
 
@@ -392,6 +417,7 @@ mod tests {
             tables: vec!["public.a".into(), "public.b".into()],
             last_key: Some(vec![Some("10".into())]),
             chunk: Some("c".into()),
+            resume_after: BTreeMap::new(),
         };
         assert_eq!(progress.chunk_done(Some(vec![Some("20".into())])), None);
         assert_eq!(progress.last_key, Some(vec![Some("20".into())]));
@@ -408,11 +434,26 @@ mod tests {
     }
 
     #[test]
+    fn a_table_resumed_after_a_key_starts_there_when_its_turn_comes() {
+        let mut progress = Progress {
+            tables: vec!["public.a".into(), "public.b".into(), "public.c".into()],
+            resume_after: BTreeMap::from([("public.b".into(), vec![Some("300".into())])]),
+            ..Progress::default()
+        };
+        assert_eq!(progress.chunk_done(None), Some("public.a".into()));
+        assert_eq!(progress.last_key, Some(vec![Some("300".into())]));
+        assert!(progress.resume_after.is_empty());
+        assert_eq!(progress.chunk_done(None), Some("public.b".into()));
+        assert_eq!(progress.last_key, None, "public.c starts at its beginning");
+    }
+
+    #[test]
     fn progress_rows_round_trip_and_fit_the_id_column() {
         let progress = Progress {
             tables: vec!["public.t".into()],
             last_key: Some(vec![Some("42".into()), None]),
             chunk: Some("c-1".into()),
+            resume_after: BTreeMap::from([("public.u".into(), vec![Some("7".into())])]),
         };
         let data = serde_json::to_string(&progress).expect("serializes");
         assert_eq!(

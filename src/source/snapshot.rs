@@ -207,7 +207,16 @@ pub async fn copy_rows(
     relation: &Relation,
     range: PageRange,
 ) -> Result<impl Stream<Item = Result<Vec<Option<Bytes>>, SnapshotReadError>>, SetupError> {
-    let statement = copy_statement(relation, range);
+    copy_select(client, relation, copy_statement(relation, range)).await
+}
+
+/// Streams the rows of `COPY (select) TO STDOUT`, `select` reading
+/// `relation`'s columns in order (see [`copy_rows`]).
+pub async fn copy_select(
+    client: &Client,
+    relation: &Relation,
+    statement: String,
+) -> Result<impl Stream<Item = Result<Vec<Option<Bytes>>, SnapshotReadError>>, SetupError> {
     let table = format!("{}.{}", relation.namespace, relation.name);
     let stream = client
         .copy_out(statement.as_str())

@@ -115,7 +115,7 @@ pub const PROPERTIES: &[(&str, Rule)] = &[
     ("snapshot.include.collection.list", Reject("snapshotting a subset of the captured tables is not supported")),
     ("snapshot.select.statement.overrides", Reject("snapshot SELECT overrides are not supported")),
     ("snapshot.delay.ms", Reject("a delayed snapshot start is not supported")),
-    ("snapshot.fetch.size", Ignore("the snapshot reads with COPY in chunks of --snapshot-chunk-pages pages")),
+    ("snapshot.fetch.size", To("snapshot_fetch_size")),
     ("snapshot.max.threads", To("snapshot_workers")),
     ("snapshot.tables.order.by.row.count", Only(&["disabled"], "tables are snapshotted in catalog order")),
     ("snapshot.mode.custom.name", Reject("custom snapshotters are Java classes and cannot run here")),

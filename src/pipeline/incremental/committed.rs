@@ -140,6 +140,7 @@ mod tests {
             transactions: 1,
             written_at_ms: 0,
             incremental_snapshot,
+            initial_snapshot: None,
             server: None,
         }
     }
@@ -149,7 +150,7 @@ mod tests {
         let progress = Progress {
             tables: vec!["public.t".into()],
             last_key: Some(vec![Some("500".into())]),
-            chunk: None,
+            ..Progress::default()
         };
         let current = record(100, Some(progress.clone()));
         assert_eq!(

@@ -167,8 +167,7 @@ impl Stream<'_> {
                 return Ok(());
             };
             let Some((relation, key_positions)) = self.snapshot_target(inc, &table).await? else {
-                inc.progress.tables.remove(0);
-                inc.progress.last_key = None;
+                inc.progress.table_finished();
                 self.metrics
                     .incremental_tables_remaining(inc.progress.tables.len() as u64);
                 inc.persist(PROGRESS, None)

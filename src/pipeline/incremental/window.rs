@@ -129,7 +129,7 @@ impl Window {
 }
 
 /// A tuple's key, `None` when a key column is not sent as text.
-pub(super) fn key_of(tuple: &Tuple, positions: &[usize]) -> Option<KeyText> {
+pub(in crate::pipeline) fn key_of(tuple: &Tuple, positions: &[usize]) -> Option<KeyText> {
     positions
         .iter()
         .map(|&p| match tuple.0.get(p)? {

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::*;
 use crate::checkpoint::AckTracker;
 use crate::sink::login::LoginRefused;
+use crate::sink::transactional::ProgressRecord;
 use crate::sink::{DeliveryFailure, EncodedRecord, InKafka, Progress};
 use crate::source::replication::{Keepalive, XLogData};
 
@@ -229,6 +230,16 @@ impl Delivery for FakeDelivery {
     async fn flush(&mut self, _timeout: Duration) -> Result<(), SinkError> {
         self.deliver_outstanding();
         Ok(())
+    }
+
+    async fn checkpoint(
+        &mut self,
+        _topic: &str,
+        _key: &str,
+        _record: ProgressRecord,
+        _timeout: Duration,
+    ) -> Result<(), SinkError> {
+        unreachable!("the stream tests take no initial snapshot")
     }
 
     async fn drain(&mut self, _timeout: Duration) -> Result<(), SinkError> {

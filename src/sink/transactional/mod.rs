@@ -46,6 +46,7 @@ mod producer;
 use super::options::EosOptions;
 use crate::lsn::Lsn;
 use crate::naming::Names;
+use crate::source::signal::KeyText;
 pub use crate::source::signal::Progress as IncrementalProgress;
 pub use producer::Transactional;
 
@@ -135,12 +136,51 @@ pub struct ProgressRecord {
     /// records of earlier versions and of runs without a signal table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incremental_snapshot: Option<IncrementalProgress>,
+    /// While an initial snapshot is committed chunk by chunk: what of it is
+    /// in Kafka (then `lsn` is the snapshot's consistent point). The one
+    /// record at-least-once writes too, as the resume point of an
+    /// interrupted snapshot (docs/SNAPSHOTS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_snapshot: Option<InitialSnapshotProgress>,
     /// The PostgreSQL server whose WAL `lsn` is a position in, so that a
     /// restart on another cluster or a diverged history stops instead of
     /// skipping by a position of other WAL (see
     /// [`crate::source::identity`]). Absent in records of earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<RecordedServer>,
+}
+
+/// How much of an initial snapshot Kafka holds. Each table is sent in key
+/// order, so "every row up to this key" describes a table partly sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InitialSnapshotProgress {
+    /// Tables not entirely in Kafka, `schema.table`, in reading order.
+    pub remaining: Vec<String>,
+    /// For tables of `remaining` partly in Kafka: the key of the last row
+    /// Kafka has (the one after which to go on).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub after: BTreeMap<String, KeyText>,
+}
+
+impl InitialSnapshotProgress {
+    /// The incremental snapshot that reads what is left: the remaining
+    /// tables, each from its recorded key on.
+    pub fn as_incremental(&self) -> IncrementalProgress {
+        let mut progress = IncrementalProgress {
+            tables: self.remaining.clone(),
+            resume_after: self.after.clone(),
+            ..IncrementalProgress::default()
+        };
+        progress.current_changed();
+        progress
+    }
+}
+
+/// Unix milliseconds now, for [`ProgressRecord::written_at_ms`].
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Which PostgreSQL cluster and timeline a progress record's position
@@ -454,6 +494,7 @@ mod tests {
             transactions: 3,
             written_at_ms: 1,
             incremental_snapshot: None,
+            initial_snapshot: None,
             server: None,
         };
         let json = serde_json::to_string(&record).expect("serializes");
@@ -489,7 +530,7 @@ mod tests {
         record.incremental_snapshot = Some(IncrementalProgress {
             tables: vec!["public.t".into()],
             last_key: Some(vec![Some("1200".into())]),
-            chunk: None,
+            ..IncrementalProgress::default()
         });
         let json = serde_json::to_string(&record).expect("serializes");
         assert!(
@@ -506,6 +547,29 @@ mod tests {
             Some(IncrementalProgress::default()),
             "an empty table list says no snapshot is left to read"
         );
+    }
+
+    #[test]
+    fn an_interrupted_initial_snapshot_resumes_as_an_incremental_one() {
+        let initial = InitialSnapshotProgress {
+            remaining: vec!["public.a".into(), "public.b".into(), "public.c".into()],
+            after: BTreeMap::from([
+                ("public.a".into(), vec![Some("10".into())]),
+                ("public.c".into(), vec![Some("7".into())]),
+            ]),
+        };
+        let json = serde_json::to_string(&initial).expect("serializes");
+        assert_eq!(
+            json,
+            r#"{"remaining":["public.a","public.b","public.c"],"after":{"public.a":["10"],"public.c":["7"]}}"#
+        );
+        let mut incremental = initial.as_incremental();
+        assert_eq!(incremental.tables, initial.remaining);
+        assert_eq!(incremental.last_key, Some(vec![Some("10".into())]));
+        assert_eq!(incremental.chunk_done(None), Some("public.a".into()));
+        assert_eq!(incremental.last_key, None, "public.b from its beginning");
+        assert_eq!(incremental.chunk_done(None), Some("public.b".into()));
+        assert_eq!(incremental.last_key, Some(vec![Some("7".into())]));
     }
 
     #[test]

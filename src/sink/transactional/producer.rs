@@ -329,12 +329,64 @@ impl Delivery for Transactional {
             lsn: last_end,
             snapshot,
             transactions,
-            written_at_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            written_at_ms: super::now_ms(),
             incremental_snapshot,
+            initial_snapshot: None,
             server: self.server,
         };
+        self.commit_with(record, opened).await?;
+        self.sink.kafka_committed(last_end);
+        tracing::trace!(lsn = %last_end, transactions, "kafka transaction committed");
+        Ok(true)
+    }
+
+    /// Writes the initial snapshot's progress `record` into the open Kafka
+    /// transaction (opened if need be) and commits it: the chunks sent so
+    /// far and the record that says so, or neither. The snapshot's Postgres
+    /// "transaction" stays open in the tracker, so nothing is confirmed.
+    async fn checkpoint(
+        &mut self,
+        _topic: &str,
+        _key: &str,
+        mut record: ProgressRecord,
+        _timeout: Duration,
+    ) -> Result<(), SinkError> {
+        self.open_batch()?;
+        let opened = self.batch.opened.unwrap_or_else(Instant::now);
+        record.server = self.server;
+        self.commit_with(record, opened).await
+    }
+
+    /// Best effort: a new instance's `init_transactions` aborts it as well.
+    async fn abort_batch(&mut self) {
+        if self.batch.opened.is_some() {
+            self.abort_blocking().await;
+            self.batch = Batch::default();
+        }
+    }
+
+    async fn flush(&mut self, timeout: Duration) -> Result<(), SinkError> {
+        self.sink.flush(timeout).await
+    }
+
+    async fn drain(&mut self, timeout: Duration) -> Result<(), SinkError> {
+        self.abort_batch().await;
+        self.sink.drain(timeout).await
+    }
+
+    async fn login_refused(&self) -> LoginRefused {
+        self.sink.login_refused().await
+    }
+}
+
+impl Transactional {
+    /// Sends `record` to the progress topic in the open Kafka transaction
+    /// (opened at `opened`) and commits that transaction.
+    async fn commit_with(
+        &mut self,
+        record: ProgressRecord,
+        opened: Instant,
+    ) -> Result<(), SinkError> {
         let value = serde_json::to_vec(&record).unwrap_or_default();
         let sent = self
             .sink
@@ -367,33 +419,8 @@ impl Delivery for Transactional {
                 .map_err(|_| SinkError::FlushTimeout(timeout))?;
         self.batch = Batch::default();
         match committed {
-            Ok(()) => {
-                self.sink.kafka_committed(last_end);
-                tracing::trace!(lsn = %last_end, transactions, "kafka transaction committed");
-                Ok(true)
-            }
+            Ok(()) => Ok(()),
             Err(error) => Err(self.commit_failed(error, opened).await),
         }
-    }
-
-    /// Best effort: a new instance's `init_transactions` aborts it as well.
-    async fn abort_batch(&mut self) {
-        if self.batch.opened.is_some() {
-            self.abort_blocking().await;
-            self.batch = Batch::default();
-        }
-    }
-
-    async fn flush(&mut self, timeout: Duration) -> Result<(), SinkError> {
-        self.sink.flush(timeout).await
-    }
-
-    async fn drain(&mut self, timeout: Duration) -> Result<(), SinkError> {
-        self.abort_batch().await;
-        self.sink.drain(timeout).await
-    }
-
-    async fn login_refused(&self) -> LoginRefused {
-        self.sink.login_refused().await
     }
 }

@@ -1,0 +1,502 @@
+//! The initial snapshot's readers and emitter, and what of it Kafka holds.
+//!
+//! Readers (one per worker connection, all in the exported snapshot) take
+//! jobs off a shared queue. In a resumable snapshot a table with a primary
+//! key is one job, read by one worker in key order, `--snapshot-fetch-size`
+//! rows a chunk (`key > last key ORDER BY key LIMIT n`, the incremental
+//! snapshot's query); any other table (every table of a snapshot that is
+//! not resumable) is split into page ranges (`--snapshot-chunk-pages`) that
+//! any worker reads. Jobs are taken from the end of the list: page ranges
+//! are put there, so that those tables are done early (until they are, no
+//! progress is recorded, see below), the last range of a table first.
+//!
+//! The emitter sends the rows in the order it receives them. A table's rows
+//! arrive in key order (one reader, chunks one after another, a FIFO
+//! channel), so "every row of the table up to key k was sent" describes
+//! exactly what of a keyed table went out: that, per table, is the progress
+//! ([`InitialSnapshotProgress`]). At a checkpoint, after a chunk, everything
+//! sent is made durable in Kafka together with that progress
+//! ([`crate::sink::Delivery::checkpoint`]), so the record never claims a row
+//! Kafka does not have. A table without a key has no such position: while
+//! one is unfinished no checkpoint is taken (an interruption then starts
+//! the snapshot over, as before).
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use super::super::incremental::{chunk_query, key_of};
+use super::super::stream::{now_micros, Stream};
+use super::{PipelineError, SnapshotError};
+use crate::checkpoint::TxnId;
+use crate::event::{ChangeEvent, Op, SnapshotMarker, SnapshotPosition, SourceInfo, UnmappedKey};
+use crate::lsn::Lsn;
+use crate::progress::SnapshotProgress;
+use crate::sink::transactional::InitialSnapshotProgress;
+use crate::source::pgoutput::{Datum, Relation, Tuple};
+use crate::source::setup::SetupError;
+use crate::source::signal::KeyText;
+use crate::source::snapshot::{self as reader, PageRange, SnapshotReadError};
+
+/// Rows a worker sends the emitter at once.
+const ROW_BATCH: usize = 256;
+/// Batches waiting for the emitter (all workers together): the readers
+/// stay at most this far ahead.
+const ROW_BATCHES_QUEUED: usize = 8;
+
+/// What workers send the emitter.
+pub(super) enum Work {
+    /// Rows in the order read, up to [`ROW_BATCH`] (one channel send per
+    /// batch, not per row: the per-row wake-ups cost more than the rows).
+    Rows {
+        table: usize,
+        rows: Vec<Vec<Option<Bytes>>>,
+    },
+    /// A chunk of `table` was read; `last`: it was the table's last (known
+    /// to the reader of a keyed table; a page range says `false` and the
+    /// emitter counts them).
+    ChunkDone { table: usize, last: bool },
+}
+
+/// A unit of reading.
+#[derive(Debug, Clone)]
+pub(super) enum Job {
+    /// A whole table with a key, in key order, after `after` if set.
+    Keyed {
+        table: usize,
+        key_positions: Vec<usize>,
+        after: Option<KeyText>,
+        fetch_size: u32,
+    },
+    /// A page range of a table without a key.
+    Pages { table: usize, range: PageRange },
+}
+
+pub(super) struct TableProgress {
+    pub relation: Relation,
+    /// `schema.table`.
+    pub name: String,
+    /// The key's columns in the rows read; `None` for a table without one.
+    pub key_positions: Option<Vec<usize>>,
+    /// Page ranges still to read (tables without a key).
+    pub chunks_left: usize,
+    pub chunks_done: u64,
+    /// For the progress log: the page ranges, or the planner's rows over
+    /// the fetch size.
+    pub chunks_estimated: u64,
+    /// Every chunk was read.
+    pub finished: bool,
+    pub rows: u64,
+    /// The key of the last row handed to Kafka: every row up to it was.
+    pub sent_key: Option<KeyText>,
+    /// The newest row, held back until we know whether it is the table's last.
+    pub pending: Option<(Tuple, bool)>,
+}
+
+impl TableProgress {
+    pub fn new(relation: Relation, key_positions: Option<Vec<usize>>, chunks_left: usize) -> Self {
+        TableProgress {
+            name: format!("{}.{}", relation.namespace, relation.name),
+            relation,
+            key_positions,
+            chunks_left,
+            chunks_done: 0,
+            chunks_estimated: 0,
+            finished: false,
+            rows: 0,
+            sent_key: None,
+            pending: None,
+        }
+    }
+}
+
+/// One reader task per client, each taking jobs off the end of the shared
+/// queue until it is empty and sending their rows (and a `ChunkDone` per chunk) to the
+/// channel returned.
+pub(super) fn spawn_readers(
+    clients: Vec<tokio_postgres::Client>,
+    jobs: Vec<Job>,
+    relations: &Arc<Vec<Relation>>,
+) -> (
+    mpsc::Receiver<Result<Work, SnapshotError>>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let queue = Arc::new(Mutex::new(jobs));
+    let (tx, rx) = mpsc::channel::<Result<Work, SnapshotError>>(ROW_BATCHES_QUEUED);
+    let mut handles = Vec::new();
+    for client in clients {
+        let queue = Arc::clone(&queue);
+        let relations = Arc::clone(relations);
+        let tx = tx.clone();
+        handles.push(tokio::spawn(async move {
+            loop {
+                let job = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                let Some(job) = job else { break };
+                if let Err(error) = read_job(&client, &relations, job, &tx).await {
+                    let _ = tx.send(Err(error)).await;
+                    break;
+                }
+            }
+            let _ = client.batch_execute("COMMIT").await;
+        }));
+    }
+    (rx, handles)
+}
+
+async fn read_job(
+    client: &tokio_postgres::Client,
+    relations: &[Relation],
+    job: Job,
+    tx: &mpsc::Sender<Result<Work, SnapshotError>>,
+) -> Result<(), SnapshotError> {
+    match job {
+        Job::Pages { table, range } => {
+            let relation = &relations[table];
+            let statement = reader::copy_statement(relation, range);
+            read_chunk(client, relation, table, statement, None, tx).await?;
+            send(tx, Work::ChunkDone { table, last: false }).await
+        }
+        Job::Keyed {
+            table,
+            key_positions,
+            mut after,
+            fetch_size,
+        } => {
+            let relation = &relations[table];
+            let key_names: Vec<&str> = key_positions
+                .iter()
+                .map(|&p| relation.columns[p].name.as_str())
+                .collect();
+            loop {
+                let select = chunk_query(relation, &key_names, after.as_ref(), fetch_size);
+                let statement = format!("COPY ({select}) TO STDOUT");
+                let (rows, last_key) =
+                    read_chunk(client, relation, table, statement, Some(&key_positions), tx)
+                        .await?;
+                let last = rows < u64::from(fetch_size) || last_key.is_none();
+                send(tx, Work::ChunkDone { table, last }).await?;
+                if last {
+                    return Ok(());
+                }
+                after = last_key;
+            }
+        }
+    }
+}
+
+async fn send(
+    tx: &mpsc::Sender<Result<Work, SnapshotError>>,
+    work: Work,
+) -> Result<(), SnapshotError> {
+    tx.send(Ok(work))
+        .await
+        .map_err(|_| SnapshotError::WorkerGone)
+}
+
+/// Reads one chunk with `statement` (a COPY of `relation`'s columns) and
+/// sends its rows; returns how many, and the key of the last one when
+/// `key_positions` are given.
+async fn read_chunk(
+    client: &tokio_postgres::Client,
+    relation: &Relation,
+    table: usize,
+    statement: String,
+    key_positions: Option<&[usize]>,
+    tx: &mpsc::Sender<Result<Work, SnapshotError>>,
+) -> Result<(u64, Option<KeyText>), SnapshotError> {
+    let rows = reader::copy_select(client, relation, statement)
+        .await
+        .map_err(|e| match e {
+            SetupError::Query { action, error } => SnapshotError::Read(SnapshotReadError::Copy {
+                table: action,
+                error,
+            }),
+            _ => SnapshotError::WorkerGone,
+        })?;
+    futures::pin_mut!(rows);
+    let mut batch = Vec::with_capacity(ROW_BATCH);
+    let mut count = 0u64;
+    let mut last_key = None;
+    while let Some(row) = rows.next().await {
+        let row = row?;
+        count += 1;
+        if batch.len() == ROW_BATCH {
+            let rows = std::mem::replace(&mut batch, Vec::with_capacity(ROW_BATCH));
+            send(tx, Work::Rows { table, rows }).await?;
+        }
+        batch.push(row);
+    }
+    if let (Some(positions), Some(row)) = (key_positions, batch.last()) {
+        last_key = positions
+            .iter()
+            .map(|&p| {
+                row.get(p)
+                    .map(|f| f.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
+            })
+            .collect();
+    }
+    if !batch.is_empty() {
+        send(tx, Work::Rows { table, rows: batch }).await?;
+    }
+    Ok((count, last_key))
+}
+
+/// The snapshot's rows on their way out, with what their markers need: a
+/// table's newest row is held until the next one shows it is not the
+/// table's last, and the last row of a finished table until another table
+/// finishes or the snapshot ends (it may be the snapshot's last). All of
+/// it is one Postgres "transaction", at the slot's consistent point.
+pub(super) struct Emission {
+    pub tables: Vec<TableProgress>,
+    pub relation_ids: Vec<u32>,
+    pub txn: TxnId,
+    pub point: Lsn,
+    /// `source.txId` of every row: the oldest transaction the snapshot does not see.
+    pub xid: u32,
+    pub rows: u64,
+    pub held_last: Option<(usize, Tuple)>,
+    pub first_overall: bool,
+    pub progress: SnapshotProgress,
+}
+
+impl Emission {
+    async fn emit(
+        &mut self,
+        stream: &mut Stream<'_>,
+        table: usize,
+        row: &Tuple,
+        marker: SnapshotMarker,
+    ) -> Result<(), PipelineError> {
+        let source = SourceInfo {
+            origin: None,
+            commit_time_micros: now_micros(),
+            xid: self.xid,
+            lsn: self.point,
+            last_commit_lsn: None,
+            snapshot: marker,
+        };
+        emit_row(stream, self.relation_ids[table], row, source, self.txn).await?;
+        let t = &mut self.tables[table];
+        if let Some(positions) = &t.key_positions {
+            t.sent_key = key_of(row, positions);
+        }
+        Ok(())
+    }
+
+    /// A row read from `table`; emits the row it held back, which another
+    /// row of its table now follows.
+    pub async fn row(
+        &mut self,
+        stream: &mut Stream<'_>,
+        table: usize,
+        fields: Vec<Option<Bytes>>,
+    ) -> Result<(), PipelineError> {
+        let tuple = Tuple(
+            fields
+                .into_iter()
+                .map(|f| f.map_or(Datum::Null, Datum::Text))
+                .collect(),
+        );
+        let t = &mut self.tables[table];
+        t.rows += 1;
+        let previous = t.pending.replace((tuple, t.rows == 1));
+        self.rows += 1;
+        self.progress.row();
+        if let Some((row, first_in_table)) = previous {
+            // Another row of its table follows: it is not last of anything.
+            let marker = SnapshotMarker::of_row(SnapshotPosition {
+                first: std::mem::take(&mut self.first_overall),
+                first_in_table,
+                ..SnapshotPosition::default()
+            });
+            self.emit(stream, table, &row, marker).await?;
+        }
+        Ok(())
+    }
+
+    /// A chunk of `table` was read (`last`: the last of a keyed table);
+    /// after its last one the table is done, and its held row is the last
+    /// of its table.
+    pub async fn chunk_done(
+        &mut self,
+        stream: &mut Stream<'_>,
+        table: usize,
+        last: bool,
+    ) -> Result<(), PipelineError> {
+        let t = &mut self.tables[table];
+        t.chunks_done += 1;
+        let finished = if t.key_positions.is_some() {
+            last
+        } else {
+            t.chunks_left -= 1;
+            t.chunks_left == 0
+        };
+        tracing::debug!(table = %t.name, chunks = t.chunks_done, rows = t.rows, "snapshot chunk read");
+        if !finished {
+            return Ok(());
+        }
+        t.finished = true;
+        let first_in_table = t.pending.as_ref().is_some_and(|(_, first)| *first);
+        let pending = t.pending.take();
+        self.progress.table_done();
+        stream.metrics.snapshot_table_done();
+        if let Some((row, _)) = pending {
+            // The previously completed table's last row is no longer the snapshot's last.
+            if let Some((held_table, held_row)) = self.held_last.take() {
+                let marker = SnapshotMarker::LastInDataCollection;
+                self.emit(stream, held_table, &held_row, marker).await?;
+            }
+            if first_in_table && std::mem::take(&mut self.first_overall) {
+                // A one-row table that is also the first: emit now, as "first".
+                self.emit(stream, table, &row, SnapshotMarker::First)
+                    .await?;
+            } else {
+                self.held_last = Some((table, row));
+            }
+        }
+        let t = &self.tables[table];
+        tracing::info!(table = %t.name, rows = t.rows, chunks = t.chunks_done, "snapshot of table done");
+        Ok(())
+    }
+
+    /// Every table was read: the row held last is the snapshot's last.
+    pub async fn last(&mut self, stream: &mut Stream<'_>) -> Result<(), PipelineError> {
+        if let Some((table, row)) = self.held_last.take() {
+            self.emit(stream, table, &row, SnapshotMarker::Last).await?;
+        }
+        Ok(())
+    }
+
+    /// What of the snapshot has been handed to Kafka so far, as a resume
+    /// point; `None` while a table without a key is unfinished (it has no
+    /// position to resume from).
+    pub fn sent(&self) -> Option<InitialSnapshotProgress> {
+        let mut progress = InitialSnapshotProgress::default();
+        for (index, t) in self.tables.iter().enumerate() {
+            let held = self.held_last.as_ref().is_some_and(|(h, _)| *h == index);
+            if t.finished && t.pending.is_none() && !held {
+                continue;
+            }
+            t.key_positions.as_ref()?;
+            progress.remaining.push(t.name.clone());
+            if let Some(key) = &t.sent_key {
+                progress.after.insert(t.name.clone(), key.clone());
+            }
+        }
+        Some(progress)
+    }
+}
+
+async fn emit_row(
+    stream: &mut Stream<'_>,
+    relation_id: u32,
+    tuple: &Tuple,
+    source: SourceInfo,
+    txn: TxnId,
+) -> Result<(), PipelineError> {
+    let schema = Arc::clone(stream.relations.get(relation_id, source.lsn)?);
+    let row = stream
+        .relations
+        .decode_read_row(&schema, tuple, source.lsn)?;
+    let unmapped_key = UnmappedKey {
+        before: None,
+        after: stream
+            .relations
+            .unmapped_key(&schema, Some(tuple), source.lsn)?,
+    };
+    let event = ChangeEvent {
+        table: schema,
+        op: Op::Read,
+        before: None,
+        after: Some(row),
+        source,
+        unmapped_key,
+    };
+    stream.send_event(&event, Vec::new(), false, txn).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::source::pgoutput::ReplicaIdentity;
+
+    fn table(name: &str, keyed: bool) -> TableProgress {
+        let relation = Relation {
+            id: 1,
+            namespace: "public".into(),
+            name: name.into(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: Vec::new(),
+        };
+        TableProgress::new(relation, keyed.then(|| vec![0]), 0)
+    }
+
+    fn row(id: &str) -> Tuple {
+        Tuple(vec![Datum::Text(Bytes::copy_from_slice(id.as_bytes()))])
+    }
+
+    fn emission(tables: Vec<TableProgress>) -> Emission {
+        Emission {
+            relation_ids: tables.iter().map(|t| t.relation.id).collect(),
+            tables,
+            txn: TxnId::from_u64(1),
+            point: Lsn::new(16),
+            xid: 0,
+            rows: 0,
+            held_last: None,
+            first_overall: false,
+            progress: SnapshotProgress::new(0, 0),
+        }
+    }
+
+    fn key(id: &str) -> Option<KeyText> {
+        Some(vec![Some(id.into())])
+    }
+
+    #[test]
+    fn the_resume_point_names_only_rows_handed_to_kafka() {
+        let mut done = table("done", true);
+        done.finished = true;
+        done.sent_key = key("9");
+        let mut held = table("held", true);
+        held.finished = true;
+        held.sent_key = key("41");
+        let mut reading = table("reading", true);
+        reading.sent_key = key("7");
+        reading.pending = Some((row("8"), false));
+        let mut keyless_done = table("keyless_done", false);
+        keyless_done.finished = true;
+        let untouched = table("untouched", true);
+        let mut e = emission(vec![done, held, reading, keyless_done, untouched]);
+        e.held_last = Some((1, row("42")));
+        let sent = e.sent().expect("no table without a key is unfinished");
+        assert_eq!(
+            sent.remaining,
+            ["public.held", "public.reading", "public.untouched"],
+            "a finished table whose last row is held back is not done yet"
+        );
+        assert_eq!(
+            sent.after,
+            BTreeMap::from([
+                ("public.held".to_owned(), vec![Some("41".to_owned())]),
+                ("public.reading".to_owned(), vec![Some("7".to_owned())]),
+            ]),
+            "the held-back rows (42, 8) are read again; an untouched table from its start"
+        );
+    }
+
+    #[test]
+    fn no_resume_point_while_a_table_without_a_key_is_unfinished() {
+        let mut e = emission(vec![table("keyed", true), table("keyless", false)]);
+        assert_eq!(e.sent(), None);
+        e.tables[1].finished = true;
+        assert_eq!(
+            e.sent().map(|s| s.remaining),
+            Some(vec!["public.keyed".to_owned()])
+        );
+    }
+}
