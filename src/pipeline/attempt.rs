@@ -126,6 +126,7 @@ pub async fn run_once(
             lsn: start,
             acknowledged: start,
             status_interval: client_status_interval(stream.config),
+            plugin: crate::source::replication::PluginRequest::default(),
         })
         .await
         .map_err(PipelineError::Stream)?;

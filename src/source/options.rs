@@ -37,4 +37,10 @@ pub struct PublicationOptions {
     /// (publish_via_partition_root), set when the publication is created or altered.
     #[arg(long, env = "PGCDC_PUBLISH_VIA_PARTITION_ROOT", default_value_t = false, action = clap::ArgAction::Set)]
     pub publish_via_partition_root: bool,
+
+    /// Stream stored generated columns too (publish_generated_columns =
+    /// stored, PostgreSQL 18+), set when the publication is created or
+    /// altered. Off: they are left out on every version, as before 18.
+    #[arg(long, env = "PGCDC_PUBLISH_GENERATED_COLUMNS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub publish_generated_columns: bool,
 }
