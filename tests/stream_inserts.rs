@@ -546,4 +546,29 @@ async fn generated_columns_are_the_same_in_snapshot_and_stream_on_every_version(
         "the publication was created with publish_generated_columns = stored"
     );
     running.stop().await;
+
+    // A publication made by hand that publishes them, used as it is: the
+    // snapshot follows it, whatever the flag says.
+    let by_hand = Scenario::new(Postgres::shared(), "gencols_hand");
+    by_hand.sql(&format!(
+        "CREATE PUBLICATION {} FOR ALL TABLES WITH (publish_generated_columns = stored)",
+        by_hand.publication
+    ));
+    let (running, topic) = rows(&by_hand, &["--publication-autocreate-mode", "disabled"]);
+    by_hand.await_slot().await;
+    by_hand.sql("INSERT INTO g (id, price) VALUES (2, 20)");
+    let records = consume(&kafka.bootstrap_servers(), &topic, 2, TIMEOUT).await;
+    let after: Vec<_> = records
+        .iter()
+        .map(|r| r.value.as_ref().expect("a value")["payload"]["after"].clone())
+        .collect();
+    assert_eq!(
+        after,
+        vec![
+            json!({"id": 1, "price": 10, "doubled": 20}),
+            json!({"id": 2, "price": 20, "doubled": 40}),
+        ],
+        "snapshot and stream both follow the publication"
+    );
+    running.stop().await;
 }

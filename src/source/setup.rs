@@ -434,14 +434,7 @@ async fn ensure_publication(
             "run without it (generated columns are then left out, as before 18)",
         )?;
     }
-    let with = match (via_root, generated) {
-        (false, false) => "",
-        (true, false) => " WITH (publish_via_partition_root = true)",
-        (false, true) => " WITH (publish_generated_columns = stored)",
-        (true, true) => {
-            " WITH (publish_via_partition_root = true, publish_generated_columns = stored)"
-        }
-    };
+    let with = wanted.options.with_clause();
     let mode = wanted.options.publication_autocreate_mode;
     match (mode, existing) {
         (
