@@ -571,4 +571,26 @@ async fn generated_columns_are_the_same_in_snapshot_and_stream_on_every_version(
         "snapshot and stream both follow the publication"
     );
     running.stop().await;
+
+    // Asked for, but the existing publication does not publish them and
+    // all_tables mode leaves it alone: stop, saying what to run.
+    let left_alone = Scenario::new(Postgres::shared(), "gencols_alone");
+    left_alone.sql(&format!(
+        "CREATE PUBLICATION {} FOR ALL TABLES",
+        left_alone.publication
+    ));
+    let (running, _) = rows(&left_alone, &["--publish-generated-columns", "true"]);
+    let message = pgcdc_kafka::error_chain(&running.wait_for_error().await);
+    assert!(
+        message.contains(&format!(
+            "ALTER PUBLICATION \"{}\" SET (publish_generated_columns = stored);",
+            left_alone.publication
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        left_alone.confirmed_flush_lsn(),
+        None,
+        "no slot was created"
+    );
 }

@@ -23,16 +23,19 @@ const LISTED: [Feature; 7] = [
     Feature::GeneratedColumns,
 ];
 
+const GENERATED_OFF: &str =
+    "stored generated columns are left out, as before 18; --publish-generated-columns streams them";
+
 /// Whether this run uses `feature`, and why (or why not).
 fn usage(feature: Feature, server: &catalog::Server, config: &RunConfig) -> (bool, &'static str) {
     match feature {
         Feature::LogicalMessages => (true, "pg_logical_emit_message messages are streamed"),
         Feature::Binary => (false, "values are read in text form"),
-        Feature::Streaming => (
+        Feature::Streaming => (false, "large transactions are sent whole at commit"),
+        Feature::Origin => (
             false,
-            "large transactions are sent whole at commit",
+            "changes of every origin are streamed, as Debezium does",
         ),
-        Feature::Origin => (false, "changes of every origin are streamed, as Debezium does"),
         Feature::StandbyDecoding if server.in_recovery => (true, "--pg-url reaches a standby"),
         Feature::StandbyDecoding => (false, "the server is a primary"),
         Feature::FailoverSlots if config.slot_failover => (true, "--slot-failover"),
@@ -40,13 +43,8 @@ fn usage(feature: Feature, server: &catalog::Server, config: &RunConfig) -> (boo
         Feature::GeneratedColumns if config.publication.publish_generated_columns => {
             (true, "--publish-generated-columns")
         }
-        Feature::GeneratedColumns => (
-            false,
-            "stored generated columns are left out, as before 18; --publish-generated-columns streams them",
-        ),
-        Feature::TwoPhase | Feature::ParallelStreaming | Feature::SlotOptionList => {
-            (false, "")
-        }
+        Feature::GeneratedColumns => (false, GENERATED_OFF),
+        Feature::TwoPhase | Feature::ParallelStreaming | Feature::SlotOptionList => (false, ""),
     }
 }
 
@@ -162,13 +160,18 @@ mod tests {
             out[0],
             "PASS server version: PostgreSQL 16.4 (server_version_num 160004), supported (14 to 18 are)"
         );
-        assert!(out.contains(&"FAIL failover slots: needs PostgreSQL 17+; this server: no; this run: uses it (--slot-failover); fix: upgrade the server to PostgreSQL 17 or later, or run without --slot-failover".to_owned()), "{out:#?}");
+        let failover = "FAIL failover slots: needs PostgreSQL 17+; this server: no; this run: \
+                        uses it (--slot-failover); fix: upgrade the server to PostgreSQL 17 or \
+                        later, or run without --slot-failover";
+        assert!(out.iter().any(|l| l == failover), "{out:#?}");
         assert!(
             out.iter()
                 .any(|l| l.starts_with("FAIL generated columns: needs PostgreSQL 18+")),
             "{out:#?}"
         );
-        assert!(out.contains(&"INFO decoding on a standby: needs PostgreSQL 16+; this server: yes; this run: not used (the server is a primary)".to_owned()), "{out:#?}");
+        let standby = "INFO decoding on a standby: needs PostgreSQL 16+; this server: yes; \
+                       this run: not used (the server is a primary)";
+        assert!(out.iter().any(|l| l == standby), "{out:#?}");
         assert_eq!(out.len(), 1 + LISTED.len());
     }
 
