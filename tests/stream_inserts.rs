@@ -594,3 +594,75 @@ async fn generated_columns_are_the_same_in_snapshot_and_stream_on_every_version(
         "no slot was created"
     );
 }
+
+/// Changes applied under a replication origin (as a subscription applies
+/// them) are streamed by default, as Debezium streams them; with
+/// `--origin-filter none` (16+) they are left out, and below 16 the flag is
+/// refused before a slot is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_origin_filter_leaves_out_changes_applied_with_an_origin() {
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    // One transaction tagged with a replication origin, then one without.
+    let write_both = |s: &Scenario| {
+        s.sql(&format!(
+            "SELECT pg_replication_origin_create('{0}'); \
+             SELECT pg_replication_origin_session_setup('{0}'); \
+             INSERT INTO t VALUES (1)",
+            s.slot
+        ));
+        s.sql("INSERT INTO t VALUES (2)");
+    };
+    let ids = |records: &[common::Record]| -> Vec<i64> {
+        records
+            .iter()
+            .map(|r| {
+                r.value.as_ref().expect("a value")["payload"]["after"]["id"]
+                    .as_i64()
+                    .expect("an id")
+            })
+            .collect()
+    };
+
+    let all = Scenario::new(Postgres::shared(), "origin_any");
+    all.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let running = all.started(&bootstrap, &[]).await;
+    write_both(&all);
+    let records = consume(&bootstrap, &all.topic("t"), 2, TIMEOUT).await;
+    assert_eq!(ids(&records), vec![1, 2], "every origin by default");
+    running.stop().await;
+
+    let filtered = Scenario::new(Postgres::shared(), "origin_none");
+    filtered.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let major: u32 = filtered
+        .query_one("SHOW server_version_num")
+        .expect("a version")
+        .parse::<u32>()
+        .expect("a number")
+        / 10_000;
+    let running = filtered.start(&bootstrap, &["--origin-filter", "none"]);
+    if major < 16 {
+        let message = pgcdc_kafka::error_chain(&running.wait_for_error().await);
+        assert!(
+            message.contains("--origin-filter needs origin filter (PostgreSQL 16+)"),
+            "{message}"
+        );
+        assert_eq!(filtered.confirmed_flush_lsn(), None, "no slot was created");
+        return;
+    }
+    filtered.await_slot().await;
+    write_both(&filtered);
+    let records = consume(&bootstrap, &filtered.topic("t"), 1, TIMEOUT).await;
+    assert_eq!(
+        ids(&records),
+        vec![2],
+        "the change with an origin is left out"
+    );
+    filtered.await_confirmed_past_now("both transactions").await;
+    assert_eq!(
+        common::record_count(&bootstrap, &filtered.topic("t")).await,
+        1,
+        "nothing else arrived"
+    );
+    running.stop().await;
+}

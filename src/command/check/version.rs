@@ -32,6 +32,7 @@ fn usage(feature: Feature, server: &catalog::Server, config: &RunConfig) -> (boo
         Feature::LogicalMessages => (true, "pg_logical_emit_message messages are streamed"),
         Feature::Binary => (false, "values are read in text form"),
         Feature::Streaming => (false, "large transactions are sent whole at commit"),
+        Feature::Origin if config.origin_filter.is_some() => (true, "--origin-filter"),
         Feature::Origin => (
             false,
             "changes of every origin are streamed, as Debezium does",

@@ -15,9 +15,10 @@
 //!   nothing asks for them;
 //! - `binary` (14+): values in the types' binary send format, which the
 //!   value decoder does not read yet, so nothing asks for it;
-//! - `origin` (16+): `none` drops changes that a subscription applied
-//!   with a replication origin. Debezium has no such filter, so the
-//!   connector sends no `origin` (the server's default, `any`).
+//! - `origin` (16+, `--origin-filter`): `none` drops changes that a
+//!   subscription (or any session with a replication origin) applied.
+//!   Debezium has no such filter, so by default the connector sends no
+//!   `origin` (the server's default, `any`).
 
 use crate::source::version::{Feature, ServerVersion, Unsupported};
 
@@ -57,8 +58,9 @@ impl ProtoVersion {
     }
 }
 
-/// pgoutput's `origin` option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// pgoutput's `origin` option (`--origin-filter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Origin {
     /// Every change, whatever its origin (the server's default).
     Any,
@@ -102,7 +104,7 @@ impl PluginOptions {
             version.require(Feature::Binary, "binary transfer", "ask for text values")?;
         }
         if request.origin.is_some() {
-            version.require(Feature::Origin, "an origin filter", "send no origin option")?;
+            version.require(Feature::Origin, "--origin-filter", "run without it")?;
         }
         Ok(PluginOptions {
             proto_version: request.proto_version,

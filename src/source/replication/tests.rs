@@ -491,7 +491,9 @@ async fn an_option_the_server_is_too_old_for_is_refused_before_start_replication
     };
     assert!(!error.is_retryable(), "the server will not grow younger");
     assert!(
-        error.to_string().contains("origin filter (PostgreSQL 16+)")
+        error
+            .to_string()
+            .contains("--origin-filter needs origin filter (PostgreSQL 16+)")
             && error.to_string().contains("PostgreSQL 15.4"),
         "{error}"
     );
