@@ -345,6 +345,13 @@ pub struct RunConfig {
     /// `pgcdc-kafka check` lists what the primary and standbys still need.
     #[arg(help_heading = OPERATIONS, long, env = "PGCDC_SLOT_FAILOVER", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub slot_failover: bool,
+
+    /// pgoutput's origin filter (PostgreSQL 16+): none streams only changes
+    /// made without a replication origin, leaving out those a logical
+    /// replication subscription applied; any streams all. Unset: not sent
+    /// (all, as Debezium).
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_ORIGIN_FILTER", value_enum)]
+    pub origin_filter: Option<crate::source::replication::Origin>,
     // --- transaction metadata and heartbeats ---
     #[command(flatten)]
     pub metadata: MetadataOptions,

@@ -377,3 +377,292 @@ fn the_server_is_the_postgresql_version_asked_for() {
         None => assert!(major >= 14, "a supported version: {number}"),
     }
 }
+
+/// The features `check` lists, with the major version each needs: written
+/// out here, apart from the connector's table, so a wrong threshold there
+/// fails here.
+const FEATURES: [(&str, u32); 7] = [
+    ("logical decoding messages", 14),
+    ("binary column values", 14),
+    ("streaming of large transactions", 14),
+    ("origin filter", 16),
+    ("decoding on a standby", 16),
+    ("failover slots", 17),
+    ("generated columns", 18),
+];
+
+fn check_output(s: &Scenario, extra: &[&str]) -> (bool, String) {
+    let mut args = s.args(&Kafka::shared().bootstrap_servers(), extra);
+    args.insert(0, "check".to_owned());
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_pgcdc-kafka"))
+        .args(&args)
+        .env_remove("PGCDC_LOG_FORMAT")
+        .output()
+        .expect("check runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    (output.status.success(), stdout)
+}
+
+/// `check` names the server's version and, per feature, what it needs,
+/// whether this server has it and whether the run uses it; on whichever
+/// version the suite runs (`PGCDC_TEST_PG_VERSION`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_prints_the_server_version_and_what_each_feature_needs() {
+    let s = Scenario::new(Postgres::shared(), "features");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let version = s.query_one("SHOW server_version").expect("a version");
+    let number: u32 = s
+        .query_one("SHOW server_version_num")
+        .expect("a version number")
+        .parse()
+        .expect("a number");
+    let major = number / 10_000;
+    let (passed, stdout) = check_output(&s, &[]);
+    assert!(passed, "{stdout}");
+    let shown = format!("{}.{}", major, number % 10_000);
+    assert!(
+        stdout.lines().any(|l| l.starts_with(&format!(
+            "PASS server version: PostgreSQL {shown} (server_version_num {number})"
+        )) && version.starts_with(&shown)),
+        "{stdout}"
+    );
+    for (feature, needs) in FEATURES {
+        let line = stdout
+            .lines()
+            .find(|l| {
+                l.get(5..)
+                    .is_some_and(|rest| rest.starts_with(&format!("{feature}: ")))
+            })
+            .unwrap_or_else(|| panic!("a line for {feature}: {stdout}"));
+        let has = if major >= needs { "yes" } else { "no" };
+        assert!(
+            line.contains(&format!(
+                "needs PostgreSQL {needs}+; this server: {has}; this run: "
+            )),
+            "{line}"
+        );
+        let used = feature == "logical decoding messages";
+        assert_eq!(line.starts_with("PASS"), used, "{line}");
+        assert_eq!(line.starts_with("INFO"), !used, "{line}");
+    }
+
+    // Asking for generated columns: a FAIL line below 18, a PASS on 18.
+    let (passed, stdout) = check_output(&s, &["--publish-generated-columns", "true"]);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("generated columns: needs PostgreSQL 18+"))
+        .unwrap_or_else(|| panic!("a generated columns line: {stdout}"));
+    if major >= 18 {
+        assert!(line.starts_with("PASS"), "{line}");
+        assert!(passed, "{stdout}");
+    } else {
+        assert!(
+            line.starts_with("FAIL") && line.contains("run without --publish-generated-columns"),
+            "{line}"
+        );
+        assert!(!passed, "{stdout}");
+    }
+}
+
+/// Stored generated columns are left out of snapshot and stream alike on
+/// every version (pgoutput never sends them before 18, nor on 18 unless
+/// the publication asks); `--publish-generated-columns` puts them in both
+/// on 18 and is refused before anything is created below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_columns_are_the_same_in_snapshot_and_stream_on_every_version() {
+    let kafka = Kafka::shared();
+    let major = |s: &Scenario| -> u32 {
+        s.query_one("SHOW server_version_num")
+            .expect("a version")
+            .parse::<u32>()
+            .expect("a number")
+            / 10_000
+    };
+    let table = "CREATE TABLE g (id int PRIMARY KEY, price int NOT NULL, \
+                 doubled int GENERATED ALWAYS AS (price * 2) STORED)";
+    let rows = |s: &Scenario, extra: &[&str]| {
+        s.sql(table);
+        s.sql("INSERT INTO g (id, price) VALUES (1, 10)");
+        let running = s.start(&kafka.bootstrap_servers(), extra);
+        (running, s.topic("g"))
+    };
+
+    let plain = Scenario::new(Postgres::shared(), "gencols");
+    let (running, topic) = rows(&plain, &[]);
+    plain.await_slot().await;
+    plain.sql("INSERT INTO g (id, price) VALUES (2, 20)");
+    let records = consume(&kafka.bootstrap_servers(), &topic, 2, TIMEOUT).await;
+    let after: Vec<_> = records
+        .iter()
+        .map(|r| r.value.as_ref().expect("a value")["payload"]["after"].clone())
+        .collect();
+    assert_eq!(
+        after,
+        vec![json!({"id": 1, "price": 10}), json!({"id": 2, "price": 20})],
+        "snapshot and stream leave the generated column out"
+    );
+    running.stop().await;
+
+    let asking = Scenario::new(Postgres::shared(), "gencols_on");
+    let (running, topic) = rows(&asking, &["--publish-generated-columns", "true"]);
+    if major(&asking) < 18 {
+        let error = running
+            .wait_for_exit(TIMEOUT)
+            .await
+            .expect_err("refused below 18");
+        let message = pgcdc_kafka::error_chain(&error);
+        assert!(!error.is_retryable(), "{message}");
+        assert!(
+            message
+                .contains("--publish-generated-columns needs generated columns (PostgreSQL 18+)"),
+            "{message}"
+        );
+        assert_eq!(asking.confirmed_flush_lsn(), None, "no slot was created");
+        return;
+    }
+    asking.await_slot().await;
+    asking.sql("INSERT INTO g (id, price) VALUES (2, 20)");
+    asking.sql("UPDATE g SET price = 30 WHERE id = 2");
+    let records = consume(&kafka.bootstrap_servers(), &topic, 3, TIMEOUT).await;
+    let after: Vec<_> = records
+        .iter()
+        .map(|r| r.value.as_ref().expect("a value")["payload"]["after"].clone())
+        .collect();
+    assert_eq!(
+        after,
+        vec![
+            json!({"id": 1, "price": 10, "doubled": 20}),
+            json!({"id": 2, "price": 20, "doubled": 40}),
+            json!({"id": 2, "price": 30, "doubled": 60}),
+        ],
+        "snapshot and stream carry the generated column"
+    );
+    assert_eq!(
+        asking.query_one(&format!(
+            "SELECT pubgencols::text FROM pg_publication WHERE pubname = '{}'",
+            asking.publication
+        )),
+        Some("s".to_owned()),
+        "the publication was created with publish_generated_columns = stored"
+    );
+    running.stop().await;
+
+    // A publication made by hand that publishes them, used as it is: the
+    // snapshot follows it, whatever the flag says.
+    let by_hand = Scenario::new(Postgres::shared(), "gencols_hand");
+    by_hand.sql(&format!(
+        "CREATE PUBLICATION {} FOR ALL TABLES WITH (publish_generated_columns = stored)",
+        by_hand.publication
+    ));
+    let (running, topic) = rows(&by_hand, &["--publication-autocreate-mode", "disabled"]);
+    by_hand.await_slot().await;
+    by_hand.sql("INSERT INTO g (id, price) VALUES (2, 20)");
+    let records = consume(&kafka.bootstrap_servers(), &topic, 2, TIMEOUT).await;
+    let after: Vec<_> = records
+        .iter()
+        .map(|r| r.value.as_ref().expect("a value")["payload"]["after"].clone())
+        .collect();
+    assert_eq!(
+        after,
+        vec![
+            json!({"id": 1, "price": 10, "doubled": 20}),
+            json!({"id": 2, "price": 20, "doubled": 40}),
+        ],
+        "snapshot and stream both follow the publication"
+    );
+    running.stop().await;
+
+    // Asked for, but the existing publication does not publish them and
+    // all_tables mode leaves it alone: stop, saying what to run.
+    let left_alone = Scenario::new(Postgres::shared(), "gencols_alone");
+    left_alone.sql(&format!(
+        "CREATE PUBLICATION {} FOR ALL TABLES",
+        left_alone.publication
+    ));
+    let (running, _) = rows(&left_alone, &["--publish-generated-columns", "true"]);
+    let message = pgcdc_kafka::error_chain(&running.wait_for_error().await);
+    assert!(
+        message.contains(&format!(
+            "ALTER PUBLICATION \"{}\" SET (publish_generated_columns = stored);",
+            left_alone.publication
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        left_alone.confirmed_flush_lsn(),
+        None,
+        "no slot was created"
+    );
+}
+
+/// Changes applied under a replication origin (as a subscription applies
+/// them) are streamed by default, as Debezium streams them; with
+/// `--origin-filter none` (16+) they are left out, and below 16 the flag is
+/// refused before a slot is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_origin_filter_leaves_out_changes_applied_with_an_origin() {
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    // One transaction tagged with a replication origin, then one without.
+    let write_both = |s: &Scenario| {
+        s.sql(&format!(
+            "SELECT pg_replication_origin_create('{0}'); \
+             SELECT pg_replication_origin_session_setup('{0}'); \
+             INSERT INTO t VALUES (1)",
+            s.slot
+        ));
+        s.sql("INSERT INTO t VALUES (2)");
+    };
+    let ids = |records: &[common::Record]| -> Vec<i64> {
+        records
+            .iter()
+            .map(|r| {
+                r.value.as_ref().expect("a value")["payload"]["after"]["id"]
+                    .as_i64()
+                    .expect("an id")
+            })
+            .collect()
+    };
+
+    let all = Scenario::new(Postgres::shared(), "origin_any");
+    all.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let running = all.started(&bootstrap, &[]).await;
+    write_both(&all);
+    let records = consume(&bootstrap, &all.topic("t"), 2, TIMEOUT).await;
+    assert_eq!(ids(&records), vec![1, 2], "every origin by default");
+    running.stop().await;
+
+    let filtered = Scenario::new(Postgres::shared(), "origin_none");
+    filtered.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    let major: u32 = filtered
+        .query_one("SHOW server_version_num")
+        .expect("a version")
+        .parse::<u32>()
+        .expect("a number")
+        / 10_000;
+    let running = filtered.start(&bootstrap, &["--origin-filter", "none"]);
+    if major < 16 {
+        let message = pgcdc_kafka::error_chain(&running.wait_for_error().await);
+        assert!(
+            message.contains("--origin-filter needs origin filter (PostgreSQL 16+)"),
+            "{message}"
+        );
+        assert_eq!(filtered.confirmed_flush_lsn(), None, "no slot was created");
+        return;
+    }
+    filtered.await_slot().await;
+    write_both(&filtered);
+    let records = consume(&bootstrap, &filtered.topic("t"), 1, TIMEOUT).await;
+    assert_eq!(
+        ids(&records),
+        vec![2],
+        "the change with an origin is left out"
+    );
+    filtered.await_confirmed_past_now("both transactions").await;
+    assert_eq!(
+        common::record_count(&bootstrap, &filtered.topic("t")).await,
+        1,
+        "nothing else arrived"
+    );
+    running.stop().await;
+}

@@ -18,8 +18,11 @@ use crate::sink::kafka::InFlightLimits;
 use crate::sink::transactional::{InitialSnapshotProgress, RecordedServer};
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::identity::{self, ServerIdentity, Verdict};
-use crate::source::replication::{ReplicationConfig, Session, SlotSnapshot, StartReplication};
+use crate::source::replication::{
+    PluginOptions, PluginRequest, ReplicationConfig, Session, SlotSnapshot, StartReplication,
+};
 use crate::source::setup::{self, SetupError, SlotStatus};
+use crate::source::version::ServerVersion;
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
 /// are acknowledged and confirmed first) or an error stops it.
@@ -40,6 +43,14 @@ pub async fn run_once(
     let sql = setup::connect(&config.pg()).await?;
     metrics.postgres_answered();
     let facts = setup::preflight(&sql, config.metadata.heartbeat_action_query.is_some()).await?;
+    // Refused here, before a slot is made, if the server is too old for it.
+    let plugin = PluginRequest {
+        origin: config.origin_filter,
+        ..PluginRequest::default()
+    };
+    let version = ServerVersion::from_num(facts.version_num);
+    PluginOptions::for_server(version, &config.publication_name, &plugin)
+        .map_err(SetupError::from)?;
     let observed = check_server(config, &sql, summary).await?;
     let server = observed.identity;
     let publication = setup::Publication {
@@ -131,6 +142,7 @@ pub async fn run_once(
             lsn: start,
             acknowledged: start,
             status_interval: client_status_interval(stream.config),
+            plugin,
         })
         .await
         .map_err(PipelineError::Stream)?;

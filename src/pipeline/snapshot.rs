@@ -408,7 +408,8 @@ async fn plan_tables(
     let mut keyed_jobs = Vec::new();
     let mut estimated_rows = 0u64;
     for oid in reader::publication_tables(catalog_client, &config.publication_name).await? {
-        let mut relation = reader::relation_from_catalog(catalog_client, oid).await?;
+        let mut relation =
+            reader::relation_from_catalog(catalog_client, oid, &config.publication_name).await?;
         if !stream.relations.admits(&relation) {
             continue;
         }

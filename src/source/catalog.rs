@@ -214,6 +214,9 @@ pub struct Publication {
     pub updates: bool,
     pub deletes: bool,
     pub owner: String,
+    /// `publish_generated_columns = stored` (18+): stored generated columns
+    /// are in the stream.
+    pub generated_columns: bool,
 }
 
 /// The publication named `name`, if it exists.
@@ -221,8 +224,9 @@ pub async fn publication(client: &Client, name: &str) -> Result<Option<Publicati
     let row = client
         .query_opt(
             "SELECT puballtables, pubviaroot, pubupdate, pubdelete, \
-                    pg_get_userbyid(pubowner)::text \
-             FROM pg_publication WHERE pubname = $1",
+                    pg_get_userbyid(pubowner)::text, \
+                    coalesce(row_to_json(p)->>'pubgencols' = 's', false) \
+             FROM pg_publication p WHERE pubname = $1",
             &[&name],
         )
         .await?;
@@ -234,6 +238,7 @@ pub async fn publication(client: &Client, name: &str) -> Result<Option<Publicati
             updates: row.try_get(2)?,
             deletes: row.try_get(3)?,
             owner: row.try_get(4)?,
+            generated_columns: row.try_get(5)?,
         })
     })
     .transpose()

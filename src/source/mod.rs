@@ -20,3 +20,4 @@ pub mod sql;
 pub mod sqlstate;
 pub mod tls;
 pub mod types;
+pub mod version;

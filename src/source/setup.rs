@@ -12,6 +12,7 @@ use crate::source::catalog;
 use crate::source::options::{PublicationAutocreateMode, PublicationOptions};
 use crate::source::relation::CatalogColumn;
 use crate::source::types::{CatalogError, CatalogRow, TypeRegistry, CATALOG_QUERY};
+use crate::source::version::{Feature, ServerVersion, Unsupported};
 
 /// Errors talking to Postgres outside the replication stream.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +118,13 @@ pub enum SetupError {
     HeartbeatOnStandby,
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Unsupported(#[from] Unsupported),
+    #[error("publication {publication:?} does not publish generated columns, which --publish-generated-columns asks for, and --publication-autocreate-mode leaves it as it is; run {statement} or use --publication-autocreate-mode filtered")]
+    GeneratedColumnsNotPublished {
+        publication: String,
+        statement: String,
+    },
     #[error("publication {0:?} has no tables; add tables with ALTER PUBLICATION ... ADD TABLE, or pass --table")]
     EmptyPublication(String),
 }
@@ -225,10 +233,6 @@ pub struct Publication<'a> {
     pub tables: &'a [String],
 }
 
-/// The oldest PostgreSQL the connector runs against (`server_version_num`):
-/// 14, for pgoutput's `messages` option and the replication commands used.
-pub const MIN_VERSION_NUM: i32 = 140_000;
-
 /// Makes sure the server can decode logically and the role may replicate
 /// (and, on a standby, that the run would not write: `heartbeat_writes` is
 /// `--heartbeat-action-query`); returns the server's facts for [`prepare`].
@@ -240,10 +244,18 @@ pub async fn preflight(
     let (server, role) = catalog::server(client)
         .await
         .map_err(query_error("reading the server's settings and the role"))?;
-    if server.version_num < MIN_VERSION_NUM {
+    let version = ServerVersion::from_num(server.version_num);
+    if !version.is_supported() {
         return Err(SetupError::UnsupportedVersion {
             version: server.version,
         });
+    }
+    if server.in_recovery {
+        version.require(
+            Feature::StandbyDecoding,
+            "streaming from a standby",
+            "point --pg-url at the primary",
+        )?;
     }
     if server.wal_level != "logical" {
         return Err(SetupError::WalLevel(server.wal_level));
@@ -345,7 +357,7 @@ pub async fn ensure_failover(
             let (server, _) = catalog::server(client)
                 .await
                 .map_err(query_error("reading the server's version"))?;
-            if server.version_num < 170_000 {
+            if !ServerVersion::from_num(server.version_num).has(Feature::FailoverSlots) {
                 return Err(SetupError::FailoverUnsupported {
                     version: server.version,
                 });
@@ -412,18 +424,31 @@ async fn ensure_publication(
         .map_err(query_error(format!(
             "looking up publication {publication:?}"
         )))?
-        .map(|p| (p.all_tables, p.via_root));
+        .map(|p| (p.all_tables, p.via_root, p.generated_columns));
     let via_root = wanted.options.publish_via_partition_root;
-    let with = if via_root {
-        " WITH (publish_via_partition_root = true)"
-    } else {
-        ""
-    };
+    let generated = wanted.options.publish_generated_columns;
+    if generated {
+        ServerVersion::from_num(version_num).require(
+            Feature::GeneratedColumns,
+            "--publish-generated-columns",
+            "run without it (generated columns are then left out, as before 18)",
+        )?;
+    }
+    let with = wanted.options.with_clause();
     let mode = wanted.options.publication_autocreate_mode;
     match (mode, existing) {
         (
             PublicationAutocreateMode::AllTables | PublicationAutocreateMode::Disabled,
-            Some((all_tables, current_via_root)),
+            Some((_, _, false)),
+        ) if generated => Err(SetupError::GeneratedColumnsNotPublished {
+            publication: publication.to_owned(),
+            statement: format!(
+                "ALTER PUBLICATION {pub_sql} SET (publish_generated_columns = stored);"
+            ),
+        }),
+        (
+            PublicationAutocreateMode::AllTables | PublicationAutocreateMode::Disabled,
+            Some((all_tables, current_via_root, _)),
         ) if selection.filters_tables() => {
             check_published(client, publication, selection, all_tables, current_via_root).await
         }
@@ -452,7 +477,7 @@ async fn ensure_publication(
                 statement: format!("CREATE PUBLICATION {pub_sql} FOR {target}{with};"),
             })
         }
-        (PublicationAutocreateMode::Filtered, Some((true, _))) => {
+        (PublicationAutocreateMode::Filtered, Some((true, _, _))) => {
             Err(SetupError::PublicationForAllTables {
                 publication: publication.to_owned(),
                 publication_sql: pub_sql,
@@ -474,7 +499,7 @@ async fn ensure_publication(
                         "created publication for the selected tables"
                     );
                 }
-                Some((_, current_via_root)) => {
+                Some((_, current_via_root, current_generated)) => {
                     let current = published_tables(client, publication, version_num).await?;
                     let mut wanted = tables.clone();
                     wanted.sort();
@@ -490,6 +515,13 @@ async fn ensure_publication(
                     if current_via_root != via_root {
                         let statement = format!(
                             "ALTER PUBLICATION {pub_sql} SET (publish_via_partition_root = {via_root})"
+                        );
+                        run_publication_ddl(client, &statement, false).await?;
+                    }
+                    if current_generated != generated {
+                        let value = if generated { "stored" } else { "none" };
+                        let statement = format!(
+                            "ALTER PUBLICATION {pub_sql} SET (publish_generated_columns = {value})"
                         );
                         run_publication_ddl(client, &statement, false).await?;
                     }

@@ -53,9 +53,16 @@ pub async fn publication_tables(
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
-/// A table's description as pgoutput would send it in a Relation message,
-/// read from the catalog (inside the snapshot, so it matches the rows).
-pub async fn relation_from_catalog(client: &Client, oid: u32) -> Result<Relation, SetupError> {
+/// A table's description as pgoutput would send it in a Relation message
+/// for `publication`, read from the catalog (inside the snapshot, so it
+/// matches the rows). Stored generated columns are in it only when the
+/// publication publishes them (`publish_generated_columns = stored`, 18+),
+/// as pgoutput does; virtual ones never are.
+pub async fn relation_from_catalog(
+    client: &Client,
+    oid: u32,
+    publication: &str,
+) -> Result<Relation, SetupError> {
     let action = || format!("reading the definition of relation {oid}");
     let table = client
         .query_one(
@@ -84,9 +91,12 @@ pub async fn relation_from_catalog(client: &Client, oid: u32) -> Result<Relation
                                             AND i.indisreplident AND a.attnum = ANY(i.indkey)) \
                       ELSE false END \
              FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
-             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' \
+             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped \
+               AND (a.attgenerated = '' OR a.attgenerated = 's' AND EXISTS ( \
+                    SELECT 1 FROM pg_publication p \
+                    WHERE p.pubname = $2 AND row_to_json(p)->>'pubgencols' = 's')) \
              ORDER BY a.attnum",
-            &[&oid],
+            &[&oid, &publication],
         )
         .await
         .map_err(query_error(action()))?;

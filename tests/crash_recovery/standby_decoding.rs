@@ -169,3 +169,80 @@ async fn a_hot_standby_snapshots_streams_and_advances_when_idle() {
     )
     .await;
 }
+
+/// Below 16 a standby cannot decode: `run` pointed at one stops before
+/// creating anything, naming the version needed and the way out, and
+/// `check` says the same in its feature line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_older_than_16_is_refused_before_anything_is_created() {
+    init_logs();
+    let primary: &'static Postgres = Box::leak(Box::new(
+        Postgres::launch_with(&pgcdc_testcontainers::PostgresOptions {
+            version: Some(15),
+            ..Default::default()
+        })
+        .unwrap_or_else(|e| panic!("PostgreSQL 15: {}", e.report())),
+    ));
+    let standby: &'static Postgres = Box::leak(Box::new(
+        Postgres::launch_standby_of(primary, &StandbyOptions::default())
+            .unwrap_or_else(|e| panic!("standby: {}", e.report())),
+    ));
+    let bootstrap = Kafka::shared().bootstrap_servers();
+    let s = Scenario::new(primary, "oldstandby");
+    s.sql("CREATE TABLE t (id int PRIMARY KEY)");
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR ALL TABLES",
+        s.publication
+    ));
+    let on_standby = Scenario {
+        pg: standby,
+        ..s.clone()
+    };
+    wait_until(TIMEOUT, "the standby replaying the setup", || async {
+        value(
+            standby,
+            &s.db,
+            &format!(
+                "SELECT 1 FROM pg_publication WHERE pubname = '{}'",
+                s.publication
+            ),
+        )
+        .is_some()
+    })
+    .await;
+
+    let error = on_standby.start(&bootstrap, &[]).wait_for_error().await;
+    let message = error_chain(&error);
+    assert!(!error.is_retryable(), "{message}");
+    assert!(
+        message.contains("streaming from a standby needs decoding on a standby (PostgreSQL 16+)")
+            && message.contains("point --pg-url at the primary"),
+        "{message}"
+    );
+    assert_eq!(
+        value(
+            standby,
+            &s.db,
+            "SELECT count(*)::text FROM pg_replication_slots WHERE slot_type = 'logical'"
+        )
+        .as_deref(),
+        Some("0"),
+        "no slot was made on the standby"
+    );
+
+    let mut args = on_standby.args(&bootstrap, &[]);
+    args.insert(0, "check".to_owned());
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_pgcdc-kafka"))
+        .args(&args)
+        .env_remove("PGCDC_LOG_FORMAT")
+        .output()
+        .expect("check runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.lines().any(|l| l.starts_with(
+            "FAIL decoding on a standby: needs PostgreSQL 16+; this server: no; this run: uses it"
+        ) && l.contains("point --pg-url at the primary")),
+        "{stdout}"
+    );
+    assert!(!output.status.success(), "check fails: {stdout}");
+}

@@ -18,6 +18,7 @@ use std::time::Duration;
 use super::Report;
 use crate::config::RunConfig;
 use crate::source::replication::{Endpoint, ReplicationConfig, Session, TargetSession};
+use crate::source::version::{Feature, ServerVersion};
 
 const CHECK: &str = "failover";
 
@@ -85,13 +86,11 @@ pub(super) async fn check_failover(config: &RunConfig, timeout: Duration, report
                 continue;
             }
         };
-        if facts.version_num < 170_000 {
+        let version = ServerVersion(facts.version_num);
+        if !version.has(Feature::FailoverSlots) {
             report.fail(
                 CHECK,
-                format!(
-                    "{endpoint}: PostgreSQL {} has no failover slots (17+)",
-                    facts.version_num
-                ),
+                format!("{endpoint}: PostgreSQL {version} has no failover slots (17+)"),
                 "upgrade to PostgreSQL 17 or later, or run without --slot-failover",
             );
             continue;

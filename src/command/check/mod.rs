@@ -3,8 +3,9 @@
 //! get, and reports what would stop the connector or surprise its
 //! consumers, each as one line with the exact fix.
 //!
-//! Each finding is PASS, WARN or FAIL. FAIL means `run` would stop, or the
-//! source database would misbehave (an `UPDATE` on a published table without
+//! Each finding is PASS, INFO, WARN or FAIL. INFO is a fact that needs
+//! nothing done (what the server's version has and the run does not use).
+//! FAIL means `run` would stop, or the source database would misbehave (an `UPDATE` on a published table without
 //! a replica identity fails in PostgreSQL itself); WARN means it works, with
 //! a consequence worth knowing (unbounded WAL retention, null Kafka keys,
 //! key-only before-images). The exit code is 0 when nothing FAILs: warnings
@@ -17,6 +18,7 @@ mod failover;
 mod kafka;
 mod postgres;
 mod registry;
+mod version;
 
 use std::fmt;
 use std::time::Duration;
@@ -50,6 +52,8 @@ pub struct CheckArgs {
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,
+    /// A fact worth knowing that needs nothing done (what the server has).
+    Info,
     Warn,
     Fail,
 }
@@ -58,6 +62,7 @@ impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Status::Pass => "PASS",
+            Status::Info => "INFO",
             Status::Warn => "WARN",
             Status::Fail => "FAIL",
         })
@@ -105,6 +110,10 @@ impl Report {
 
     fn pass(&mut self, check: &'static str, detail: impl Into<String>) {
         self.push(check, Status::Pass, detail, None::<String>);
+    }
+
+    fn info(&mut self, check: &'static str, detail: impl Into<String>) {
+        self.push(check, Status::Info, detail, None::<String>);
     }
 
     fn warn(&mut self, check: &'static str, detail: impl Into<String>, fix: impl Into<String>) {

@@ -77,16 +77,7 @@ pub(super) async fn check_postgres(
         ),
     );
 
-    if facts.server.version_num < setup::MIN_VERSION_NUM {
-        report.fail(
-            "postgres",
-            format!(
-                "PostgreSQL {} is older than 14, the oldest supported",
-                facts.server.version
-            ),
-            "upgrade the server to PostgreSQL 14 or later",
-        );
-    }
+    super::version::check_version(&facts.server, config, report);
     check_wal_level(&facts, report);
     check_role(&facts, report);
 

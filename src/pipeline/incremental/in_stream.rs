@@ -217,7 +217,7 @@ impl Stream<'_> {
             return Ok(skip("not in the publication, so its changes are not streamed; ALTER PUBLICATION ... ADD TABLE it, then signal again"));
         }
         if self.relations.relation(oid).is_none() || self.relations.get(oid, Lsn::ZERO).is_err() {
-            let relation = reader::relation_from_catalog(&self.sql, oid).await?;
+            let relation = reader::relation_from_catalog(&self.sql, oid, &inc.publication).await?;
             if !self.relations.admits(&relation) {
                 return Ok(skip("excluded by the table filters"));
             }

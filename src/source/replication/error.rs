@@ -100,6 +100,8 @@ pub enum ReplicationError {
     Reply { query: &'static str },
     #[error("the replication reader task stopped unexpectedly")]
     ReaderGone,
+    #[error(transparent)]
+    Unsupported(#[from] crate::source::version::Unsupported),
     #[error("no host of --pg-url took a {wanted} replication session (tried {tried}); during a failover this lasts until a standby is promoted")]
     NoTargetServer {
         wanted: &'static str,
@@ -130,7 +132,8 @@ impl ReplicationError {
             | ReplicationError::Scram(_)
             | ReplicationError::Frame(_)
             | ReplicationError::Unexpected { .. }
-            | ReplicationError::Reply { .. } => false,
+            | ReplicationError::Reply { .. }
+            | ReplicationError::Unsupported(_) => false,
         }
     }
 

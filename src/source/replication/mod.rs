@@ -9,6 +9,9 @@
 //!   `CREATE_REPLICATION_SLOT`, ...). [`Session::start`] sends
 //!   `START_REPLICATION` with the [`PluginOptions`] the server's version
 //!   allows.
+//! - `plugin`: those options, chosen from the server's version and the
+//!   run's [`PluginRequest`] in one place, with the features' versions from
+//!   [`crate::source::version`].
 //! - [`stream`]: the COPY BOTH phase. A reader task owns the socket, hands
 //!   the messages over in batches (one wake-up per batch, not per message)
 //!   and writes every standby status update, so status keeps flowing while
@@ -33,6 +36,7 @@ use std::fmt;
 mod conn;
 pub mod error;
 pub use pgcdc_wire::frame;
+mod plugin;
 pub mod session;
 pub mod stream;
 #[cfg(test)]
@@ -40,6 +44,7 @@ mod tests;
 
 pub use error::{ReplicationError, ServerError};
 pub use frame::{CopyData, Keepalive, XLogData};
+pub use plugin::{Origin, PluginOptions, PluginRequest, ProtoVersion};
 pub use session::{ServerIdentity, Session, SlotSnapshot};
 pub use stream::{ReplicationMetrics, ReplicationStream, StartReplication};
 
@@ -132,58 +137,5 @@ impl fmt::Debug for ReplicationConfig {
             .field("application_name", &self.application_name)
             .field("options", &self.options)
             .finish()
-    }
-}
-
-/// pgoutput's options for `START_REPLICATION`
-/// ([reference](https://www.postgresql.org/docs/current/protocol-logical-replication.html#PROTOCOL-LOGICAL-REPLICATION-PARAMS)),
-/// chosen in this one place from the server's version. Today: protocol
-/// version 1, and `pg_logical_emit_message` messages where the server can
-/// send them (14+). Protocol versions 2-4 (streamed and two-phase
-/// transactions), `binary` and `origin` belong here when the decoder
-/// learns them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginOptions {
-    pub proto_version: u32,
-    pub publication: String,
-    pub messages: bool,
-}
-
-impl PluginOptions {
-    /// The options for a server of `server_version_num` (0: unknown, taken
-    /// as a current one).
-    pub fn for_server(server_version_num: u32, publication: &str) -> Self {
-        PluginOptions {
-            proto_version: 1,
-            publication: publication.to_owned(),
-            messages: server_version_num == 0 || server_version_num >= 140_000,
-        }
-    }
-
-    /// The option list as `START_REPLICATION` takes it.
-    ///
-    /// ```
-    /// use pgcdc_kafka::source::replication::PluginOptions;
-    ///
-    /// assert_eq!(
-    ///     PluginOptions::for_server(150_004, "pub").render(),
-    ///     r#"proto_version '1', publication_names '"pub"', messages 'true'"#
-    /// );
-    /// assert_eq!(
-    ///     PluginOptions::for_server(130_011, "it's").render(),
-    ///     r#"proto_version '1', publication_names '"it''s"'"#
-    /// );
-    /// ```
-    pub fn render(&self) -> String {
-        // publication_names is a list of identifiers inside a string literal.
-        let publication = crate::source::sql::quote_ident(&self.publication).replace('\'', "''");
-        let mut out = format!(
-            "proto_version '{}', publication_names '{publication}'",
-            self.proto_version
-        );
-        if self.messages {
-            out.push_str(", messages 'true'");
-        }
-        out
     }
 }

@@ -28,6 +28,7 @@ use super::stream::{ReplicationStream, StartReplication};
 use super::{Endpoint, PluginOptions, ReplicationConfig, TargetSession};
 use crate::lsn::Lsn;
 use crate::source::tls::SslMode;
+use crate::source::version::{Feature, ServerVersion};
 
 /// An authenticated replication session, ready for commands.
 pub struct Session {
@@ -283,7 +284,11 @@ impl Session {
         mut self,
         start: StartReplication,
     ) -> Result<ReplicationStream, ReplicationError> {
-        let options = PluginOptions::for_server(self.server_version_num, &start.publication);
+        let options = PluginOptions::for_server(
+            ServerVersion(self.server_version_num),
+            &start.publication,
+            &start.plugin,
+        )?;
         let sql = format!(
             "START_REPLICATION SLOT {} LOGICAL {} ({})",
             crate::source::sql::quote_ident(&start.slot),
@@ -331,7 +336,7 @@ pub(super) fn create_slot_command(
     snapshot: SlotSnapshot,
 ) -> String {
     let temporary = if temporary { " TEMPORARY" } else { "" };
-    let old_syntax = server_version_num != 0 && server_version_num < 150_000;
+    let old_syntax = !ServerVersion(server_version_num).has(Feature::SlotOptionList);
     let snapshot = match (old_syntax, snapshot) {
         (false, SlotSnapshot::Export) => " (SNAPSHOT 'export')",
         (false, SlotSnapshot::Nothing) => " (SNAPSHOT 'nothing')",

@@ -83,6 +83,9 @@ pub struct StartReplication {
     pub acknowledged: Lsn,
     /// Status cadence while messages flow or a raised position waits.
     pub status_interval: Duration,
+    /// What to ask of pgoutput beyond the defaults (checked against the
+    /// server's version in [`super::PluginOptions::for_server`]).
+    pub plugin: super::PluginRequest,
 }
 
 /// Facts about the stream for [`crate::metrics`]: relaxed atomics, read

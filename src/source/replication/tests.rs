@@ -166,6 +166,7 @@ fn start(lsn: u64, interval: Duration) -> StartReplication {
         lsn: Lsn::new(lsn),
         acknowledged: Lsn::new(lsn),
         status_interval: interval,
+        plugin: PluginRequest::default(),
     }
 }
 
@@ -474,12 +475,31 @@ async fn status_keeps_flowing_while_the_consumer_does_not_read() {
     flood.abort();
 }
 
-#[test]
-fn plugin_options_follow_the_server_version() {
-    assert!(PluginOptions::for_server(150_004, "p").messages);
-    assert!(PluginOptions::for_server(0, "p").messages);
-    assert!(!PluginOptions::for_server(130_000, "p").messages);
-    assert_eq!(PluginOptions::for_server(170_000, "p").proto_version, 1);
+#[tokio::test]
+async fn an_option_the_server_is_too_old_for_is_refused_before_start_replication() {
+    let (client, mut server) = pipe();
+    let config = config();
+    let (session, ()) = tokio::join!(Session::login(client, &config), async {
+        server.startup().await;
+        server.welcome().await;
+    });
+    let session = session.expect("login");
+    let mut asking = start(0x100, Duration::from_secs(10));
+    asking.plugin.origin = Some(Origin::None);
+    let Err(error) = session.start(asking).await else {
+        panic!("origin on 15.4 must be refused");
+    };
+    assert!(!error.is_retryable(), "the server will not grow younger");
+    assert!(
+        error
+            .to_string()
+            .contains("--origin-filter needs origin filter (PostgreSQL 16+)")
+            && error.to_string().contains("PostgreSQL 15.4"),
+        "{error}"
+    );
+    let mut rest = Vec::new();
+    server.0.read_to_end(&mut rest).await.expect("hang-up");
+    assert!(rest.is_empty(), "nothing was sent: {rest:?}");
 }
 
 #[test]
