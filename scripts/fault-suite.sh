@@ -20,7 +20,9 @@ if [[ "${1:-}" == "--soak" ]]; then
 fi
 
 out="$(mktemp -t fault-suite.XXXXXX)"
-trap 'rm -f "$out"' EXIT
+# The whole output is kept when a scenario fails (its list of problems is
+# not in the summary); otherwise it is removed.
+trap '[[ $status -eq 0 ]] && rm -f "$out" || echo "whole output kept in $out" >&2' EXIT
 status=0
 for ((i = 1; i <= repeat; i++)); do
     set +e
