@@ -57,6 +57,48 @@ async fn restart_to_caught_up(args: &[String], log: std::path::PathBuf) -> Conne
 
 const TABLES: [&str; 2] = ["payments", "refunds"];
 
+/// The records in `topics`, all partitions.
+async fn records_in(bootstrap: &str, topics: &[String]) -> usize {
+    read_topics(bootstrap, topics, None)
+        .await
+        .values()
+        .map(Vec::len)
+        .sum()
+}
+
+/// Delivers 30 transactions, kills the connector, restarts it with `args`
+/// until it caught up, and asserts that the restart sent none of the
+/// replayed records again. Returns the restart's log.
+async fn kill_and_restart_sends_nothing(
+    scenario: &str,
+    s: &Scenario,
+    bootstrap: &str,
+    workload: &mut Workload,
+    written: &mut u64,
+    connector: &mut ConnectorProcess,
+    (args, log): (&[String], std::path::PathBuf),
+) -> String {
+    let replayed = deliver_then_kill(s, bootstrap, workload, written, 30, connector).await;
+    assert!(
+        replayed > 0,
+        "the slot confirmed everything before the kill: the restart replays nothing"
+    );
+    let topics = topics_of(s, &TABLES);
+    let records_before = records_in(bootstrap, &topics).await;
+    let restarted = restart_to_caught_up(args, log).await;
+    let records_after = records_in(bootstrap, &topics).await;
+    let log = restarted.log_text();
+    println!(
+        "[{scenario}] {replayed} transactions replayed; records in Kafka {records_before} before \
+         the restart, {records_after} after"
+    );
+    assert_eq!(
+        records_after, records_before,
+        "the restart sent records Kafka already had; log:\n{log}"
+    );
+    log
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_skips_what_kafka_already_has_and_only_that() {
     const SCENARIO: &str = "restart after delivery";
@@ -85,33 +127,16 @@ async fn a_restart_skips_what_kafka_already_has_and_only_that() {
     let mut written = 0;
 
     // 1. Same settings: the replay is all in Kafka already, nothing is sent.
-    let replayed = deliver_then_kill(
+    let log = kill_and_restart_sends_nothing(
+        SCENARIO,
         &s,
         &bootstrap,
         &mut workload,
         &mut written,
-        30,
         &mut connector,
+        (&args, logs.path(1)),
     )
     .await;
-    assert!(
-        replayed > 0,
-        "the slot confirmed everything before the kill: the restart replays nothing"
-    );
-    let before = read_topics(&bootstrap, &topics_of(&s, &TABLES), None).await;
-    let records_before: usize = before.values().map(Vec::len).sum();
-    let connector = restart_to_caught_up(&args, logs.path(1)).await;
-    let after = read_topics(&bootstrap, &topics_of(&s, &TABLES), None).await;
-    let records_after: usize = after.values().map(Vec::len).sum();
-    let log = connector.log_text();
-    println!(
-        "[{SCENARIO}] {replayed} transactions replayed; records in Kafka {records_before} before \
-         the restart, {records_after} after"
-    );
-    assert_eq!(
-        records_after, records_before,
-        "the restart sent records Kafka already had; log:\n{log}"
-    );
     assert!(
         log.contains("not sent again"),
         "the restart says what it skipped; log:\n{log}"
@@ -179,39 +204,15 @@ async fn a_restart_skips_what_the_first_attempt_sent_to_auto_created_topics() {
     })
     .await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    let replayed = deliver_then_kill(
+    kill_and_restart_sends_nothing(
+        SCENARIO,
         &s,
         &bootstrap,
         &mut workload,
         &mut written,
-        30,
         &mut connector,
+        (&args, logs.path(1)),
     )
     .await;
-    assert!(
-        replayed > 0,
-        "the slot confirmed everything before the kill"
-    );
-    let records_before: usize = read_topics(&bootstrap, &topics, None)
-        .await
-        .values()
-        .map(Vec::len)
-        .sum();
-    let connector = restart_to_caught_up(&args, logs.path(1)).await;
-    let records_after: usize = read_topics(&bootstrap, &topics, None)
-        .await
-        .values()
-        .map(Vec::len)
-        .sum();
-    println!(
-        "[{SCENARIO}] {replayed} transactions replayed; records in Kafka {records_before} before \
-         the restart, {records_after} after"
-    );
-    assert_eq!(
-        records_after,
-        records_before,
-        "the restart sent records Kafka already had; log:\n{}",
-        connector.log_text()
-    );
     verify_tables(SCENARIO, &s, &bootstrap, &TABLES, written, json_decoder()).await;
 }
