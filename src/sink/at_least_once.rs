@@ -379,16 +379,7 @@ impl Delivery for AtLeastOnce {
         if self.failure().is_some() {
             return Ok(());
         }
-        self.sink
-            .send_untracked(EncodedRecord {
-                topic: topic.into(),
-                key: Some(key.as_bytes().to_vec()),
-                value: Some(serde_json::to_vec(&record).unwrap_or_default()),
-                headers: Vec::new(),
-                txn: TxnId::from_u64(u64::MAX),
-                partition: None,
-            })
-            .await?;
+        self.sink.send_untracked(record.encoded(topic, key)).await?;
         self.sink.settled(timeout).await
     }
 

@@ -44,6 +44,8 @@ use super::client_log::LoggingContext;
 use super::error::SinkError;
 mod producer;
 use super::options::EosOptions;
+use super::record::EncodedRecord;
+use crate::checkpoint::TxnId;
 use crate::lsn::Lsn;
 use crate::naming::Names;
 use crate::source::signal::KeyText;
@@ -148,6 +150,22 @@ pub struct ProgressRecord {
     /// [`crate::source::identity`]). Absent in records of earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<RecordedServer>,
+}
+
+impl ProgressRecord {
+    /// The record as it is sent: keyed `key` (the connector name) in the
+    /// progress `topic`. It belongs to no Postgres transaction (sent
+    /// untracked, so its `txn` is never read).
+    pub fn encoded(&self, topic: &str, key: &str) -> EncodedRecord {
+        EncodedRecord {
+            topic: topic.into(),
+            key: Some(key.as_bytes().to_vec()),
+            value: Some(serde_json::to_vec(self).unwrap_or_default()),
+            headers: Vec::new(),
+            txn: TxnId::from_u64(u64::MAX),
+            partition: None,
+        }
+    }
 }
 
 /// How much of an initial snapshot Kafka holds. Each table is sent in key

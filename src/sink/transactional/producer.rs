@@ -387,17 +387,11 @@ impl Transactional {
         record: ProgressRecord,
         opened: Instant,
     ) -> Result<(), SinkError> {
-        let value = serde_json::to_vec(&record).unwrap_or_default();
         let sent = self
             .sink
-            .send_untracked(EncodedRecord {
-                topic: self.settings.progress_topic.as_str().into(),
-                key: Some(self.settings.connector_name.as_bytes().to_vec()),
-                value: Some(value),
-                headers: Vec::new(),
-                txn: TxnId::from_u64(u64::MAX),
-                partition: None,
-            })
+            .send_untracked(
+                record.encoded(&self.settings.progress_topic, &self.settings.connector_name),
+            )
             .await;
         if let Err(error) = sent {
             return Err(self.fatal_error().unwrap_or(error));
