@@ -39,10 +39,12 @@
 //! Under `--delivery exactly-once` the progress also rides in the progress
 //! record of every Kafka transaction and wins on start ([`committed`]).
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use tokio_postgres::Client;
 
+mod blocking;
 mod committed;
 mod in_stream;
 mod window;
@@ -52,9 +54,10 @@ use window::Window;
 
 use crate::config::RunConfig;
 use crate::lsn::Lsn;
+use crate::notification::{Kind, Notification, Notifier, INCREMENTAL_SNAPSHOT};
 use crate::source::pgoutput::{Datum, Relation, Tuple};
 use crate::source::setup::{self, quote_ident, SetupError};
-use crate::source::signal::{self, KeyText, Progress, Signal, SignalTable, PROGRESS};
+use crate::source::signal::{self, KeyText, Progress, Signal, SignalTable, SnapshotKind, PROGRESS};
 use crate::source::snapshot::SESSION_SETTINGS;
 
 /// Why incremental snapshots cannot run.
@@ -101,8 +104,24 @@ pub(super) struct Incremental {
     nonce: String,
     chunks: u64,
     rows: u64,
+    /// Rows of the current table emitted by this attempt (notifications).
+    table_rows: u64,
     started: Option<Instant>,
     last_log: Instant,
+}
+
+/// What the stream does about a signal.
+pub(super) enum Action {
+    Nothing,
+    /// The high watermark of a chunk: emit these rows of this relation now.
+    Emit(u32, Vec<Tuple>),
+    /// `execute-snapshot` with `"type": "blocking"`: read these tables now,
+    /// with the stream paused ([`blocking`]).
+    Blocking {
+        id: String,
+        tables: Vec<String>,
+        conditions: BTreeMap<String, String>,
+    },
 }
 
 fn text_at(tuple: &Tuple, position: usize) -> Option<String> {
@@ -120,13 +139,15 @@ fn literal(value: &Option<String>) -> String {
 }
 
 /// The statement reading the chunk after `after` (key columns are compared
-/// as a row, with untyped literals that take the columns' types). The
+/// as a row, with untyped literals that take the columns' types), of the
+/// rows matching `filter` (an `additional-conditions` expression). The
 /// initial snapshot reads its key-ordered chunks with it too.
 pub(super) fn chunk_query(
     relation: &Relation,
     key_names: &[&str],
     after: Option<&KeyText>,
     limit: u32,
+    filter: Option<&str>,
 ) -> String {
     let columns: Vec<String> = relation
         .columns
@@ -135,10 +156,15 @@ pub(super) fn chunk_query(
         .collect();
     let keys: Vec<String> = key_names.iter().map(|k| quote_ident(k)).collect();
     let keys = keys.join(", ");
-    let filter = after.map_or(String::new(), |after| {
+    let mut conditions: Vec<String> = filter.map(|f| format!("({f})")).into_iter().collect();
+    if let Some(after) = after {
         let values: Vec<String> = after.iter().map(literal).collect();
-        format!(" WHERE ({keys}) > ({})", values.join(", "))
-    });
+        conditions.push(format!("({keys}) > ({})", values.join(", ")));
+    }
+    let filter = match conditions.is_empty() {
+        true => String::new(),
+        false => format!(" WHERE {}", conditions.join(" AND ")),
+    };
     format!(
         "SELECT {} FROM {}.{}{filter} ORDER BY {keys} LIMIT {limit}",
         columns.join(", "),
@@ -199,6 +225,7 @@ impl Incremental {
             nonce: format!("{:x}", crate::event::now_micros()),
             chunks: 0,
             rows: 0,
+            table_rows: 0,
             last_log: Instant::now(),
         }))
     }
@@ -298,7 +325,10 @@ impl Incremental {
     /// Whether a chunk can be started (or the acknowledged one recorded).
     pub(super) fn wants_step(&self, acked: Lsn) -> bool {
         match &self.window {
-            Window::Idle => !self.progress.tables.is_empty() || self.started.is_some(),
+            Window::Idle => {
+                (!self.progress.tables.is_empty() && !self.progress.paused)
+                    || (self.progress.tables.is_empty() && self.started.is_some())
+            }
             Window::Emitted {
                 commit: Some(lsn), ..
             } => acked >= *lsn,
@@ -313,49 +343,112 @@ impl Incremental {
         signal::upsert(&self.sql, &self.signal, &self.progress_id, kind, &data).await
     }
 
-    /// Acts on a signal; returns the rows to emit now (at a high watermark).
+    /// A notification of this snapshot (id: the signal that started it).
+    pub(super) fn notification(&self, kind: Kind) -> Notification {
+        Notification::new(
+            INCREMENTAL_SNAPSHOT,
+            kind,
+            self.progress.signal_id.as_deref(),
+        )
+    }
+
+    /// A notification with the tables of the snapshot as `data_collections`.
+    fn about_tables(&self, kind: Kind, tables: &[String]) -> Notification {
+        self.notification(kind)
+            .with("data_collections", tables.join(","))
+    }
+
+    /// Acts on a signal; says what the stream does about it.
     async fn on_signal(
         &mut self,
         signal: Signal,
         metrics: &crate::metrics::Metrics,
-    ) -> Result<Option<(u32, Vec<Tuple>)>, SetupError> {
+        notifier: &Notifier,
+    ) -> Result<Action, SetupError> {
         match signal {
-            Signal::ExecuteSnapshot { tables } => {
+            Signal::ExecuteSnapshot {
+                id,
+                tables,
+                kind: SnapshotKind::Blocking,
+                conditions,
+            } => {
+                return Ok(Action::Blocking {
+                    id,
+                    tables,
+                    conditions,
+                })
+            }
+            Signal::ExecuteSnapshot {
+                id,
+                tables,
+                kind: SnapshotKind::Incremental,
+                mut conditions,
+            } => {
                 let mut added = Vec::new();
                 for table in tables {
                     if !self.progress.tables.contains(&table) {
+                        if let Some(filter) = conditions.remove(&table) {
+                            self.progress.conditions.insert(table.clone(), filter);
+                        }
                         self.progress.tables.push(table.clone());
                         added.push(table);
                     }
                 }
                 tracing::info!(?added, tables = ?self.progress.tables, "incremental snapshot requested");
+                if self.started.is_none() || self.progress.signal_id.is_none() {
+                    self.progress.signal_id = Some(id);
+                }
                 self.started.get_or_insert_with(Instant::now);
                 metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
                 self.persist(PROGRESS, None).await?;
+                if !added.is_empty() {
+                    notifier.notify(self.about_tables(Kind::Started, &self.progress.tables));
+                }
             }
             Signal::StopSnapshot { tables } => {
                 let current = self.progress.tables.first().cloned();
+                let stopped = match tables.is_empty() {
+                    true => self.progress.tables.clone(),
+                    false => tables.clone(),
+                };
+                notifier.notify(self.about_tables(Kind::Aborted, &stopped));
                 if tables.is_empty() {
                     self.progress.tables.clear();
                     self.progress.resume_after.clear();
+                    self.progress.conditions.clear();
                 } else {
                     self.progress.tables.retain(|t| !tables.contains(t));
                     self.progress
                         .resume_after
                         .retain(|t, _| !tables.contains(t));
+                    self.progress.conditions.retain(|t, _| !tables.contains(t));
                 }
                 if self.progress.tables.first() != current.as_ref() {
                     // The current table is gone: so is its chunk in flight.
                     self.progress.current_changed();
                     self.window = Window::Idle;
+                    self.table_rows = 0;
                 }
                 tracing::info!(stopped = ?tables, remaining = ?self.progress.tables, "incremental snapshot stop requested");
                 metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
                 if self.progress.tables.is_empty() {
                     self.started = None;
+                    self.progress = Progress::default();
                     signal::delete(&self.sql, &self.signal, &self.progress_id).await?;
                 } else {
                     self.persist(PROGRESS, None).await?;
+                }
+            }
+            Signal::PauseSnapshot | Signal::ResumeSnapshot => {
+                let pause = matches!(signal, Signal::PauseSnapshot);
+                if self.progress.tables.is_empty() {
+                    tracing::warn!(table = %self.signal, pause, "no incremental snapshot is running; pause/resume signal ignored");
+                } else if self.progress.paused != pause {
+                    self.progress.paused = pause;
+                    tracing::info!(tables = ?self.progress.tables, "incremental snapshot {}", if pause { "paused" } else { "resumed" });
+                    self.persist(PROGRESS, None).await?;
+                    let kind = if pause { Kind::Paused } else { Kind::Resumed };
+                    notifier.notify(self.about_tables(kind, &self.progress.tables));
                 }
             }
             Signal::Window { kind, progress } => {
@@ -363,15 +456,37 @@ impl Incremental {
                 if let Some((_, rows)) = &emitted {
                     self.chunks += 1;
                     self.rows += rows.len() as u64;
+                    self.table_rows += rows.len() as u64;
                     metrics.incremental_chunk(rows.len() as u64);
+                    notifier.notify(self.in_progress());
                 }
-                return Ok(emitted);
+                return Ok(emitted.map_or(Action::Nothing, |(relation, rows)| {
+                    Action::Emit(relation, rows)
+                }));
             }
             Signal::Ignored { kind, reason } => {
                 tracing::warn!(table = %self.signal, %kind, %reason, "signal ignored");
             }
             Signal::Foreign => {}
         }
-        Ok(None)
+        Ok(Action::Nothing)
+    }
+
+    /// `IN_PROGRESS`, at a chunk's high watermark: the table and the key the
+    /// chunk ends at (Debezium's `last_processed_key`).
+    fn in_progress(&self) -> Notification {
+        let last_key = match &self.window {
+            Window::Emitted { end: Some(end), .. } => end
+                .iter()
+                .map(|k| k.as_deref().unwrap_or("<null>"))
+                .collect::<Vec<_>>()
+                .join(","),
+            _ => "<none>".to_owned(),
+        };
+        let current = self.progress.tables.first().cloned().unwrap_or_default();
+        self.about_tables(Kind::InProgress, &self.progress.tables)
+            .with("current_collection_in_progress", current)
+            .with("last_processed_key", last_key)
+            .with("total_rows_scanned", self.table_rows.to_string())
     }
 }

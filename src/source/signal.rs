@@ -10,7 +10,14 @@
 //! - `execute-snapshot` with data `{"data-collections": ["public.t"], "type":
 //!   "incremental"}` adds tables to the incremental snapshot;
 //! - `stop-snapshot` with the same data removes them (all of them when
-//!   `data-collections` is absent or empty).
+//!   `data-collections` is absent or empty);
+//! - `"additional-conditions": [{"data-collection": "public.t", "filter":
+//!   "region = 'eu'"}]` in `execute-snapshot` reads only the rows of a table
+//!   that match its filter (Debezium's per-table conditions);
+//! - `"type": "blocking"` asks for a blocking snapshot instead: the stream
+//!   pauses while the tables are read again (`crate::pipeline`);
+//! - `pause-snapshot` and `resume-snapshot` pause and resume a running
+//!   incremental snapshot between chunks.
 //!
 //! The connector itself upserts one row per slot, id [`progress_row_id`],
 //! whose `type` is `snapshot-window-open` or `snapshot-window-close` (the
@@ -31,6 +38,10 @@ use crate::source::setup::{quote_ident, SetupError};
 pub const EXECUTE_SNAPSHOT: &str = "execute-snapshot";
 /// The `type` of a signal that stops (part of) an incremental snapshot.
 pub const STOP_SNAPSHOT: &str = "stop-snapshot";
+/// The `type` of a signal that pauses an incremental snapshot between chunks.
+pub const PAUSE_SNAPSHOT: &str = "pause-snapshot";
+/// The `type` of a signal that resumes a paused incremental snapshot.
+pub const RESUME_SNAPSHOT: &str = "resume-snapshot";
 /// The `type` of the progress row written before a chunk is read (low watermark).
 pub const WINDOW_OPEN: &str = "snapshot-window-open";
 /// The `type` of the progress row written after a chunk is read (high watermark).
@@ -93,6 +104,17 @@ pub struct Progress {
     /// resumed here had these rows in Kafka already (docs/SNAPSHOTS.md).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resume_after: BTreeMap<String, KeyText>,
+    /// Per table of `tables`, the `additional-conditions` filter its rows
+    /// must match (an SQL boolean expression).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub conditions: BTreeMap<String, String>,
+    /// A `pause-snapshot` signal holds the next chunk until `resume-snapshot`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// The id of the `execute-snapshot` signal that started the snapshot:
+    /// the id of its notifications, as Debezium's correlation id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_id: Option<String>,
 }
 
 impl Progress {
@@ -111,6 +133,9 @@ impl Progress {
     /// after its key in `resume_after`. Returns the table left.
     pub fn table_finished(&mut self) -> Option<String> {
         let finished = (!self.tables.is_empty()).then(|| self.tables.remove(0));
+        if let Some(table) = &finished {
+            self.conditions.remove(table);
+        }
         self.current_changed();
         finished
     }
@@ -129,25 +154,58 @@ impl Progress {
         self.tables == other.tables
             && self.last_key == other.last_key
             && self.resume_after == other.resume_after
+            && self.conditions == other.conditions
     }
 }
 
-/// `data` of `execute-snapshot` and `stop-snapshot`.
+/// `data` of the snapshot signals.
 #[derive(Debug, Clone, Default, Deserialize)]
 struct SignalData {
     #[serde(rename = "data-collections", default)]
     data_collections: Vec<String>,
     #[serde(rename = "type", default)]
     kind: Option<String>,
+    #[serde(rename = "additional-conditions", default)]
+    additional_conditions: Vec<AdditionalCondition>,
+    /// Debezium 2.0-2.2's single condition for every table named.
+    #[serde(rename = "additional-condition", default)]
+    additional_condition: Option<String>,
+}
+
+/// One of `execute-snapshot`'s `additional-conditions`.
+#[derive(Debug, Clone, Deserialize)]
+struct AdditionalCondition {
+    #[serde(rename = "data-collection")]
+    data_collection: String,
+    filter: String,
+}
+
+/// How `execute-snapshot` reads its tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotKind {
+    /// In chunks between watermarks, while the stream goes on.
+    Incremental,
+    /// The stream pauses while the tables are read whole.
+    Blocking,
 }
 
 /// What a signal-table row asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Signal {
-    /// `execute-snapshot` of these tables.
-    ExecuteSnapshot { tables: Vec<String> },
+    /// `execute-snapshot` of these tables, signal `id`, with per-table
+    /// filters (`additional-conditions`).
+    ExecuteSnapshot {
+        id: String,
+        tables: Vec<String>,
+        kind: SnapshotKind,
+        conditions: BTreeMap<String, String>,
+    },
     /// `stop-snapshot` of these tables (every table when empty).
     StopSnapshot { tables: Vec<String> },
+    /// `pause-snapshot`.
+    PauseSnapshot,
+    /// `resume-snapshot`.
+    ResumeSnapshot,
     /// The connector's own progress row.
     Window { kind: String, progress: Progress },
     /// A signal this connector does not act on, and why.
@@ -178,29 +236,69 @@ pub fn parse(id: &str, kind: &str, data: Option<&str>, progress_id: &str) -> Sig
         kind: kind.to_owned(),
         reason: reason.to_owned(),
     };
-    if kind != EXECUTE_SNAPSHOT && kind != STOP_SNAPSHOT {
-        return ignored("only execute-snapshot and stop-snapshot signals are supported");
+    if ![
+        EXECUTE_SNAPSHOT,
+        STOP_SNAPSHOT,
+        PAUSE_SNAPSHOT,
+        RESUME_SNAPSHOT,
+    ]
+    .contains(&kind)
+    {
+        return ignored("only execute-snapshot, stop-snapshot, pause-snapshot and resume-snapshot signals are supported");
     }
-    let parsed = match data.map(serde_json::from_str::<SignalData>) {
+    let parsed = match data.filter(|d| !d.trim().is_empty()).map(serde_json::from_str::<SignalData>) {
         None => SignalData::default(),
         Some(Ok(parsed)) => parsed,
-        Some(Err(_)) => return ignored("data is not a JSON object with \"data-collections\""),
+        Some(Err(_)) => return ignored("data is not a JSON object with \"data-collections\" (and \"additional-conditions\" as [{\"data-collection\": ..., \"filter\": ...}])"),
     };
-    if parsed
+    let snapshot_kind = match parsed
         .kind
         .as_deref()
-        .is_some_and(|k| !k.eq_ignore_ascii_case("incremental"))
+        .map(str::to_ascii_lowercase)
+        .as_deref()
     {
-        return ignored("only incremental snapshots are supported (\"type\": \"incremental\")");
-    }
-    let tables = parsed.data_collections;
-    if kind == EXECUTE_SNAPSHOT {
-        if tables.is_empty() {
-            return ignored("execute-snapshot names no table in \"data-collections\"");
+        None | Some("incremental") => SnapshotKind::Incremental,
+        Some("blocking") if kind == EXECUTE_SNAPSHOT => SnapshotKind::Blocking,
+        Some(_) => {
+            return ignored(
+                "\"type\" must be \"incremental\" (or \"blocking\" for execute-snapshot)",
+            )
         }
-        Signal::ExecuteSnapshot { tables }
-    } else {
-        Signal::StopSnapshot { tables }
+    };
+    let tables = parsed.data_collections;
+    match kind {
+        EXECUTE_SNAPSHOT => {
+            if tables.is_empty() {
+                return ignored("execute-snapshot names no table in \"data-collections\"");
+            }
+            let mut conditions: BTreeMap<String, String> = parsed
+                .additional_conditions
+                .into_iter()
+                .filter(|c| !c.filter.trim().is_empty())
+                .map(|c| (c.data_collection, c.filter))
+                .collect();
+            if let Some(filter) = parsed.additional_condition.filter(|f| !f.trim().is_empty()) {
+                for table in &tables {
+                    conditions
+                        .entry(table.clone())
+                        .or_insert_with(|| filter.clone());
+                }
+            }
+            if let Some(stray) = conditions.keys().find(|t| !tables.contains(t)) {
+                return ignored(&format!(
+                    "additional-conditions names {stray:?}, which is not in \"data-collections\""
+                ));
+            }
+            Signal::ExecuteSnapshot {
+                id: id.to_owned(),
+                tables,
+                kind: snapshot_kind,
+                conditions,
+            }
+        }
+        STOP_SNAPSHOT => Signal::StopSnapshot { tables },
+        PAUSE_SNAPSHOT => Signal::PauseSnapshot,
+        _ => Signal::ResumeSnapshot,
     }
 }
 
@@ -380,7 +478,10 @@ mod tests {
         assert_eq!(
             parse("x", EXECUTE_SNAPSHOT, Some(data), "pgcdc-s"),
             Signal::ExecuteSnapshot {
-                tables: vec!["public.t1".into(), "public.t2".into()]
+                id: "x".into(),
+                tables: vec!["public.t1".into(), "public.t2".into()],
+                kind: SnapshotKind::Incremental,
+                conditions: BTreeMap::new(),
             }
         );
         assert_eq!(
@@ -394,8 +495,23 @@ mod tests {
                 Some(r#"{"data-collections": ["a.b"], "type": "blocking"}"#),
                 "p"
             ),
+            Signal::ExecuteSnapshot {
+                kind: SnapshotKind::Blocking,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse("x", STOP_SNAPSHOT, Some(r#"{"type": "blocking"}"#), "p"),
             Signal::Ignored { .. }
         ));
+        assert_eq!(
+            parse("x", PAUSE_SNAPSHOT, Some(r#"{"type": "incremental"}"#), "p"),
+            Signal::PauseSnapshot
+        );
+        assert_eq!(
+            parse("x", RESUME_SNAPSHOT, None, "p"),
+            Signal::ResumeSnapshot
+        );
         assert!(matches!(
             parse("x", "log", Some("{}"), "p"),
             Signal::Ignored { .. }
@@ -412,12 +528,48 @@ mod tests {
     }
 
     #[test]
+    fn additional_conditions_filter_the_tables_they_name() {
+        let data = r#"{"data-collections": ["public.a", "public.b"],
+            "additional-conditions": [{"data-collection": "public.a", "filter": "id > 10"}]}"#;
+        let Signal::ExecuteSnapshot { conditions, .. } =
+            parse("x", EXECUTE_SNAPSHOT, Some(data), "p")
+        else {
+            panic!("an execute-snapshot signal");
+        };
+        assert_eq!(
+            conditions,
+            BTreeMap::from([("public.a".into(), "id > 10".into())])
+        );
+        let old = r#"{"data-collections": ["public.a"], "additional-condition": "x = 1"}"#;
+        assert!(matches!(
+            parse("x", EXECUTE_SNAPSHOT, Some(old), "p"),
+            Signal::ExecuteSnapshot { conditions, .. } if conditions["public.a"] == "x = 1"
+        ));
+        let stray = r#"{"data-collections": ["public.a"],
+            "additional-conditions": [{"data-collection": "public.c", "filter": "true"}]}"#;
+        assert!(matches!(
+            parse("x", EXECUTE_SNAPSHOT, Some(stray), "p"),
+            Signal::Ignored { reason, .. } if reason.contains("public.c")
+        ));
+        let mut progress = Progress {
+            tables: vec!["public.a".into()],
+            conditions,
+            ..Progress::default()
+        };
+        progress.table_finished();
+        assert!(
+            progress.conditions.is_empty(),
+            "a finished table's filter goes with it"
+        );
+    }
+
+    #[test]
     fn chunks_advance_the_key_and_the_last_one_finishes_the_table() {
         let mut progress = Progress {
             tables: vec!["public.a".into(), "public.b".into()],
             last_key: Some(vec![Some("10".into())]),
             chunk: Some("c".into()),
-            resume_after: BTreeMap::new(),
+            ..Progress::default()
         };
         assert_eq!(progress.chunk_done(Some(vec![Some("20".into())])), None);
         assert_eq!(progress.last_key, Some(vec![Some("20".into())]));
@@ -454,6 +606,9 @@ mod tests {
             last_key: Some(vec![Some("42".into()), None]),
             chunk: Some("c-1".into()),
             resume_after: BTreeMap::from([("public.u".into(), vec![Some("7".into())])]),
+            conditions: BTreeMap::from([("public.t".into(), "v > 1".into())]),
+            paused: true,
+            signal_id: Some("ad-hoc".into()),
         };
         let data = serde_json::to_string(&progress).expect("serializes");
         assert_eq!(

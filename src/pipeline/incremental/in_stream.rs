@@ -12,10 +12,11 @@ use bytes::Bytes;
 use tokio_postgres::SimpleQueryMessage;
 
 use super::window::{key_of, Chunk, Window};
-use super::{chunk_query, Incremental, IncrementalError};
+use super::{chunk_query, Action, Incremental, IncrementalError};
 use crate::checkpoint::TxnId;
 use crate::event::{ChangeEvent, Op, SnapshotMarker, SourceInfo, UnmappedKey};
 use crate::lsn::Lsn;
+use crate::notification::Kind;
 use crate::pipeline::stream::Stream;
 use crate::pipeline::PipelineError;
 use crate::source::pgoutput::{Datum, Relation, Tuple};
@@ -43,19 +44,33 @@ impl Stream<'_> {
         };
         let changes_progress = matches!(
             signal,
-            Signal::ExecuteSnapshot { .. } | Signal::StopSnapshot { .. }
+            Signal::ExecuteSnapshot { .. }
+                | Signal::StopSnapshot { .. }
+                | Signal::PauseSnapshot
+                | Signal::ResumeSnapshot
         );
-        let emitted = incremental
-            .on_signal(signal, &self.metrics)
+        let action = incremental
+            .on_signal(signal, &self.metrics, &self.notifier)
             .await
             .map_err(IncrementalError::from)?;
-        if changes_progress || emitted.is_some() {
+        if changes_progress || matches!(action, Action::Emit(..)) {
             // Exactly-once: this transaction goes into a Kafka transaction
             // whose progress record carries what it changed (module docs).
             self.delivery.open_batch()?;
         }
-        let Some((relation_id, rows)) = emitted else {
-            return Ok(());
+        let (relation_id, rows) = match action {
+            Action::Nothing => return Ok(()),
+            Action::Emit(relation_id, rows) => (relation_id, rows),
+            Action::Blocking {
+                id,
+                tables,
+                conditions,
+            } => {
+                let source = (lsn, txn, xid, commit_time_micros);
+                return self
+                    .blocking_snapshot(&id, &tables, &conditions, source)
+                    .await;
+            }
         };
         let schema = Arc::clone(self.relations.get(relation_id, lsn)?);
         // A replay reads the chunk again as the table is then.
@@ -109,6 +124,7 @@ impl Stream<'_> {
             return false;
         }
         let finished = end.is_none();
+        let tables = inc.progress.tables.clone();
         let done = inc.progress.chunk_done(end.clone());
         if finished {
             let done = done.unwrap_or_default();
@@ -116,6 +132,13 @@ impl Stream<'_> {
             self.metrics
                 .incremental_tables_remaining(inc.progress.tables.len() as u64);
             tracing::info!(table = %done, remaining = inc.progress.tables.len(), "incremental snapshot of table done");
+            self.notifier.notify(
+                inc.about_tables(Kind::TableScanCompleted, &tables)
+                    .with("scanned_collection", done)
+                    .with("total_rows_scanned", inc.table_rows.to_string())
+                    .with("status", "SUCCEEDED"),
+            );
+            inc.table_rows = 0;
         }
         inc.window = Window::Idle;
         true
@@ -163,33 +186,59 @@ impl Stream<'_> {
                         "incremental snapshot completed"
                     );
                     self.metrics.incremental_tables_remaining(0);
+                    self.notifier.notify(inc.notification(Kind::Completed));
+                    inc.progress = Default::default();
                 }
                 return Ok(());
             };
-            let Some((relation, key_positions)) = self.snapshot_target(inc, &table).await? else {
-                inc.progress.table_finished();
-                self.metrics
-                    .incremental_tables_remaining(inc.progress.tables.len() as u64);
-                inc.persist(PROGRESS, None)
-                    .await
-                    .map_err(IncrementalError::from)?;
-                continue;
+            if inc.progress.paused {
+                return Ok(());
+            }
+            let target = match self.snapshot_target(inc, &table).await? {
+                Ok((relation, Some(key_positions))) => Ok((relation, key_positions)),
+                Ok((_, None)) => {
+                    skipped(&table, "it has no primary key (nor --message-key-columns): chunks are read in key order, and streamed changes are matched by key");
+                    Err("NO_PRIMARY_KEY")
+                }
+                Err(status) => Err(status),
+            };
+            let (relation, key_positions) = match target {
+                Ok(target) => target,
+                Err(status) => {
+                    self.notifier.notify(
+                        inc.about_tables(Kind::TableScanCompleted, &inc.progress.tables)
+                            .with("scanned_collection", table.as_str())
+                            .with("total_rows_scanned", "0")
+                            .with("status", status),
+                    );
+                    inc.progress.table_finished();
+                    self.metrics
+                        .incremental_tables_remaining(inc.progress.tables.len() as u64);
+                    inc.persist(PROGRESS, None)
+                        .await
+                        .map_err(IncrementalError::from)?;
+                    continue;
+                }
             };
             return select_chunk(inc, &relation, key_positions, &table).await;
         }
     }
 
-    /// The relation and key positions of `table` for a chunk, after making
-    /// sure the stream's relation cache knows it; `None` (with a warning)
-    /// when it cannot be snapshotted incrementally.
-    async fn snapshot_target(
+    /// The relation and key positions of `table` (`None`: it has no key),
+    /// after making sure the stream's relation cache knows it; `Err` (with
+    /// a warning) with Debezium's status when it cannot be snapshotted.
+    pub(super) async fn snapshot_target(
         &mut self,
         inc: &Incremental,
         table: &str,
-    ) -> Result<Option<(Relation, Vec<usize>)>, PipelineError> {
+    ) -> Result<Result<(Relation, Option<Vec<usize>>), &'static str>, PipelineError> {
         let skip = |reason: &str| {
-            tracing::warn!(%table, %reason, "table skipped by the incremental snapshot");
-            None
+            skipped(table, reason);
+            Err(if reason == "no such table" {
+                "UNKNOWN_SCHEMA"
+            } else {
+                "SKIPPED"
+            })
         };
         let Some(name) = SignalTable::parse(table) else {
             return Ok(skip("not a schema.table name"));
@@ -232,11 +281,16 @@ impl Stream<'_> {
         let Some(relation) = self.relations.relation(oid).cloned() else {
             return Ok(skip("its definition is unknown"));
         };
-        match self.relations.key_positions(&schema) {
-            Some(positions) if !positions.is_empty() => Ok(Some((relation, positions))),
-            _ => Ok(skip("it has no primary key (nor --message-key-columns): chunks are read in key order, and streamed changes are matched by key")),
-        }
+        let positions = self
+            .relations
+            .key_positions(&schema)
+            .filter(|p| !p.is_empty());
+        Ok(Ok((relation, positions)))
     }
+}
+
+fn skipped(table: &str, reason: &str) {
+    tracing::warn!(%table, %reason, "table skipped by the snapshot");
 }
 
 /// Every 5 s while a snapshot runs: where it is and how fast.
@@ -283,6 +337,7 @@ async fn select_chunk(
         &key_names,
         inc.progress.last_key.as_ref(),
         inc.chunk_size,
+        inc.progress.conditions.get(table).map(String::as_str),
     );
     let messages = inc
         .sql
@@ -355,7 +410,7 @@ mod tests {
                 .collect(),
         };
         assert_eq!(
-            chunk_query(&relation, &["a", "b"], None, 10),
+            chunk_query(&relation, &["a", "b"], None, 10, None),
             "SELECT \"a\", \"b\", \"v\" FROM \"public\".\"t\" ORDER BY \"a\", \"b\" LIMIT 10"
         );
         assert_eq!(
@@ -363,9 +418,15 @@ mod tests {
                 &relation,
                 &["a", "b"],
                 Some(&vec![Some("it's".into()), Some("2".into())]),
-                5
+                5,
+                None
             ),
             "SELECT \"a\", \"b\", \"v\" FROM \"public\".\"t\" WHERE (\"a\", \"b\") > ('it''s', '2') ORDER BY \"a\", \"b\" LIMIT 5"
+        );
+        assert_eq!(
+            chunk_query(&relation, &["a"], Some(&vec![Some("7".into())]), 5, Some("v = 'x' OR v IS NULL")),
+            "SELECT \"a\", \"b\", \"v\" FROM \"public\".\"t\" WHERE (v = 'x' OR v IS NULL) AND (\"a\") > ('7') ORDER BY \"a\" LIMIT 5",
+            "the filter is parenthesized, so its OR cannot escape"
         );
     }
 }
