@@ -55,6 +55,7 @@ pub mod http;
 pub use pgcdc_wire::lsn;
 pub mod metrics;
 pub mod naming;
+pub mod notification;
 pub mod options;
 pub mod pipeline;
 pub mod progress;

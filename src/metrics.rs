@@ -27,12 +27,10 @@
 //!
 //! # Bounded
 //!
-//! Per-table label sets grow with the number of published tables only; the
-//! queue of unacknowledged commit times is pruned as acknowledgements arrive
-//! and holds at most the transactions the ack tracker holds.
+//! Per-table label sets grow with the number of published tables only; the queue of unacknowledged
+//! commit times is pruned as acknowledgements arrive, holding at most the ack tracker's transactions.
 //!
-//! Prometheus samples are `f64`: LSNs are exact up to 2^53 bytes (8 PiB) of
-//! WAL, far beyond any real server.
+//! Prometheus samples are `f64`: LSNs are exact up to 2^53 bytes (8 PiB) of WAL, beyond any server.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -45,6 +43,7 @@ use crate::source::replication::ReplicationMetrics;
 mod exposition;
 pub mod labelled;
 pub mod names;
+mod notifications;
 mod phase;
 pub mod process;
 
@@ -162,6 +161,7 @@ pub struct Metrics {
     incremental_chunks: Counter,
     incremental_tables_done: Counter,
     incremental_tables_remaining: U64Gauge,
+    notifications: notifications::Notifications,
 
     probes: Mutex<Probes>,
     /// `--startup-timeout`: PostgreSQL / Kafka answered at least once.
@@ -220,6 +220,7 @@ impl Metrics {
             incremental_chunks: Counter::default(),
             incremental_tables_done: Counter::default(),
             incremental_tables_remaining: U64Gauge::default(),
+            notifications: Default::default(),
             probes: Mutex::new(Probes::default()),
             answered_postgres: AtomicBool::new(false),
             answered_kafka: AtomicBool::new(false),

@@ -472,6 +472,7 @@ impl Exposition {
             "Tables the running incremental snapshot still has to read.",
             m.incremental_tables_remaining.clone(),
         );
+        m.notifications.register(&mut r);
         r.register_collector(Box::new(ProcessCollector));
         Exposition {
             registry: r,

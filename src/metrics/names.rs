@@ -85,6 +85,8 @@ pub const INCREMENTAL_SNAPSHOT_TABLES_DONE: &str = "pgcdc_incremental_snapshot_t
 /// Tables the running incremental snapshot still has to read (the current one included).
 pub const INCREMENTAL_SNAPSHOT_TABLES_REMAINING: &str =
     "pgcdc_incremental_snapshot_tables_remaining";
+/// Snapshot notifications sent, labelled `aggregate_type` and `type` (Debezium's).
+pub const SNAPSHOT_NOTIFICATIONS: &str = "pgcdc_snapshot_notifications_total";
 
 // The process, under the names every Prometheus client library uses
 // (`process.rs`).
@@ -144,6 +146,7 @@ pub const ALL: &[&str] = &[
     INCREMENTAL_SNAPSHOT_CHUNKS,
     INCREMENTAL_SNAPSHOT_TABLES_DONE,
     INCREMENTAL_SNAPSHOT_TABLES_REMAINING,
+    SNAPSHOT_NOTIFICATIONS,
     PROCESS_CPU_SECONDS,
     PROCESS_RESIDENT_MEMORY,
     PROCESS_VIRTUAL_MEMORY,

@@ -84,6 +84,8 @@ pub(super) struct Stream<'a> {
     metadata: metadata::Metadata,
     /// Incremental snapshots, with `--signal-data-collection`.
     pub(super) incremental: Option<Incremental>,
+    /// Snapshot notifications (`--notification-enabled-channels`).
+    pub(super) notifier: crate::notification::Notifier,
     /// Ends the wait for Kafka's acknowledgements at the end of the attempt
     /// when forced (the binary's second SIGINT/SIGTERM).
     pub(super) shutdown: Option<Shutdown>,
@@ -131,6 +133,7 @@ impl<'a> Stream<'a> {
             last_activity: Instant::now(),
             metadata: metadata::Metadata::new(&config.metadata, &config.names()),
             incremental: Incremental::start(config).await?,
+            notifier: crate::notification::Notifier::new(config, metrics)?,
             shutdown: None,
             sql,
             config,
@@ -405,6 +408,7 @@ impl Stream<'_> {
         // After a failed delivery nothing more may reach Kafka from this
         // attempt: a later change could land ahead of the failed one.
         self.drain(reason.is_some()).await;
+        self.notifier.flush(self.config.shutdown_timeout).await;
         if reason.is_some() {
             if let Err(error) = self.record_progress_on_stop().await {
                 tracing::warn!(error = %crate::error_chain(&error), "the incremental snapshot's last chunk is not recorded; it is read again on restart");

@@ -32,6 +32,10 @@ use crate::lsn::Lsn;
 
 /// What Kafka holds of this connector's output, read when an attempt starts.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per attempt, matched at once: boxing would only add a deref"
+)]
 pub enum InKafka {
     /// At-least-once: Kafka keeps no record of it; the slot's position is
     /// the only one.
