@@ -315,6 +315,10 @@ pub struct RunConfig {
     pub select: SelectOptions,
     #[command(flatten)]
     pub columns: crate::source::column_mappers::ColumnMapperOptions,
+    #[command(flatten)]
+    pub snapshot_select: crate::source::snapshot_select::SnapshotSelectOptions,
+    #[command(flatten)]
+    pub notifications: crate::notification::options::NotificationOptions,
 
     // --- topic creation ---
     #[command(flatten)]

@@ -33,6 +33,10 @@ impl RunConfig {
         if let Err(e) = self.topic_renames() {
             p.0.extend(e.0);
         }
+        if let Err(problems) = self.snapshot_select.parse() {
+            p.0.extend(problems);
+        }
+        self.notifications.check(&mut p);
         if p.0.is_empty() {
             Ok(())
         } else {

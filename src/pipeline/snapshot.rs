@@ -39,6 +39,7 @@ use super::stream::Stream;
 use super::{PipelineError, StopReason};
 use crate::config::{RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
+use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
 use crate::progress::SnapshotProgress;
 use crate::sink::transactional::{ensure_progress_topic, now_ms, ProgressRecord};
 use crate::sink::{InKafka, SinkError};
@@ -46,6 +47,7 @@ use crate::source::pgoutput::Relation;
 use crate::source::replication::{ReplicationError, Session, SlotSnapshot};
 use crate::source::setup::{self, quote_ident, SetupError};
 use crate::source::snapshot::{self as reader, SnapshotReadError};
+use crate::source::snapshot_select::SnapshotSelect;
 
 mod emission;
 mod resume;
@@ -112,17 +114,21 @@ pub(super) async fn take(
         stream.resume_incremental_from_kafka(recorded.as_ref(), start);
     }
     stream.metrics.snapshot_started();
+    let notification = |kind| Notification::new(INITIAL_SNAPSHOT, kind, None);
+    stream.notifier.notify(notification(Kind::Started));
     let emitted = emit_snapshot(stream, exported, stop.as_mut()).await;
     stream.metrics.snapshot_finished();
     let emitted = match emitted {
         Ok(emitted) => emitted,
         Err(error) => {
+            stream.notifier.notify(notification(Kind::Aborted));
             stream.delivery.abort_batch().await;
             return Err(error);
         }
     };
     let Some(_rows) = emitted else {
         // `emit_snapshot` recorded why it stopped (a request, --max-run).
+        stream.notifier.notify(notification(Kind::Aborted));
         stream.delivery.abort_batch().await;
         return Ok(false);
     };
@@ -137,7 +143,9 @@ pub(super) async fn take(
         return Err(PipelineError::Delivery(failure));
     }
     promote_slot(stream.config, &stream.sql).await?;
+    stream.notifier.notify(notification(Kind::Completed));
     if stream.config.snapshot_mode == SnapshotMode::InitialOnly {
+        stream.notifier.flush(stream.config.shutdown_timeout).await;
         stream.summary.stopped = StopReason::SnapshotCompleted;
         stream.summary.confirmed_lsn = Some(start);
         return Ok(false);
@@ -407,10 +415,13 @@ async fn plan_tables(
     let mut keyless_jobs = Vec::new();
     let mut keyed_jobs = Vec::new();
     let mut estimated_rows = 0u64;
+    let select = config.snapshot_select.parse().unwrap_or_default();
     for oid in reader::publication_tables(catalog_client, &config.publication_name).await? {
         let mut relation =
             reader::relation_from_catalog(catalog_client, oid, &config.publication_name).await?;
-        if !stream.relations.admits(&relation) {
+        if !stream.relations.admits(&relation)
+            || !select.includes(&relation.namespace, &relation.name)
+        {
             continue;
         }
         let catalog = setup::catalog_columns(catalog_client, oid).await?;
@@ -448,9 +459,18 @@ async fn plan_tables(
                         .is_some_and(|column| primary_key.contains(&column.name.as_str()))
                 })
             });
+        let statement = select.statement(&relation.namespace, &relation.name);
+        let copy = statement.map(|select| SnapshotSelect::copy_of(&relation, select));
+        // An override is read in one piece: it has no key order to resume from.
+        let key_positions = key_positions.filter(|_| copy.is_none());
         let mut progress = TableProgress::new(relation, key_positions.clone(), 0);
-        match key_positions {
-            Some(key_positions) => {
+        match (copy, key_positions) {
+            (Some(copy), _) => {
+                progress.chunks_left = 1;
+                progress.chunks_estimated = 1;
+                keyless_jobs.push(Job::Statement { table: index, copy });
+            }
+            (None, Some(key_positions)) => {
                 let fetch_size = config.snapshot_fetch_size;
                 progress.chunks_estimated = rows.div_ceil(u64::from(fetch_size)).max(1);
                 keyed_jobs.push(Job::Keyed {
@@ -460,7 +480,7 @@ async fn plan_tables(
                     fetch_size,
                 });
             }
-            None => {
+            (None, None) => {
                 let pages = reader::relation_pages(catalog_client, oid).await?;
                 let chunks = reader::plan_chunks(pages, config.snapshot_chunk_pages);
                 progress.chunks_left = chunks.len();

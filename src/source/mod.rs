@@ -16,6 +16,7 @@ pub mod replication;
 pub mod setup;
 pub mod signal;
 pub mod snapshot;
+pub mod snapshot_select;
 pub mod sql;
 pub mod sqlstate;
 pub mod tls;

@@ -33,6 +33,7 @@ use super::{PipelineError, SnapshotError};
 use crate::checkpoint::TxnId;
 use crate::event::{ChangeEvent, Op, SnapshotMarker, SnapshotPosition, SourceInfo, UnmappedKey};
 use crate::lsn::Lsn;
+use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
 use crate::progress::SnapshotProgress;
 use crate::sink::transactional::InitialSnapshotProgress;
 use crate::source::pgoutput::{Datum, Relation, Tuple};
@@ -72,6 +73,9 @@ pub(super) enum Job {
     },
     /// A page range of a table without a key.
     Pages { table: usize, range: PageRange },
+    /// A whole table read with its `--snapshot-select-statement-override`
+    /// (a COPY of it, see [`crate::source::snapshot_select`]).
+    Statement { table: usize, copy: String },
 }
 
 pub(super) struct TableProgress {
@@ -158,6 +162,10 @@ async fn read_job(
             read_chunk(client, relation, table, statement, None, tx).await?;
             send(tx, Work::ChunkDone { table, last: false }).await
         }
+        Job::Statement { table, copy } => {
+            read_chunk(client, &relations[table], table, copy, None, tx).await?;
+            send(tx, Work::ChunkDone { table, last: false }).await
+        }
         Job::Keyed {
             table,
             key_positions,
@@ -170,7 +178,7 @@ async fn read_job(
                 .map(|&p| relation.columns[p].name.as_str())
                 .collect();
             loop {
-                let select = chunk_query(relation, &key_names, after.as_ref(), fetch_size);
+                let select = chunk_query(relation, &key_names, after.as_ref(), fetch_size, None);
                 let statement = format!("COPY ({select}) TO STDOUT");
                 let (rows, last_key) =
                     read_chunk(client, relation, table, statement, Some(&key_positions), tx)
@@ -301,6 +309,14 @@ impl Emission {
         );
         let t = &mut self.tables[table];
         t.rows += 1;
+        if t.rows == 1 {
+            let name = t.name.clone();
+            stream.notifier.notify(
+                self.notification(Kind::InProgress)
+                    .with("current_collection_in_progress", name),
+            );
+        }
+        let t = &mut self.tables[table];
         let previous = t.pending.replace((tuple, t.rows == 1));
         self.rows += 1;
         self.progress.row();
@@ -358,7 +374,19 @@ impl Emission {
         }
         let t = &self.tables[table];
         tracing::info!(table = %t.name, rows = t.rows, chunks = t.chunks_done, "snapshot of table done");
+        stream.notifier.notify(
+            self.notification(Kind::TableScanCompleted)
+                .with("scanned_collection", t.name.as_str())
+                .with("total_rows_scanned", t.rows.to_string())
+                .with("status", "SUCCEEDED"),
+        );
         Ok(())
+    }
+
+    /// An `Initial Snapshot` notification naming the snapshot's tables.
+    pub fn notification(&self, kind: Kind) -> Notification {
+        let tables: Vec<&str> = self.tables.iter().map(|t| t.name.as_str()).collect();
+        Notification::new(INITIAL_SNAPSHOT, kind, None).with("data_collections", tables.join(","))
     }
 
     /// Every table was read: the row held last is the snapshot's last.
