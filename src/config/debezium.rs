@@ -20,6 +20,7 @@ mod columns;
 mod files;
 mod groups;
 mod rules;
+mod snapshots;
 
 pub use files::{map_server, parse_connect_json, parse_properties};
 pub use rules::{mapping_table, rule, Rule, DEBEZIUM_36_PROPERTIES, PREFIXES, PROPERTIES};
@@ -219,6 +220,7 @@ pub fn map(properties: &BTreeMap<String, String>) -> Mapping {
     map_transforms(properties, &mut mapping);
     map_topics(properties, &mut mapping);
     map_column_mappers(properties, &mut mapping);
+    snapshots::map_snapshot_controls(properties, &mut mapping);
     for (property, key, default) in DEBEZIUM_DEFAULTS {
         if !properties.contains_key(*property) {
             mapping.set(key, *default, &format!("{property} (Debezium's default)"));
