@@ -136,6 +136,10 @@ impl Progress {
         if let Some(table) = &finished {
             self.conditions.remove(table);
         }
+        if self.tables.is_empty() {
+            // Finished: the same record as a snapshot never started.
+            (self.paused, self.signal_id) = (false, None);
+        }
         self.current_changed();
         finished
     }

@@ -105,6 +105,9 @@ impl Incremental {
             chunk: None,
             ..committed.clone()
         };
+        if self.progress.signal_id.is_some() {
+            self.correlation_id.clone_from(&self.progress.signal_id);
+        }
         self.window = Window::Idle;
         if !self.progress.tables.is_empty() {
             self.started.get_or_insert_with(Instant::now);
