@@ -319,6 +319,8 @@ pub struct RunConfig {
     pub snapshot_select: crate::source::snapshot_select::SnapshotSelectOptions,
     #[command(flatten)]
     pub notifications: crate::notification::options::NotificationOptions,
+    #[command(flatten)]
+    pub signal_channels: crate::source::signal_channels::SignalChannelOptions,
 
     // --- topic creation ---
     #[command(flatten)]

@@ -8,8 +8,9 @@
 //!   matching rows; one paused in its signal's transaction emits nothing
 //!   until `resume-snapshot`, then every row; a blocking snapshot under a
 //!   concurrent write load re-reads the table while the stream waits, and
-//!   the topic ends equal to the table row by row; every step's
-//!   notification is read back from the topic with Debezium's fields.
+//!   the topic ends equal to the table row by row; a signal sent through
+//!   Debezium's kafka channel acts (another connector's is skipped); every
+//!   step's notification is read back from the topic with Debezium's fields.
 
 mod common;
 
@@ -19,6 +20,8 @@ use std::time::Duration;
 use common::compacted::{latest_by_key, table_state};
 use common::{consume_all, hold_for, wait_for, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_testcontainers::{Kafka, Postgres};
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{json, Value as Json};
 
 const SIGNALS: &str =
@@ -82,6 +85,23 @@ async fn wait_for_notification(
         },
     )
     .await
+}
+
+/// Sends a signal through the kafka channel's topic, keyed `connector`.
+async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, id: &str, data: Json) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", kafka.bootstrap_servers())
+        .create()
+        .expect("a producer");
+    let value = json!({"id": id, "type": "execute-snapshot", "data": data}).to_string();
+    let record = FutureRecord::to(topic)
+        .partition(0)
+        .key(connector)
+        .payload(&value);
+    producer
+        .send(record, Duration::from_secs(30))
+        .await
+        .expect("the signal is written");
 }
 
 fn signal(s: &Scenario, id: &str, kind: &str, data: Json) {
@@ -220,9 +240,23 @@ async fn conditions_pause_resume_and_a_blocking_snapshot_under_load() {
         s.publication
     ));
     let topic = format!("{}.notifications", s.prefix);
+    // The kafka channel's topic exists before the connector reads it; a
+    // record for another connector is skipped.
+    let signal_topic = format!("{}-signal", s.prefix);
+    let everything = json!({"data-collections": ["public.u"], "type": "incremental"});
+    kafka_signal(
+        kafka,
+        &signal_topic,
+        "another-connector",
+        "other",
+        everything,
+    )
+    .await;
     let running = s.start(
         &kafka.bootstrap_servers(),
         &[
+            "--signal-enabled-channels",
+            "source,kafka",
             "--snapshot-mode",
             "no_data",
             "--signal-data-collection",
@@ -375,6 +409,26 @@ async fn conditions_pause_resume_and_a_blocking_snapshot_under_load() {
         blocking.iter().collect::<BTreeSet<_>>().len(),
         blocking.len(),
         "each row once"
+    );
+
+    // Debezium's kafka signal channel: the same signal as a record.
+    let data = json!({"data-collections": ["public.u"], "type": "incremental",
+        "additional-conditions": [{"data-collection": "public.u", "filter": "id > 590"}]});
+    kafka_signal(kafka, &signal_topic, &s.prefix, "via-kafka", data).await;
+    wait_for_notification(
+        kafka,
+        &topic,
+        "Incremental Snapshot",
+        "COMPLETED",
+        "via-kafka",
+    )
+    .await;
+    let u = consume_all(&kafka.bootstrap_servers(), &s.topic("u"), TIMEOUT).await;
+    let expected: Vec<i64> = (1..=100).map(|i| i * 3).chain(591..=600).collect();
+    assert_eq!(
+        sorted(reads(&u, Some("incremental"))),
+        sorted(expected),
+        "the kafka channel's snapshot read its rows; the other connector's signal did nothing"
     );
     running.stop().await;
 }

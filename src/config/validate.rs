@@ -37,6 +37,8 @@ impl RunConfig {
             p.0.extend(problems);
         }
         self.notifications.check(&mut p);
+        let signal_table = self.signal_data_collection.as_deref();
+        (self.signal_channels).check(signal_table, &self.topic_prefix, &mut p);
         if p.0.is_empty() {
             Ok(())
         } else {

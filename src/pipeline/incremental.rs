@@ -106,6 +106,10 @@ pub(super) struct Incremental {
     rows: u64,
     /// Rows of the current table emitted by this attempt (notifications).
     table_rows: u64,
+    /// The id of the signal that started the running snapshot, the id of
+    /// its notifications (kept past the progress, which forgets it when
+    /// the last table is done).
+    correlation_id: Option<String>,
     started: Option<Instant>,
     last_log: Instant,
 }
@@ -212,6 +216,7 @@ impl Incremental {
         if resuming {
             tracing::info!(tables = ?progress.tables, last_key = ?progress.last_key, "resuming the incremental snapshot");
         }
+        let correlation_id = progress.signal_id.clone();
         Ok(Some(Incremental {
             signal,
             progress_id,
@@ -226,6 +231,7 @@ impl Incremental {
             chunks: 0,
             rows: 0,
             table_rows: 0,
+            correlation_id,
             last_log: Instant::now(),
         }))
     }
@@ -358,8 +364,14 @@ impl Incremental {
             .with("data_collections", tables.join(","))
     }
 
+    /// Interprets a signal sent as `id`, `kind`, `data` (a signal-table row
+    /// or a record of the kafka channel).
+    pub(super) fn parse_signal(&self, id: &str, kind: &str, data: Option<&str>) -> Signal {
+        signal::parse(id, kind, data, &self.progress_id)
+    }
+
     /// Acts on a signal; says what the stream does about it.
-    async fn on_signal(
+    pub(super) async fn on_signal(
         &mut self,
         signal: Signal,
         metrics: &crate::metrics::Metrics,
@@ -396,7 +408,8 @@ impl Incremental {
                 }
                 tracing::info!(?added, tables = ?self.progress.tables, "incremental snapshot requested");
                 if self.started.is_none() || self.progress.signal_id.is_none() {
-                    self.progress.signal_id = Some(id);
+                    self.progress.signal_id = Some(id.clone());
+                    self.correlation_id = Some(id);
                 }
                 self.started.get_or_insert_with(Instant::now);
                 metrics.incremental_tables_remaining(self.progress.tables.len() as u64);

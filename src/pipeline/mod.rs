@@ -43,6 +43,7 @@ pub use previous_run::SlotLost;
 mod exactly_once;
 pub mod fault;
 mod incremental;
+mod kafka_signals;
 mod snapshot;
 mod stream;
 

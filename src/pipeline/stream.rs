@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::incremental::Incremental;
+use super::kafka_signals::next_signal;
 use super::{sleep_until_some, PipelineError, RunSummary, Shutdown, StopReason};
 use crate::checkpoint::TxnId;
 use crate::config::{CaughtUp, RunConfig};
@@ -75,7 +76,7 @@ pub(super) struct Stream<'a> {
     pub(super) target: Option<Lsn>,
     /// Everything before this position has been read: the end of the last
     /// commit, or the WAL end of a keepalive that arrived between transactions.
-    received: Lsn,
+    pub(super) received: Lsn,
     /// The WAL end of the last keepalive that arrived between transactions:
     /// where a caught-up, drained stop may confirm to.
     idle_wal_end: Lsn,
@@ -86,6 +87,8 @@ pub(super) struct Stream<'a> {
     pub(super) incremental: Option<Incremental>,
     /// Snapshot notifications (`--notification-enabled-channels`).
     pub(super) notifier: crate::notification::Notifier,
+    /// Debezium's kafka signal channel (`--signal-enabled-channels kafka`).
+    pub(super) kafka_signals: Option<super::kafka_signals::KafkaSignals>,
     /// Ends the wait for Kafka's acknowledgements at the end of the attempt
     /// when forced (the binary's second SIGINT/SIGTERM).
     pub(super) shutdown: Option<Shutdown>,
@@ -134,6 +137,7 @@ impl<'a> Stream<'a> {
             metadata: metadata::Metadata::new(&config.metadata, &config.names()),
             incremental: Incremental::start(config).await?,
             notifier: crate::notification::Notifier::new(config, metrics)?,
+            kafka_signals: super::kafka_signals::KafkaSignals::start(config)?,
             shutdown: None,
             sql,
             config,
@@ -234,6 +238,9 @@ impl Stream<'_> {
                 }
                 () = sleep_until_some(heartbeat), if heartbeat.is_some() && self.txn.is_none() && stopping.is_none() => {
                     self.send_heartbeat().await?;
+                }
+                signal = next_signal(self.kafka_signals.as_ref()), if self.txn.is_none() && stopping.is_none() => {
+                    self.kafka_signal(signal).await?;
                 }
                 acked = self.delivery.acked_changed() => {
                     let acked = acked?;

@@ -15,6 +15,7 @@ pub mod relation;
 pub mod replication;
 pub mod setup;
 pub mod signal;
+pub mod signal_channels;
 pub mod snapshot;
 pub mod snapshot_select;
 pub mod sql;

@@ -1,8 +1,8 @@
 //! Debezium's snapshot controls and notification channels, whose values
 //! span several properties: `snapshot.select.statement.overrides` lists
 //! tables whose statements are `snapshot.select.statement.overrides.<schema>.<table>`;
-//! `notification.enabled.channels` is a list of which `jmx` has no
-//! counterpart here.
+//! `notification.enabled.channels` and `signal.enabled.channels` are lists
+//! of which `jmx` (and `file`) have no counterpart here.
 
 use std::collections::BTreeMap;
 
@@ -52,6 +52,22 @@ pub(super) fn map_snapshot_controls(properties: &BTreeMap<String, String>, mappi
             );
         }
     }
+    if let Some(channels) = properties.get("signal.enabled.channels") {
+        for channel in channels.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            match channel {
+                "source" | "kafka" => mapping.set(
+                    "signal_enabled_channels",
+                    channel,
+                    "signal.enabled.channels",
+                ),
+                other => mapping.reject(
+                    "signal.enabled.channels",
+                    other,
+                    "only the source and kafka signal channels exist here",
+                ),
+            }
+        }
+    }
     if let Some(channels) = properties.get("notification.enabled.channels") {
         for channel in channels.split(',').map(str::trim).filter(|c| !c.is_empty()) {
             match channel {
@@ -93,6 +109,8 @@ mod tests {
             ("snapshot.include.collection.list", "public.orders"),
             ("notification.enabled.channels", "sink,log,jmx"),
             ("notification.sink.topic.name", "app.notifications"),
+            ("signal.enabled.channels", "source,kafka"),
+            ("signal.kafka.topic", "app-signal"),
         ]
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

@@ -1,0 +1,204 @@
+//! Debezium's `kafka` signal channel (`--signal-enabled-channels kafka`):
+//! signals sent as records of a Kafka topic instead of rows of the signal
+//! table, in Debezium's layout: partition 0 of `--signal-kafka-topic`
+//! (default `<prefix>-signal`), each record keyed by the connector's logical
+//! name (the topic prefix) and valued `{"id": "...", "type":
+//! "execute-snapshot", "data": {"data-collections": [...], ...}}`. Records
+//! keyed otherwise are skipped (they are another connector's), as are values
+//! that are not such JSON (with a warning).
+//!
+//! A signal read here acts as the same signal inserted into the signal
+//! table, between two transactions of the stream instead of at a commit
+//! position. Incremental snapshots still write their watermarks and
+//! progress to the signal table (`read.only` is not supported yet).
+//!
+//! The position in the topic is the consumer group's committed offset
+//! (`--signal-kafka-group-id`), committed once a signal took effect: an
+//! incremental snapshot's signal once the progress row recorded it (so a
+//! crash before that reads it again), a blocking snapshot's once its rows
+//! were handed to Kafka (a crash before Kafka acknowledged them loses the
+//! request; send it again). Debezium commits the same consumer's offsets
+//! automatically, on a timer.
+
+use std::time::Duration;
+
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde::Deserialize;
+
+use super::stream::Stream;
+use super::PipelineError;
+use crate::config::RunConfig;
+use crate::sink::client_log::LoggingContext;
+use crate::sink::SinkError;
+use crate::source::signal::{Signal, SnapshotKind};
+
+/// A record of the signal topic, as Debezium's channel reads it.
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    data: Option<serde_json::Value>,
+}
+
+/// One signal read from the topic, at `offset`.
+#[derive(Debug)]
+pub(super) struct KafkaSignal {
+    offset: i64,
+    id: String,
+    kind: String,
+    data: Option<String>,
+}
+
+/// The consumer of the signal topic.
+pub(super) struct KafkaSignals {
+    consumer: StreamConsumer<LoggingContext>,
+    topic: String,
+    connector: String,
+}
+
+fn kafka_error(topic: &str, action: &str) -> impl FnOnce(rdkafka::error::KafkaError) -> SinkError {
+    let (topic, action) = (topic.to_owned(), action.to_owned());
+    move |error| {
+        tracing::error!(%topic, %error, "could not {action}; check --signal-kafka-bootstrap-servers and --kafka-property values");
+        SinkError::Config(Box::new(error))
+    }
+}
+
+impl KafkaSignals {
+    /// The channel, when `--signal-enabled-channels` has `kafka`: assigned
+    /// partition 0 of the topic, from the group's committed offset (the
+    /// beginning when it has none).
+    pub(super) fn start(config: &RunConfig) -> Result<Option<Self>, SinkError> {
+        let options = &config.signal_channels;
+        if !options.kafka() {
+            return Ok(None);
+        }
+        let topic = options.topic(&config.topic_prefix);
+        let mut client = crate::sink::transactional::client_config(&config.producer_config());
+        if let Some(servers) = &options.signal_kafka_bootstrap_servers {
+            client.set("bootstrap.servers", servers);
+        }
+        client
+            .set("group.id", &options.signal_kafka_group_id)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest");
+        let consumer: StreamConsumer<LoggingContext> = client
+            .create_with_context(LoggingContext::for_config(&client))
+            .map_err(kafka_error(&topic, "create a consumer for signal topic"))?;
+        let mut assignment = TopicPartitionList::new();
+        assignment
+            .add_partition_offset(&topic, 0, Offset::Stored)
+            .and_then(|()| consumer.assign(&assignment))
+            .map_err(kafka_error(&topic, "assign partition 0 of signal topic"))?;
+        tracing::info!(%topic, group = %options.signal_kafka_group_id, "reading signals from kafka");
+        Ok(Some(KafkaSignals {
+            consumer,
+            topic,
+            connector: config.topic_prefix.clone(),
+        }))
+    }
+
+    /// The next signal for this connector. Errors of the topic (it does not
+    /// exist yet, the broker is away) are retried: signals are optional.
+    pub(super) async fn next(&self) -> KafkaSignal {
+        loop {
+            let message = match self.consumer.recv().await {
+                Ok(message) => message,
+                Err(error) => {
+                    tracing::debug!(topic = %self.topic, %error, "reading the signal topic failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let offset = message.offset();
+            if message.key() != Some(self.connector.as_bytes()) {
+                tracing::debug!(topic = %self.topic, offset, "a signal for another connector skipped");
+                self.commit(offset);
+                continue;
+            }
+            let parsed = message
+                .payload()
+                .and_then(|p| serde_json::from_slice::<Envelope>(p).ok());
+            let Some(envelope) = parsed else {
+                tracing::warn!(topic = %self.topic, offset, "signal ignored: the value is not JSON {{\"type\": ..., \"data\": {{...}}}}");
+                self.commit(offset);
+                continue;
+            };
+            return KafkaSignal {
+                offset,
+                id: envelope.id.unwrap_or_else(|| format!("kafka-{offset}")),
+                kind: envelope.kind,
+                data: envelope.data.map(|d| d.to_string()),
+            };
+        }
+    }
+
+    /// The signal at `offset` took effect: the next start reads after it.
+    fn commit(&self, offset: i64) {
+        let mut position = TopicPartitionList::new();
+        let committed = position
+            .add_partition_offset(&self.topic, 0, Offset::Offset(offset + 1))
+            .and_then(|()| self.consumer.commit(&position, CommitMode::Async));
+        if let Err(error) = committed {
+            tracing::warn!(topic = %self.topic, offset, %error, "the signal topic's position was not committed; the signal may be read again");
+        }
+    }
+}
+
+/// The next signal of `signals`; never resolves without a channel.
+pub(super) async fn next_signal(signals: Option<&KafkaSignals>) -> KafkaSignal {
+    match signals {
+        Some(signals) => signals.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Stream<'_> {
+    /// Acts on a signal read from the topic, between transactions.
+    pub(super) async fn kafka_signal(&mut self, read: KafkaSignal) -> Result<(), PipelineError> {
+        let Some(incremental) = self.incremental.as_mut() else {
+            return Ok(());
+        };
+        let signal = incremental.parse_signal(&read.id, &read.kind, read.data.as_deref());
+        tracing::info!(id = %read.id, kind = %read.kind, offset = read.offset, "signal read from kafka");
+        let blocking = matches!(
+            signal,
+            Signal::ExecuteSnapshot {
+                kind: SnapshotKind::Blocking,
+                ..
+            }
+        );
+        if !blocking {
+            incremental
+                .on_signal(signal, &self.metrics, &self.notifier)
+                .await
+                .map_err(super::incremental::IncrementalError::from)?;
+        } else if let Signal::ExecuteSnapshot {
+            id,
+            tables,
+            conditions,
+            ..
+        } = signal
+        {
+            // Its own "transaction" at the position read so far, as a
+            // heartbeat's: confirming it skips nothing.
+            let txn = self.delivery.begin();
+            self.delivery.open_batch()?;
+            let source = (self.received, txn, 0, crate::event::now_micros());
+            self.blocking_snapshot(&id, &tables, &conditions, source)
+                .await?;
+            self.delivery.commit(txn, self.received);
+        }
+        // Exactly-once: the progress the signal changed rides in the next
+        // Kafka transaction's progress record.
+        self.delivery.open_batch()?;
+        if let Some(signals) = &self.kafka_signals {
+            signals.commit(read.offset);
+        }
+        Ok(())
+    }
+}
