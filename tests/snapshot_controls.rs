@@ -76,12 +76,15 @@ async fn wait_for_notification(
         TIMEOUT,
         &format!("{aggregate} {kind} notification {id}"),
         || async move {
-            notifications(kafka, topic)
-                .await
-                .into_iter()
+            let seen = notifications(kafka, topic).await;
+            let summary: Vec<String> = seen
+                .iter()
+                .map(|(a, k, p)| format!("{a} {k} {}", p["id"]))
+                .collect();
+            seen.into_iter()
                 .find(|(a, k, p)| a == aggregate && k == kind && (id.is_empty() || p["id"] == id))
                 .map(|(_, _, p)| p)
-                .ok_or_else(|| "not yet".to_owned())
+                .ok_or_else(|| format!("seen {summary:?}"))
         },
     )
     .await

@@ -351,11 +351,7 @@ impl Incremental {
 
     /// A notification of this snapshot (id: the signal that started it).
     pub(super) fn notification(&self, kind: Kind) -> Notification {
-        Notification::new(
-            INCREMENTAL_SNAPSHOT,
-            kind,
-            self.progress.signal_id.as_deref(),
-        )
+        Notification::new(INCREMENTAL_SNAPSHOT, kind, self.correlation_id.as_deref())
     }
 
     /// A notification with the tables of the snapshot as `data_collections`.

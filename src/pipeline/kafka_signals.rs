@@ -71,8 +71,11 @@ fn kafka_error(topic: &str, action: &str) -> impl FnOnce(rdkafka::error::KafkaEr
 impl KafkaSignals {
     /// The channel, when `--signal-enabled-channels` has `kafka`: assigned
     /// partition 0 of the topic, from the group's committed offset (the
-    /// beginning when it has none).
-    pub(super) fn start(config: &RunConfig) -> Result<Option<Self>, SinkError> {
+    /// beginning when it has none). The committed offset is asked for
+    /// explicitly, and a failure fails the attempt (retried): librdkafka's
+    /// own lookup, when the group coordinator is not ready yet, can leave
+    /// the partition unread.
+    pub(super) async fn start(config: &RunConfig) -> Result<Option<Self>, SinkError> {
         let options = &config.signal_channels;
         if !options.kafka() {
             return Ok(None);
@@ -89,12 +92,33 @@ impl KafkaSignals {
         let consumer: StreamConsumer<LoggingContext> = client
             .create_with_context(LoggingContext::for_config(&client))
             .map_err(kafka_error(&topic, "create a consumer for signal topic"))?;
+        let consumer = std::sync::Arc::new(consumer);
+        let (lookup, name) = (std::sync::Arc::clone(&consumer), topic.clone());
+        let committed = tokio::task::spawn_blocking(move || {
+            let mut partition = TopicPartitionList::new();
+            partition.add_partition(&name, 0);
+            lookup.committed_offsets(partition, Duration::from_secs(30))
+        })
+        .await
+        .map_err(|_| SinkError::FlushTimeout(Duration::from_secs(30)))?
+        .map_err(|error| SinkError::Progress {
+            topic: topic.clone(),
+            action: "read the committed position in signal topic".to_owned(),
+            error: Some(Box::new(error)),
+        })?;
+        let start = match committed.find_partition(&topic, 0).map(|p| p.offset()) {
+            Some(Offset::Offset(next)) => Offset::Offset(next),
+            _ => Offset::Beginning,
+        };
         let mut assignment = TopicPartitionList::new();
         assignment
-            .add_partition_offset(&topic, 0, Offset::Stored)
+            .add_partition_offset(&topic, 0, start)
             .and_then(|()| consumer.assign(&assignment))
             .map_err(kafka_error(&topic, "assign partition 0 of signal topic"))?;
-        tracing::info!(%topic, group = %options.signal_kafka_group_id, "reading signals from kafka");
+        tracing::info!(%topic, group = %options.signal_kafka_group_id, from = ?start, "reading signals from kafka");
+        let Ok(consumer) = std::sync::Arc::try_unwrap(consumer) else {
+            unreachable!("the lookup task ended and dropped its handle");
+        };
         Ok(Some(KafkaSignals {
             consumer,
             topic,

@@ -137,7 +137,7 @@ impl<'a> Stream<'a> {
             metadata: metadata::Metadata::new(&config.metadata, &config.names()),
             incremental: Incremental::start(config).await?,
             notifier: crate::notification::Notifier::new(config, metrics)?,
-            kafka_signals: super::kafka_signals::KafkaSignals::start(config)?,
+            kafka_signals: super::kafka_signals::KafkaSignals::start(config).await?,
             shutdown: None,
             sql,
             config,
