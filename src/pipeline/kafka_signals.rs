@@ -20,6 +20,7 @@
 //! request; send it again). Debezium commits the same consumer's offsets
 //! automatically, on a timer.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
@@ -55,16 +56,20 @@ pub(super) struct KafkaSignal {
 
 /// The consumer of the signal topic.
 pub(super) struct KafkaSignals {
-    consumer: StreamConsumer<LoggingContext>,
+    consumer: Arc<StreamConsumer<LoggingContext>>,
     topic: String,
     connector: String,
 }
 
-fn kafka_error(topic: &str, action: &str) -> impl FnOnce(rdkafka::error::KafkaError) -> SinkError {
-    let (topic, action) = (topic.to_owned(), action.to_owned());
-    move |error| {
-        tracing::error!(%topic, %error, "could not {action}; check --signal-kafka-bootstrap-servers and --kafka-property values");
-        SinkError::Config(Box::new(error))
+fn kafka_error(
+    topic: &str,
+    action: &'static str,
+) -> impl FnOnce(rdkafka::error::KafkaError) -> SinkError {
+    let topic = topic.to_owned();
+    move |error| SinkError::SignalTopic {
+        topic,
+        action,
+        error: Box::new(error),
     }
 }
 
@@ -91,9 +96,9 @@ impl KafkaSignals {
             .set("auto.offset.reset", "earliest");
         let consumer: StreamConsumer<LoggingContext> = client
             .create_with_context(LoggingContext::for_config(&client))
-            .map_err(kafka_error(&topic, "create a consumer for signal topic"))?;
-        let consumer = std::sync::Arc::new(consumer);
-        let (lookup, name) = (std::sync::Arc::clone(&consumer), topic.clone());
+            .map_err(kafka_error(&topic, "create a consumer"))?;
+        let consumer = Arc::new(consumer);
+        let (lookup, name) = (Arc::clone(&consumer), topic.clone());
         let committed = tokio::task::spawn_blocking(move || {
             let mut partition = TopicPartitionList::new();
             partition.add_partition(&name, 0);
@@ -101,11 +106,10 @@ impl KafkaSignals {
         })
         .await
         .map_err(|_| SinkError::FlushTimeout(Duration::from_secs(30)))?
-        .map_err(|error| SinkError::Progress {
-            topic: topic.clone(),
-            action: "read the committed position in signal topic".to_owned(),
-            error: Some(Box::new(error)),
-        })?;
+        .map_err(kafka_error(
+            &topic,
+            "read the consumer group's committed position",
+        ))?;
         let start = match committed.find_partition(&topic, 0).map(|p| p.offset()) {
             Some(Offset::Offset(next)) => Offset::Offset(next),
             _ => Offset::Beginning,
@@ -114,11 +118,8 @@ impl KafkaSignals {
         assignment
             .add_partition_offset(&topic, 0, start)
             .and_then(|()| consumer.assign(&assignment))
-            .map_err(kafka_error(&topic, "assign partition 0 of signal topic"))?;
+            .map_err(kafka_error(&topic, "assign partition 0"))?;
         tracing::info!(%topic, group = %options.signal_kafka_group_id, from = ?start, "reading signals from kafka");
-        let Ok(consumer) = std::sync::Arc::try_unwrap(consumer) else {
-            unreachable!("the lookup task ended and dropped its handle");
-        };
         Ok(Some(KafkaSignals {
             consumer,
             topic,

@@ -74,6 +74,13 @@ pub enum SinkError {
         #[source]
         error: Option<Box<KafkaError>>,
     },
+    #[error("signal topic {topic:?} (--signal-kafka-topic): could not {action}; check --signal-kafka-bootstrap-servers and the kafka properties")]
+    SignalTopic {
+        topic: String,
+        action: &'static str,
+        #[source]
+        error: Box<KafkaError>,
+    },
 }
 
 impl SinkError {
@@ -84,7 +91,9 @@ impl SinkError {
         match self {
             SinkError::Config(_) => false,
             SinkError::Delivery { retryable, .. } => *retryable,
-            SinkError::FlushTimeout(_) | SinkError::Progress { .. } => true,
+            SinkError::FlushTimeout(_)
+            | SinkError::Progress { .. }
+            | SinkError::SignalTopic { .. } => true,
             SinkError::Fenced { .. }
             | SinkError::TransactionTooLong { .. }
             | SinkError::ProgressAhead { .. }
