@@ -304,7 +304,7 @@ fn unsupported_debezium_properties_are_each_listed_with_a_reason() {
                 "topic.prefix": "app",
                 "snapshot.mode": "custom",
                 "column.mask.hash.SHA3-256.with.salt.pepper": "public.customers.email",
-                "notification.enabled.channels": "sink",
+                "notification.enabled.channels": "jmx",
                 "database.sslfactory": "org.postgresql.ssl.NonValidatingFactory",
                 "transforms": "ins",
                 "transforms.ins.type": "org.apache.kafka.connect.transforms.InsertField$Value",
