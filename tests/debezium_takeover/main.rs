@@ -1,0 +1,426 @@
+//! Taking over a running Debezium pipeline (issue 21 item 4): Debezium
+//! 3.6.1.Final, embedded with Kafka Connect's `KafkaOffsetBackingStore`,
+//! streams a continuous write load into Kafka
+//! (`tests/debezium/DebeziumKafkaRunner.java`, as Debezium Server's Kafka
+//! sink: offsets stored only for records Kafka acknowledged), is stopped
+//! (SIGTERM, or `kill -9`), and pgcdc-kafka takes over with
+//! `--takeover-debezium <offsets topic>` on Debezium's slot and publication
+//! while the load goes on. Then every row's every version is checked in
+//! the topics:
+//! - nothing is missing, and each key's versions first arrive in order;
+//! - every key stays in one partition across both writers (the Java
+//!   client's partitioner and ours agree);
+//! - the records written twice are exactly Debezium's records past the
+//!   offset it stored (its unflushed window): none after a clean stop.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::debezium::{classpath, java};
+use common::workload::{create_tables, write_continuously, Workload, XorShift};
+use common::{consume_all, record_count, wait_until, Record, Scenario, TIMEOUT};
+use pgcdc_testcontainers::{Kafka, Postgres};
+use serde_json::Value as Json;
+
+const TABLES: &[&str] = &["accounts", "orders"];
+/// Partitions of each table topic, so that partitioning is tested.
+const PARTITIONS: i32 = 3;
+/// Records Debezium must have produced before it is stopped.
+const DEBEZIUM_RECORDS: usize = 150;
+const JSON_CONVERTER: &str = "org.apache.kafka.connect.json.JsonConverter";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGTERM: the engine closes and stores its last offsets.
+    Clean,
+    /// SIGKILL: what was produced since the last offset flush is unrecorded.
+    Kill,
+}
+
+/// Debezium's runner as a child process, killed on drop.
+struct Debezium {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Debezium {
+    fn start(s: &Scenario, kafka: &Kafka, name: &str, offsets_topic: &str, work: &Path) -> Self {
+        let pg = s.pg;
+        let port = pg.port().to_string();
+        let bootstrap = kafka.bootstrap_servers();
+        let settings: &[(&str, &str)] = &[
+            ("engine.name", name),
+            (
+                "engine.connector.class",
+                "io.debezium.connector.postgresql.PostgresConnector",
+            ),
+            (
+                "engine.offset.storage",
+                "org.apache.kafka.connect.storage.KafkaOffsetBackingStore",
+            ),
+            ("engine.offset.storage.topic", offsets_topic),
+            ("engine.offset.storage.partitions", "3"),
+            ("engine.offset.storage.replication.factor", "1"),
+            ("engine.bootstrap.servers", &bootstrap),
+            // Connect's default is 60 s; short here so that a kill leaves
+            // a window of about this much unrecorded.
+            ("engine.offset.flush.interval.ms", "1000"),
+            ("engine.database.hostname", pg.host()),
+            ("engine.database.port", &port),
+            ("engine.database.user", pg.user()),
+            ("engine.database.password", pg.password()),
+            ("engine.database.dbname", &s.db),
+            ("engine.topic.prefix", &s.prefix),
+            ("engine.slot.name", &s.slot),
+            ("engine.publication.name", &s.publication),
+            ("engine.publication.autocreate.mode", "disabled"),
+            ("engine.plugin.name", "pgoutput"),
+            ("engine.snapshot.mode", "no_data"),
+            ("producer.bootstrap.servers", &bootstrap),
+            ("producer.linger.ms", "5"),
+            ("key.converter", JSON_CONVERTER),
+            ("value.converter", JSON_CONVERTER),
+            ("header.converter", JSON_CONVERTER),
+        ];
+        let mut props = String::new();
+        for (k, v) in settings {
+            let _ = writeln!(props, "{k}={}", v.replace('\\', "\\\\"));
+        }
+        let config = work.join(format!("{name}.properties"));
+        std::fs::write(&config, props).expect("write the runner's properties");
+        let log = work.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).expect("create the runner's log");
+        let child = Command::new(java())
+            .arg("-cp")
+            .arg(classpath())
+            .arg(format!("-Djava.io.tmpdir={}", work.display()))
+            .arg("DebeziumKafkaRunner")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log handle"))
+            .stderr(out)
+            .spawn()
+            .expect("java runs (set PGCDC_JAVA_HOME to a Java 21+)");
+        Debezium { child, log }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().expect("try_wait") {
+            panic!("Debezium's runner exited ({status}):\n{}", self.log_text());
+        }
+    }
+
+    /// Stops it as `how` says and waits for it to exit.
+    async fn stop(&mut self, how: Stop) {
+        let signal = match how {
+            Stop::Clean => "-TERM",
+            Stop::Kill => "-KILL",
+        };
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} failed");
+        let child = &mut self.child;
+        wait_until(TIMEOUT, "Debezium's runner exits", || {
+            let exited = child.try_wait().expect("try_wait").is_some();
+            async move { exited }
+        })
+        .await;
+        if how == Stop::Clean {
+            assert!(
+                self.log_text().contains("debezium-kafka-runner: stopped"),
+                "Debezium's runner did not stop cleanly:\n{}",
+                self.log_text()
+            );
+        }
+    }
+}
+
+impl Drop for Debezium {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takes_over_after_a_clean_stop() {
+    takeover(Stop::Clean).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takes_over_after_kill_9() {
+    takeover(Stop::Kill).await;
+}
+
+async fn takeover(how: Stop) {
+    let kafka = Kafka::shared();
+    let pg = Postgres::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let label = match how {
+        Stop::Clean => "takeover_clean",
+        Stop::Kill => "takeover_kill",
+    };
+    let s = Scenario::new(pg, label);
+    create_tables(&s, TABLES);
+    s.sql(&format!(
+        "CREATE PUBLICATION {} FOR TABLE {}",
+        s.publication,
+        TABLES.join(", ")
+    ));
+    // Debezium's slot, made here so the load starts after it exists.
+    s.sql(&format!(
+        "SELECT pg_create_logical_replication_slot('{}', 'pgoutput')",
+        s.slot
+    ));
+    for table in TABLES {
+        kafka
+            .create_topic(&s.topic(table), PARTITIONS)
+            .expect("create the table topic");
+    }
+    let work = std::env::temp_dir().join(pgcdc_testcontainers::unique_name(label));
+    std::fs::create_dir_all(&work).expect("work dir");
+    let offsets_topic = format!("{}-connect-offsets", s.prefix);
+    let name = format!("dbz-{label}");
+    let mut debezium = Debezium::start(&s, kafka, &name, &offsets_topic, &work);
+
+    let (mut rng, seed) = XorShift::seeded("PGCDC_TAKEOVER_SEED");
+    println!("[{label}] workload seed {seed} (PGCDC_TAKEOVER_SEED)");
+    let stop_writer = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(write_continuously(
+        pg,
+        s.db.clone(),
+        Workload::new(TABLES, rng.next()),
+        Arc::clone(&stop_writer),
+    ));
+
+    let topics: Vec<String> = TABLES.iter().map(|t| s.topic(t)).collect();
+    let produced = || async {
+        let mut n = 0;
+        for topic in &topics {
+            n += record_count(&bootstrap, topic).await;
+        }
+        n
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while produced().await < DEBEZIUM_RECORDS {
+        debezium.assert_running();
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Debezium produced too little in 90 s; its log:\n{}",
+            debezium.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    debezium.stop(how).await;
+    let by_debezium = produced().await;
+    println!("[{label}] Debezium stopped ({how:?}) after {by_debezium} records");
+
+    // The load goes on while nothing reads the slot, then pgcdc-kafka
+    // takes over under it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let takeover = [
+        "--takeover-debezium",
+        offsets_topic.as_str(),
+        "--takeover-debezium-name",
+        name.as_str(),
+    ];
+    let running = s.start(&bootstrap, &takeover);
+    s.await_confirmed_past_now("pgcdc-kafka streams after Debezium")
+        .await;
+    stop_writer.store(true, Ordering::Relaxed);
+    let written = writer.await.expect("writer");
+    s.await_confirmed_past_now("pgcdc-kafka caught up").await;
+    let summary = running.stop().await;
+    println!(
+        "[{label}] writer: {} transactions, {} changes; pgcdc-kafka: {} events, {} records acknowledged",
+        written.transactions, written.changes, summary.events, summary.acknowledged_records
+    );
+
+    let offset = stored_offset(&bootstrap, &offsets_topic, &name, &s.prefix).await;
+    let mut records = BTreeMap::new();
+    for topic in &topics {
+        records.insert(topic.clone(), consume_all(&bootstrap, topic, TIMEOUT).await);
+    }
+    let source = table_versions(&s);
+    let checked = verify(label, &source, &records, &offset);
+    assert!(checked.debezium > 0 && checked.ours > 0, "{checked:?}");
+    assert_eq!(
+        checked.duplicates, checked.debezium_past_offset,
+        "[{label}] the records sent twice must be exactly Debezium's records past its stored offset {offset}"
+    );
+    if how == Stop::Clean {
+        assert_eq!(
+            checked.debezium_past_offset, 0,
+            "[{label}] a cleanly stopped Debezium stores the offset of its last record"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Debezium's offset as the engine stored it, from the offsets topic.
+async fn stored_offset(bootstrap: &str, topic: &str, name: &str, prefix: &str) -> Json {
+    let entries = consume_all(bootstrap, topic, TIMEOUT).await;
+    let key = serde_json::json!([name, { "server": prefix }]);
+    entries
+        .into_iter()
+        .rev()
+        .find(|r| r.key.as_ref() == Some(&key))
+        .and_then(|r| r.value)
+        .unwrap_or_else(|| panic!("no offset stored under {key} in {topic}"))
+}
+
+/// Each table row's latest version.
+fn table_versions(s: &Scenario) -> BTreeMap<(String, i64), i64> {
+    let mut source = BTreeMap::new();
+    for table in TABLES {
+        let rows = s
+            .pg
+            .query(&s.db, &format!("SELECT id::text, version::text FROM {table}"))
+            .expect("read the table");
+        for row in rows {
+            let number = |i: usize| -> i64 {
+                row.get(i)
+                    .cloned()
+                    .flatten()
+                    .expect("a value")
+                    .parse()
+                    .expect("a number")
+            };
+            source.insert((s.topic(table), number(0)), number(1));
+        }
+    }
+    source
+}
+
+#[derive(Debug)]
+struct Checked {
+    debezium: usize,
+    ours: usize,
+    duplicates: usize,
+    /// Debezium's records after the position of its stored offset.
+    debezium_past_offset: usize,
+}
+
+fn lsn_field(value: &Json) -> u64 {
+    match value {
+        Json::Number(n) => n.as_u64().expect("an LSN"),
+        Json::String(s) => s.parse().expect("an LSN"),
+        other => panic!("not an LSN: {other}"),
+    }
+}
+
+fn verify(
+    label: &str,
+    source: &BTreeMap<(String, i64), i64>,
+    records: &BTreeMap<String, Vec<Record>>,
+    offset: &Json,
+) -> Checked {
+    let stored = (lsn_field(&offset["lsn_commit"]), lsn_field(&offset["lsn_proc"]));
+    let mut problems = Vec::new();
+    let mut seen: BTreeMap<(String, i64), Vec<(i32, i64, bool)>> = BTreeMap::new();
+    let (mut debezium, mut ours, mut past) = (0, 0, 0);
+    for (topic, topic_records) in records {
+        let mut sorted: Vec<&Record> = topic_records.iter().collect();
+        sorted.sort_by_key(|r| (r.partition, r.offset));
+        for r in sorted {
+            let value = r.value.as_ref().expect("no tombstones in this load");
+            let payload = &value["payload"];
+            let id = payload["after"]["id"].as_i64().expect("after.id");
+            let version = payload["after"]["version"].as_i64().expect("after.version");
+            let by_us = r.header("pgcdc.position").is_some();
+            if by_us {
+                ours += 1;
+            } else {
+                debezium += 1;
+                let sequence: Vec<String> = serde_json::from_str(
+                    payload["source"]["sequence"].as_str().expect("source.sequence"),
+                )
+                .expect("sequence is a JSON array");
+                let position = (
+                    sequence[0].parse::<u64>().expect("lsn_commit"),
+                    sequence[1].parse::<u64>().expect("lsn"),
+                );
+                if position > stored {
+                    past += 1;
+                }
+            }
+            seen.entry((topic.clone(), id))
+                .or_default()
+                .push((r.partition, version, by_us));
+        }
+    }
+    let mut duplicates = 0;
+    for (key, &latest) in source {
+        let Some(changes) = seen.get(key) else {
+            problems.push(format!("{key:?}: no record (latest version {latest})"));
+            continue;
+        };
+        let partitions: BTreeSet<i32> = changes.iter().map(|c| c.0).collect();
+        if partitions.len() > 1 {
+            problems.push(format!(
+                "{key:?}: in partitions {partitions:?} (Debezium's and ours differ?)"
+            ));
+        }
+        let mut first = BTreeSet::new();
+        let mut highest = 0;
+        for &(_, version, _) in changes {
+            if first.insert(version) {
+                if version != highest + 1 {
+                    problems.push(format!(
+                        "{key:?}: version {version} first arrived after {highest}: {changes:?}"
+                    ));
+                }
+                highest = highest.max(version);
+            } else {
+                duplicates += 1;
+            }
+        }
+        if highest != latest {
+            problems.push(format!(
+                "{key:?}: latest version {latest}, highest in Kafka {highest}: {changes:?}"
+            ));
+        }
+    }
+    for key in seen.keys().filter(|k| !source.contains_key(*k)) {
+        problems.push(format!("{key:?} is in Kafka but not in the table"));
+    }
+    let checked = Checked {
+        debezium,
+        ours,
+        duplicates,
+        debezium_past_offset: past,
+    };
+    println!(
+        "[{label}] {} rows checked; {debezium} records by Debezium ({past} past its stored offset {offset}), {ours} by pgcdc-kafka; {duplicates} duplicates",
+        source.len()
+    );
+    assert!(
+        problems.is_empty(),
+        "[{label}] {} problems (first 30):\n{}",
+        problems.len(),
+        problems
+            .iter()
+            .take(30)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    checked
+}
