@@ -272,7 +272,10 @@ mod tests {
     use super::*;
 
     fn entry(key: &str, value: Option<&str>) -> (Vec<u8>, Option<Vec<u8>>) {
-        (key.as_bytes().to_vec(), value.map(|v| v.as_bytes().to_vec()))
+        (
+            key.as_bytes().to_vec(),
+            value.map(|v| v.as_bytes().to_vec()),
+        )
     }
 
     #[test]

@@ -188,7 +188,12 @@ async fn takeover_offset(
     let offset = tokio::task::spawn_blocking(move || takeover::load(&options, &prefix, &producer))
         .await
         .map_err(|e| TakeoverError::Kafka {
-            topic: config.takeover.takeover_debezium.iter().map(ToString::to_string).collect(),
+            topic: config
+                .takeover
+                .takeover_debezium
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             reason: format!("the reader failed: {e}"),
         })??;
     if let Some(offset) = &offset {

@@ -22,8 +22,8 @@ use crate::source::relation::RelationCache;
 use crate::source::replication::{CopyData, ReplicationStream};
 use crate::source::setup;
 use crate::source::types::TypeRegistry;
-use crate::transform::regex_router::TopicRenames;
 use crate::takeover::{Resume, Through, TxnVerdict};
+use crate::transform::regex_router::TopicRenames;
 use crate::transform::Transforms;
 
 mod events;

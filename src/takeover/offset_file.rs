@@ -71,7 +71,9 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, Str
         names.push(name);
     }
     if names != ["loadFactor", "threshold"] {
-        return Err(format!("HashMap fields {names:?}, not loadFactor and threshold"));
+        return Err(format!(
+            "HashMap fields {names:?}, not loadFactor and threshold"
+        ));
     }
     r.expect(TC_ENDBLOCKDATA, "the end of the class annotations")?;
     r.expect(TC_NULL, "no superclass descriptor")?;

@@ -6,9 +6,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The runner's classpath, fetching Debezium and compiling the runner first
-/// when the cache lacks them.
+/// The runners' classpath, fetching Debezium and compiling the runners
+/// first when the cache lacks them; once per test process, so that tests
+/// running at once do not replace each other's compiled runners.
 pub fn classpath() -> String {
+    static CLASSPATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CLASSPATH.get_or_init(fetch).clone()
+}
+
+fn fetch() -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/debezium/fetch-debezium.sh");
     let out = Command::new("bash")
         .arg(&script)

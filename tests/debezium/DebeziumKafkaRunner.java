@@ -118,13 +118,24 @@ public final class DebeziumKafkaRunner {
                         byte[] v = value.fromConnectData(r.topic(), headers, r.valueSchema(), r.value());
                         sent.add(producer.send(new ProducerRecord<>(r.topic(), null, k, v, headers)));
                     }
-                    try {
-                        for (Future<RecordMetadata> f : sent) {
-                            f.get();
+                    // The acknowledgements are awaited even when the engine
+                    // is stopping (it interrupts this thread), so that its
+                    // final offset commit covers what Kafka has, as a
+                    // Connect worker's final commit does.
+                    boolean interrupted = false;
+                    for (Future<RecordMetadata> f : sent) {
+                        while (true) {
+                            try {
+                                f.get();
+                                break;
+                            }
+                            catch (InterruptedException e) {
+                                interrupted = true;
+                            }
+                            catch (Exception e) {
+                                throw new IllegalStateException("kafka did not acknowledge a record", e);
+                            }
                         }
-                    }
-                    catch (Exception e) {
-                        throw new InterruptedException("kafka did not acknowledge: " + e);
                     }
                     for (RecordChangeEvent<SourceRecord> event : batch) {
                         committer.markProcessed(event);
@@ -132,6 +143,9 @@ public final class DebeziumKafkaRunner {
                     committer.markBatchFinished();
                     System.out.println("debezium-kafka-runner: produced " + produced.addAndGet(batch.size()));
                     System.out.flush();
+                    if (interrupted) {
+                        throw new InterruptedException("stopping");
+                    }
                 })
                 .using((boolean success, String message, Throwable error) -> {
                     if (!success) {
