@@ -48,6 +48,7 @@ mod offset_file;
 mod offsets_topic;
 pub mod options;
 mod resume;
+pub mod subjects;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -96,14 +97,28 @@ pub enum TakeoverError {
     },
     #[error("--takeover-debezium continues from Debezium's replication slot, but slot {slot:?} {state}; give Debezium's slot.name with --slot (and its publication.name with --publication)")]
     Slot { slot: String, state: &'static str },
+    #[error("the schema registry refuses the schemas pgcdc-kafka would register for {refused}; nothing was sent. {}", subjects::FIX)]
+    Incompatible { refused: String },
+    #[error("cannot derive the Avro schema of subject {subject:?}: {reason}")]
+    Schema { subject: String, reason: String },
+    #[error("the schema dry run could not ask the registry")]
+    Registry {
+        #[source]
+        source: crate::encode::registry::RegistryError,
+    },
     #[error("Debezium's offset in {location} was stored during its initial snapshot, which did not complete: let Debezium finish the snapshot first, or start pgcdc-kafka without --takeover-debezium on a new slot (--snapshot-mode initial)")]
     SnapshotUnfinished { location: String },
 }
 
 impl TakeoverError {
-    /// Kafka may answer later; a bad offset or file will not change.
+    /// Kafka or the registry may answer later; a bad offset, file or schema
+    /// will not change.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, TakeoverError::Kafka { .. })
+        match self {
+            TakeoverError::Kafka { .. } => true,
+            TakeoverError::Registry { source } => source.is_retryable(),
+            _ => false,
+        }
     }
 }
 

@@ -61,6 +61,9 @@ pub async fn run_once(
     };
     let status = setup::prepare(&sql, &facts, &config.slot_name, &publication, &selection).await?;
     let debezium = takeover_offset(config, &status).await?;
+    if debezium.is_some() {
+        takeover::subjects::require_accepted(config, &sql).await?;
+    }
     let types = setup::load_types(&sql).await?;
     let Some(Start {
         lsn: start,

@@ -12,6 +12,13 @@
 //!   client's partitioner and ours agree);
 //! - the records written twice are exactly Debezium's records past the
 //!   offset it stored (its unflushed window): none after a clean stop.
+//!
+//! In Avro (Confluent's AvroConverter, the same registry), the subjects
+//! Debezium registered are put under FULL compatibility first: `check` and
+//! `run` must refuse pgcdc-kafka's default schemas (NOT NULL columns are
+//! optional in its before-images) naming the subject, and with
+//! `--debezium-compat all` take over with the subjects' own schema ids, so
+//! key bytes, and so partitions, stay the same.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -24,10 +31,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::avro_reader::AvroReader;
 use common::debezium::{classpath, java};
+use common::process::run_binary;
 use common::workload::{create_tables, write_continuously, Workload, XorShift};
-use common::{consume_all, record_count, wait_until, Record, Scenario, TIMEOUT};
-use pgcdc_testcontainers::{Kafka, Postgres};
+use common::{
+    consume_all, read_raw, record_count, wait_until, ReadUntil, Record, Scenario, TIMEOUT,
+};
+use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry};
 use serde_json::Value as Json;
 
 const TABLES: &[&str] = &["accounts", "orders"];
@@ -36,6 +47,8 @@ const PARTITIONS: i32 = 3;
 /// Records Debezium must have produced before it is stopped.
 const DEBEZIUM_RECORDS: usize = 150;
 const JSON_CONVERTER: &str = "org.apache.kafka.connect.json.JsonConverter";
+const AVRO_CONVERTER: &str = "io.confluent.connect.avro.AvroConverter";
+const SIMPLE_HEADER_CONVERTER: &str = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -52,7 +65,15 @@ struct Debezium {
 }
 
 impl Debezium {
-    fn start(s: &Scenario, kafka: &Kafka, name: &str, offsets_topic: &str, work: &Path) -> Self {
+    /// Debezium with JsonConverters, or with `registry` AvroConverters.
+    fn start(
+        s: &Scenario,
+        kafka: &Kafka,
+        name: &str,
+        offsets_topic: &str,
+        registry: Option<&str>,
+        work: &Path,
+    ) -> Self {
         let pg = s.pg;
         let port = pg.port().to_string();
         let bootstrap = kafka.bootstrap_servers();
@@ -86,12 +107,23 @@ impl Debezium {
             ("engine.snapshot.mode", "no_data"),
             ("producer.bootstrap.servers", &bootstrap),
             ("producer.linger.ms", "5"),
-            ("key.converter", JSON_CONVERTER),
-            ("value.converter", JSON_CONVERTER),
-            ("header.converter", JSON_CONVERTER),
         ];
+        let converters: Vec<(&str, &str)> = match registry {
+            None => vec![
+                ("key.converter", JSON_CONVERTER),
+                ("value.converter", JSON_CONVERTER),
+                ("header.converter", JSON_CONVERTER),
+            ],
+            Some(url) => vec![
+                ("key.converter", AVRO_CONVERTER),
+                ("key.converter.schema.registry.url", url),
+                ("value.converter", AVRO_CONVERTER),
+                ("value.converter.schema.registry.url", url),
+                ("header.converter", SIMPLE_HEADER_CONVERTER),
+            ],
+        };
         let mut props = String::new();
-        for (k, v) in settings {
+        for (k, v) in settings.iter().chain(&converters) {
             let _ = writeln!(props, "{k}={}", v.replace('\\', "\\\\"));
         }
         let config = work.join(format!("{name}.properties"));
@@ -161,21 +193,29 @@ impl Drop for Debezium {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takes_over_after_a_clean_stop() {
-    takeover(Stop::Clean).await;
+    takeover(Stop::Clean, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takes_over_after_kill_9() {
-    takeover(Stop::Kill).await;
+    takeover(Stop::Kill, false).await;
 }
 
-async fn takeover(how: Stop) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takes_over_avro_subjects_under_full_compatibility() {
+    takeover(Stop::Clean, true).await;
+}
+
+async fn takeover(how: Stop, avro: bool) {
     let kafka = Kafka::shared();
     let pg = Postgres::shared();
+    let registry = avro.then(SchemaRegistry::shared);
+    let registry_url = registry.map(SchemaRegistry::url);
     let bootstrap = kafka.bootstrap_servers();
-    let label = match how {
-        Stop::Clean => "takeover_clean",
-        Stop::Kill => "takeover_kill",
+    let label = match (how, avro) {
+        (_, true) => "takeover_avro",
+        (Stop::Clean, false) => "takeover_clean",
+        (Stop::Kill, false) => "takeover_kill",
     };
     let s = Scenario::new(pg, label);
     create_tables(&s, TABLES);
@@ -198,7 +238,14 @@ async fn takeover(how: Stop) {
     std::fs::create_dir_all(&work).expect("work dir");
     let offsets_topic = format!("{}-connect-offsets", s.prefix);
     let name = format!("dbz-{label}");
-    let mut debezium = Debezium::start(&s, kafka, &name, &offsets_topic, &work);
+    let mut debezium = Debezium::start(
+        &s,
+        kafka,
+        &name,
+        &offsets_topic,
+        registry_url.as_deref(),
+        &work,
+    );
 
     let (mut rng, seed) = XorShift::seeded("PGCDC_TAKEOVER_SEED");
     println!("[{label}] workload seed {seed} (PGCDC_TAKEOVER_SEED)");
@@ -240,12 +287,21 @@ async fn takeover(how: Stop) {
     // The load goes on while nothing reads the slot, then pgcdc-kafka
     // takes over under it.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let takeover = [
+    let mut takeover: Vec<String> = [
         "--takeover-debezium",
         offsets_topic.as_str(),
         "--takeover-debezium-name",
         name.as_str(),
-    ];
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    if let Some(url) = &registry_url {
+        takeover.extend(["--format", "avro", "--schema-registry-url", url].map(String::from));
+        refuses_under_full(&s, &bootstrap, url, &takeover).await;
+        takeover.extend(["--debezium-compat", "all"].map(String::from));
+    }
+    let takeover: Vec<&str> = takeover.iter().map(String::as_str).collect();
     let running = s.start(&bootstrap, &takeover);
     s.await_confirmed_past_now("pgcdc-kafka streams after Debezium")
         .await;
@@ -261,7 +317,19 @@ async fn takeover(how: Stop) {
     let offset = stored_offset(&bootstrap, &offsets_topic, &name, &s.prefix).await;
     let mut records = BTreeMap::new();
     for topic in &topics {
-        records.insert(topic.clone(), consume_all(&bootstrap, topic, TIMEOUT).await);
+        let read = match registry {
+            None => consume_all(&bootstrap, topic, TIMEOUT).await,
+            Some(registry) => read_avro(&bootstrap, topic, registry).await,
+        };
+        records.insert(topic.clone(), read);
+    }
+    if let Some(url) = &registry_url {
+        for topic in &topics {
+            for part in ["key", "value"] {
+                let versions = subject_versions(url, &format!("{topic}-{part}")).await;
+                println!("[{label}] subject {topic}-{part}: versions {versions}");
+            }
+        }
     }
     let source = table_versions(&s);
     let checked = verify(label, &source, &records, &offset);
@@ -278,6 +346,82 @@ async fn takeover(how: Stop) {
         );
     }
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Sets FULL compatibility on the table topics' value subjects Debezium
+/// registered; then `check` and `run` with `args` (pgcdc-kafka's default
+/// schemas) must refuse, naming the subject and the setting.
+async fn refuses_under_full(s: &Scenario, bootstrap: &str, registry: &str, args: &[String]) {
+    let http = reqwest::Client::new();
+    for table in TABLES {
+        let subject = format!("{}-value", s.topic(table));
+        let answer = http
+            .put(format!("{registry}/config/{subject}"))
+            .header("Content-Type", "application/vnd.schemaregistry.v1+json")
+            .body(r#"{"compatibility":"FULL"}"#)
+            .send()
+            .await
+            .expect("the registry answers");
+        assert!(
+            answer.status().is_success(),
+            "PUT /config/{subject}: {answer:?}"
+        );
+    }
+    let subject = format!("{}-value", s.topic(TABLES[0]));
+    let mut check = vec!["check".to_owned()];
+    check.extend(s.args(bootstrap, &[]));
+    check.extend(args.iter().cloned());
+    let (code, stdout, stderr) = run_binary(check).await;
+    assert_eq!(code, Some(1), "check must fail:\n{stdout}\n{stderr}");
+    let refused = stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL schema dry run") && l.contains(&subject))
+        .unwrap_or_else(|| panic!("no FAIL line for {subject}:\n{stdout}"));
+    assert!(
+        refused.contains("FULL") && refused.contains("--debezium-compat"),
+        "{refused}"
+    );
+    let extra: Vec<&str> = args.iter().map(String::as_str).collect();
+    let error = s
+        .start(bootstrap, &extra)
+        .wait_for_error()
+        .await
+        .to_string();
+    assert!(
+        error.contains(&subject) && error.contains("FULL") && error.contains("--debezium-compat"),
+        "run must stop naming the subject, its level and the setting: {error}"
+    );
+    println!("refused as it must be: {error}");
+}
+
+/// The version numbers of `subject`.
+async fn subject_versions(registry: &str, subject: &str) -> Json {
+    let answer = reqwest::get(format!("{registry}/subjects/{subject}/versions"))
+        .await
+        .expect("the registry answers");
+    let body = answer.bytes().await.expect("the registry's answer");
+    serde_json::from_slice(&body).expect("a JSON list")
+}
+
+/// A topic's Avro records, each value decoded with its writer schema as
+/// `{"payload": ...}` (the shape JSON records with schemas have).
+async fn read_avro(bootstrap: &str, topic: &str, registry: &SchemaRegistry) -> Vec<Record> {
+    let count = record_count(bootstrap, topic).await;
+    let raw = read_raw(bootstrap, topic, ReadUntil::count(count, TIMEOUT)).await;
+    assert_eq!(raw.len(), count, "read the whole of {topic}");
+    let reader = AvroReader::new(registry);
+    raw.into_iter()
+        .map(|r| Record {
+            partition: r.partition,
+            offset: r.offset,
+            key: r.key.as_deref().map(|k| reader.json(k)),
+            value: r
+                .value
+                .as_deref()
+                .map(|v| serde_json::json!({ "payload": reader.json(v) })),
+            headers: r.headers,
+        })
+        .collect()
 }
 
 /// Debezium's offset as the engine stored it, from the offsets topic.
