@@ -328,6 +328,13 @@ async fn takeover(how: Stop, avro: bool) {
             for part in ["key", "value"] {
                 let versions = subject_versions(url, &format!("{topic}-{part}")).await;
                 println!("[{label}] subject {topic}-{part}: versions {versions}");
+                // Debezium's own schemas: the same ids, so the same key
+                // bytes and partitions.
+                assert_eq!(
+                    versions,
+                    serde_json::json!([1]),
+                    "[{label}] {topic}-{part} keeps Debezium's schema"
+                );
             }
         }
     }
