@@ -49,6 +49,7 @@ mod offsets_topic;
 pub mod options;
 mod resume;
 pub mod subjects;
+pub mod tails;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -121,6 +122,10 @@ impl TakeoverError {
         }
     }
 }
+
+/// One entry of Connect's offset store: key and value as its JsonConverter
+/// wrote them (a null value deletes the key's offset).
+pub type Entry = (Vec<u8>, Option<Vec<u8>>);
 
 /// The offset Debezium stored for one connector (the fields of
 /// `PostgresOffsetContext.getOffset()` that say where it is).
@@ -222,7 +227,7 @@ pub fn load(
 /// writing under `prefix`, among Connect's `(key, value)` entries: keys
 /// are `["<connector name>",{"server":"<topic.prefix>"}]`.
 fn select<'a>(
-    stored: &'a [(Vec<u8>, Option<Vec<u8>>)],
+    stored: &'a [Entry],
     prefix: &str,
     name: Option<&str>,
     location: &str,
@@ -286,7 +291,7 @@ fn parse_key(key: &[u8]) -> Option<(String, Option<String>)> {
 mod tests {
     use super::*;
 
-    fn entry(key: &str, value: Option<&str>) -> (Vec<u8>, Option<Vec<u8>>) {
+    fn entry(key: &str, value: Option<&str>) -> Entry {
         (
             key.as_bytes().to_vec(),
             value.map(|v| v.as_bytes().to_vec()),

@@ -22,6 +22,7 @@ use crate::source::relation::RelationCache;
 use crate::source::replication::{CopyData, ReplicationStream};
 use crate::source::setup;
 use crate::source::types::TypeRegistry;
+use crate::takeover::tails::TxnPlace;
 use crate::takeover::{Resume, Through, TxnVerdict};
 use crate::transform::regex_router::TopicRenames;
 use crate::transform::Transforms;
@@ -45,6 +46,9 @@ struct OpenTxn {
     origin: Option<SourceOrigin>,
     /// `--takeover-debezium`: the changes Debezium produced of it.
     debezium_through: Option<Through>,
+    /// `--takeover-debezium`: its place in the stream, to compare with
+    /// Debezium's last records in Kafka.
+    debezium_place: Option<TxnPlace>,
 }
 
 pub(super) use crate::event::now_micros;
@@ -336,6 +340,10 @@ impl Stream<'_> {
         debug_assert!(self.txn.is_none(), "Begin inside a transaction");
         let mut delivered = self.delivery.already_delivered(begin.final_lsn);
         let mut debezium_through = None;
+        let debezium_place = self.takeover.as_ref().map(|resume| TxnPlace {
+            previous_end: self.last_commit_lsn.unwrap_or(resume.start()),
+            final_lsn: begin.final_lsn,
+        });
         if let Some(resume) = &self.takeover {
             match resume.transaction(self.last_commit_lsn, begin.final_lsn, begin.xid) {
                 TxnVerdict::Produced => delivered = true,
@@ -353,6 +361,7 @@ impl Stream<'_> {
             delivered,
             origin: None,
             debezium_through,
+            debezium_place,
         });
         self.metrics.transaction_begun(commit_time_micros);
         self.last_commit_time_micros = Some(commit_time_micros);

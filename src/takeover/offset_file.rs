@@ -14,7 +14,7 @@
 
 use std::path::Path;
 
-use super::TakeoverError;
+use super::{Entry, TakeoverError};
 
 const STREAM_MAGIC: [u8; 4] = [0xAC, 0xED, 0x00, 0x05];
 const TC_NULL: u8 = 0x70;
@@ -28,7 +28,7 @@ const TC_ENDBLOCKDATA: u8 = 0x78;
 const BASE_HANDLE: u32 = 0x7E_0000;
 
 /// The file's `(key, value)` entries (a missing value: null).
-pub(super) fn read(path: &Path) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, TakeoverError> {
+pub(super) fn read(path: &Path) -> Result<Vec<Entry>, TakeoverError> {
     let bytes = std::fs::read(path).map_err(|source| TakeoverError::File {
         path: path.to_owned(),
         source,
@@ -40,7 +40,7 @@ pub(super) fn read(path: &Path) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, Takeo
 }
 
 /// The entries of a serialized `HashMap<byte[], byte[]>`.
-pub(super) fn parse(bytes: &[u8]) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, String> {
+pub(super) fn parse(bytes: &[u8]) -> Result<Vec<Entry>, String> {
     let mut r = Reader {
         bytes,
         at: 0,

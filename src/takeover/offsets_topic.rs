@@ -10,7 +10,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::TakeoverError;
+use super::{Entry, TakeoverError};
 use crate::sink::client_log::LoggingContext;
 use crate::sink::transactional::client_config;
 
@@ -20,7 +20,7 @@ pub(super) fn read(
     producer: &ClientConfig,
     topic: &str,
     timeout: Duration,
-) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, TakeoverError> {
+) -> Result<Vec<Entry>, TakeoverError> {
     let fail = |reason: String| TakeoverError::Kafka {
         topic: topic.to_owned(),
         reason,

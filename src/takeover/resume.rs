@@ -90,6 +90,11 @@ impl Resume {
         }
     }
 
+    /// Where this attempt's stream starts.
+    pub fn start(&self) -> Lsn {
+        self.start
+    }
+
     /// `lsn_commit`: where Debezium's last whole transaction ended.
     pub fn commit(&self) -> Lsn {
         self.commit

@@ -67,6 +67,11 @@ impl Stream<'_> {
         if self.produced_by_debezium(&message, lsn) {
             return Ok(());
         }
+        if self.takeover.is_some() {
+            let place = self.txn.as_ref().and_then(|t| t.debezium_place);
+            let change = is_change(&message).then_some(place).flatten();
+            self.delivery.debezium_change(change.map(|p| (p, lsn)));
+        }
         let (op, relation_id, before, after) = match message {
             LogicalMessage::Relation(relation) => {
                 if !self.relations.admits(&relation) {
@@ -134,16 +139,8 @@ impl Stream<'_> {
     /// `--takeover-debezium`: whether Debezium produced the change
     /// `message` at `lsn` of the open transaction (asked once per change).
     fn produced_by_debezium(&mut self, message: &LogicalMessage, lsn: Lsn) -> bool {
-        let change = match message {
-            LogicalMessage::Insert(_)
-            | LogicalMessage::Update(_)
-            | LogicalMessage::Delete(_)
-            | LogicalMessage::Truncate(_) => true,
-            LogicalMessage::Message(m) => m.transactional,
-            _ => false,
-        };
         let through = self.txn.as_mut().and_then(|t| t.debezium_through.as_mut());
-        change && through.is_some_and(|through| through.produced(lsn))
+        is_change(message) && through.is_some_and(|through| through.produced(lsn))
     }
 
     async fn emit_row_change(
@@ -445,5 +442,18 @@ impl Stream<'_> {
             self.delivery.commit(txn, Lsn::new(lsn.as_u64() + 1));
         }
         Ok(())
+    }
+}
+
+/// A message Debezium makes records of, in a transaction: a row change, a
+/// truncate, a transactional logical message.
+fn is_change(message: &LogicalMessage) -> bool {
+    match message {
+        LogicalMessage::Insert(_)
+        | LogicalMessage::Update(_)
+        | LogicalMessage::Delete(_)
+        | LogicalMessage::Truncate(_) => true,
+        LogicalMessage::Message(m) => m.transactional,
+        _ => false,
     }
 }
