@@ -44,7 +44,7 @@
 //! without `lsn_events_processed`: when a COPY's rows share it, the rest
 //! are sent again rather than lost). Everything later is new.
 
-mod offset_file;
+pub mod offset_file;
 mod offsets_topic;
 pub mod options;
 mod resume;

@@ -27,8 +27,9 @@ const TC_ENDBLOCKDATA: u8 = 0x78;
 /// The first handle a stream assigns.
 const BASE_HANDLE: u32 = 0x7E_0000;
 
-/// The file's `(key, value)` entries (a missing value: null).
-pub(super) fn read(path: &Path) -> Result<Vec<Entry>, TakeoverError> {
+/// The file's `(key, value)` entries (a missing value: null), in no
+/// particular order (a HashMap's).
+pub fn read(path: &Path) -> Result<Vec<Entry>, TakeoverError> {
     let bytes = std::fs::read(path).map_err(|source| TakeoverError::File {
         path: path.to_owned(),
         source,

@@ -15,6 +15,9 @@
 //!   unflushed window, hundreds after the kill) by reading back Debezium's
 //!   last record of each partition (its `source.sequence`).
 //!
+//! Debezium Server's offset file (`FileOffsetBackingStore`,
+//! `--takeover-debezium file:`) is taken over the same way after a kill.
+//!
 //! In Avro (Confluent's AvroConverter, the same registry), the subjects
 //! Debezium registered are put under FULL compatibility first: `check` and
 //! `run` must refuse pgcdc-kafka's default schemas (NOT NULL columns are
@@ -60,6 +63,14 @@ enum Stop {
     Kill,
 }
 
+/// Where Debezium stores its offsets.
+enum Offsets {
+    /// Kafka Connect's `KafkaOffsetBackingStore`, in this topic.
+    Topic(String),
+    /// `FileOffsetBackingStore` (Debezium Server's default), in this file.
+    File(std::path::PathBuf),
+}
+
 /// Debezium's runner as a child process, killed on drop.
 struct Debezium {
     child: Child,
@@ -72,26 +83,41 @@ impl Debezium {
         s: &Scenario,
         kafka: &Kafka,
         name: &str,
-        offsets_topic: &str,
+        offsets: &Offsets,
         registry: Option<&str>,
         work: &Path,
     ) -> Self {
         let pg = s.pg;
         let port = pg.port().to_string();
         let bootstrap = kafka.bootstrap_servers();
+        let store: Vec<(&str, String)> = match offsets {
+            Offsets::Topic(topic) => vec![
+                (
+                    "engine.offset.storage",
+                    "org.apache.kafka.connect.storage.KafkaOffsetBackingStore".into(),
+                ),
+                ("engine.offset.storage.topic", topic.clone()),
+                ("engine.offset.storage.partitions", "3".into()),
+                ("engine.offset.storage.replication.factor", "1".into()),
+            ],
+            Offsets::File(path) => vec![
+                (
+                    "engine.offset.storage",
+                    "org.apache.kafka.connect.storage.FileOffsetBackingStore".into(),
+                ),
+                (
+                    "engine.offset.storage.file.filename",
+                    path.display().to_string(),
+                ),
+            ],
+        };
+        let store: Vec<(&str, &str)> = store.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let settings: &[(&str, &str)] = &[
             ("engine.name", name),
             (
                 "engine.connector.class",
                 "io.debezium.connector.postgresql.PostgresConnector",
             ),
-            (
-                "engine.offset.storage",
-                "org.apache.kafka.connect.storage.KafkaOffsetBackingStore",
-            ),
-            ("engine.offset.storage.topic", offsets_topic),
-            ("engine.offset.storage.partitions", "3"),
-            ("engine.offset.storage.replication.factor", "1"),
             ("engine.bootstrap.servers", &bootstrap),
             // Connect's default is 60 s; shorter here, so that the offset
             // is stored soon, and a kill leaves up to this much unrecorded.
@@ -125,7 +151,7 @@ impl Debezium {
             ],
         };
         let mut props = String::new();
-        for (k, v) in settings.iter().chain(&converters) {
+        for (k, v) in settings.iter().chain(&store).chain(&converters) {
             let _ = writeln!(props, "{k}={}", v.replace('\\', "\\\\"));
         }
         let config = work.join(format!("{name}.properties"));
@@ -195,29 +221,36 @@ impl Drop for Debezium {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takes_over_after_a_clean_stop() {
-    takeover(Stop::Clean, false).await;
+    takeover(Stop::Clean, false, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takes_over_after_kill_9() {
-    takeover(Stop::Kill, false).await;
+    takeover(Stop::Kill, false, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takes_over_avro_subjects_under_full_compatibility() {
-    takeover(Stop::Clean, true).await;
+    takeover(Stop::Clean, true, false).await;
 }
 
-async fn takeover(how: Stop, avro: bool) {
+/// Debezium Server's way: offsets in a file (`--takeover-debezium file:`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takes_over_from_an_offset_file_after_kill_9() {
+    takeover(Stop::Kill, false, true).await;
+}
+
+async fn takeover(how: Stop, avro: bool, file: bool) {
     let kafka = Kafka::shared();
     let pg = Postgres::shared();
     let registry = avro.then(SchemaRegistry::shared);
     let registry_url = registry.map(SchemaRegistry::url);
     let bootstrap = kafka.bootstrap_servers();
-    let label = match (how, avro) {
-        (_, true) => "takeover_avro",
-        (Stop::Clean, false) => "takeover_clean",
-        (Stop::Kill, false) => "takeover_kill",
+    let label = match (how, avro, file) {
+        (_, _, true) => "takeover_file",
+        (_, true, _) => "takeover_avro",
+        (Stop::Clean, false, _) => "takeover_clean",
+        (Stop::Kill, false, _) => "takeover_kill",
     };
     let s = Scenario::new(pg, label);
     create_tables(&s, TABLES);
@@ -238,16 +271,18 @@ async fn takeover(how: Stop, avro: bool) {
     }
     let work = std::env::temp_dir().join(pgcdc_testcontainers::unique_name(label));
     std::fs::create_dir_all(&work).expect("work dir");
-    let offsets_topic = format!("{}-connect-offsets", s.prefix);
+    let offsets = match file {
+        false => Offsets::Topic(format!("{}-connect-offsets", s.prefix)),
+        true => Offsets::File(work.join("offsets.dat")),
+    };
+    let offsets_stored = || async {
+        match &offsets {
+            Offsets::Topic(topic) => record_count(&bootstrap, topic).await > 0,
+            Offsets::File(path) => path.exists(),
+        }
+    };
     let name = format!("dbz-{label}");
-    let mut debezium = Debezium::start(
-        &s,
-        kafka,
-        &name,
-        &offsets_topic,
-        registry_url.as_deref(),
-        &work,
-    );
+    let mut debezium = Debezium::start(&s, kafka, &name, &offsets, registry_url.as_deref(), &work);
 
     let (mut rng, seed) = XorShift::seeded("PGCDC_TAKEOVER_SEED");
     println!("[{label}] workload seed {seed} (PGCDC_TAKEOVER_SEED)");
@@ -270,8 +305,7 @@ async fn takeover(how: Stop, avro: bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     // Enough records, and an offset stored: then more, unrecorded until the
     // next offset flush (the window a kill leaves).
-    while produced().await < DEBEZIUM_RECORDS || record_count(&bootstrap, &offsets_topic).await == 0
-    {
+    while produced().await < DEBEZIUM_RECORDS || !offsets_stored().await {
         debezium.assert_running();
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -289,15 +323,22 @@ async fn takeover(how: Stop, avro: bool) {
     // The load goes on while nothing reads the slot, then pgcdc-kafka
     // takes over under it.
     tokio::time::sleep(Duration::from_millis(500)).await;
+    let source = match &offsets {
+        Offsets::Topic(topic) => topic.clone(),
+        Offsets::File(path) => format!("file:{}", path.display()),
+    };
     let mut takeover: Vec<String> = [
         "--takeover-debezium",
-        offsets_topic.as_str(),
+        source.as_str(),
         "--takeover-debezium-name",
         name.as_str(),
     ]
     .iter()
     .map(|a| a.to_string())
     .collect();
+    if how == Stop::Clean && !avro {
+        refuses_what_it_cannot_continue(&s, &bootstrap, &source).await;
+    }
     if let Some(url) = &registry_url {
         takeover.extend(["--format", "avro", "--schema-registry-url", url].map(String::from));
         refuses_under_full(&s, &bootstrap, url, &takeover).await;
@@ -316,7 +357,7 @@ async fn takeover(how: Stop, avro: bool) {
         written.transactions, written.changes, summary.events, summary.acknowledged_records
     );
 
-    let offset = stored_offset(&bootstrap, &offsets_topic, &name, &s.prefix).await;
+    let offset = stored_offset(&bootstrap, &offsets, &name, &s.prefix).await;
     let mut records = BTreeMap::new();
     for topic in &topics {
         let read = match registry {
@@ -411,6 +452,44 @@ async fn refuses_under_full(s: &Scenario, bootstrap: &str, registry: &str, args:
     println!("refused as it must be: {error}");
 }
 
+/// Without Debezium's slot, or with an offset store that holds nothing for
+/// the connector, a takeover stops before creating or sending anything.
+async fn refuses_what_it_cannot_continue(s: &Scenario, bootstrap: &str, source: &str) {
+    let mut other_slot = s.args(bootstrap, &["--takeover-debezium", source]);
+    let at = other_slot
+        .iter()
+        .position(|a| a == "--slot")
+        .expect("--slot")
+        + 1;
+    other_slot[at] = "not_debeziums_slot".to_owned();
+    let error = s.start_args(other_slot).wait_for_error().await.to_string();
+    assert!(
+        error.contains("\"not_debeziums_slot\" does not exist") && error.contains("--slot"),
+        "{error}"
+    );
+    let wrong_name = [
+        "--takeover-debezium",
+        source,
+        "--takeover-debezium-name",
+        "nobody",
+    ];
+    let error = s
+        .start(bootstrap, &wrong_name)
+        .wait_for_error()
+        .await
+        .to_string();
+    assert!(
+        error.contains("holds no offset") && error.contains("--takeover-debezium-name"),
+        "{error}"
+    );
+    assert!(
+        s.query_one("SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = 'not_debeziums_slot'")
+            .as_deref()
+            == Some("0"),
+        "no slot was created"
+    );
+}
+
 /// The version numbers of `subject`.
 async fn subject_versions(registry: &str, subject: &str) -> Json {
     let answer = reqwest::get(format!("{registry}/subjects/{subject}/versions"))
@@ -441,16 +520,23 @@ async fn read_avro(bootstrap: &str, topic: &str, registry: &SchemaRegistry) -> V
         .collect()
 }
 
-/// Debezium's offset as the engine stored it, from the offsets topic.
-async fn stored_offset(bootstrap: &str, topic: &str, name: &str, prefix: &str) -> Json {
-    let entries = consume_all(bootstrap, topic, TIMEOUT).await;
+/// Debezium's offset as the engine stored it.
+async fn stored_offset(bootstrap: &str, offsets: &Offsets, name: &str, prefix: &str) -> Json {
     let key = serde_json::json!([name, { "server": prefix }]);
-    entries
-        .into_iter()
-        .rev()
-        .find(|r| r.key.as_ref() == Some(&key))
-        .and_then(|r| r.value)
-        .unwrap_or_else(|| panic!("no offset stored under {key} in {topic}"))
+    let value = match offsets {
+        Offsets::Topic(topic) => consume_all(bootstrap, topic, TIMEOUT)
+            .await
+            .into_iter()
+            .rev()
+            .find(|r| r.key.as_ref() == Some(&key))
+            .and_then(|r| r.value),
+        Offsets::File(path) => pgcdc_kafka::takeover::offset_file::read(path)
+            .expect("the offset file reads")
+            .into_iter()
+            .find(|(k, _)| serde_json::from_slice::<Json>(k).ok().as_ref() == Some(&key))
+            .and_then(|(_, v)| serde_json::from_slice(&v?).ok()),
+    };
+    value.unwrap_or_else(|| panic!("no offset stored under {key}"))
 }
 
 /// Each table row's latest version.
