@@ -393,6 +393,10 @@ pub struct RunConfig {
     #[command(flatten)]
     pub eos: EosOptions,
 
+    /// `--takeover-debezium`: Debezium's stored offset to continue after.
+    #[command(flatten)]
+    pub takeover: crate::takeover::TakeoverOptions,
+
     /// Extra librdkafka producer properties, key=value (repeatable). In
     /// PGCDC_KAFKA_PROPERTY, one property per line.
     #[arg(help_heading = DELIVERY, long = "kafka-property", env = "PGCDC_KAFKA_PROPERTY", value_delimiter = PROPERTY_SEPARATOR, value_parser = parse_key_value)]

@@ -62,6 +62,7 @@ pub mod select;
 pub mod sink;
 pub mod source;
 pub mod supervisor;
+pub mod takeover;
 pub mod transform;
 
 /// A value for people, or `unknown` when it is not known (an LSN of a run

@@ -114,6 +114,8 @@ pub enum PipelineError {
     },
     #[error(transparent)]
     StartupTimeout(#[from] StartupTimeout),
+    #[error(transparent)]
+    Takeover(#[from] crate::takeover::TakeoverError),
 }
 
 /// `--startup-timeout` passed before PostgreSQL and Kafka had both answered
@@ -183,6 +185,7 @@ impl PipelineError {
             | PipelineError::ServerMoved { .. } => true,
             PipelineError::Topic(e) => e.is_retryable(),
             PipelineError::Heartbeat(e) => e.is_retryable(),
+            PipelineError::Takeover(e) => e.is_retryable(),
             PipelineError::SlotLost(_)
             | PipelineError::Identity(_)
             | PipelineError::TemporarySlotEnded(_)

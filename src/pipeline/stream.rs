@@ -22,6 +22,8 @@ use crate::source::relation::RelationCache;
 use crate::source::replication::{CopyData, ReplicationStream};
 use crate::source::setup;
 use crate::source::types::TypeRegistry;
+use crate::takeover::tails::TxnPlace;
+use crate::takeover::{Resume, Through, TxnVerdict};
 use crate::transform::regex_router::TopicRenames;
 use crate::transform::Transforms;
 
@@ -42,6 +44,11 @@ struct OpenTxn {
     /// Where a subscriber applied it from (pgoutput's Origin message, sent
     /// after Begin), for `source.origin`.
     origin: Option<SourceOrigin>,
+    /// `--takeover-debezium`: the changes Debezium produced of it.
+    debezium_through: Option<Through>,
+    /// `--takeover-debezium`: its place in the stream, to compare with
+    /// Debezium's last records in Kafka.
+    debezium_place: Option<TxnPlace>,
 }
 
 pub(super) use crate::event::now_micros;
@@ -87,6 +94,8 @@ pub(super) struct Stream<'a> {
     /// Ends the wait for Kafka's acknowledgements at the end of the attempt
     /// when forced (the binary's second SIGINT/SIGTERM).
     pub(super) shutdown: Option<Shutdown>,
+    /// `--takeover-debezium`: what Debezium produced, left out.
+    pub(super) takeover: Option<Resume>,
 }
 
 impl<'a> Stream<'a> {
@@ -132,6 +141,7 @@ impl<'a> Stream<'a> {
             metadata: metadata::Metadata::new(&config.metadata, &config.names()),
             incremental: Incremental::start(config).await?,
             shutdown: None,
+            takeover: None,
             sql,
             config,
         })
@@ -328,7 +338,19 @@ impl Stream<'_> {
     /// A transaction starts: it is tracked until its Commit.
     async fn begin(&mut self, begin: Begin) -> Result<(), PipelineError> {
         debug_assert!(self.txn.is_none(), "Begin inside a transaction");
-        let delivered = self.delivery.already_delivered(begin.final_lsn);
+        let mut delivered = self.delivery.already_delivered(begin.final_lsn);
+        let mut debezium_through = None;
+        let debezium_place = self.takeover.as_ref().map(|resume| TxnPlace {
+            previous_end: self.last_commit_lsn.unwrap_or(resume.start()),
+            final_lsn: begin.final_lsn,
+        });
+        if let Some(resume) = &self.takeover {
+            match resume.transaction(self.last_commit_lsn, begin.final_lsn, begin.xid) {
+                TxnVerdict::Produced => delivered = true,
+                TxnVerdict::Partly(through) => debezium_through = Some(through),
+                TxnVerdict::New => {}
+            }
+        }
         let commit_time_micros = begin.commit_time_unix_micros();
         let id = self.delivery.begin();
         self.delivery.anchor(id, begin.final_lsn);
@@ -338,6 +360,8 @@ impl Stream<'_> {
             commit_time_micros,
             delivered,
             origin: None,
+            debezium_through,
+            debezium_place,
         });
         self.metrics.transaction_begun(commit_time_micros);
         self.last_commit_time_micros = Some(commit_time_micros);
