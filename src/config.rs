@@ -7,6 +7,7 @@ pub mod debezium;
 mod file;
 pub mod layers;
 mod pg_url;
+pub mod fleet;
 pub mod pipelines;
 pub mod security;
 pub mod setting;

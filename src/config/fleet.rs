@@ -1,0 +1,257 @@
+//! Fleet mode's settings (`run --fleet NAME`) and how a pipeline's record
+//! from the fleet's configs topic becomes a [`RunConfig`].
+//!
+//! An instance's own command line, environment and `--config` file are
+//! the shared layer of every pipeline it runs, exactly as a file's
+//! top-level keys are for its `[pipelines.<name>]` tables: the record
+//! (TOML, one pipeline's keys) is layered on top of them, above flags
+//! and environment ([`super::pipelines`]). So a record carries what tells
+//! the pipeline apart (`pg_url`, `slot`, `topic_prefix`, tables, format)
+//! and the instances carry where Kafka is and how to log in.
+//!
+//! Records hold secrets by reference only (see [`crate::fleet::secrets`]):
+//! each string value's `${env:VAR}` and `${file:/path}` are resolved on
+//! the instance that runs the pipeline, before the record is layered.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgMatches, Args, Command};
+
+use super::layers::{self, Resolved};
+use super::setting::{ArgIndex, LoadError, Origin, Origins, Problem, Setting};
+use super::{file, pipelines, ConfigSources, RunConfig};
+use crate::http::HealthPolicy;
+
+/// The `run` flags of fleet mode.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Operations")]
+pub struct FleetOptions {
+    /// Join fleet NAME: run the pipelines the fleet's Kafka consumer group
+    /// assigns to this instance, from the configs `pgcdc-kafka fleet apply`
+    /// wrote (docs/FLEET.md). --pg-url, --slot and the rest then come from
+    /// each pipeline's record.
+    #[arg(long, env = "PGCDC_FLEET")]
+    pub fleet: Option<String>,
+
+    /// This instance's stable id in the fleet (Kafka static membership,
+    /// group.instance.id): restarted within --fleet-session-timeout it
+    /// keeps its pipelines, so a rolling restart moves none. Unique per
+    /// instance; unset: a new member at each start.
+    #[arg(long, env = "PGCDC_FLEET_INSTANCE")]
+    pub fleet_instance: Option<String>,
+
+    /// How long the fleet waits for an instance it no longer hears from
+    /// before its pipelines move to the others (session.timeout.ms; the
+    /// broker allows 6s to 300s by default). An instance cut off from Kafka
+    /// for this long stops its pipelines itself.
+    #[arg(long, env = "PGCDC_FLEET_SESSION_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub fleet_session_timeout: Duration,
+}
+
+/// The keys of a fleet instance rather than of a pipeline: a record may
+/// not set them.
+pub const INSTANCE_KEYS: &[&str] = &[
+    "fleet",
+    "fleet_instance",
+    "fleet_session_timeout",
+    "metrics_addr",
+];
+
+/// `run`'s arguments as fleet mode reads them.
+#[derive(Debug, clap::Parser)]
+#[command(name = "pgcdc-kafka run")]
+struct InstanceArgs {
+    #[command(flatten)]
+    sources: ConfigSources,
+    #[command(flatten)]
+    run: RunConfig,
+    #[command(flatten)]
+    fleet: FleetOptions,
+    #[command(flatten)]
+    health: HealthPolicy,
+}
+
+/// A fleet instance's own settings, and what each pipeline record is
+/// layered over.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub fleet: FleetOptions,
+    /// The fleet's name, from --fleet.
+    pub name: String,
+    /// The instance's settings as a `run` configuration without a pipeline:
+    /// Kafka (bootstrap servers, security) for the fleet's own clients.
+    /// Its pipeline fields are placeholders and never used.
+    pub shared: RunConfig,
+    pub health: HealthPolicy,
+    /// `run`'s command, and the command line's matches under it (from
+    /// [`layers::relax`]), under which each record is layered.
+    cmd: Command,
+    matches: ArgMatches,
+}
+
+/// Placeholders for the pipeline settings `run` requires, to parse an
+/// instance's settings that have none.
+const PLACEHOLDERS: &[(&str, &str)] = &[
+    ("pg_url", "postgres://fleet@localhost/fleet"),
+    ("topic_prefix", "fleet"),
+];
+
+/// `Some` when `matches` (of [`layers::relax`]`(cmd)`, `cmd` being `run`'s
+/// command) asks for fleet mode, by flag, environment or `--config` key:
+/// the instance's settings, or every problem with them.
+pub fn instance(cmd: &Command, matches: &ArgMatches) -> Option<Result<Instance, LoadError>> {
+    let resolved = layers::resolve(cmd, matches);
+    resolved.origins.by_id.get("fleet")?;
+    let declares_pipelines = pipelines::declared(cmd, matches, None).is_some();
+    let placeholders: Vec<Setting> = PLACEHOLDERS
+        .iter()
+        .filter(|(id, _)| !resolved.origins.by_id.contains_key(*id))
+        .map(|(id, value)| Setting {
+            id: (*id).to_owned(),
+            values: vec![(*value).to_owned()],
+            origin: Origin::Default,
+        })
+        .collect();
+    let resolved = layers::resolve_pipeline(cmd, matches, None, &placeholders);
+    Some(load(cmd, resolved).and_then(|(args, origins, mut problems)| {
+        if declares_pipelines {
+            problems.push(Problem {
+                field: pipelines::PIPELINES_KEY.to_owned(),
+                value: None,
+                message: "is not read in fleet mode: a fleet's pipelines live in its configs \
+                          topic; load them with `pgcdc-kafka fleet apply <file>`"
+                    .to_owned(),
+                origin: None,
+            });
+        }
+        let name = args.fleet.fleet.clone().unwrap_or_default();
+        if let Err(message) = crate::fleet::FleetName::check(&name) {
+            problems.push(Problem {
+                field: "fleet".to_owned(),
+                value: Some(name.clone()),
+                message,
+                origin: Some(origins.of("fleet")),
+            });
+        }
+        layers::finish(cmd, &origins, problems, Ok(()))?;
+        Ok(Instance {
+            name,
+            fleet: args.fleet,
+            shared: args.run,
+            health: args.health,
+            cmd: cmd.clone(),
+            matches: matches.clone(),
+        })
+    }))
+}
+
+fn load(
+    cmd: &Command,
+    resolved: Resolved,
+) -> Result<(InstanceArgs, Origins, Vec<Problem>), LoadError> {
+    let cmd = cmd.clone().no_binary_name(true);
+    let loaded = layers::parse_resolved::<InstanceArgs>(cmd, resolved)?;
+    Ok((loaded.value, loaded.origins, loaded.problems))
+}
+
+impl Instance {
+    /// Pipeline `name`'s configuration from its record's TOML text (secret
+    /// references already resolved), layered over this instance's
+    /// settings and validated: every problem at once.
+    pub fn pipeline(&self, name: &str, record: &str) -> Result<RunConfig, LoadError> {
+        pipeline_over(&self.cmd, &self.matches, name, record)
+    }
+}
+
+/// [`Instance::pipeline`] over no instance at all (what `fleet apply`
+/// checks a record with): `run`'s defaults and the record only.
+pub fn pipeline_alone(name: &str, record: &str) -> Result<RunConfig, LoadError> {
+    use clap::CommandFactory;
+    let cmd = InstanceArgs::command().no_binary_name(true);
+    let none: [OsString; 0] = [];
+    let matches = layers::relax(layers::without_env(cmd.clone()))
+        .try_get_matches_from(none)
+        .map_err(|e| LoadError(vec![problem(name, String::new(), e.to_string())]))?;
+    pipeline_over(&cmd, &matches, name, record)
+}
+
+fn problem(name: &str, key: String, message: String) -> Problem {
+    Problem {
+        field: if key.is_empty() {
+            format!("pipeline {name}")
+        } else {
+            format!("pipeline {name}: {key}")
+        },
+        value: None,
+        message,
+        origin: None,
+    }
+}
+
+fn pipeline_over(
+    cmd: &Command,
+    matches: &ArgMatches,
+    name: &str,
+    record: &str,
+) -> Result<RunConfig, LoadError> {
+    let table: toml::Table = record.parse().map_err(|e: toml::de::Error| {
+        LoadError(vec![problem(
+            name,
+            String::new(),
+            format!("its record is not valid TOML: {}", e.message()),
+        )])
+    })?;
+    let mut problems = Vec::new();
+    for key in table.keys() {
+        if INSTANCE_KEYS.contains(&key.as_str()) || key == pipelines::PIPELINES_KEY {
+            problems.push(problem(
+                name,
+                key.clone(),
+                "is a setting of each instance, not of a pipeline; set it on the \
+                 instances (`run` flags or their --config file)"
+                    .to_owned(),
+            ));
+        }
+    }
+    let origin = Origin::Pipeline {
+        path: PathBuf::from("fleet configs topic"),
+        name: name.to_owned(),
+    };
+    let index = ArgIndex::new(cmd);
+    let own = table
+        .iter()
+        .filter(|(k, _)| !INSTANCE_KEYS.contains(&k.as_str()) && *k != pipelines::PIPELINES_KEY);
+    let (settings, parse_problems) = file::parse_table(own, &origin, &index, None);
+    problems.extend(parse_problems);
+    let resolved = layers::resolve_pipeline(cmd, matches, None, &settings);
+    let cmd_nb = cmd.clone().no_binary_name(true);
+    let (args, origins, more) = match load(&cmd_nb, resolved) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            problems.extend(error.0);
+            return Err(LoadError(problems));
+        }
+    };
+    problems.extend(more);
+    layers::finish(cmd, &origins, problems, args.run.validate())?;
+    Ok(args.run)
+}
+
+/// The Kafka connection properties of `shared` that the fleet's own
+/// clients use too: the typed security settings and the pass-through
+/// `security.*`, `sasl.*` and `ssl.*` properties (not the producer tuning).
+pub fn connection_properties(shared: &RunConfig) -> Vec<(String, String)> {
+    let passed = shared
+        .kafka_properties
+        .iter()
+        .filter(|(k, _)| ["security.", "sasl.", "ssl."].iter().any(|p| k.starts_with(p)))
+        .cloned();
+    let typed = shared
+        .kafka_security
+        .properties()
+        .into_iter()
+        .map(|t| (t.property.to_owned(), t.value));
+    passed.chain(typed).collect()
+}
