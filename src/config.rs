@@ -5,9 +5,9 @@
 
 pub mod debezium;
 mod file;
+pub mod fleet;
 pub mod layers;
 mod pg_url;
-pub mod fleet;
 pub mod pipelines;
 pub mod security;
 pub mod setting;

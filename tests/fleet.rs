@@ -111,7 +111,12 @@ impl Seen {
 }
 
 /// Reads every topic matching `^<run>` on a thread until `stop`.
-fn collect(bootstrap: String, run: String, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+fn collect(
+    bootstrap: String,
+    run: String,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &bootstrap)
@@ -129,10 +134,16 @@ fn collect(bootstrap: String, run: String, seen: Arc<Mutex<Seen>>, stop: Arc<Ato
             let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) else {
                 continue;
             };
-            let Some(value) = message.payload() else { continue };
-            let Ok(value) = serde_json::from_slice::<Json>(value) else { continue };
+            let Some(value) = message.payload() else {
+                continue;
+            };
+            let Ok(value) = serde_json::from_slice::<Json>(value) else {
+                continue;
+            };
             let row = value.get("payload").unwrap_or(&value);
-            let Some(id) = row["after"]["id"].as_i64() else { continue };
+            let Some(id) = row["after"]["id"].as_i64() else {
+                continue;
+            };
             let run_id = message
                 .headers()
                 .and_then(|h| h.iter().find(|h| h.key == RUN_ID).and_then(|h| h.value))
@@ -170,7 +181,9 @@ impl Fleet {
 
     fn start(&mut self, i: usize) {
         self.incarnations[i] += 1;
-        let log = self.dir.join(format!("{}-{}.log", Fleet::id(i), self.incarnations[i]));
+        let log = self
+            .dir
+            .join(format!("{}-{}.log", Fleet::id(i), self.incarnations[i]));
         let args: Vec<String> = [
             "--fleet",
             &self.name,
@@ -220,7 +233,12 @@ impl Fleet {
                 .as_array()
                 .expect("pipelines")
                 .iter()
-                .filter_map(|p| Some((p["pipeline"].as_str()?.to_owned(), p["owner"].as_str()?.to_owned())))
+                .filter_map(|p| {
+                    Some((
+                        p["pipeline"].as_str()?.to_owned(),
+                        p["owner"].as_str()?.to_owned(),
+                    ))
+                })
                 .collect();
             let counts: Vec<usize> = status["instances"]
                 .as_array()
@@ -245,7 +263,10 @@ impl Fleet {
         for log in &self.logs {
             let text = std::fs::read_to_string(log).unwrap_or_default();
             let from = marks.get(log).copied().unwrap_or(0).min(text.len());
-            for line in text[from..].lines().filter(|l| l.contains("fleet pipeline started")) {
+            for line in text[from..]
+                .lines()
+                .filter(|l| l.contains("fleet pipeline started"))
+            {
                 let field = |k: &str| {
                     line.split_whitespace()
                         .find_map(|w| w.strip_prefix(&format!("{k}=")))
@@ -261,13 +282,23 @@ impl Fleet {
     fn marks(&self) -> BTreeMap<PathBuf, usize> {
         self.logs
             .iter()
-            .map(|l| (l.clone(), std::fs::metadata(l).map_or(0, |m| m.len() as usize)))
+            .map(|l| {
+                (
+                    l.clone(),
+                    std::fs::metadata(l).map_or(0, |m| m.len() as usize),
+                )
+            })
             .collect()
     }
 }
 
 /// Inserts rows into every table continuously: ids 1, 2, 3... per table.
-fn load(pg: &'static Postgres, pipes: &[Pipe], next: Arc<BTreeMap<String, AtomicI64>>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+fn load(
+    pg: &'static Postgres,
+    pipes: &[Pipe],
+    next: Arc<BTreeMap<String, AtomicI64>>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
     let pipes = pipes.to_vec();
     tokio::spawn(async move {
         let mut clients = BTreeMap::new();
@@ -280,7 +311,10 @@ fn load(pg: &'static Postgres, pipes: &[Pipe], next: Arc<BTreeMap<String, Atomic
             for p in &pipes {
                 let id = next[&p.topic()].fetch_add(1, Ordering::SeqCst);
                 clients[&p.db]
-                    .execute(&format!("INSERT INTO {} (id, v) VALUES ($1, 'x')", p.table), &[&id])
+                    .execute(
+                        &format!("INSERT INTO {} (id, v) VALUES ($1, 'x')", p.table),
+                        &[&id],
+                    )
                     .await
                     .expect("insert");
             }
@@ -292,22 +326,36 @@ fn load(pg: &'static Postgres, pipes: &[Pipe], next: Arc<BTreeMap<String, Atomic
 /// The next id of every table now: a topic holding an id at or above its
 /// mark has streamed everything written before.
 fn marks(next: &BTreeMap<String, AtomicI64>) -> BTreeMap<String, i64> {
-    next.iter().map(|(t, n)| (t.clone(), n.load(Ordering::SeqCst))).collect()
+    next.iter()
+        .map(|(t, n)| (t.clone(), n.load(Ordering::SeqCst)))
+        .collect()
 }
 
 /// Waits until every topic reached its mark of `marks`; returns how long
 /// that took from `started`.
-async fn streaming_since(seen: &Arc<Mutex<Seen>>, marks: &BTreeMap<String, i64>, started: Instant, what: &str) -> Duration {
+async fn streaming_since(
+    seen: &Arc<Mutex<Seen>>,
+    marks: &BTreeMap<String, i64>,
+    started: Instant,
+    what: &str,
+) -> Duration {
     wait_until(TIMEOUT, what, || async {
         let seen = seen.lock().expect("seen");
-        marks.iter().all(|(topic, mark)| seen.max_id(topic) >= *mark)
+        marks
+            .iter()
+            .all(|(topic, mark)| seen.max_id(topic) >= *mark)
     })
     .await;
     started.elapsed()
 }
 
 /// [`streaming_since`] the marks of now.
-async fn streaming_again(seen: &Arc<Mutex<Seen>>, next: &BTreeMap<String, AtomicI64>, started: Instant, what: &str) -> Duration {
+async fn streaming_again(
+    seen: &Arc<Mutex<Seen>>,
+    next: &BTreeMap<String, AtomicI64>,
+    started: Instant,
+    what: &str,
+) -> Duration {
     streaming_since(seen, &marks(next), started, what).await
 }
 
@@ -329,7 +377,11 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
         let db = pg.create_database("fleet").expect("database");
         for t in 0..TABLES_PER_DB {
             let table = format!("t{t}");
-            pg.execute(&db, &format!("CREATE TABLE {table} (id bigint PRIMARY KEY, v text)")).expect("table");
+            pg.execute(
+                &db,
+                &format!("CREATE TABLE {table} (id bigint PRIMARY KEY, v text)"),
+            )
+            .expect("table");
             let name = format!("p{}", pipes.len());
             // Odd pipelines exactly-once, even ones at-least-once.
             let exactly_once = pipes.len() % 2 == 1;
@@ -344,7 +396,15 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
         name: run.clone(),
         dir: dir.clone(),
         // The last instance reaches Kafka only through the proxy, for (d).
-        bootstraps: (0..INSTANCES).map(|i| if i == INSTANCES - 1 { proxied.clone() } else { direct.clone() }).collect(),
+        bootstraps: (0..INSTANCES)
+            .map(|i| {
+                if i == INSTANCES - 1 {
+                    proxied.clone()
+                } else {
+                    direct.clone()
+                }
+            })
+            .collect(),
         instances: (0..INSTANCES).map(|_| None).collect(),
         incarnations: vec![0; INSTANCES],
         logs: Vec::new(),
@@ -352,9 +412,34 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
 
     // A literal password is refused, naming the key and the way out.
     let literal = dir.join("literal.toml");
-    std::fs::write(&literal, format!("[pipelines.bad]\npg_url = \"{}\"\ntopic_prefix = \"x\"\n", pg.url("x"))).expect("file");
+    std::fs::write(
+        &literal,
+        format!(
+            "[pipelines.bad]\npg_url = \"{}\"\ntopic_prefix = \"x\"\n",
+            pg.url("x")
+        ),
+    )
+    .expect("file");
     let (ok, _, err) = fleet.admin(&direct, &["apply", literal.to_str().expect("utf-8")]);
-    assert!(!ok && err.contains("pipelines.bad.pg_url") && err.contains("${env:"), "{err}");
+    assert!(
+        !ok && err.contains("pipelines.bad.pg_url") && err.contains("${env:"),
+        "{err}"
+    );
+
+    // A fleet nothing was applied to yet, and a misspelt key.
+    let (ok, _, err) = fleet.admin(&direct, &["status"]);
+    assert!(!ok && err.contains("fleet apply"), "{err}");
+    let typo = dir.join("typo.toml");
+    std::fs::write(
+        &typo,
+        "[pipelines.typo]\npg_url = \"postgres://u@h/d\"\ntopic_prefix = \"x\"\nslott = \"s\"\n",
+    )
+    .expect("file");
+    let (ok, _, err) = fleet.admin(&direct, &["apply", typo.to_str().expect("utf-8")]);
+    assert!(
+        !ok && err.contains("slott") && err.contains("did you mean \"slot\""),
+        "{err}"
+    );
 
     let (ok, out, err) = fleet.admin(&direct, &["apply", file.to_str().expect("utf-8")]);
     assert!(ok, "fleet apply: {err}");
@@ -362,8 +447,18 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
 
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop_reading = Arc::new(AtomicBool::new(false));
-    let reader = collect(direct.clone(), run.clone(), Arc::clone(&seen), Arc::clone(&stop_reading));
-    let next: Arc<BTreeMap<String, AtomicI64>> = Arc::new(pipes.iter().map(|p| (p.topic(), AtomicI64::new(1))).collect());
+    let reader = collect(
+        direct.clone(),
+        run.clone(),
+        Arc::clone(&seen),
+        Arc::clone(&stop_reading),
+    );
+    let next: Arc<BTreeMap<String, AtomicI64>> = Arc::new(
+        pipes
+            .iter()
+            .map(|p| (p.topic(), AtomicI64::new(1)))
+            .collect(),
+    );
     let stop_load = Arc::new(AtomicBool::new(false));
     let loader = load(pg, &pipes, Arc::clone(&next), Arc::clone(&stop_load));
 
@@ -372,7 +467,10 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
         fleet.start(i);
     }
     let took = streaming_again(&seen, &next, started, "every pipeline streaming at start").await;
-    println!("[fleet] {} pipelines on {INSTANCES} instances streaming {took:?} after start", pipes.len());
+    println!(
+        "[fleet] {} pipelines on {INSTANCES} instances streaming {took:?} after start",
+        pipes.len()
+    );
     fleet.balanced(&direct, pipes.len()).await;
 
     // (a) SIGKILL in rounds, each instance restarted after its pipelines
@@ -381,8 +479,17 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
         let victim = round;
         let killed = Instant::now();
         fleet.instance(victim).kill_9();
-        let took = streaming_again(&seen, &next, killed, "every pipeline streaming after a kill").await;
-        println!("[fleet] round {round}: {} killed; every pipeline streaming again after {took:?}", Fleet::id(victim));
+        let took = streaming_again(
+            &seen,
+            &next,
+            killed,
+            "every pipeline streaming after a kill",
+        )
+        .await;
+        println!(
+            "[fleet] round {round}: {} killed; every pipeline streaming again after {took:?}",
+            Fleet::id(victim)
+        );
         assert!(took < Duration::from_secs(60), "failover took {took:?}");
         fleet.start(victim);
         fleet.balanced(&direct, pipes.len()).await;
@@ -395,12 +502,24 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
     for i in 0..INSTANCES {
         let stopped = Instant::now();
         let at_stop = marks(&next);
-        fleet.instance(i).terminate_cleanly(Duration::from_secs(40)).await;
+        fleet
+            .instance(i)
+            .terminate_cleanly(Duration::from_secs(40))
+            .await;
         fleet.start(i);
         // Written after the restart, so streamed by the restarted instance.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let took = streaming_since(&seen, &marks(&next), stopped, "every pipeline streaming after a restart").await;
-        assert!(marks(&next).values().zip(at_stop.values()).all(|(now, then)| now > then));
+        let took = streaming_since(
+            &seen,
+            &marks(&next),
+            stopped,
+            "every pipeline streaming after a restart",
+        )
+        .await;
+        assert!(marks(&next)
+            .values()
+            .zip(at_stop.values())
+            .all(|(now, then)| now > then));
         println!("[fleet] rolling restart: {} stopped and started; every pipeline streaming again {took:?} after the SIGTERM", Fleet::id(i));
     }
     let after = fleet.balanced(&direct, pipes.len()).await;
@@ -409,39 +528,63 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
         .iter()
         .filter(|(pipeline, instance)| before.get(pipeline) != Some(instance))
         .count();
-    println!("[fleet] rolling restart: {} starts, {moves} moved", starts.len());
-    assert_eq!(moves, 0, "a rolling restart moved pipelines: {starts:?}; before {before:?}");
+    println!(
+        "[fleet] rolling restart: {} starts, {moves} moved",
+        starts.len()
+    );
+    assert_eq!(
+        moves, 0,
+        "a rolling restart moved pipelines: {starts:?}; before {before:?}"
+    );
     assert_eq!(before, after);
 
     // (c) Add a pipeline while the fleet runs, then remove it.
     let extra_db = pipes[0].db.clone();
-    pg.execute(&extra_db, "CREATE TABLE t9 (id bigint PRIMARY KEY, v text)").expect("table");
-    pg.execute(&extra_db, "INSERT INTO t9 SELECT g, 'x' FROM generate_series(1, 50) g").expect("rows");
+    pg.execute(&extra_db, "CREATE TABLE t9 (id bigint PRIMARY KEY, v text)")
+        .expect("table");
+    pg.execute(
+        &extra_db,
+        "INSERT INTO t9 SELECT g, 'x' FROM generate_series(1, 50) g",
+    )
+    .expect("rows");
     let extra = Pipe::new("added", &extra_db, "t9", &run, false);
     let added = dir.join("added.toml");
     std::fs::write(&added, extra.toml(pg, &password)).expect("file");
     let (ok, out, err) = fleet.admin(&direct, &["apply", added.to_str().expect("utf-8")]);
     assert!(ok, "apply of one more pipeline: {err}");
-    assert!(out.contains("\"added\"") && out.contains(&format!("\"index\":{}", pipes.len())), "{out}");
-    wait_until(TIMEOUT, "the added pipeline to stream its table", || async {
-        seen.lock().expect("seen").max_id(&extra.topic()) >= 50
-    })
+    assert!(
+        out.contains("\"added\"") && out.contains(&format!("\"index\":{}", pipes.len())),
+        "{out}"
+    );
+    wait_until(
+        TIMEOUT,
+        "the added pipeline to stream its table",
+        || async { seen.lock().expect("seen").max_id(&extra.topic()) >= 50 },
+    )
     .await;
     let slot_active = |slot: &str| {
-        pg.query(&extra_db, &format!("SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'"))
-            .expect("slot query")
-            .first()
-            .and_then(|r| r.first().cloned().flatten())
+        pg.query(
+            &extra_db,
+            &format!("SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+        )
+        .expect("slot query")
+        .first()
+        .and_then(|r| r.first().cloned().flatten())
     };
     assert_eq!(slot_active(&extra.slot).as_deref(), Some("t"));
     let (ok, out, err) = fleet.admin(&direct, &["remove", &extra.name]);
     assert!(ok && out.contains("removed"), "fleet remove: {out} {err}");
-    wait_until(TIMEOUT, "the removed pipeline's slot to be released", || async {
-        slot_active(&extra.slot).as_deref() == Some("f")
-    })
+    wait_until(
+        TIMEOUT,
+        "the removed pipeline's slot to be released",
+        || async { slot_active(&extra.slot).as_deref() == Some("f") },
+    )
     .await;
     let status = fleet.status(&direct);
-    assert!(!status.to_string().contains(&format!("\"{}\"", extra.name)), "{status}");
+    assert!(
+        !status.to_string().contains(&format!("\"{}\"", extra.name)),
+        "{status}"
+    );
     let (ok, _, err) = fleet.admin(&direct, &["remove", &extra.name]);
     assert!(!ok && err.contains("is not in the fleet"), "{err}");
     fleet.balanced(&direct, pipes.len()).await;
@@ -452,15 +595,37 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
     let victim = INSTANCES - 1;
     let cut = Instant::now();
     proxy.stall();
-    let took = streaming_again(&seen, &next, cut, "every pipeline streaming with one instance cut off").await;
-    println!("[fleet] {} cut off from Kafka; every pipeline streaming again after {took:?}", Fleet::id(victim));
-    wait_until(TIMEOUT, "the cut-off instance to notice and stop its pipelines", || async {
-        fleet.instance(victim).log_text().contains("session with the fleet's group expired")
-    })
+    let took = streaming_again(
+        &seen,
+        &next,
+        cut,
+        "every pipeline streaming with one instance cut off",
+    )
+    .await;
+    println!(
+        "[fleet] {} cut off from Kafka; every pipeline streaming again after {took:?}",
+        Fleet::id(victim)
+    );
+    wait_until(
+        TIMEOUT,
+        "the cut-off instance to notice and stop its pipelines",
+        || async {
+            fleet
+                .instance(victim)
+                .log_text()
+                .contains("session with the fleet's group expired")
+        },
+    )
     .await;
     proxy.resume();
     fleet.balanced(&direct, pipes.len()).await;
-    streaming_again(&seen, &next, Instant::now(), "every pipeline streaming after the heal").await;
+    streaming_again(
+        &seen,
+        &next,
+        Instant::now(),
+        "every pipeline streaming after the heal",
+    )
+    .await;
 
     // Stop the load, let everything arrive, and check row by row.
     stop_load.store(true, Ordering::Relaxed);
@@ -469,66 +634,87 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
     all.push(extra);
     wait_until(TIMEOUT, "every row of every table in Kafka", || async {
         let seen = seen.lock().expect("seen");
-        pipes.iter().all(|p| seen.max_id(&p.topic()) >= next[&p.topic()].load(Ordering::SeqCst) - 1)
+        pipes
+            .iter()
+            .all(|p| seen.max_id(&p.topic()) >= next[&p.topic()].load(Ordering::SeqCst) - 1)
     })
     .await;
     std::thread::sleep(Duration::from_secs(1));
-    let seen = seen.lock().expect("seen");
-    let mut resent = 0;
-    let mut late = 0;
-    for p in &all {
-        let rows: BTreeSet<i64> = pg
-            .query(&p.db, &format!("SELECT id FROM {}", p.table))
-            .expect("rows")
-            .into_iter()
-            .filter_map(|r| r.first().cloned().flatten()?.parse().ok())
-            .collect();
-        let records = seen.records.get(&p.topic()).cloned().unwrap_or_default();
-        let ids: BTreeSet<i64> = records.iter().map(|(_, id, _, _)| *id).collect();
-        let missing: Vec<&i64> = rows.difference(&ids).collect();
-        assert!(missing.is_empty(), "{}: {} rows missing from {}, e.g. {:?}", p.name, missing.len(), p.topic(), &missing[..missing.len().min(10)]);
-        let duplicates = records.len() - ids.len();
-        // Never two writers: per partition, once a run is followed by
-        // another, it never writes again. Under exactly-once a zombie is
-        // fenced (its late writes are aborted, unseen by read_committed).
-        // Under at-least-once the produce requests a cut-off instance had
-        // on the wire when it was cut off land when the network heals,
-        // after the new owner's records: counted, and allowed only then.
-        let mut partitions: BTreeMap<i32, Vec<&str>> = BTreeMap::new();
-        let mut late_here = 0;
-        for (partition, _, run_id, arrived) in &records {
-            let runs = partitions.entry(*partition).or_default();
-            if runs.last() == Some(&run_id.as_str()) {
-                continue;
+    {
+        let seen = seen.lock().expect("seen");
+        let mut resent = 0;
+        let mut late = 0;
+        for p in &all {
+            let rows: BTreeSet<i64> = pg
+                .query(&p.db, &format!("SELECT id FROM {}", p.table))
+                .expect("rows")
+                .into_iter()
+                .filter_map(|r| r.first().cloned().flatten()?.parse().ok())
+                .collect();
+            let records = seen.records.get(&p.topic()).cloned().unwrap_or_default();
+            let ids: BTreeSet<i64> = records.iter().map(|(_, id, _, _)| *id).collect();
+            let missing: Vec<&i64> = rows.difference(&ids).collect();
+            assert!(
+                missing.is_empty(),
+                "{}: {} rows missing from {}, e.g. {:?}",
+                p.name,
+                missing.len(),
+                p.topic(),
+                &missing[..missing.len().min(10)]
+            );
+            let duplicates = records.len() - ids.len();
+            // Never two writers: per partition, once a run is followed by
+            // another, it never writes again. Under exactly-once a zombie is
+            // fenced (its late writes are aborted, unseen by read_committed).
+            // Under at-least-once the produce requests a cut-off instance had
+            // on the wire when it was cut off land when the network heals,
+            // after the new owner's records: counted, and allowed only then.
+            let mut partitions: BTreeMap<i32, Vec<&str>> = BTreeMap::new();
+            let mut late_here = 0;
+            for (partition, _, run_id, arrived) in &records {
+                let runs = partitions.entry(*partition).or_default();
+                if runs.last() == Some(&run_id.as_str()) {
+                    continue;
+                }
+                if runs.contains(&run_id.as_str()) {
+                    assert!(
+                        !p.exactly_once && *arrived > cut,
+                        "{}: run {run_id} wrote again after another run did: two writers",
+                        p.topic()
+                    );
+                    late_here += 1;
+                }
+                runs.push(run_id);
             }
-            if runs.contains(&run_id.as_str()) {
-                assert!(
-                    !p.exactly_once && *arrived > cut,
-                    "{}: run {run_id} wrote again after another run did: two writers",
-                    p.topic()
+            if p.exactly_once {
+                assert_eq!(
+                    duplicates, 0,
+                    "{}: exactly-once, yet {duplicates} records twice",
+                    p.name
                 );
-                late_here += 1;
+            } else {
+                resent += duplicates;
+                late += late_here;
             }
-            runs.push(run_id);
+            println!(
+                "[fleet] {} ({}): {} rows, all in Kafka; {} runs wrote it; {duplicates} duplicates",
+                p.name,
+                if p.exactly_once {
+                    "exactly-once"
+                } else {
+                    "at-least-once"
+                },
+                rows.len(),
+                partitions.values().map(Vec::len).sum::<usize>()
+            );
         }
-        if p.exactly_once {
-            assert_eq!(duplicates, 0, "{}: exactly-once, yet {duplicates} records twice", p.name);
-        } else {
-            resent += duplicates;
-            late += late_here;
-        }
-        println!(
-            "[fleet] {} ({}): {} rows, all in Kafka; {} runs wrote it; {duplicates} duplicates",
-            p.name,
-            if p.exactly_once { "exactly-once" } else { "at-least-once" },
-            rows.len(),
-            partitions.values().map(Vec::len).sum::<usize>()
-        );
+        println!("[fleet] at-least-once: {resent} records re-sent; {late} late writes of the cut-off instance after the heal");
     }
-    println!("[fleet] at-least-once: {resent} records re-sent; {late} late writes of the cut-off instance after the heal");
-    drop(seen);
     for i in 0..INSTANCES {
-        fleet.instance(i).terminate_cleanly(Duration::from_secs(40)).await;
+        fleet
+            .instance(i)
+            .terminate_cleanly(Duration::from_secs(40))
+            .await;
     }
     stop_reading.store(true, Ordering::Relaxed);
     reader.join().expect("reader thread");

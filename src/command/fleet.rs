@@ -50,7 +50,11 @@ pub struct FleetArgs {
     #[arg(long, env = "PGCDC_FLEET")]
     pub fleet: String,
     /// Kafka bootstrap servers, comma separated.
-    #[arg(long, env = "PGCDC_BOOTSTRAP_SERVERS", default_value = "127.0.0.1:9092")]
+    #[arg(
+        long,
+        env = "PGCDC_BOOTSTRAP_SERVERS",
+        default_value = "127.0.0.1:9092"
+    )]
     pub bootstrap_servers: String,
     /// librdkafka properties for this command's clients (security.protocol,
     /// sasl.*, ssl.*), key=value, repeatable.
@@ -113,7 +117,10 @@ pub async fn execute(command: FleetCommand, format: LogFormat) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(admin::AdminError::Invalid(problems)) => {
-            eprintln!("error: invalid fleet configuration:\n  {}", problems.join("\n  "));
+            eprintln!(
+                "error: invalid fleet configuration:\n  {}",
+                problems.join("\n  ")
+            );
             ExitCode::from(2)
         }
         Err(error) => {

@@ -14,6 +14,7 @@
 //! the instance that runs the pipeline, before the record is layered.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -115,36 +116,38 @@ pub fn instance(cmd: &Command, matches: &ArgMatches) -> Option<Result<Instance, 
         })
         .collect();
     let resolved = layers::resolve_pipeline(cmd, matches, None, &placeholders);
-    Some(load(cmd, resolved).and_then(|(args, origins, mut problems)| {
-        if declares_pipelines {
-            problems.push(Problem {
-                field: pipelines::PIPELINES_KEY.to_owned(),
-                value: None,
-                message: "is not read in fleet mode: a fleet's pipelines live in its configs \
+    Some(
+        load(cmd, resolved).and_then(|(args, origins, mut problems)| {
+            if declares_pipelines {
+                problems.push(Problem {
+                    field: pipelines::PIPELINES_KEY.to_owned(),
+                    value: None,
+                    message: "is not read in fleet mode: a fleet's pipelines live in its configs \
                           topic; load them with `pgcdc-kafka fleet apply <file>`"
-                    .to_owned(),
-                origin: None,
-            });
-        }
-        let name = args.fleet.fleet.clone().unwrap_or_default();
-        if let Err(message) = crate::fleet::FleetName::check(&name) {
-            problems.push(Problem {
-                field: "fleet".to_owned(),
-                value: Some(name.clone()),
-                message,
-                origin: Some(origins.of("fleet")),
-            });
-        }
-        layers::finish(cmd, &origins, problems, Ok(()))?;
-        Ok(Instance {
-            name,
-            fleet: args.fleet,
-            shared: args.run,
-            health: args.health,
-            cmd: cmd.clone(),
-            matches: matches.clone(),
-        })
-    }))
+                        .to_owned(),
+                    origin: None,
+                });
+            }
+            let name = args.fleet.fleet.clone().unwrap_or_default();
+            if let Err(message) = FleetName::check(&name) {
+                problems.push(Problem {
+                    field: "fleet".to_owned(),
+                    value: Some(name.clone()),
+                    message,
+                    origin: Some(origins.of("fleet")),
+                });
+            }
+            layers::finish(cmd, &origins, problems, Ok(()))?;
+            Ok(Instance {
+                name,
+                fleet: args.fleet,
+                shared: args.run,
+                health: args.health,
+                cmd: cmd.clone(),
+                matches: matches.clone(),
+            })
+        }),
+    )
 }
 
 fn load(
@@ -246,7 +249,11 @@ pub fn connection_properties(shared: &RunConfig) -> Vec<(String, String)> {
     let passed = shared
         .kafka_properties
         .iter()
-        .filter(|(k, _)| ["security.", "sasl.", "ssl."].iter().any(|p| k.starts_with(p)))
+        .filter(|(k, _)| {
+            ["security.", "sasl.", "ssl."]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
         .cloned();
     let typed = shared
         .kafka_security
@@ -254,4 +261,88 @@ pub fn connection_properties(shared: &RunConfig) -> Vec<(String, String)> {
         .into_iter()
         .map(|t| (t.property.to_owned(), t.value));
     passed.chain(typed).collect()
+}
+
+/// A fleet's name: it names the group and the fleet's topics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetName(String);
+
+/// Longest fleet name: topic names are capped at 249 characters.
+const MAX_NAME_LEN: usize = 200;
+
+impl FleetName {
+    /// Whether `name` can name a fleet, with the reason if not.
+    pub fn check(name: &str) -> Result<(), String> {
+        let ok = !name.is_empty()
+            && name.len() <= MAX_NAME_LEN
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            && name != "."
+            && name != "..";
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "is not a valid fleet name: use 1-{MAX_NAME_LEN} letters, digits, '.', '_' \
+                 or '-' (it names the consumer group and Kafka topics), e.g. --fleet prod-eu"
+            ))
+        }
+    }
+
+    /// The consumer group the instances join.
+    pub fn group(&self) -> String {
+        format!("pgcdc-fleet.{}", self.0)
+    }
+
+    /// The compacted topic of pipeline configs.
+    pub fn configs_topic(&self) -> String {
+        format!("pgcdc-fleet.{}.configs", self.0)
+    }
+
+    /// The topic whose partitions stand for pipelines.
+    pub fn assignment_topic(&self) -> String {
+        format!("pgcdc-fleet.{}.assignment", self.0)
+    }
+
+    /// The compacted topic where instances report their pipelines' states.
+    pub fn status_topic(&self) -> String {
+        format!("pgcdc-fleet.{}.status", self.0)
+    }
+
+    /// The name as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for FleetName {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        FleetName::check(name).map(|()| FleetName(name.to_owned()))
+    }
+}
+
+impl fmt::Display for FleetName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_topic_safe() {
+        let name: FleetName = "prod-eu.1".parse().expect("valid");
+        assert_eq!(name.group(), "pgcdc-fleet.prod-eu.1");
+        assert_eq!(name.configs_topic(), "pgcdc-fleet.prod-eu.1.configs");
+        assert!("".parse::<FleetName>().is_err());
+        assert!("a b".parse::<FleetName>().is_err());
+        assert!("..".parse::<FleetName>().is_err());
+        let error = "x/y".parse::<FleetName>().expect_err("slash");
+        assert!(error.contains("--fleet prod-eu"), "{error}");
+    }
 }

@@ -57,9 +57,15 @@ impl std::fmt::Display for Applied {
 
 /// Applies the pipelines of the file `text` (named `path` in errors) to
 /// `fleet`.
-pub async fn apply(kafka: &FleetKafka, fleet: &FleetName, path: &str, text: &str) -> Result<Applied, AdminError> {
-    let declared = record::from_file(text)
-        .map_err(|ps| AdminError::Invalid(ps.into_iter().map(|p| format!("{path}: {p}")).collect()))?;
+pub async fn apply(
+    kafka: &FleetKafka,
+    fleet: &FleetName,
+    path: &str,
+    text: &str,
+) -> Result<Applied, AdminError> {
+    let declared = record::from_file(text).map_err(|ps| {
+        AdminError::Invalid(ps.into_iter().map(|p| format!("{path}: {p}")).collect())
+    })?;
     let mut problems = Vec::new();
     let mut checked: Vec<(PipelineName, RunConfig)> = Vec::new();
     for (name, config) in &declared {
@@ -136,9 +142,9 @@ pub async fn apply(kafka: &FleetKafka, fleet: &FleetName, path: &str, text: &str
 /// A record's settings checked as an instance would use them, with each
 /// secret reference standing in for its value; literal secrets refused.
 fn check(name: &PipelineName, config: &str) -> Result<RunConfig, Vec<String>> {
-    let mut table: toml::Table = config
-        .parse()
-        .map_err(|e: toml::de::Error| vec![format!("pipeline {name}: not valid TOML: {}", e.message())])?;
+    let mut table: toml::Table = config.parse().map_err(|e: toml::de::Error| {
+        vec![format!("pipeline {name}: not valid TOML: {}", e.message())]
+    })?;
     let mut problems: Vec<String> = secrets::literals(&table)
         .into_iter()
         .map(|(key, message)| format!("pipelines.{name}.{key} {message}"))
@@ -163,7 +169,11 @@ fn check(name: &PipelineName, config: &str) -> Result<RunConfig, Vec<String>> {
 /// Removes `pipeline` from `fleet` (a tombstone): the instance running it
 /// stops it, and its index is free for the next `apply`. Its slot stays on
 /// the server (drop it, or re-apply the pipeline to resume from it).
-pub async fn remove(kafka: &FleetKafka, fleet: &FleetName, pipeline: &str) -> Result<ConfigRecord, AdminError> {
+pub async fn remove(
+    kafka: &FleetKafka,
+    fleet: &FleetName,
+    pipeline: &str,
+) -> Result<ConfigRecord, AdminError> {
     let name: PipelineName = pipeline
         .parse()
         .map_err(|m: String| AdminError::Invalid(vec![format!("{pipeline:?} {m}")]))?;
@@ -202,9 +212,19 @@ pub struct FleetStatus {
 
 impl std::fmt::Display for FleetStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "fleet {}: {} instances, {} pipelines", self.fleet, self.instances.len(), self.pipelines.len())?;
+        writeln!(
+            f,
+            "fleet {}: {} instances, {} pipelines",
+            self.fleet,
+            self.instances.len(),
+            self.pipelines.len()
+        )?;
         for i in &self.instances {
-            writeln!(f, "  instance {} ({}): partitions {:?}", i.client_id, i.host, i.partitions)?;
+            writeln!(
+                f,
+                "  instance {} ({}): partitions {:?}",
+                i.client_id, i.host, i.partitions
+            )?;
         }
         for p in &self.pipelines {
             let owner = p.owner.as_deref().unwrap_or("(unassigned)");
@@ -215,7 +235,11 @@ impl std::fmt::Display for FleetStatus {
                     None => format!("{} on {}", s.state, s.instance),
                 },
             );
-            writeln!(f, "  {} (partition {}): owner {owner}; {state}", p.pipeline, p.index)?;
+            writeln!(
+                f,
+                "  {} (partition {}): owner {owner}; {state}",
+                p.pipeline, p.index
+            )?;
         }
         Ok(())
     }

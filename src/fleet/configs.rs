@@ -56,7 +56,9 @@ fn apply(configs: &mut Configs, key: Option<&[u8]>, value: Option<&[u8]>) {
         .and_then(|k| std::str::from_utf8(k).ok())
         .and_then(|k| k.parse::<PipelineName>().ok())
     else {
-        tracing::warn!("a record of the fleet's configs topic has no valid pipeline name as key; ignored");
+        tracing::warn!(
+            "a record of the fleet's configs topic has no valid pipeline name as key; ignored"
+        );
         return;
     };
     match value.map(ConfigRecord::decode) {
@@ -76,10 +78,16 @@ fn apply(configs: &mut Configs, key: Option<&[u8]>, value: Option<&[u8]>) {
 /// Whether the fleet's configs topic exists.
 pub fn exists(kafka: &FleetKafka, fleet: &FleetName) -> Result<bool, FleetError> {
     let topic = fleet.configs_topic();
-    let probe: BaseConsumer = kafka.client("pgcdc-fleet-probe").create().map_err(FleetError::Client)?;
+    let probe: BaseConsumer = kafka
+        .client("pgcdc-fleet-probe")
+        .create()
+        .map_err(FleetError::Client)?;
     let metadata = probe
         .fetch_metadata(Some(&topic), REQUEST_TIMEOUT)
-        .map_err(|error| FleetError::Read { topic: topic.clone(), error })?;
+        .map_err(|error| FleetError::Read {
+            topic: topic.clone(),
+            error,
+        })?;
     Ok(metadata
         .topics()
         .iter()
@@ -103,8 +111,15 @@ pub fn read_to_end(kafka: &FleetKafka, fleet: &FleetName) -> Result<Configs, Fle
 
 /// Reads `consumer` (assigned the topic's partition 0) up to the high
 /// watermark of when it started.
-fn read_until_high(consumer: &BaseConsumer, topic: &str, configs: &mut Configs) -> Result<(), FleetError> {
-    let read_error = |error| FleetError::Read { topic: topic.to_owned(), error };
+fn read_until_high(
+    consumer: &BaseConsumer,
+    topic: &str,
+    configs: &mut Configs,
+) -> Result<(), FleetError> {
+    let read_error = |error| FleetError::Read {
+        topic: topic.to_owned(),
+        error,
+    };
     let (_, high) = consumer
         .fetch_watermarks(topic, 0, REQUEST_TIMEOUT)
         .map_err(read_error)?;
@@ -198,7 +213,10 @@ pub fn write(
         kafka,
         &fleet.configs_topic(),
         records.iter().map(|(name, record)| {
-            (name.as_str().to_owned(), record.as_ref().map(ConfigRecord::encode))
+            (
+                name.as_str().to_owned(),
+                record.as_ref().map(ConfigRecord::encode),
+            )
         }),
     )
 }
@@ -210,17 +228,23 @@ pub fn write_keyed(
     topic: &str,
     records: impl IntoIterator<Item = (String, Option<Vec<u8>>)>,
 ) -> Result<(), FleetError> {
-    let write_error = |error| FleetError::Write { topic: topic.to_owned(), error };
+    let write_error = |error| FleetError::Write {
+        topic: topic.to_owned(),
+        error,
+    };
     let mut config = kafka.client("pgcdc-fleet-writer");
     config.set("enable.idempotence", "true").set("acks", "all");
     let producer: ThreadedProducer<DefaultProducerContext> =
         config.create().map_err(FleetError::Client)?;
     for (key, value) in records {
-        let mut record: BaseRecord<'_, str, [u8]> = BaseRecord::to(topic).key(key.as_str()).partition(0);
+        let mut record: BaseRecord<'_, str, [u8]> =
+            BaseRecord::to(topic).key(key.as_str()).partition(0);
         if let Some(value) = value.as_deref() {
             record = record.payload(value);
         }
-        producer.send(record).map_err(|(error, _)| write_error(error))?;
+        producer
+            .send(record)
+            .map_err(|(error, _)| write_error(error))?;
     }
     producer.flush(REQUEST_TIMEOUT).map_err(write_error)?;
     Ok(())
@@ -229,9 +253,15 @@ pub fn write_keyed(
 /// Creates the fleet's topics if missing (configs and status compacted,
 /// one partition; assignment with `partitions`), and grows the assignment
 /// topic to `partitions` if it has fewer.
-pub async fn ensure_topics(kafka: &FleetKafka, fleet: &FleetName, partitions: i32) -> Result<(), FleetError> {
-    let admin: AdminClient<DefaultClientContext> =
-        kafka.client("pgcdc-fleet-admin").create().map_err(FleetError::Client)?;
+pub async fn ensure_topics(
+    kafka: &FleetKafka,
+    fleet: &FleetName,
+    partitions: i32,
+) -> Result<(), FleetError> {
+    let admin: AdminClient<DefaultClientContext> = kafka
+        .client("pgcdc-fleet-admin")
+        .create()
+        .map_err(FleetError::Client)?;
     let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
     let compacted = [("cleanup.policy", "compact")];
     let configs = fleet.configs_topic();
@@ -245,11 +275,17 @@ pub async fn ensure_topics(kafka: &FleetKafka, fleet: &FleetName, partitions: i3
     let results = admin
         .create_topics(&wanted, &options)
         .await
-        .map_err(|e| FleetError::Topic { topic: configs.clone(), reason: e.to_string() })?;
+        .map_err(|e| FleetError::Topic {
+            topic: configs.clone(),
+            reason: e.to_string(),
+        })?;
     for result in results {
         if let Err((topic, code)) = result {
             if code != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists {
-                return Err(FleetError::Topic { topic, reason: code.to_string() });
+                return Err(FleetError::Topic {
+                    topic,
+                    reason: code.to_string(),
+                });
             }
         }
     }
@@ -257,7 +293,10 @@ pub async fn ensure_topics(kafka: &FleetKafka, fleet: &FleetName, partitions: i3
         let metadata = admin
             .inner()
             .fetch_metadata(Some(&assignment), REQUEST_TIMEOUT)
-            .map_err(|error| FleetError::Read { topic: assignment.clone(), error })?;
+            .map_err(|error| FleetError::Read {
+                topic: assignment.clone(),
+                error,
+            })?;
         metadata
             .topics()
             .iter()
@@ -266,14 +305,23 @@ pub async fn ensure_topics(kafka: &FleetKafka, fleet: &FleetName, partitions: i3
     };
     let current = i32::try_from(current).unwrap_or(i32::MAX);
     if current < partitions {
-        let grow = [NewPartitions::new(&assignment, usize::try_from(partitions).unwrap_or(0))];
+        let grow = [NewPartitions::new(
+            &assignment,
+            usize::try_from(partitions).unwrap_or(0),
+        )];
         let results = admin
             .create_partitions(&grow, &options)
             .await
-            .map_err(|e| FleetError::Topic { topic: assignment.clone(), reason: e.to_string() })?;
+            .map_err(|e| FleetError::Topic {
+                topic: assignment.clone(),
+                reason: e.to_string(),
+            })?;
         for result in results {
             if let Err((topic, code)) = result {
-                return Err(FleetError::Topic { topic, reason: code.to_string() });
+                return Err(FleetError::Topic {
+                    topic,
+                    reason: code.to_string(),
+                });
             }
         }
         tracing::info!(topic = %assignment, from = current, to = partitions, "added partitions to the fleet's assignment topic");
@@ -283,9 +331,15 @@ pub async fn ensure_topics(kafka: &FleetKafka, fleet: &FleetName, partitions: i3
 
 /// The latest value per key of a single-partition compacted topic (the
 /// status topic), read to its end; empty when the topic does not exist.
-pub fn latest_by_key(kafka: &FleetKafka, topic: &str) -> Result<BTreeMap<String, Vec<u8>>, FleetError> {
+pub fn latest_by_key(
+    kafka: &FleetKafka,
+    topic: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, FleetError> {
     let consumer = reader(kafka, topic, "pgcdc-fleet-admin")?;
-    let read_error = |error| FleetError::Read { topic: topic.to_owned(), error };
+    let read_error = |error| FleetError::Read {
+        topic: topic.to_owned(),
+        error,
+    };
     let (_, high) = match consumer.fetch_watermarks(topic, 0, REQUEST_TIMEOUT) {
         Ok(w) => w,
         Err(_) => return Ok(BTreeMap::new()),

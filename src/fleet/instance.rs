@@ -108,13 +108,11 @@ pub async fn run(
         .parse()
         .expect("the instance's fleet name was validated");
     let kafka = FleetKafka::of(&instance.shared);
-    let client_id = instance.fleet.fleet_instance.clone().unwrap_or_else(|| {
-        format!(
-            "{}-{}",
-            hostname(),
-            std::process::id()
-        )
-    });
+    let client_id = instance
+        .fleet
+        .fleet_instance
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", hostname(), std::process::id()));
     let exists = {
         let (kafka, fleet) = (kafka.clone(), fleet.clone());
         tokio::task::spawn_blocking(move || configs::exists(&kafka, &fleet))
@@ -128,7 +126,12 @@ pub async fn run(
     let metrics = Arc::new(FleetMetrics::new(fleet.as_str()));
     served.serve_fleet(Arc::clone(&metrics));
     let (config_tx, mut config_rx) = mpsc::channel(64);
-    let follower = configs::follow(kafka.clone(), fleet.clone(), format!("{client_id}.configs"), config_tx);
+    let follower = configs::follow(
+        kafka.clone(),
+        fleet.clone(),
+        format!("{client_id}.configs"),
+        config_tx,
+    );
     let (member_tx, mut member_rx) = mpsc::channel(16);
     let member = Member::join(
         MemberSettings {
@@ -260,17 +263,25 @@ impl Coordinator {
                 // A fresh assignment is a fresh chance for a held pipeline.
                 let indexes: BTreeSet<i32> = partitions.iter().copied().collect();
                 if let Some(configs) = &self.configs {
-                    self.held
-                        .retain(|name, _| configs.get(name).is_none_or(|r| !indexes.contains(&r.index)));
+                    self.held.retain(|name, _| {
+                        configs
+                            .get(name)
+                            .is_none_or(|r| !indexes.contains(&r.index))
+                    });
                 }
                 self.metrics.assigned(partitions.len(), self.owned.len());
                 tracing::info!(instance = %self.client_id, ?partitions, owned = ?self.owned, "fleet partitions assigned");
             }
-            Membership::Revoked { partitions, lost, done } => {
+            Membership::Revoked {
+                partitions,
+                lost,
+                done,
+            } => {
                 for p in &partitions {
                     self.owned.remove(p);
                 }
-                self.metrics.revoked(partitions.len(), self.owned.len(), lost);
+                self.metrics
+                    .revoked(partitions.len(), self.owned.len(), lost);
                 let names: BTreeSet<PipelineName> = self
                     .running
                     .iter()
@@ -291,7 +302,9 @@ impl Coordinator {
                 }
                 if let Some(configs) = &self.configs {
                     let gone = |name: &PipelineName| {
-                        configs.get(name).is_some_and(|r| partitions.contains(&r.index))
+                        configs
+                            .get(name)
+                            .is_some_and(|r| partitions.contains(&r.index))
                     };
                     self.waiting.retain(|name, _| !gone(name));
                     self.held.retain(|name, _| !gone(name));
@@ -318,7 +331,9 @@ impl Coordinator {
                 self.configs = Some(configs);
             }
             ConfigEvent::Changed(name, record) => {
-                let Some(configs) = self.configs.as_mut() else { return };
+                let Some(configs) = self.configs.as_mut() else {
+                    return;
+                };
                 match record {
                     Some(record) => {
                         tracing::info!(pipeline = %name, index = record.index, "fleet config of the pipeline changed");
@@ -337,14 +352,18 @@ impl Coordinator {
 
     fn on_finished(&mut self, finished: Finished) {
         let Finished { name, result } = finished;
-        let Some(running) = self.running.remove(&name) else { return };
+        let Some(running) = self.running.remove(&name) else {
+            return;
+        };
         let requested = self.stopping.remove(&name);
         if requested {
             self.served.remove(name.as_str());
             self.report(&name, "stopped", None);
             match &result {
                 Ok(summary) => tracing::info!(pipeline = %name, %summary, "pipeline stopped"),
-                Err(error) => tracing::info!(pipeline = %name, error = %crate::error_chain(error), "pipeline stopped"),
+                Err(error) => {
+                    tracing::info!(pipeline = %name, error = %crate::error_chain(error), "pipeline stopped")
+                }
             }
             return;
         }
@@ -454,7 +473,7 @@ impl Coordinator {
         let spec = PipelineSpec {
             name: name.clone(),
             config,
-            health: self.instance.health.clone(),
+            health: self.instance.health,
         };
         if let Err(error) = self.supervisor.start(spec) {
             tracing::error!(%error, "cannot start a fleet pipeline");
@@ -473,8 +492,14 @@ impl Coordinator {
 
     /// The pipeline's configuration on this instance: references resolved,
     /// layered over the instance's settings, validated.
-    fn pipeline_config(&self, name: &PipelineName, text: &str) -> Result<crate::config::RunConfig, String> {
-        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.message().to_owned())?;
+    fn pipeline_config(
+        &self,
+        name: &PipelineName,
+        text: &str,
+    ) -> Result<crate::config::RunConfig, String> {
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| e.message().to_owned())?;
         let problems = secrets::resolve_table(&mut table, &secrets::resolve_here);
         if !problems.is_empty() {
             return Err(problems

@@ -109,7 +109,9 @@ impl Context {
 
 impl ConsumerContext for Context {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        let Rebalance::Revoke(tpl) = rebalance else { return };
+        let Rebalance::Revoke(tpl) = rebalance else {
+            return;
+        };
         let partitions = self.partitions(tpl);
         if partitions.is_empty() {
             return;
@@ -152,7 +154,10 @@ pub struct Member {
 impl Member {
     /// Joins the group and polls on a thread of its own, sending what the
     /// group decides to `events`.
-    pub fn join(settings: MemberSettings, events: mpsc::Sender<Membership>) -> Result<Member, FleetError> {
+    pub fn join(
+        settings: MemberSettings,
+        events: mpsc::Sender<Membership>,
+    ) -> Result<Member, FleetError> {
         let topic = settings.fleet.assignment_topic();
         let context = Context {
             topic: topic.clone(),

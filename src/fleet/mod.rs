@@ -52,79 +52,12 @@ pub mod record;
 pub mod secrets;
 pub mod status;
 
-use std::fmt;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 
+pub use crate::config::fleet::FleetName;
 use crate::config::RunConfig;
-
-/// A fleet's name: it names the group and the fleet's topics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FleetName(String);
-
-/// Longest fleet name: topic names are capped at 249 characters.
-const MAX_NAME_LEN: usize = 200;
-
-impl FleetName {
-    /// Whether `name` can name a fleet, with the reason if not.
-    pub fn check(name: &str) -> Result<(), String> {
-        let ok = !name.is_empty()
-            && name.len() <= MAX_NAME_LEN
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            && name != "."
-            && name != "..";
-        if ok {
-            Ok(())
-        } else {
-            Err(format!(
-                "is not a valid fleet name: use 1-{MAX_NAME_LEN} letters, digits, '.', '_' \
-                 or '-' (it names the consumer group and Kafka topics), e.g. --fleet prod-eu"
-            ))
-        }
-    }
-
-    /// The consumer group the instances join.
-    pub fn group(&self) -> String {
-        format!("pgcdc-fleet.{}", self.0)
-    }
-
-    /// The compacted topic of pipeline configs.
-    pub fn configs_topic(&self) -> String {
-        format!("pgcdc-fleet.{}.configs", self.0)
-    }
-
-    /// The topic whose partitions stand for pipelines.
-    pub fn assignment_topic(&self) -> String {
-        format!("pgcdc-fleet.{}.assignment", self.0)
-    }
-
-    /// The compacted topic where instances report their pipelines' states.
-    pub fn status_topic(&self) -> String {
-        format!("pgcdc-fleet.{}.status", self.0)
-    }
-
-    /// The name as given.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::str::FromStr for FleetName {
-    type Err = String;
-
-    fn from_str(name: &str) -> Result<Self, String> {
-        FleetName::check(name).map(|()| FleetName(name.to_owned()))
-    }
-}
-
-impl fmt::Display for FleetName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// What can go wrong with the fleet's own Kafka clients and topics.
 #[derive(Debug, thiserror::Error)]
@@ -198,22 +131,5 @@ impl FleetKafka {
             config.set(k, v);
         }
         config
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_topic_safe() {
-        let name: FleetName = "prod-eu.1".parse().expect("valid");
-        assert_eq!(name.group(), "pgcdc-fleet.prod-eu.1");
-        assert_eq!(name.configs_topic(), "pgcdc-fleet.prod-eu.1.configs");
-        assert!("".parse::<FleetName>().is_err());
-        assert!("a b".parse::<FleetName>().is_err());
-        assert!("..".parse::<FleetName>().is_err());
-        let error = "x/y".parse::<FleetName>().expect_err("slash");
-        assert!(error.contains("--fleet prod-eu"), "{error}");
     }
 }

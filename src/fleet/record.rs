@@ -61,7 +61,10 @@ pub enum Change {
 /// The records `applied` pipelines make over `existing` ones, with what
 /// each change is: existing pipelines keep their index, new ones take the
 /// lowest free indexes in order.
-pub fn plan(existing: &Configs, applied: &[(PipelineName, String)]) -> Vec<(PipelineName, ConfigRecord, Change)> {
+pub fn plan(
+    existing: &Configs,
+    applied: &[(PipelineName, String)],
+) -> Vec<(PipelineName, ConfigRecord, Change)> {
     let mut taken: BTreeSet<i32> = existing.values().map(|r| r.index).collect();
     let mut out = Vec::new();
     for (name, config) in applied {
@@ -145,7 +148,10 @@ pub fn from_file(text: &str) -> Result<Vec<(PipelineName, String)>, Vec<String>>
                 }
             }
         }
-        out.push((name, toml::to_string(&merged).expect("a TOML table serializes")));
+        out.push((
+            name,
+            toml::to_string(&merged).expect("a TOML table serializes"),
+        ));
     }
     if problems.is_empty() {
         Ok(out)
@@ -165,8 +171,20 @@ mod tests {
     #[test]
     fn new_pipelines_fill_the_lowest_free_indexes_and_old_ones_keep_theirs() {
         let mut existing = Configs::new();
-        existing.insert(name("a"), ConfigRecord { index: 0, config: "x".into() });
-        existing.insert(name("c"), ConfigRecord { index: 2, config: "y".into() });
+        existing.insert(
+            name("a"),
+            ConfigRecord {
+                index: 0,
+                config: "x".into(),
+            },
+        );
+        existing.insert(
+            name("c"),
+            ConfigRecord {
+                index: 2,
+                config: "y".into(),
+            },
+        );
         let planned = plan(
             &existing,
             &[
@@ -176,7 +194,10 @@ mod tests {
                 (name("e"), "w".into()),
             ],
         );
-        let changes: Vec<_> = planned.iter().map(|(n, _, c)| (n.as_str(), c.clone())).collect();
+        let changes: Vec<_> = planned
+            .iter()
+            .map(|(n, _, c)| (n.as_str(), c.clone()))
+            .collect();
         assert_eq!(
             changes,
             [
@@ -192,7 +213,10 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_bad_values_are_named() {
-        let record = ConfigRecord { index: 3, config: "slot = \"s\"\n".into() };
+        let record = ConfigRecord {
+            index: 3,
+            config: "slot = \"s\"\n".into(),
+        };
         assert_eq!(ConfigRecord::decode(&record.encode()), Ok(record));
         assert!(ConfigRecord::decode(b"{\"index\":-1,\"config\":\"\"}")
             .expect_err("negative")

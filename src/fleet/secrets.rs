@@ -141,7 +141,9 @@ pub fn literals(table: &toml::Table) -> Vec<(String, String)> {
                     }
                 }
             }
-            _ if is_secret_name(key) && !is_reference(value) => found.push((key.clone(), hint(key))),
+            _ if is_secret_name(key) && !is_reference(value) => {
+                found.push((key.clone(), hint(key)))
+            }
             _ => {}
         }
     }
@@ -165,7 +167,10 @@ fn url_password(url: &str) -> Option<&str> {
     if let Some((_, rest)) = url.split_once("://") {
         let authority = rest.split(['/', '?']).next().unwrap_or(rest);
         let userinfo = authority.rsplit_once('@')?.0;
-        return userinfo.split_once(':').map(|(_, p)| p).filter(|p| !p.is_empty());
+        return userinfo
+            .split_once(':')
+            .map(|(_, p)| p)
+            .filter(|p| !p.is_empty());
     }
     url.split_whitespace()
         .find_map(|kv| kv.strip_prefix("password="))
@@ -190,11 +195,18 @@ mod tests {
             substitute("postgres://u:${env:PW}@h/db", &fake).as_deref(),
             Ok("postgres://u:s3cret@h/db")
         );
-        assert_eq!(substitute("${file:/run/pw}", &fake).as_deref(), Ok("fromfile"));
+        assert_eq!(
+            substitute("${file:/run/pw}", &fake).as_deref(),
+            Ok("fromfile")
+        );
         assert_eq!(substitute("plain", &fake).as_deref(), Ok("plain"));
-        assert!(substitute("${nope}", &fake).expect_err("bad").contains("${env:VAR}"));
+        assert!(substitute("${nope}", &fake)
+            .expect_err("bad")
+            .contains("${env:VAR}"));
         assert!(substitute("${file:relative}", &fake).is_err());
-        assert!(substitute("${env:PW", &fake).expect_err("open").contains("closing"));
+        assert!(substitute("${env:PW", &fake)
+            .expect_err("open")
+            .contains("closing"));
         assert!(substitute("${env:OTHER}", &fake).is_err());
     }
 
@@ -211,7 +223,10 @@ mod tests {
         .parse()
         .expect("toml");
         let keys: Vec<String> = literals(&table).into_iter().map(|(k, _)| k).collect();
-        assert_eq!(keys, ["kafka.sasl.password", "kafka_sasl_password", "pg_url"]);
+        assert_eq!(
+            keys,
+            ["kafka.sasl.password", "kafka_sasl_password", "pg_url"]
+        );
         let fine: toml::Table = r#"
             pg_url = "postgres://cdc:${env:PW}@db/shop"
             pg_password = "${file:/run/pw}"
@@ -219,7 +234,9 @@ mod tests {
         .parse()
         .expect("toml");
         assert!(literals(&fine).is_empty());
-        let kv: toml::Table = "pg_url = \"host=db password=x dbname=d\"".parse().expect("toml");
+        let kv: toml::Table = "pg_url = \"host=db password=x dbname=d\""
+            .parse()
+            .expect("toml");
         assert_eq!(literals(&kv).len(), 1);
         let without: toml::Table = "pg_url = \"postgres://cdc@db/shop\"".parse().expect("toml");
         assert!(literals(&without).is_empty());

@@ -54,13 +54,18 @@ impl FleetMetrics {
     /// `count` partitions were assigned; `owned` are owned now.
     pub fn assigned(&self, count: usize, owned: usize) {
         self.member.store(1, Ordering::Relaxed);
-        self.assigned_total.fetch_add(count as u64, Ordering::Relaxed);
+        self.assigned_total
+            .fetch_add(count as u64, Ordering::Relaxed);
         self.assigned.store(owned as u64, Ordering::Relaxed);
     }
 
     /// `count` partitions were revoked (`lost`: the session expired).
     pub fn revoked(&self, count: usize, owned: usize, lost: bool) {
-        let total = if lost { &self.lost_total } else { &self.revoked_total };
+        let total = if lost {
+            &self.lost_total
+        } else {
+            &self.revoked_total
+        };
         total.fetch_add(count as u64, Ordering::Relaxed);
         self.assigned.store(owned as u64, Ordering::Relaxed);
         if lost {
@@ -83,13 +88,48 @@ impl FleetMetrics {
         let mut out = String::new();
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let series = [
-            (MEMBER, "gauge", "1 while this instance holds an assignment of the fleet's group", load(&self.member)),
-            (ASSIGNED_PARTITIONS, "gauge", "Partitions of the fleet's assignment topic this instance owns", load(&self.assigned)),
-            (PIPELINES_RUNNING, "gauge", "Pipelines this instance runs", load(&self.running)),
-            (PARTITIONS_ASSIGNED_TOTAL, "counter", "Partitions assigned to this instance", load(&self.assigned_total)),
-            (PARTITIONS_REVOKED_TOTAL, "counter", "Partitions revoked from this instance", load(&self.revoked_total)),
-            (PARTITIONS_LOST_TOTAL, "counter", "Partitions this instance lost when its session expired", load(&self.lost_total)),
-            (SLOT_WAITS_TOTAL, "counter", "Pipeline starts that found the slot still held and waited", load(&self.slot_waits)),
+            (
+                MEMBER,
+                "gauge",
+                "1 while this instance holds an assignment of the fleet's group",
+                load(&self.member),
+            ),
+            (
+                ASSIGNED_PARTITIONS,
+                "gauge",
+                "Partitions of the fleet's assignment topic this instance owns",
+                load(&self.assigned),
+            ),
+            (
+                PIPELINES_RUNNING,
+                "gauge",
+                "Pipelines this instance runs",
+                load(&self.running),
+            ),
+            (
+                PARTITIONS_ASSIGNED_TOTAL,
+                "counter",
+                "Partitions assigned to this instance",
+                load(&self.assigned_total),
+            ),
+            (
+                PARTITIONS_REVOKED_TOTAL,
+                "counter",
+                "Partitions revoked from this instance",
+                load(&self.revoked_total),
+            ),
+            (
+                PARTITIONS_LOST_TOTAL,
+                "counter",
+                "Partitions this instance lost when its session expired",
+                load(&self.lost_total),
+            ),
+            (
+                SLOT_WAITS_TOTAL,
+                "counter",
+                "Pipeline starts that found the slot still held and waited",
+                load(&self.slot_waits),
+            ),
         ];
         for (name, kind, help, value) in series {
             let _ = writeln!(out, "# HELP {name} {help}");
@@ -112,7 +152,10 @@ mod tests {
         m.revoked(2, 0, true);
         m.set_running(0);
         let page = m.render();
-        assert!(page.contains("pgcdc_fleet_member{fleet=\"prod\"} 0\n"), "{page}");
+        assert!(
+            page.contains("pgcdc_fleet_member{fleet=\"prod\"} 0\n"),
+            "{page}"
+        );
         assert!(page.contains("pgcdc_fleet_partitions_assigned_total{fleet=\"prod\"} 3\n"));
         assert!(page.contains("pgcdc_fleet_partitions_lost_total{fleet=\"prod\"} 2\n"));
         assert_eq!(page.matches("# TYPE").count(), 7);
