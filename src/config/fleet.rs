@@ -164,20 +164,26 @@ impl Instance {
     /// references already resolved), layered over this instance's
     /// settings and validated: every problem at once.
     pub fn pipeline(&self, name: &str, record: &str) -> Result<RunConfig, LoadError> {
-        pipeline_over(&self.cmd, &self.matches, name, record)
+        let topic = PathBuf::from(format!("the fleet's configs topic, {}", self.name));
+        pipeline_over(&self.cmd, &self.matches, name, record, &topic)
     }
 }
 
 /// [`Instance::pipeline`] over no instance at all (what `fleet apply`
-/// checks a record with): `run`'s defaults and the record only.
-pub fn pipeline_alone(name: &str, record: &str) -> Result<RunConfig, LoadError> {
+/// checks a record from the file `path` with): `run`'s defaults and the
+/// record only.
+pub fn pipeline_alone(
+    name: &str,
+    record: &str,
+    path: &std::path::Path,
+) -> Result<RunConfig, LoadError> {
     use clap::CommandFactory;
     let cmd = InstanceArgs::command().no_binary_name(true);
     let none: [OsString; 0] = [];
     let matches = layers::relax(layers::without_env(cmd.clone()))
         .try_get_matches_from(none)
         .map_err(|e| LoadError(vec![problem(name, String::new(), e.to_string())]))?;
-    pipeline_over(&cmd, &matches, name, record)
+    pipeline_over(&cmd, &matches, name, record, path)
 }
 
 fn problem(name: &str, key: String, message: String) -> Problem {
@@ -198,6 +204,7 @@ fn pipeline_over(
     matches: &ArgMatches,
     name: &str,
     record: &str,
+    path: &std::path::Path,
 ) -> Result<RunConfig, LoadError> {
     let table: toml::Table = record.parse().map_err(|e: toml::de::Error| {
         LoadError(vec![problem(
@@ -219,7 +226,7 @@ fn pipeline_over(
         }
     }
     let origin = Origin::Pipeline {
-        path: PathBuf::from("fleet configs topic"),
+        path: path.to_owned(),
         name: name.to_owned(),
     };
     let index = ArgIndex::new(cmd);
@@ -333,6 +340,52 @@ impl fmt::Display for FleetName {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_is_layered_validated_and_kept_from_instance_keys() {
+        let file = std::path::Path::new("fleet.toml");
+        let run = pipeline_alone(
+            "orders",
+            "pg_url = \"postgres://u@h/shop\"\ntopic_prefix = \"shop\"\nslot = \"orders\"\n\
+             table = [\"public.orders\"]\n[kafka]\n\"linger.ms\" = 7\n",
+            file,
+        )
+        .expect("valid record");
+        assert_eq!(run.slot_name, "orders");
+        assert_eq!(run.tables, ["public.orders"]);
+        assert_eq!(
+            run.kafka_properties,
+            [("linger.ms".to_owned(), "7".to_owned())]
+        );
+        let error = pipeline_alone(
+            "orders",
+            "pg_url = \"postgres://u@h/shop\"\ntopic_prefix = \"shop\"\nslott = \"o\"\n\
+             metrics_addr = \"127.0.0.1:1\"\nfleet = \"x\"\n",
+            file,
+        )
+        .expect_err("bad keys")
+        .to_string();
+        assert!(
+            error.contains("slott") && error.contains("did you mean \"slot\""),
+            "{error}"
+        );
+        assert!(
+            error.contains("pipeline orders: metrics_addr: is a setting of each instance"),
+            "{error}"
+        );
+        assert!(error.contains("pipeline orders: fleet"), "{error}");
+        let missing = pipeline_alone("orders", "slot = \"o\"\n", file)
+            .expect_err("no pg_url")
+            .to_string();
+        assert!(
+            missing.contains("pg_url") && missing.contains("required"),
+            "{missing}"
+        );
+        let broken = pipeline_alone("orders", "slot = ", file)
+            .expect_err("bad toml")
+            .to_string();
+        assert!(broken.contains("not valid TOML"), "{broken}");
+    }
 
     #[test]
     fn names_are_topic_safe() {

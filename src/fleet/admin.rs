@@ -69,9 +69,9 @@ pub async fn apply(
     let mut problems = Vec::new();
     let mut checked: Vec<(PipelineName, RunConfig)> = Vec::new();
     for (name, config) in &declared {
-        match check(name, config) {
+        match check(name, config, std::path::Path::new(path)) {
             Ok(run) => checked.push((name.clone(), run)),
-            Err(ps) => problems.extend(ps.into_iter().map(|p| format!("{path}: {p}"))),
+            Err(ps) => problems.extend(ps),
         }
     }
     if !problems.is_empty() {
@@ -93,7 +93,8 @@ pub async fn apply(
         if declared.iter().any(|(n, _)| n == name) {
             continue;
         }
-        if let Ok(run) = check(name, &existing.config) {
+        let topic = std::path::PathBuf::from(format!("the fleet's configs topic, {fleet}"));
+        if let Ok(run) = check(name, &existing.config, &topic) {
             all.insert(name.clone(), run);
         }
     }
@@ -141,22 +142,30 @@ pub async fn apply(
 
 /// A record's settings checked as an instance would use them, with each
 /// secret reference standing in for its value; literal secrets refused.
-fn check(name: &PipelineName, config: &str) -> Result<RunConfig, Vec<String>> {
+fn check(
+    name: &PipelineName,
+    config: &str,
+    origin: &std::path::Path,
+) -> Result<RunConfig, Vec<String>> {
+    let origin_text = origin.display();
     let mut table: toml::Table = config.parse().map_err(|e: toml::de::Error| {
-        vec![format!("pipeline {name}: not valid TOML: {}", e.message())]
+        vec![format!(
+            "{origin_text}: pipeline {name}: not valid TOML: {}",
+            e.message()
+        )]
     })?;
     let mut problems: Vec<String> = secrets::literals(&table)
         .into_iter()
-        .map(|(key, message)| format!("pipelines.{name}.{key} {message}"))
+        .map(|(key, message)| format!("{origin_text}: pipelines.{name}.{key} {message}"))
         .collect();
     let stand_in = |_: &secrets::Reference<'_>| Ok("reference".to_owned());
     problems.extend(
         secrets::resolve_table(&mut table, &stand_in)
             .into_iter()
-            .map(|(key, message)| format!("pipelines.{name}.{key} {message}")),
+            .map(|(key, message)| format!("{origin_text}: pipelines.{name}.{key} {message}")),
     );
     let text = toml::to_string(&table).expect("a TOML table serializes");
-    match crate::config::fleet::pipeline_alone(name.as_str(), &text) {
+    match crate::config::fleet::pipeline_alone(name.as_str(), &text, origin) {
         Ok(run) if problems.is_empty() => Ok(run),
         Ok(_) => Err(problems),
         Err(error) => {
