@@ -170,6 +170,8 @@ struct Fleet {
     dir: PathBuf,
     bootstraps: Vec<String>,
     instances: Vec<Option<ConnectorProcess>>,
+    /// Each instance's --metrics-addr (the same for every incarnation).
+    metrics: Vec<String>,
     incarnations: Vec<usize>,
     logs: Vec<PathBuf>,
 }
@@ -191,6 +193,8 @@ impl Fleet {
             &Fleet::id(i),
             "--bootstrap-servers",
             &self.bootstraps[i],
+            "--metrics-addr",
+            &self.metrics[i],
         ]
         .iter()
         .map(|s| s.to_string())
@@ -290,6 +294,30 @@ impl Fleet {
             })
             .collect()
     }
+}
+
+/// A free loopback address for a metrics endpoint.
+fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").to_string()
+}
+
+/// The value of fleet series `name` on the metrics page at `addr`.
+fn fleet_sample(addr: &str, name: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(addr).ok()?;
+    socket
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut response = String::new();
+    socket.read_to_string(&mut response).ok()?;
+    response.lines().find_map(|l| {
+        l.strip_prefix(&format!("{name}{{"))?
+            .split_once("} ")?
+            .1
+            .parse()
+            .ok()
+    })
 }
 
 /// Inserts rows into every table continuously: ids 1, 2, 3... per table.
@@ -406,6 +434,7 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
             })
             .collect(),
         instances: (0..INSTANCES).map(|_| None).collect(),
+        metrics: (0..INSTANCES).map(|_| free_addr()).collect(),
         incarnations: vec![0; INSTANCES],
         logs: Vec::new(),
     };
@@ -472,6 +501,16 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
         pipes.len()
     );
     fleet.balanced(&direct, pipes.len()).await;
+    wait_until(
+        TIMEOUT,
+        "instance0's fleet metrics to show its assignment",
+        || async {
+            fleet_sample(&fleet.metrics[0], "pgcdc_fleet_member") == Some(1.0)
+                && fleet_sample(&fleet.metrics[0], "pgcdc_fleet_assigned_partitions") == Some(2.0)
+                && fleet_sample(&fleet.metrics[0], "pgcdc_fleet_pipelines_running") == Some(2.0)
+        },
+    )
+    .await;
 
     // (a) SIGKILL in rounds, each instance restarted after its pipelines
     // stream elsewhere.
@@ -548,6 +587,38 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
     )
     .expect("rows");
     let extra = Pipe::new("added", &extra_db, "t9", &run, false);
+    // A foreign session holds the new pipeline's slot (as a previous
+    // owner still stopping would): the fleet waits for it, with backoff.
+    let holder_config = pgcdc_kafka::config::RunConfig::from_args([
+        "--pg-url",
+        &pg.url(&extra_db),
+        "--bootstrap-servers",
+        &direct,
+        "--topic-prefix",
+        &extra.prefix,
+        "--slot",
+        &extra.slot,
+        "--publication",
+        &extra.publication,
+        "--table",
+        "public.t9",
+    ])
+    .expect("holder flags");
+    let (stop_holder, shutdown) = pgcdc_kafka::pipeline::Shutdown::new();
+    let holder = tokio::spawn(pgcdc_kafka::pipeline::run(holder_config, shutdown));
+    let slot_active = |slot: &str| {
+        pg.query(
+            &extra_db,
+            &format!("SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+        )
+        .expect("slot query")
+        .first()
+        .and_then(|r| r.first().cloned().flatten())
+    };
+    wait_until(TIMEOUT, "the foreign session to hold the slot", || async {
+        slot_active(&extra.slot).as_deref() == Some("t")
+    })
+    .await;
     let added = dir.join("added.toml");
     std::fs::write(&added, extra.toml(pg, &password)).expect("file");
     let (ok, out, err) = fleet.admin(&direct, &["apply", added.to_str().expect("utf-8")]);
@@ -558,19 +629,37 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
     );
     wait_until(
         TIMEOUT,
-        "the added pipeline to stream its table",
-        || async { seen.lock().expect("seen").max_id(&extra.topic()) >= 50 },
+        "a fleet instance to wait for the held slot",
+        || async {
+            fleet.logs.iter().any(|l| {
+                std::fs::read_to_string(l)
+                    .unwrap_or_default()
+                    .contains("slot is still held by another session")
+            })
+        },
     )
     .await;
-    let slot_active = |slot: &str| {
-        pg.query(
-            &extra_db,
-            &format!("SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'"),
-        )
-        .expect("slot query")
-        .first()
-        .and_then(|r| r.first().cloned().flatten())
-    };
+    let released = Instant::now();
+    stop_holder.send(true).expect("holder running");
+    holder
+        .await
+        .expect("holder task")
+        .expect("holder stops cleanly");
+    pg.execute(
+        &extra_db,
+        "INSERT INTO t9 SELECT g, 'y' FROM generate_series(51, 100) g",
+    )
+    .expect("rows");
+    wait_until(
+        TIMEOUT,
+        "the added pipeline to stream its table",
+        || async { seen.lock().expect("seen").max_id(&extra.topic()) >= 100 },
+    )
+    .await;
+    println!(
+        "[fleet] added pipeline streaming {:?} after the foreign session released its slot",
+        released.elapsed()
+    );
     assert_eq!(slot_active(&extra.slot).as_deref(), Some("t"));
     let (ok, out, err) = fleet.admin(&direct, &["remove", &extra.name]);
     assert!(ok && out.contains("removed"), "fleet remove: {out} {err}");
@@ -617,6 +706,11 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
         },
     )
     .await;
+    let lost = fleet_sample(&fleet.metrics[victim], "pgcdc_fleet_partitions_lost_total");
+    assert!(
+        lost.is_some_and(|l| l >= 1.0),
+        "lost partitions counted: {lost:?}"
+    );
     proxy.resume();
     fleet.balanced(&direct, pipes.len()).await;
     streaming_again(
