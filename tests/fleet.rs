@@ -721,6 +721,27 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
     )
     .await;
 
+    // A second instance started with instance0's id takes its place; the
+    // first is put out of the group and stops, saying why.
+    let replaced = fleet.instances[0].take().expect("instance0 running");
+    fleet.metrics[0] = free_addr();
+    fleet.start(0);
+    let status = replaced.wait_exit(TIMEOUT).await;
+    assert_eq!(status.code(), Some(1), "{}", replaced.log_text());
+    assert!(
+        replaced.log_text().contains("same --fleet-instance"),
+        "{}",
+        replaced.log_text()
+    );
+    fleet.balanced(&direct, pipes.len()).await;
+    streaming_again(
+        &seen,
+        &next,
+        Instant::now(),
+        "every pipeline streaming after the replacement",
+    )
+    .await;
+
     // Stop the load, let everything arrive, and check row by row.
     stop_load.store(true, Ordering::Relaxed);
     loader.await.expect("load task");

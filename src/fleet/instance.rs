@@ -93,6 +93,8 @@ struct Coordinator {
     waiting: BTreeMap<PipelineName, SlotWait>,
     revoking: Vec<Revoking>,
     shutting_down: bool,
+    /// Why the group put this instance out, if it did.
+    fenced: Option<String>,
 }
 
 /// Runs fleet instance `instance` until `stop` resolves, serving its
@@ -165,6 +167,7 @@ pub async fn run(
         waiting: BTreeMap::new(),
         revoking: Vec::new(),
         shutting_down: false,
+        fenced: None,
     };
     tokio::pin!(stop);
     let mut follower_done = false;
@@ -222,6 +225,9 @@ pub async fn run(
         .await
         .ok();
     }
+    if let Some(reason) = c.fenced.take() {
+        return Err(FleetError::Fenced { reason });
+    }
     let result = tokio::task::spawn_blocking(move || follower.join()).await;
     match result {
         Ok(Ok(Err(error))) => Err(error),
@@ -256,6 +262,17 @@ impl Coordinator {
 
     fn on_membership(&mut self, event: Membership) {
         match event {
+            Membership::Fatal(reason) => {
+                tracing::error!(instance = %self.client_id, %reason, "this instance was put out of the fleet's group (another instance has the same --fleet-instance?): stopping every pipeline");
+                for name in self.running.keys() {
+                    self.supervisor.stop(name);
+                    self.supervisor.force(name);
+                }
+                self.stopping.extend(self.running.keys().cloned());
+                self.owned.clear();
+                self.shutting_down = true;
+                self.fenced = Some(reason);
+            }
             Membership::Assigned(partitions) => {
                 for p in &partitions {
                     self.owned.insert(*p);

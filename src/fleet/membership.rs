@@ -48,6 +48,9 @@ pub enum Membership {
         lost: bool,
         done: std_mpsc::SyncSender<()>,
     },
+    /// The member hit a fatal error (another member with the same
+    /// `group.instance.id` fenced it): it left; the instance must stop.
+    Fatal(String),
 }
 
 /// The group member's settings.
@@ -178,6 +181,13 @@ impl Member {
                     // serves the callbacks (rebalances, errors).
                     if let Some(Err(error)) = consumer.poll(Duration::from_millis(100)) {
                         tracing::debug!(%error, "fleet group member");
+                    }
+                    if let Some((_, reason)) = consumer.client().fatal_error() {
+                        let _ = consumer
+                            .context()
+                            .events
+                            .blocking_send(Membership::Fatal(reason));
+                        break;
                     }
                 }
                 // Closing (on drop) revokes what is left, which the instance

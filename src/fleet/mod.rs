@@ -80,6 +80,8 @@ pub enum FleetError {
     Topic { topic: String, reason: String },
     #[error("fleet {fleet:?} has no configs topic ({topic}) yet; load its pipelines with `pgcdc-kafka fleet apply <file>` first")]
     NoSuchFleet { fleet: String, topic: String },
+    #[error("this instance was put out of the fleet's group: {reason}; another instance runs with the same --fleet-instance: give each instance its own")]
+    Fenced { reason: String },
     #[error("cannot describe the fleet's consumer group {group}")]
     Group {
         group: String,
@@ -94,9 +96,10 @@ impl FleetError {
     pub fn is_retryable(&self) -> bool {
         match self {
             FleetError::Read { .. } | FleetError::Write { .. } | FleetError::Group { .. } => true,
-            FleetError::Client(_) | FleetError::Topic { .. } | FleetError::NoSuchFleet { .. } => {
-                false
-            }
+            FleetError::Client(_)
+            | FleetError::Topic { .. }
+            | FleetError::NoSuchFleet { .. }
+            | FleetError::Fenced { .. } => false,
         }
     }
 }
