@@ -49,13 +49,15 @@ pub struct FleetArgs {
     /// The fleet's name (as the instances' --fleet).
     #[arg(long, env = "PGCDC_FLEET")]
     pub fleet: String,
-    /// Kafka bootstrap servers, comma separated.
-    #[arg(
-        long,
-        env = "PGCDC_BOOTSTRAP_SERVERS",
-        default_value = "127.0.0.1:9092"
-    )]
-    pub bootstrap_servers: String,
+    /// Kafka bootstrap servers, comma separated (default: the --config
+    /// file's, else 127.0.0.1:9092).
+    #[arg(long, env = "PGCDC_BOOTSTRAP_SERVERS")]
+    pub bootstrap_servers: Option<String>,
+    /// An instance's --config file: connect to Kafka as the instances do
+    /// (its bootstrap_servers, Kafka security settings and [kafka]
+    /// security properties).
+    #[arg(long = "config", env = "PGCDC_CONFIG", value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
     /// librdkafka properties for this command's clients (security.protocol,
     /// sasl.*, ssl.*), key=value, repeatable.
     #[arg(long = "kafka-property", value_parser = parse_key_value)]
@@ -68,10 +70,25 @@ impl FleetArgs {
             eprintln!("error: --fleet {:?} {message}", self.fleet);
             ExitCode::from(2)
         })?;
-        let kafka = FleetKafka {
-            bootstrap_servers: self.bootstrap_servers.clone(),
-            properties: self.kafka_properties.clone(),
+        let mut kafka = match &self.config {
+            Some(path) => match crate::config::fleet::instance_file(path) {
+                Ok(shared) => FleetKafka::of(&shared),
+                Err(error) => {
+                    eprintln!("error: {error}");
+                    return Err(ExitCode::from(2));
+                }
+            },
+            None => FleetKafka {
+                bootstrap_servers: "127.0.0.1:9092".to_owned(),
+                properties: Vec::new(),
+            },
         };
+        if let Some(servers) = &self.bootstrap_servers {
+            kafka.bootstrap_servers.clone_from(servers);
+        }
+        kafka
+            .properties
+            .extend(self.kafka_properties.iter().cloned());
         Ok((kafka, fleet))
     }
 }

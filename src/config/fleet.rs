@@ -169,6 +169,30 @@ impl Instance {
     }
 }
 
+/// The Kafka settings of an instance's `--config` file (bootstrap servers,
+/// security, `[kafka]`), for the `fleet` subcommands to connect as the
+/// instances do; every problem of the file at once.
+pub fn instance_file(path: &std::path::Path) -> Result<RunConfig, LoadError> {
+    use clap::CommandFactory;
+    let cmd = InstanceArgs::command().no_binary_name(true);
+    let args = [OsString::from("--config"), path.as_os_str().to_owned()];
+    let matches = layers::relax(layers::without_env(cmd.clone()))
+        .try_get_matches_from(args)
+        .map_err(|e| LoadError(vec![problem("--config", String::new(), e.to_string())]))?;
+    let placeholders: Vec<Setting> = PLACEHOLDERS
+        .iter()
+        .map(|(id, value)| Setting {
+            id: (*id).to_owned(),
+            values: vec![(*value).to_owned()],
+            origin: Origin::Default,
+        })
+        .collect();
+    let resolved = layers::resolve_pipeline(&cmd, &matches, None, &placeholders);
+    let (args, origins, problems) = load(&cmd, resolved)?;
+    layers::finish(&cmd, &origins, problems, Ok(()))?;
+    Ok(args.run)
+}
+
 /// [`Instance::pipeline`] over no instance at all (what `fleet apply`
 /// checks a record from the file `path` with): `run`'s defaults and the
 /// record only.

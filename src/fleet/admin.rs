@@ -18,6 +18,7 @@ use super::record::{self, Change, ConfigRecord};
 use super::status::{self, StatusRecord};
 use super::{configs, secrets, FleetError, FleetKafka, FleetName};
 use crate::config::pipelines::{self, PipelineName};
+use crate::config::setting::is_secret_name;
 use crate::config::RunConfig;
 
 /// Why an admin command did not do what was asked.
@@ -158,6 +159,8 @@ fn check(
         .into_iter()
         .map(|(key, message)| format!("{origin_text}: pipelines.{name}.{key} {message}"))
         .collect();
+    // A secret file's path is for the instances: it need not exist here.
+    table.retain(|key, _| !(key.ends_with("_file") && is_secret_name(key)));
     let stand_in = |_: &secrets::Reference<'_>| Ok("reference".to_owned());
     problems.extend(
         secrets::resolve_table(&mut table, &stand_in)

@@ -141,6 +141,9 @@ pub fn literals(table: &toml::Table) -> Vec<(String, String)> {
                     }
                 }
             }
+            // `pg_password_file` and the like hold a path, resolved on
+            // each instance, never the secret.
+            _ if key.ends_with("_file") => {}
             _ if is_secret_name(key) && !is_reference(value) => {
                 found.push((key.clone(), hint(key)))
             }
@@ -230,6 +233,7 @@ mod tests {
         let fine: toml::Table = r#"
             pg_url = "postgres://cdc:${env:PW}@db/shop"
             pg_password = "${file:/run/pw}"
+            pg_password_file = "/etc/pgcdc/secrets/orders/pg-password"
         "#
         .parse()
         .expect("toml");
