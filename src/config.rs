@@ -5,6 +5,7 @@
 
 pub mod debezium;
 mod file;
+pub mod fleet;
 pub mod layers;
 mod pg_url;
 pub mod pipelines;

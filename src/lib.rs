@@ -51,6 +51,7 @@ pub mod command;
 pub mod config;
 pub mod encode;
 pub mod event;
+pub mod fleet;
 pub mod http;
 pub use pgcdc_wire::lsn;
 pub mod metrics;

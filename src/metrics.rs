@@ -41,8 +41,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::lsn::Lsn;
 use crate::source::replication::ReplicationMetrics;
-
 mod exposition;
+pub mod fleet;
 pub mod labelled;
 pub mod names;
 mod phase;

@@ -198,6 +198,15 @@ impl PipelineError {
     }
 }
 
+impl PipelineError {
+    /// Whether the slot is held by another session (SQLSTATE 55006): in a
+    /// fleet, the previous owner still stopping; worth waiting for there.
+    pub fn is_slot_in_use(&self) -> bool {
+        matches!(self, PipelineError::Stream(ReplicationError::Server(e))
+            if e.code == tokio_postgres::error::SqlState::OBJECT_IN_USE)
+    }
+}
+
 /// Why a run ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
