@@ -50,7 +50,7 @@ pub use incremental::IncrementalError;
 pub use snapshot::SnapshotError;
 
 pub use attempt::run_once;
-pub use stream::HeartbeatError;
+pub use stream::{HeartbeatError, SpoolError, StreamedError};
 
 /// Session settings pinned on the replication connection so that pgoutput's
 /// text values render in the one format the value decoder parses.
@@ -114,6 +114,8 @@ pub enum PipelineError {
     },
     #[error(transparent)]
     StartupTimeout(#[from] StartupTimeout),
+    #[error(transparent)]
+    Streamed(#[from] stream::StreamedError),
 }
 
 /// `--startup-timeout` passed before PostgreSQL and Kafka had both answered
@@ -183,6 +185,7 @@ impl PipelineError {
             | PipelineError::ServerMoved { .. } => true,
             PipelineError::Topic(e) => e.is_retryable(),
             PipelineError::Heartbeat(e) => e.is_retryable(),
+            PipelineError::Streamed(e) => e.is_retryable(),
             PipelineError::SlotLost(_)
             | PipelineError::Identity(_)
             | PipelineError::TemporarySlotEnded(_)
