@@ -51,7 +51,7 @@ fn decodes_stream_abort_with_and_without_the_parallel_fields() {
     assert_eq!(data.len(), 9);
     assert_eq!(ok(&data), sub);
     let LogicalMessage::StreamAbort(abort) = sub else {
-        unreachable!()
+        panic!("built as a stream abort")
     };
     assert!(!abort.is_top_level());
     let parallel = LogicalMessage::StreamAbort(StreamAbort {
