@@ -82,3 +82,43 @@ impl StreamedMetrics {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Metrics;
+
+    #[test]
+    fn a_scrape_shows_the_streamed_series_with_their_labels() {
+        let metrics = Metrics::new();
+        let page = metrics.render(true);
+        for line in [
+            "pgcdc_streamed_transactions_total{outcome=\"committed\"} 0",
+            "pgcdc_streamed_transactions_total{outcome=\"aborted\"} 0",
+            "pgcdc_streamed_subtransaction_aborts_total 0",
+            "pgcdc_spool_bytes{medium=\"memory\"} 0",
+            "pgcdc_spool_bytes{medium=\"disk\"} 0",
+        ] {
+            assert!(page.lines().any(|l| l == line), "{line} in\n{page}");
+        }
+        let streamed = metrics.streamed();
+        streamed.committed();
+        streamed.committed();
+        streamed.aborted();
+        streamed.subtransaction_aborted();
+        streamed.spooled(1024, 4096);
+        let page = metrics.render(true);
+        for line in [
+            "pgcdc_streamed_transactions_total{outcome=\"committed\"} 2",
+            "pgcdc_streamed_transactions_total{outcome=\"aborted\"} 1",
+            "pgcdc_streamed_subtransaction_aborts_total 1",
+            "pgcdc_spool_bytes{medium=\"memory\"} 1024",
+            "pgcdc_spool_bytes{medium=\"disk\"} 4096",
+        ] {
+            assert!(page.lines().any(|l| l == line), "{line} in\n{page}");
+        }
+        assert!(
+            page.contains("# TYPE pgcdc_streamed_transactions counter"),
+            "{page}"
+        );
+    }
+}

@@ -328,15 +328,16 @@ impl Stream<'_> {
         self.last_activity = now;
         let lsn = xlog.wal_start;
         if let Some(xid) = self.stream_block() {
-            return self.block_message(xid, &xlog.data, lsn);
+            let entry = pgoutput::stream_block_entry(&xlog.data, lsn)?;
+            return Ok(self.block_message(xid, entry, &xlog.data, lsn)?);
         }
         match pgoutput::decode(&xlog.data, lsn)? {
             LogicalMessage::Begin(begin) => self.begin(begin).await,
             LogicalMessage::Commit(commit) => self.commit(commit).await,
-            LogicalMessage::StreamStart(start) => self.stream_start(start),
-            LogicalMessage::StreamStop => self.stray_stream_stop(),
+            LogicalMessage::StreamStart(start) => Ok(self.stream_start(start)?),
+            LogicalMessage::StreamStop => Ok(self.stray_stream_stop()?),
             LogicalMessage::StreamCommit(commit) => self.stream_commit(commit).await,
-            LogicalMessage::StreamAbort(abort) => self.stream_abort(abort),
+            LogicalMessage::StreamAbort(abort) => Ok(self.stream_abort(abort)?),
             message => self.handle_message(message, lsn).await,
         }
     }

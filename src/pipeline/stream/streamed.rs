@@ -117,54 +117,52 @@ impl Stream<'_> {
         self.streamed.as_ref().and_then(|s| s.block)
     }
 
-    /// One message inside the open block of `xid`: its end, or a message
-    /// for the spool.
+    /// One message inside the open block of `xid` (`entry` says what it
+    /// is): its end, or a message for the spool.
     pub(super) fn block_message(
         &mut self,
         xid: u32,
+        entry: BlockEntry,
         data: &Bytes,
         lsn: Lsn,
-    ) -> Result<(), PipelineError> {
-        let entry = pgoutput::stream_block_entry(data, lsn)?;
+    ) -> Result<(), StreamedError> {
         let Some(streamed) = &mut self.streamed else {
             return Ok(());
         };
         match entry {
             BlockEntry::Stop => streamed.block = None,
-            BlockEntry::Change { xid: made_by } => streamed
-                .spool
-                .append(xid, made_by, lsn, data)
-                .map_err(StreamedError::from)?,
+            BlockEntry::Change { xid: made_by } => {
+                streamed.spool.append(xid, made_by, lsn, data)?;
+            }
         }
         Ok(())
     }
 
     /// Stream Start: the messages until Stream Stop are `start.xid`'s.
-    pub(super) fn stream_start(&mut self, start: StreamStart) -> Result<(), PipelineError> {
+    pub(super) fn stream_start(&mut self, start: StreamStart) -> Result<(), StreamedError> {
         let in_txn = self.txn.is_some();
         let streamed = self.streamed_for("stream start")?;
         if in_txn {
-            return Err(out_of_place("stream start", "inside a transaction").into());
+            return Err(out_of_place("stream start", "inside a transaction"));
         }
         if !streamed.spool.start(start.xid, start.first_segment) {
             return Err(StreamedError::UnknownTransaction {
                 message: "stream start",
                 xid: start.xid,
-            }
-            .into());
+            });
         }
         streamed.block = Some(start.xid);
         Ok(())
     }
 
     /// Stream Stop outside a block.
-    pub(super) fn stray_stream_stop(&mut self) -> Result<(), PipelineError> {
+    pub(super) fn stray_stream_stop(&mut self) -> Result<(), StreamedError> {
         self.streamed_for("stream stop")?;
-        Err(out_of_place("stream stop", "outside a stream block").into())
+        Err(out_of_place("stream stop", "outside a stream block"))
     }
 
     /// Stream Abort: the transaction, or one of its subtransactions, is void.
-    pub(super) fn stream_abort(&mut self, abort: StreamAbort) -> Result<(), PipelineError> {
+    pub(super) fn stream_abort(&mut self, abort: StreamAbort) -> Result<(), StreamedError> {
         let streamed = self.streamed_for("stream abort")?;
         if abort.is_top_level() {
             tracing::debug!(xid = abort.xid, "a streamed transaction aborted");
