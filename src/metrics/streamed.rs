@@ -117,7 +117,7 @@ mod tests {
             assert!(page.lines().any(|l| l == line), "{line} in\n{page}");
         }
         assert!(
-            page.contains("# TYPE pgcdc_streamed_transactions counter"),
+            page.contains("# TYPE pgcdc_streamed_transactions_total counter"),
             "{page}"
         );
     }
