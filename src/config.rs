@@ -353,6 +353,8 @@ pub struct RunConfig {
     /// (all, as Debezium).
     #[arg(help_heading = OPERATIONS, long, env = "PGCDC_ORIGIN_FILTER", value_enum)]
     pub origin_filter: Option<crate::source::replication::Origin>,
+    #[command(flatten)]
+    pub streaming: crate::source::streaming::StreamingOptions,
     // --- transaction metadata and heartbeats ---
     #[command(flatten)]
     pub metadata: MetadataOptions,

@@ -47,6 +47,7 @@ pub mod labelled;
 pub mod names;
 mod phase;
 pub mod process;
+pub mod streamed;
 
 pub use exposition::CONTENT_TYPE;
 pub use phase::Phase;

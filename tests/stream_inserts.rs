@@ -464,7 +464,10 @@ async fn check_prints_the_server_version_and_what_each_feature_needs() {
             )),
             "{line}"
         );
-        let used = feature == "logical decoding messages";
+        let used = matches!(
+            feature,
+            "logical decoding messages" | "streaming of large transactions"
+        );
         assert_eq!(line.starts_with("PASS"), used, "{line}");
         assert_eq!(line.starts_with("INFO"), !used, "{line}");
     }

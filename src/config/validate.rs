@@ -33,6 +33,7 @@ impl RunConfig {
         if let Err(e) = self.topic_renames() {
             p.0.extend(e.0);
         }
+        p.0.extend(self.streaming.problems());
         if p.0.is_empty() {
             Ok(())
         } else {

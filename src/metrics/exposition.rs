@@ -38,6 +38,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Metric, Registry};
 
 use super::process::ProcessCollector;
+use super::streamed::StreamedMetrics;
 use super::{lock, names, Metrics, Phase, Snapshot};
 
 /// The `Content-Type` of a scrape: the Prometheus text format 0.0.4.
@@ -217,6 +218,8 @@ impl Live {
 #[derive(Debug, Default)]
 pub(super) struct Exposition {
     registry: Registry,
+    /// Streamed transactions and the spool ([`super::streamed`]).
+    pub(super) streamed: StreamedMetrics,
     /// Taken by scrapes only, from setting these gauges to encoding them.
     live: Mutex<Live>,
 }
@@ -472,9 +475,12 @@ impl Exposition {
             "Tables the running incremental snapshot still has to read.",
             m.incremental_tables_remaining.clone(),
         );
+        let streamed = StreamedMetrics::default();
+        streamed.register(&mut r);
         r.register_collector(Box::new(ProcessCollector));
         Exposition {
             registry: r,
+            streamed,
             live: Mutex::new(live),
         }
     }

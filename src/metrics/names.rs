@@ -85,6 +85,14 @@ pub const INCREMENTAL_SNAPSHOT_TABLES_DONE: &str = "pgcdc_incremental_snapshot_t
 /// Tables the running incremental snapshot still has to read (the current one included).
 pub const INCREMENTAL_SNAPSHOT_TABLES_REMAINING: &str =
     "pgcdc_incremental_snapshot_tables_remaining";
+/// Streamed transactions (`--stream-in-progress`) that ended, labelled
+/// `outcome` (`committed`, `aborted`).
+pub const STREAMED_TRANSACTIONS: &str = "pgcdc_streamed_transactions_total";
+/// Subtransactions of streamed transactions rolled back (`ROLLBACK TO SAVEPOINT`).
+pub const STREAMED_SUBTRANSACTION_ABORTS: &str = "pgcdc_streamed_subtransaction_aborts_total";
+/// Bytes of open streamed transactions held by the spool, labelled `medium`
+/// (`memory`, `disk`).
+pub const SPOOL_BYTES: &str = "pgcdc_spool_bytes";
 
 // The process, under the names every Prometheus client library uses
 // (`process.rs`).
@@ -144,6 +152,9 @@ pub const ALL: &[&str] = &[
     INCREMENTAL_SNAPSHOT_CHUNKS,
     INCREMENTAL_SNAPSHOT_TABLES_DONE,
     INCREMENTAL_SNAPSHOT_TABLES_REMAINING,
+    STREAMED_TRANSACTIONS,
+    STREAMED_SUBTRANSACTION_ABORTS,
+    SPOOL_BYTES,
     PROCESS_CPU_SECONDS,
     PROCESS_RESIDENT_MEMORY,
     PROCESS_VIRTUAL_MEMORY,

@@ -19,7 +19,8 @@ use crate::sink::transactional::{InitialSnapshotProgress, RecordedServer};
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::identity::{self, ServerIdentity, Verdict};
 use crate::source::replication::{
-    PluginOptions, PluginRequest, ReplicationConfig, Session, SlotSnapshot, StartReplication,
+    PluginOptions, PluginRequest, ProtoVersion, ReplicationConfig, Session, SlotSnapshot,
+    StartReplication,
 };
 use crate::source::setup::{self, SetupError, SlotStatus};
 use crate::source::version::ServerVersion;
@@ -47,6 +48,15 @@ pub async fn run_once(
     // Refused here, before a slot is made, if the server is too old for it.
     let plugin = PluginRequest {
         origin: config.origin_filter,
+        // Protocol 2, never 4's `streaming 'parallel'`: its only change on
+        // the wire (an abort's LSN and time) serves subscribers that apply
+        // blocks before the commit, which Kafka's commit order rules out
+        // here (stream/spool.rs).
+        proto_version: if config.streaming.stream_in_progress {
+            ProtoVersion::V2
+        } else {
+            ProtoVersion::V1
+        },
         ..PluginRequest::default()
     };
     let version = ServerVersion::from_num(facts.version_num);

@@ -50,7 +50,7 @@ pub use incremental::IncrementalError;
 pub use snapshot::SnapshotError;
 
 pub use attempt::run_once;
-pub use stream::HeartbeatError;
+pub use stream::{HeartbeatError, SpoolError, StreamedError};
 
 /// Session settings pinned on the replication connection so that pgoutput's
 /// text values render in the one format the value decoder parses.
@@ -116,6 +116,7 @@ pub enum PipelineError {
     StartupTimeout(#[from] StartupTimeout),
     #[error(transparent)]
     Takeover(#[from] crate::takeover::TakeoverError),
+    Streamed(#[from] stream::StreamedError),
 }
 
 /// `--startup-timeout` passed before PostgreSQL and Kafka had both answered
@@ -186,6 +187,7 @@ impl PipelineError {
             PipelineError::Topic(e) => e.is_retryable(),
             PipelineError::Heartbeat(e) => e.is_retryable(),
             PipelineError::Takeover(e) => e.is_retryable(),
+            PipelineError::Streamed(e) => e.is_retryable(),
             PipelineError::SlotLost(_)
             | PipelineError::Identity(_)
             | PipelineError::TemporarySlotEnded(_)

@@ -29,10 +29,14 @@ use crate::transform::Transforms;
 
 mod events;
 mod metadata;
+mod spool;
+mod streamed;
 #[cfg(test)]
 mod tests;
 
 pub use metadata::HeartbeatError;
+pub use spool::SpoolError;
+pub use streamed::StreamedError;
 
 /// The transaction being read (between Begin and Commit).
 struct OpenTxn {
@@ -67,6 +71,9 @@ pub(super) struct Stream<'a> {
     /// Creates topics on first use (`--topic-partitions` and friends).
     topics: Option<TopicCreator>,
     txn: Option<OpenTxn>,
+    /// Streamed in-progress transactions (`--stream-in-progress`); `None`
+    /// with protocol 1.
+    streamed: Option<streamed::Streamed>,
     message_topic: Arc<str>,
     /// Where the last transaction (or non-transactional message) ended:
     /// `source.sequence`'s first element, Debezium's `lsn_commit`.
@@ -130,6 +137,7 @@ impl<'a> Stream<'a> {
             delivery,
             metrics: Arc::clone(metrics),
             txn: None,
+            streamed: streamed::Streamed::for_config(config, metrics)?,
             message_topic: router.message_topic().into(),
             last_commit_lsn: None,
             last_commit_time_micros: None,
@@ -303,8 +311,9 @@ impl Stream<'_> {
             self.metrics.handled(now - started);
             started = now;
             // Take the next event only to handle it: one taken and dropped
-            // here would be a change lost.
-            if self.txn.is_none() || handled == RECV_BURST {
+            // here would be a change lost. A stream block bursts like a
+            // transaction: it only goes to the spool.
+            if (self.txn.is_none() && self.stream_block().is_none()) || handled == RECV_BURST {
                 return Ok(());
             }
             match client.try_recv() {
@@ -328,9 +337,17 @@ impl Stream<'_> {
         self.metrics.server_message(now, false);
         self.last_activity = now;
         let lsn = xlog.wal_start;
+        if let Some(xid) = self.stream_block() {
+            let entry = pgoutput::stream_block_entry(&xlog.data, lsn)?;
+            return Ok(self.block_message(xid, entry, &xlog.data, lsn)?);
+        }
         match pgoutput::decode(&xlog.data, lsn)? {
             LogicalMessage::Begin(begin) => self.begin(begin).await,
             LogicalMessage::Commit(commit) => self.commit(commit).await,
+            LogicalMessage::StreamStart(start) => Ok(self.stream_start(start)?),
+            LogicalMessage::StreamStop => Ok(self.stray_stream_stop()?),
+            LogicalMessage::StreamCommit(commit) => self.stream_commit(commit).await,
+            LogicalMessage::StreamAbort(abort) => Ok(self.stream_abort(abort)?),
             message => self.handle_message(message, lsn).await,
         }
     }

@@ -18,6 +18,7 @@ pub mod signal;
 pub mod snapshot;
 pub mod sql;
 pub mod sqlstate;
+pub mod streaming;
 pub mod tls;
 pub mod types;
 pub mod version;
