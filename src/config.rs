@@ -5,6 +5,7 @@
 
 pub mod debezium;
 mod file;
+pub mod fleet;
 pub mod layers;
 mod pg_url;
 pub mod pipelines;
@@ -358,6 +359,8 @@ pub struct RunConfig {
     /// (all, as Debezium).
     #[arg(help_heading = OPERATIONS, long, env = "PGCDC_ORIGIN_FILTER", value_enum)]
     pub origin_filter: Option<crate::source::replication::Origin>,
+    #[command(flatten)]
+    pub streaming: crate::source::streaming::StreamingOptions,
     // --- transaction metadata and heartbeats ---
     #[command(flatten)]
     pub metadata: MetadataOptions,
@@ -398,6 +401,10 @@ pub struct RunConfig {
     // --- exactly-once batching ---
     #[command(flatten)]
     pub eos: EosOptions,
+
+    /// `--takeover-debezium`: Debezium's stored offset to continue after.
+    #[command(flatten)]
+    pub takeover: crate::takeover::TakeoverOptions,
 
     /// Extra librdkafka producer properties, key=value (repeatable). In
     /// PGCDC_KAFKA_PROPERTY, one property per line.

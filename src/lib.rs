@@ -51,6 +51,7 @@ pub mod command;
 pub mod config;
 pub mod encode;
 pub mod event;
+pub mod fleet;
 pub mod http;
 pub use pgcdc_wire::lsn;
 pub mod metrics;
@@ -63,6 +64,7 @@ pub mod select;
 pub mod sink;
 pub mod source;
 pub mod supervisor;
+pub mod takeover;
 pub mod transform;
 
 /// A value for people, or `unknown` when it is not known (an LSN of a run

@@ -10,8 +10,10 @@ use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use pgcdc_kafka::command::fleet::FleetCommand;
 use pgcdc_kafka::command::run::Launch;
 use pgcdc_kafka::command::{self, check::CheckArgs, snapshot::SnapshotArgs, status::StatusArgs};
+use pgcdc_kafka::config::fleet::{FleetOptions, Instance};
 use pgcdc_kafka::config::pipelines::{self, PipelineName};
 use pgcdc_kafka::config::{layers, show, ConfigSources, LogFormat, Origins, Problem, RunConfig};
 use pgcdc_kafka::http::HealthPolicy;
@@ -52,6 +54,10 @@ enum Command {
     /// Configuration tools.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Manage a fleet's pipelines (instances run with `run --fleet NAME`;
+    /// docs/FLEET.md).
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     /// Print a shell completion script, generated from this binary's flags:
     /// e.g. `pgcdc-kafka completions bash > /etc/bash_completion.d/pgcdc-kafka`.
     Completions {
@@ -85,6 +91,8 @@ struct RunArgs {
     config: RunConfig,
     #[command(flatten)]
     health: HealthPolicy,
+    #[command(flatten)]
+    fleet: FleetOptions,
 }
 
 /// The subcommands that take `run`'s flags and so read `--config` and
@@ -383,8 +391,46 @@ fn print_man_page(subcommand: Option<&str>) -> ExitCode {
     }
 }
 
+/// `run` in fleet mode (`--fleet`, by flag, environment or `--config`
+/// key): the instance's settings and the log format, or the exit code
+/// after reporting its problems; `None` for any other command line.
+fn fleet_instance() -> Option<Result<(Instance, LogFormat), ExitCode>> {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let relaxed = LAYERED.iter().fold(Cli::command(), |cmd, path| {
+        map_subcommand(cmd, path, layers::relax)
+    });
+    let first = relaxed.try_get_matches_from(&argv).ok()?;
+    let leaf = first.subcommand_matches("run")?;
+    let root = Cli::command();
+    let cmd = root.find_subcommand("run")?.clone();
+    let format = first
+        .try_get_raw("log_format")
+        .ok()
+        .flatten()
+        .and_then(|mut v| v.next())
+        .map(|f| f.to_string_lossy().into_owned())
+        .and_then(|f| <LogFormat as clap::ValueEnum>::from_str(&f, true).ok())
+        .unwrap_or(LogFormat::Text);
+    match pgcdc_kafka::config::fleet::instance(&cmd, leaf)? {
+        Ok(instance) => Some(Ok((instance, format))),
+        Err(error) => {
+            eprintln!("error: {error}");
+            Some(Err(ExitCode::from(2)))
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    if let Some(fleet) = fleet_instance() {
+        return match fleet {
+            Ok((instance, format)) => {
+                init_logging(format);
+                command::fleet::run(instance).await
+            }
+            Err(code) => code,
+        };
+    }
     let parsed = match parse() {
         Ok(parsed) => parsed,
         Err(code) => return code,
@@ -407,6 +453,7 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Man { subcommand } => print_man_page(subcommand.as_deref()),
+        Command::Fleet(command) => command::fleet::execute(command, cli.log_format).await,
         Command::Config(ConfigCommand::Show(args)) => {
             if let Some(l) = &layered {
                 print!(

@@ -39,13 +39,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::lsn::Lsn;
 use crate::source::replication::ReplicationMetrics;
-
 mod exposition;
+pub mod fleet;
 pub mod labelled;
 pub mod names;
 mod notifications;
 mod phase;
 pub mod process;
+pub mod streamed;
 
 pub use exposition::CONTENT_TYPE;
 pub use phase::Phase;
@@ -161,7 +162,6 @@ pub struct Metrics {
     incremental_chunks: Counter,
     incremental_tables_done: Counter,
     incremental_tables_remaining: U64Gauge,
-    notifications: notifications::Notifications,
 
     probes: Mutex<Probes>,
     /// `--startup-timeout`: PostgreSQL / Kafka answered at least once.
@@ -220,7 +220,6 @@ impl Metrics {
             incremental_chunks: Counter::default(),
             incremental_tables_done: Counter::default(),
             incremental_tables_remaining: U64Gauge::default(),
-            notifications: Default::default(),
             probes: Mutex::new(Probes::default()),
             answered_postgres: AtomicBool::new(false),
             answered_kafka: AtomicBool::new(false),

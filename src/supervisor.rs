@@ -138,6 +138,14 @@ impl Supervisor {
             .is_some_and(|h| h.stop.send(true).is_ok())
     }
 
+    /// Forces pipeline `name`'s stop (after [`Supervisor::stop`]): it no
+    /// longer waits for Kafka; `false` when it is not running.
+    pub fn force(&self, name: &PipelineName) -> bool {
+        self.running
+            .get(name)
+            .is_some_and(|h| h.stop.send(true).is_ok() && h.force.send(true).is_ok())
+    }
+
     /// Asks every pipeline to stop gracefully.
     pub fn stop_all(&self) {
         for handles in self.running.values() {

@@ -6,7 +6,7 @@
 //! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--large N] [--wide N]
 //!                  [--snapshot-rows N] [--snapshot-workers N]
 //!                  [--workloads a,b,c,d,e,u,o,s,l] [--avro] [--rate R] [--duration S]
-//!                  [--connector-arg ARG]... [--wrap 'perf record -g --'] [--out FILE]
+//!                  [--connector-arg ARG]... [--wrap 'perf record -g --'] [--rounds N] [--out FILE]
 //! cargo bench --bench e2e -- <same flags>
 //! ```
 //!
@@ -27,7 +27,12 @@
 //! transactions, (u) (a) through `--envelope unwrap`, (o) outbox rows
 //! through `--outbox-table`. `--avro` runs each backlog workload in Avro too.
 //! Each backlog is also drained by `pg_recvlogical -o binary=true`, and the
-//! walsender's CPU is measured for every reader (`server.rs`).
+//! walsender's CPU is measured for every reader (`server.rs`). After each
+//! connector run, "Kafka alone" (`ceiling.rs`) produces the very records it
+//! wrote again with a bare producer and the connector's producer settings:
+//! `min(pg_recvlogical, Kafka alone)` is the physical limit of the run. The
+//! broker's CPU is measured for both writers. `--rounds N` repeats every
+//! workload N times, interleaved (a, c, a, c, ...), and prints medians.
 //!
 //! (s) is the initial snapshot of a table (`--snapshot-rows`, with
 //! `--snapshot-workers` connections) against `COPY ... TO STDOUT` of it.
@@ -58,7 +63,9 @@ const OUTBOX_ROW: &str = "gen_random_uuid(), 'Order' || (i % 10), (i % 1000)::te
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
+mod ceiling;
 mod latency;
+mod rounds;
 mod server;
 mod snapshot;
 mod wide;
@@ -79,6 +86,8 @@ struct Options {
     /// A command the connector runs under (e.g. `perf record -g --`), split
     /// on whitespace: for profiling a run, not for its figures.
     wrap: Vec<String>,
+    /// Every workload this many times, interleaved; medians printed.
+    rounds: u32,
     out: PathBuf,
 }
 
@@ -97,6 +106,7 @@ fn options() -> Result<Options> {
         avro: false,
         connector_args: Vec::new(),
         wrap: Vec::new(),
+        rounds: 1,
         out: PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/target/bench/results.json"
@@ -124,11 +134,12 @@ fn options() -> Result<Options> {
             "--avro" => o.avro = true,
             "--connector-arg" => o.connector_args.push(value()?),
             "--wrap" => o.wrap = value()?.split_whitespace().map(String::from).collect(),
+            "--rounds" => o.rounds = value()?.parse::<u32>()?.max(1),
             "--out" => o.out = PathBuf::from(value()?),
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --snapshot-rows N (s, 500000) --snapshot-workers N (s, 2) --workloads a,b,c,d,e,u,o,s,l (default a,b,c) --avro (each backlog workload again in Avro) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --out FILE");
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --snapshot-rows N (s, 500000) --snapshot-workers N (s, 2) --workloads a,b,c,d,e,u,o,s,l (default a,b,c) --avro (each backlog workload again in Avro) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --rounds N (every workload N times, interleaved, with medians) --out FILE");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other} (try --help)").into()),
@@ -158,55 +169,66 @@ fn main() -> Result<()> {
     let pg_version = scalar(&pg, "postgres", "SHOW server_version")?;
 
     let mut results = Vec::new();
-    for w in &o.workloads {
-        let (name, rows) = match w {
-            'a' => ("a: inserts, 1,000-row txns", o.rows),
-            'b' => ("b: single-row txns", o.single),
-            'c' => ("c: insert/update/delete, replica identity full", o.mixed),
-            'd' => ("d: one large transaction", o.large),
-            'e' => ("e: wide rows (50 columns), 1,000-row txns", o.wide),
-            'u' => ("u: (a) with --envelope unwrap", o.rows),
-            'o' => (
-                "o: outbox rows routed by --outbox-table, 1,000-row txns",
-                o.rows,
-            ),
-            's' => {
-                results.extend(snapshot::run(
-                    &pg,
-                    &kafka,
-                    registry.as_ref(),
-                    o.snapshot_rows,
-                    o.snapshot_workers,
-                    &o.connector_args,
-                    &o.wrap,
-                )?);
-                continue;
+    for round in 1..=o.rounds {
+        if o.rounds > 1 {
+            eprintln!("round {round} of {}", o.rounds);
+        }
+        for w in &o.workloads {
+            let (name, rows) = match w {
+                'a' => ("a: inserts, 1,000-row txns", o.rows),
+                'b' => ("b: single-row txns", o.single),
+                'c' => ("c: insert/update/delete, replica identity full", o.mixed),
+                'd' => ("d: one large transaction", o.large),
+                'e' => ("e: wide rows (50 columns), 1,000-row txns", o.wide),
+                'u' => ("u: (a) with --envelope unwrap", o.rows),
+                'o' => (
+                    "o: outbox rows routed by --outbox-table, 1,000-row txns",
+                    o.rows,
+                ),
+                's' => {
+                    results.extend(snapshot::run(
+                        &pg,
+                        &kafka,
+                        registry.as_ref(),
+                        o.snapshot_rows,
+                        o.snapshot_workers,
+                        &o.connector_args,
+                        &o.wrap,
+                    )?);
+                    continue;
+                }
+                'l' => {
+                    results.push(latency::run(
+                        &pg,
+                        &kafka,
+                        o.rate,
+                        o.duration_s,
+                        &o.connector_args,
+                    )?);
+                    continue;
+                }
+                other => return Err(format!("unknown workload {other}").into()),
+            };
+            eprintln!("workload {name}: {rows} changes ...");
+            let services = Services {
+                pg: &pg,
+                kafka: &kafka,
+                registry: registry.as_ref(),
+                recvlogical: &recvlogical,
+                connector_args: &o.connector_args,
+                wrap: &o.wrap,
+            };
+            let mut round_results = workload(services, *w, name, rows)?;
+            for r in &mut round_results {
+                r["round"] = json!(round);
             }
-            'l' => {
-                results.push(latency::run(
-                    &pg,
-                    &kafka,
-                    o.rate,
-                    o.duration_s,
-                    &o.connector_args,
-                )?);
-                continue;
-            }
-            other => return Err(format!("unknown workload {other}").into()),
-        };
-        eprintln!("workload {name}: {rows} changes ...");
-        let services = Services {
-            pg: &pg,
-            kafka: &kafka,
-            registry: registry.as_ref(),
-            recvlogical: &recvlogical,
-            connector_args: &o.connector_args,
-            wrap: &o.wrap,
-        };
-        results.extend(workload(services, *w, name, rows)?);
+            results.extend(round_results);
+        }
     }
 
     print_table(&results);
+    let medians = rounds::medians(&results);
+    rounds::print_medians(&medians);
     let report = json!({
         "machine": machine(),
         "versions": {
@@ -217,6 +239,7 @@ fn main() -> Result<()> {
             "commit": git_commit(),
         },
         "results": results,
+        "medians": medians,
     });
     if let Some(dir) = o.out.parent() {
         std::fs::create_dir_all(dir)?;
@@ -347,8 +370,12 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         }
         args.extend(connector_args.iter().cloned());
         let walsender = server::WalsenderCpu::watch();
+        let broker_before = ceiling::broker_cpu(kafka);
         let run = run_connector(&args, wrap)?;
         let server_cpu = walsender.stop();
+        let broker_cpu = broker_before
+            .zip(ceiling::broker_cpu(kafka))
+            .map(|(a, b)| b - a);
         let events = run.summary["events"].as_u64().unwrap_or(0);
         let complete = events == changes && run.summary["caught_up"] == json!(true);
         if !complete {
@@ -374,6 +401,28 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             "  connector ({format}), nothing to read: {:.2} s",
             idle.wall_s
         );
+        // The outbox's records are spread over routed topics: no one topic
+        // to read back.
+        let alone = match kind {
+            'o' => None,
+            _ => {
+                let topic = format!("{db}_{format}.public.bench");
+                let alone = ceiling::run(kafka, &topic, &args_after_run(&args))?;
+                eprintln!(
+                    "  Kafka alone ({format}): {} records, {:.1} MB, {:.2} s, broker {} CPU s (during the connector: {})",
+                    alone.records,
+                    alone.bytes as f64 / 1e6,
+                    alone.wall_s,
+                    fmt_cpu(alone.broker_cpu_s),
+                    fmt_cpu(broker_cpu),
+                );
+                Some(alone)
+            }
+        };
+        let per_change = |cpu: Option<f64>| cpu.map(|c| round(c * 1e6 / changes as f64));
+        let recv_rate = changes as f64 / recv_s;
+        let alone_rate = alone.as_ref().map(|a| changes as f64 / a.wall_s);
+        let limit_rate = alone_rate.map_or(recv_rate, |a| a.min(recv_rate));
         out.push(json!({
             "workload": name,
             "format": format,
@@ -401,6 +450,17 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
                 "connector": server_cpu.map(|c| round(c * 1e6 / changes as f64)),
             },
             "connector_us_per_change": round(run.cpu_s * 1e6 / changes as f64),
+            "broker_cpu_s": broker_cpu.map(round),
+            "broker_us_per_change": per_change(broker_cpu),
+            "kafka_alone_s": alone.as_ref().map(|a| round(a.wall_s)),
+            "kafka_alone_records": alone.as_ref().map(|a| a.records),
+            "kafka_alone_bytes": alone.as_ref().map(|a| a.bytes),
+            "kafka_alone_rows_per_s": alone_rate.map(round),
+            "kafka_alone_broker_us_per_change": per_change(alone.as_ref().and_then(|a| a.broker_cpu_s)),
+            "ratio_to_kafka_alone": alone.as_ref().map(|a| round(a.wall_s / run.wall_s)),
+            "limit_rows_per_s": round(limit_rate),
+            "limit": if alone_rate.is_some_and(|a| a < recv_rate) { "kafka alone" } else { "pg_recvlogical" },
+            "ratio_to_limit": round(changes as f64 / run.wall_s / limit_rate),
             "connector_idle_run_s": round(idle.wall_s),
             "connector_cpu_s": round(run.cpu_s),
             "connector_peak_rss_mb": round(run.peak_rss_kb as f64 / 1024.0),
@@ -439,6 +499,15 @@ fn run_args(
     }
     args.extend(extra.iter().map(|s| s.to_string()));
     args
+}
+
+/// The flags after `run` in `args` (what RunConfig parses).
+fn args_after_run(args: &[String]) -> Vec<String> {
+    args.iter()
+        .skip_while(|a| *a != "run")
+        .skip(1)
+        .cloned()
+        .collect()
 }
 
 /// `--format`, and the registry's URL for Avro.

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use pgcdc_wire::lsn::Lsn;
-use pgcdc_wire::pgoutput::decode;
+use pgcdc_wire::pgoutput::{decode, decode_streamed, stream_block_entry, BlockEntry};
 
 fuzz_target!(|data: &[u8]| {
     let data = Bytes::copy_from_slice(data);
@@ -23,5 +23,12 @@ fuzz_target!(|data: &[u8]| {
             );
             assert!(!error.to_string().is_empty());
         }
+    }
+    // Inside a stream block: what the entry peek accepts, the decoder reads
+    // or rejects without panicking, and a decoded message keeps its tag.
+    let entry = stream_block_entry(&data, Lsn::new(0x16B_3748));
+    if let Ok(message) = decode_streamed(&data, Lsn::new(0x16B_3748)) {
+        assert_eq!(data.first(), Some(&message.tag()));
+        assert!(matches!(entry, Ok(BlockEntry::Change { .. })), "{entry:?}");
     }
 });

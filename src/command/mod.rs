@@ -12,6 +12,7 @@
 
 pub mod check;
 pub mod config;
+pub mod fleet;
 pub mod run;
 pub mod snapshot;
 pub mod status;

@@ -59,7 +59,7 @@ const MAX_NAME_LEN: usize = 48;
 
 /// Settings of the process rather than of one pipeline: a pipeline's table
 /// may not set them.
-const PROCESS_KEYS: &[&str] = &["metrics_addr"];
+const PROCESS_KEYS: &[&str] = super::fleet::INSTANCE_KEYS;
 
 /// A pipeline's name: lowercase letters, digits and '_', starting with a
 /// letter, at most 48 characters; safe as a Prometheus label value, in a

@@ -39,6 +39,7 @@ impl RunConfig {
         self.notifications.check(&mut p);
         let signal_table = self.signal_data_collection.as_deref();
         (self.signal_channels).check(signal_table, &self.topic_prefix, &mut p);
+        p.0.extend(self.streaming.problems());
         if p.0.is_empty() {
             Ok(())
         } else {

@@ -39,6 +39,9 @@ use serde::Deserialize;
 
 use crate::options::Secret;
 
+mod compatibility;
+pub use compatibility::Compatibility;
+
 /// How long connecting to the registry may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one request may take, answer included.

@@ -28,6 +28,8 @@ struct Entry {
 pub struct Served {
     labelled: bool,
     entries: RwLock<Vec<Entry>>,
+    /// A fleet instance's own series, and its readiness with no pipeline.
+    fleet: std::sync::OnceLock<Arc<crate::metrics::fleet::FleetMetrics>>,
 }
 
 impl Served {
@@ -40,6 +42,7 @@ impl Served {
                 metrics,
                 policy,
             }]),
+            fleet: std::sync::OnceLock::new(),
         }
     }
 
@@ -48,7 +51,14 @@ impl Served {
         Served {
             labelled: true,
             entries: RwLock::new(Vec::new()),
+            fleet: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Serves a fleet instance's series after the pipelines'; an instance
+    /// the fleet assigned no pipeline is ready (it stands by).
+    pub fn serve_fleet(&self, metrics: Arc<crate::metrics::fleet::FleetMetrics>) {
+        let _ = self.fleet.set(metrics);
     }
 
     /// Serves `metrics` as pipeline `name` (replacing one of that name).
@@ -97,6 +107,12 @@ impl Served {
             return each.into_iter().next().map_or_else(none, |(_, r)| r);
         }
         if each.is_empty() {
+            if self.fleet.get().is_some() {
+                return Readiness {
+                    ready: true,
+                    reason: "fleet instance: no pipeline assigned to it now".to_owned(),
+                };
+            }
             return none();
         }
         let ready = each.iter().filter(|(_, r)| r.ready).count();
@@ -126,7 +142,11 @@ impl Served {
                 (e.name, page)
             })
             .collect();
-        labelled::merge(&pages)
+        let mut page = labelled::merge(&pages);
+        if let Some(fleet) = self.fleet.get() {
+            page.push_str(&fleet.render());
+        }
+        page
     }
 }
 

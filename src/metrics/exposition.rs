@@ -37,7 +37,9 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Metric, Registry};
 
+use super::notifications::Notifications;
 use super::process::ProcessCollector;
+use super::streamed::StreamedMetrics;
 use super::{lock, names, Metrics, Phase, Snapshot};
 
 /// The `Content-Type` of a scrape: the Prometheus text format 0.0.4.
@@ -217,6 +219,10 @@ impl Live {
 #[derive(Debug, Default)]
 pub(super) struct Exposition {
     registry: Registry,
+    /// Streamed transactions and the spool ([`super::streamed`]).
+    pub(super) streamed: StreamedMetrics,
+    /// Snapshot notifications by kind ([`super::notifications`]).
+    pub(super) notifications: Notifications,
     /// Taken by scrapes only, from setting these gauges to encoding them.
     live: Mutex<Live>,
 }
@@ -472,10 +478,15 @@ impl Exposition {
             "Tables the running incremental snapshot still has to read.",
             m.incremental_tables_remaining.clone(),
         );
-        m.notifications.register(&mut r);
+        let notifications = Notifications::default();
+        notifications.register(&mut r);
+        let streamed = StreamedMetrics::default();
+        streamed.register(&mut r);
         r.register_collector(Box::new(ProcessCollector));
         Exposition {
             registry: r,
+            streamed,
+            notifications,
             live: Mutex::new(live),
         }
     }

@@ -87,6 +87,14 @@ pub const INCREMENTAL_SNAPSHOT_TABLES_REMAINING: &str =
     "pgcdc_incremental_snapshot_tables_remaining";
 /// Snapshot notifications sent, labelled `aggregate_type` and `type` (Debezium's).
 pub const SNAPSHOT_NOTIFICATIONS: &str = "pgcdc_snapshot_notifications_total";
+/// Streamed transactions (`--stream-in-progress`) that ended, labelled
+/// `outcome` (`committed`, `aborted`).
+pub const STREAMED_TRANSACTIONS: &str = "pgcdc_streamed_transactions_total";
+/// Subtransactions of streamed transactions rolled back (`ROLLBACK TO SAVEPOINT`).
+pub const STREAMED_SUBTRANSACTION_ABORTS: &str = "pgcdc_streamed_subtransaction_aborts_total";
+/// Bytes of open streamed transactions held by the spool, labelled `medium`
+/// (`memory`, `disk`).
+pub const SPOOL_BYTES: &str = "pgcdc_spool_bytes";
 
 // The process, under the names every Prometheus client library uses
 // (`process.rs`).
@@ -147,6 +155,9 @@ pub const ALL: &[&str] = &[
     INCREMENTAL_SNAPSHOT_TABLES_DONE,
     INCREMENTAL_SNAPSHOT_TABLES_REMAINING,
     SNAPSHOT_NOTIFICATIONS,
+    STREAMED_TRANSACTIONS,
+    STREAMED_SUBTRANSACTION_ABORTS,
+    SPOOL_BYTES,
     PROCESS_CPU_SECONDS,
     PROCESS_RESIDENT_MEMORY,
     PROCESS_VIRTUAL_MEMORY,

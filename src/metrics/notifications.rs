@@ -28,7 +28,8 @@ impl Notifications {
 impl Metrics {
     /// A notification of `aggregate_type` and `kind` was sent.
     pub fn notification(&self, aggregate_type: &str, kind: &str) {
-        self.notifications
+        self.exposition
+            .notifications
             .0
             .get_or_create(&vec![
                 ("aggregate_type", aggregate_type.to_owned()),

@@ -19,10 +19,12 @@ use crate::sink::transactional::{InitialSnapshotProgress, RecordedServer};
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::identity::{self, ServerIdentity, Verdict};
 use crate::source::replication::{
-    PluginOptions, PluginRequest, ReplicationConfig, Session, SlotSnapshot, StartReplication,
+    PluginOptions, PluginRequest, ProtoVersion, ReplicationConfig, Session, SlotSnapshot,
+    StartReplication,
 };
 use crate::source::setup::{self, SetupError, SlotStatus};
 use crate::source::version::ServerVersion;
+use crate::takeover::{self, DebeziumOffset, Resume, TakeoverError};
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
 /// are acknowledged and confirmed first) or an error stops it.
@@ -46,6 +48,15 @@ pub async fn run_once(
     // Refused here, before a slot is made, if the server is too old for it.
     let plugin = PluginRequest {
         origin: config.origin_filter,
+        // Protocol 2, never 4's `streaming 'parallel'`: its only change on
+        // the wire (an abort's LSN and time) serves subscribers that apply
+        // blocks before the commit, which Kafka's commit order rules out
+        // here (stream/spool.rs).
+        proto_version: if config.streaming.stream_in_progress {
+            ProtoVersion::V2
+        } else {
+            ProtoVersion::V1
+        },
         ..PluginRequest::default()
     };
     let version = ServerVersion::from_num(facts.version_num);
@@ -59,6 +70,10 @@ pub async fn run_once(
         tables: &config.tables,
     };
     let status = setup::prepare(&sql, &facts, &config.slot_name, &publication, &selection).await?;
+    let debezium = takeover_offset(config, &status).await?;
+    if debezium.is_some() {
+        takeover::subjects::require_accepted(config, &sql).await?;
+    }
     let types = setup::load_types(&sql).await?;
     let Some(Start {
         lsn: start,
@@ -95,6 +110,7 @@ pub async fn run_once(
     let (delivery, producer) = delivery_for(config, start, dedupe, server, metrics)?;
     let mut stream = Stream::new(config, sql, types, delivery, summary, start, metrics).await?;
     stream.target = *target;
+    stream.takeover = debezium.map(|offset| Resume::new(&offset, start));
     stream.shutdown = Some(shutdown.clone());
     // Declared after `stream`, so dropped before it (see `watch_producer_queue`).
     let probed = Arc::downgrade(&producer);
@@ -158,6 +174,51 @@ pub async fn run_once(
     result.map(|reason| {
         stream.summary.stopped = reason;
     })
+}
+
+/// `--takeover-debezium`: the offset Debezium stored, read before
+/// anything is created, so that a run without Debezium's slot stops
+/// instead of making a new one (whatever Debezium had not read would be lost).
+async fn takeover_offset(
+    config: &RunConfig,
+    status: &SlotStatus,
+) -> Result<Option<DebeziumOffset>, PipelineError> {
+    if config.takeover.takeover_debezium.is_none() {
+        return Ok(None);
+    }
+    let state = match status {
+        SlotStatus::Ready { .. } => None,
+        SlotStatus::Missing => Some("does not exist"),
+        SlotStatus::Invalidated => Some("was invalidated (it lost the WAL Debezium had not read)"),
+    };
+    if let Some(state) = state {
+        let slot = config.slot_name.clone();
+        return Err(TakeoverError::Slot { slot, state }.into());
+    }
+    let options = config.takeover.clone();
+    let prefix = config.topic_prefix.clone();
+    let producer = config.producer_config();
+    let offset = tokio::task::spawn_blocking(move || takeover::load(&options, &prefix, &producer))
+        .await
+        .map_err(|e| TakeoverError::Kafka {
+            topic: config
+                .takeover
+                .takeover_debezium
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            reason: format!("the reader failed: {e}"),
+        })??;
+    if let Some(offset) = &offset {
+        tracing::info!(
+            lsn_commit = %offset.commit(),
+            lsn_proc = ?offset.lsn_proc.map(Lsn::new),
+            message_type = ?offset.message_type,
+            tx_id = ?offset.tx_id,
+            "taking over from Debezium: what it produced up to its stored offset is not sent again"
+        );
+    }
+    Ok(offset)
 }
 
 /// Reads which server this attempt reached and compares it with the one

@@ -51,7 +51,7 @@ pub use incremental::IncrementalError;
 pub use snapshot::SnapshotError;
 
 pub use attempt::run_once;
-pub use stream::HeartbeatError;
+pub use stream::{HeartbeatError, SpoolError, StreamedError};
 
 /// Session settings pinned on the replication connection so that pgoutput's
 /// text values render in the one format the value decoder parses.
@@ -115,6 +115,9 @@ pub enum PipelineError {
     },
     #[error(transparent)]
     StartupTimeout(#[from] StartupTimeout),
+    #[error(transparent)]
+    Takeover(#[from] crate::takeover::TakeoverError),
+    Streamed(#[from] stream::StreamedError),
 }
 
 /// `--startup-timeout` passed before PostgreSQL and Kafka had both answered
@@ -184,6 +187,8 @@ impl PipelineError {
             | PipelineError::ServerMoved { .. } => true,
             PipelineError::Topic(e) => e.is_retryable(),
             PipelineError::Heartbeat(e) => e.is_retryable(),
+            PipelineError::Takeover(e) => e.is_retryable(),
+            PipelineError::Streamed(e) => e.is_retryable(),
             PipelineError::SlotLost(_)
             | PipelineError::Identity(_)
             | PipelineError::TemporarySlotEnded(_)
@@ -193,6 +198,15 @@ impl PipelineError {
             | PipelineError::Selection(_)
             | PipelineError::StartupTimeout(_) => false,
         }
+    }
+}
+
+impl PipelineError {
+    /// Whether the slot is held by another session (SQLSTATE 55006): in a
+    /// fleet, the previous owner still stopping; worth waiting for there.
+    pub fn is_slot_in_use(&self) -> bool {
+        matches!(self, PipelineError::Stream(ReplicationError::Server(e))
+            if e.code == tokio_postgres::error::SqlState::OBJECT_IN_USE)
     }
 }
 

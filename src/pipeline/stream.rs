@@ -23,15 +23,21 @@ use crate::source::relation::RelationCache;
 use crate::source::replication::{CopyData, ReplicationStream};
 use crate::source::setup;
 use crate::source::types::TypeRegistry;
+use crate::takeover::tails::TxnPlace;
+use crate::takeover::{Resume, Through, TxnVerdict};
 use crate::transform::regex_router::TopicRenames;
 use crate::transform::Transforms;
 
 mod events;
 mod metadata;
+mod spool;
+mod streamed;
 #[cfg(test)]
 mod tests;
 
 pub use metadata::HeartbeatError;
+pub use spool::SpoolError;
+pub use streamed::StreamedError;
 
 /// The transaction being read (between Begin and Commit).
 struct OpenTxn {
@@ -43,6 +49,11 @@ struct OpenTxn {
     /// Where a subscriber applied it from (pgoutput's Origin message, sent
     /// after Begin), for `source.origin`.
     origin: Option<SourceOrigin>,
+    /// `--takeover-debezium`: the changes Debezium produced of it.
+    debezium_through: Option<Through>,
+    /// `--takeover-debezium`: its place in the stream, to compare with
+    /// Debezium's last records in Kafka.
+    debezium_place: Option<TxnPlace>,
 }
 
 pub(super) use crate::event::now_micros;
@@ -61,6 +72,9 @@ pub(super) struct Stream<'a> {
     /// Creates topics on first use (`--topic-partitions` and friends).
     topics: Option<TopicCreator>,
     txn: Option<OpenTxn>,
+    /// Streamed in-progress transactions (`--stream-in-progress`); `None`
+    /// with protocol 1.
+    streamed: Option<streamed::Streamed>,
     message_topic: Arc<str>,
     /// Where the last transaction (or non-transactional message) ended:
     /// `source.sequence`'s first element, Debezium's `lsn_commit`.
@@ -92,6 +106,8 @@ pub(super) struct Stream<'a> {
     /// Ends the wait for Kafka's acknowledgements at the end of the attempt
     /// when forced (the binary's second SIGINT/SIGTERM).
     pub(super) shutdown: Option<Shutdown>,
+    /// `--takeover-debezium`: what Debezium produced, left out.
+    pub(super) takeover: Option<Resume>,
 }
 
 impl<'a> Stream<'a> {
@@ -126,6 +142,7 @@ impl<'a> Stream<'a> {
             delivery,
             metrics: Arc::clone(metrics),
             txn: None,
+            streamed: streamed::Streamed::for_config(config, metrics)?,
             message_topic: router.message_topic().into(),
             last_commit_lsn: None,
             last_commit_time_micros: None,
@@ -139,6 +156,7 @@ impl<'a> Stream<'a> {
             notifier: crate::notification::Notifier::new(config, metrics)?,
             kafka_signals: super::kafka_signals::KafkaSignals::start(config).await?,
             shutdown: None,
+            takeover: None,
             sql,
             config,
         })
@@ -303,8 +321,9 @@ impl Stream<'_> {
             self.metrics.handled(now - started);
             started = now;
             // Take the next event only to handle it: one taken and dropped
-            // here would be a change lost.
-            if self.txn.is_none() || handled == RECV_BURST {
+            // here would be a change lost. A stream block bursts like a
+            // transaction: it only goes to the spool.
+            if (self.txn.is_none() && self.stream_block().is_none()) || handled == RECV_BURST {
                 return Ok(());
             }
             match client.try_recv() {
@@ -328,9 +347,17 @@ impl Stream<'_> {
         self.metrics.server_message(now, false);
         self.last_activity = now;
         let lsn = xlog.wal_start;
+        if let Some(xid) = self.stream_block() {
+            let entry = pgoutput::stream_block_entry(&xlog.data, lsn)?;
+            return Ok(self.block_message(xid, entry, &xlog.data, lsn)?);
+        }
         match pgoutput::decode(&xlog.data, lsn)? {
             LogicalMessage::Begin(begin) => self.begin(begin).await,
             LogicalMessage::Commit(commit) => self.commit(commit).await,
+            LogicalMessage::StreamStart(start) => Ok(self.stream_start(start)?),
+            LogicalMessage::StreamStop => Ok(self.stray_stream_stop()?),
+            LogicalMessage::StreamCommit(commit) => self.stream_commit(commit).await,
+            LogicalMessage::StreamAbort(abort) => Ok(self.stream_abort(abort)?),
             message => self.handle_message(message, lsn).await,
         }
     }
@@ -338,7 +365,19 @@ impl Stream<'_> {
     /// A transaction starts: it is tracked until its Commit.
     async fn begin(&mut self, begin: Begin) -> Result<(), PipelineError> {
         debug_assert!(self.txn.is_none(), "Begin inside a transaction");
-        let delivered = self.delivery.already_delivered(begin.final_lsn);
+        let mut delivered = self.delivery.already_delivered(begin.final_lsn);
+        let mut debezium_through = None;
+        let debezium_place = self.takeover.as_ref().map(|resume| TxnPlace {
+            previous_end: self.last_commit_lsn.unwrap_or(resume.start()),
+            final_lsn: begin.final_lsn,
+        });
+        if let Some(resume) = &self.takeover {
+            match resume.transaction(self.last_commit_lsn, begin.final_lsn, begin.xid) {
+                TxnVerdict::Produced => delivered = true,
+                TxnVerdict::Partly(through) => debezium_through = Some(through),
+                TxnVerdict::New => {}
+            }
+        }
         let commit_time_micros = begin.commit_time_unix_micros();
         let id = self.delivery.begin();
         self.delivery.anchor(id, begin.final_lsn);
@@ -348,6 +387,8 @@ impl Stream<'_> {
             commit_time_micros,
             delivered,
             origin: None,
+            debezium_through,
+            debezium_place,
         });
         self.metrics.transaction_begun(commit_time_micros);
         self.last_commit_time_micros = Some(commit_time_micros);

@@ -23,6 +23,7 @@ use super::transactional::ProgressRecord;
 use crate::checkpoint::TxnId;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
+use crate::takeover::tails::{DebeziumTail, TxnPlace};
 
 /// How long reading a topic's partition tails may take before the
 /// attempt gives up on skipping for that topic (and sends everything).
@@ -75,12 +76,16 @@ struct Positions {
     current: Option<(TxnId, Lsn, u32)>,
     /// Per topic, read at the first record of this attempt sent to it.
     topics: HashMap<Arc<str>, TopicState>,
+    /// `--takeover-debezium`: the replayed change the next records are of.
+    debezium_change: Option<(TxnPlace, Lsn)>,
 }
 
 /// What an attempt knows of one topic.
 struct TopicState {
     /// What Kafka held when the attempt first sent to it.
     tails: Tails,
+    /// Per partition, its last record if Debezium wrote it.
+    debezium: Vec<Option<DebeziumTail>>,
     /// The first record of the topic this attempt handled.
     since: Position,
     /// The partition count of a topic that did not exist at its first
@@ -99,6 +104,7 @@ impl TopicState {
             keyed: StampSuffix::new(fingerprint, partitions, since),
             unkeyed: StampSuffix::new(fingerprint, 0, since),
             tails,
+            debezium: Vec::new(),
             since,
             created: None,
         }
@@ -141,6 +147,7 @@ impl AtLeastOnce {
                 metrics,
                 current: None,
                 topics: HashMap::new(),
+                debezium_change: None,
             }),
         })
     }
@@ -156,6 +163,22 @@ impl AtLeastOnce {
 pub fn murmur2_partition(key: &[u8], partitions: usize) -> usize {
     let hash = murmur2::murmur2(key, murmur2::KAFKA_SEED) & 0x7fff_ffff;
     usize::try_from(hash).unwrap_or(0) % partitions.max(1)
+}
+
+/// Whether Debezium's last records hold the change at `lsn` of `txn`: its
+/// partition's (a keyed record), or every partition's (one without a key).
+fn debezium_holds(
+    tails: &[Option<DebeziumTail>],
+    partition: Option<usize>,
+    txn: TxnPlace,
+    lsn: Lsn,
+    key: Option<&[u8]>,
+) -> bool {
+    let holds = |tail: &Option<DebeziumTail>| tail.as_ref().is_some_and(|t| t.holds(txn, lsn, key));
+    match partition {
+        Some(p) => tails.get(p).is_some_and(holds),
+        None => !tails.is_empty() && tails.iter().all(holds),
+    }
 }
 
 impl Positions {
@@ -186,7 +209,7 @@ impl Positions {
         if !self.topics.contains_key(&record.topic) {
             // Only a record an earlier run can have sent needs the tails;
             // the partition count is wanted for every record.
-            let tails = self
+            let (tails, debezium) = self
                 .read_tails(&record.topic, position.lsn <= horizon)
                 .await;
             let created = (partition_keys && tails.partitions() == 0)
@@ -194,6 +217,7 @@ impl Positions {
                 .flatten();
             let state = TopicState {
                 created,
+                debezium,
                 ..TopicState::new(tails, position, fingerprint)
             };
             self.topics.insert(Arc::clone(&record.topic), state);
@@ -214,9 +238,12 @@ impl Positions {
         } else {
             &state.unkeyed
         };
+        let by_debezium = self.debezium_change.is_some_and(|(txn, lsn)| {
+            debezium_holds(&state.debezium, partition, txn, lsn, record.key.as_deref())
+        });
         let delivered = position.lsn <= horizon
             && position.lsn > resend_through
-            && state.tails.prove(fingerprint, partition, position);
+            && (by_debezium || state.tails.prove(fingerprint, partition, position));
         record.partition = partition.and_then(|p| i32::try_from(p).ok());
         record
             .headers
@@ -252,7 +279,11 @@ impl Positions {
         Some(created)
     }
 
-    async fn read_tails(&mut self, topic: &Arc<str>, last_records: bool) -> Tails {
+    async fn read_tails(
+        &mut self,
+        topic: &Arc<str>,
+        last_records: bool,
+    ) -> (Tails, Vec<Option<DebeziumTail>>) {
         let reader = match &self.reader {
             Some(reader) => Ok(Arc::clone(reader)),
             None => TailReader::new(&self.client).map(Arc::new),
@@ -264,15 +295,18 @@ impl Positions {
         let started = std::time::Instant::now();
         let read = match reader {
             Ok(reader) => tokio::task::spawn_blocking(move || {
-                reader.read(&name, last_records, TAIL_READ_TIMEOUT)
+                reader.read_with_debezium(&name, last_records, TAIL_READ_TIMEOUT)
             })
             .await
             .unwrap_or_else(|e| Err(format!("the reader failed: {e}"))),
             Err(e) => Err(e),
         };
         match read {
-            Ok(tails) => {
+            Ok((tails, debezium)) => {
                 tracing::debug!(topic = %topic, took = ?started.elapsed(), ?tails, "read the topic's partition tails");
+                if debezium.iter().any(Option::is_some) {
+                    tracing::info!(topic = %topic, "Debezium wrote the last records of this topic: replayed changes they hold are not sent again");
+                }
                 let fingerprint = self.dedupe.fingerprint;
                 let latest = tails
                     .0
@@ -289,12 +323,12 @@ impl Positions {
                         tracing::debug!(topic = %topic, "no record of this topic from a run with the same settings")
                     }
                 }
-                tails
+                (tails, debezium)
             }
             Err(reason) => {
                 self.metrics.tail_read_failed();
                 tracing::warn!(topic = %topic, %reason, "cannot tell what Kafka already has of this topic; its replayed records are sent again (duplicates, never a loss)");
-                Tails::default()
+                (Tails::default(), Vec::new())
             }
         }
     }
@@ -319,6 +353,13 @@ impl Delivery for AtLeastOnce {
     fn anchor(&mut self, txn: TxnId, commit: Lsn) {
         if let Some(positions) = &mut self.positions {
             positions.current = Some((txn, commit, 0));
+            positions.debezium_change = None;
+        }
+    }
+
+    fn debezium_change(&mut self, at: Option<(TxnPlace, Lsn)>) {
+        if let Some(positions) = &mut self.positions {
+            positions.debezium_change = at;
         }
     }
 
@@ -411,6 +452,7 @@ mod tests {
             metrics: Arc::new(Metrics::new()),
             current: None,
             topics: HashMap::from([(Arc::from("t"), TopicState::new(tails, at(200, 0), 7))]),
+            debezium_change: None,
         }
     }
 

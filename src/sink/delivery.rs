@@ -90,6 +90,12 @@ pub trait Delivery: Send + Sync {
     /// then): its records have no place.
     fn unanchor(&mut self) {}
 
+    /// `--takeover-debezium`: the records sent next are of the change at
+    /// `.1` of the transaction at `.0` (`None`: of no replayed change), so
+    /// that those Debezium's last record of their partition holds are not
+    /// sent again (see [`crate::takeover::tails`]).
+    fn debezium_change(&mut self, _at: Option<(crate::takeover::tails::TxnPlace, Lsn)>) {}
+
     /// Hands a record to the producer, waiting while the in-flight bound is
     /// reached. Delivery is reported through [`Delivery::acked_changed`].
     async fn send(&mut self, record: EncodedRecord) -> Result<(), SinkError>;

@@ -32,6 +32,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::client_log::LoggingContext;
 use super::position::{Position, Stamp, POSITION_HEADER};
 use super::transactional::client_config;
+use crate::takeover::tails::DebeziumTail;
 
 /// The last record's stamp of each partition of a topic, by partition id
 /// (`None`: empty, or no stamp on its last record). Empty for a topic that
@@ -104,6 +105,18 @@ impl TailReader {
         last_records: bool,
         timeout: Duration,
     ) -> Result<Tails, String> {
+        self.read_with_debezium(topic, last_records, timeout)
+            .map(|(tails, _)| tails)
+    }
+
+    /// [`Self::read`], and per partition the position of a last record that
+    /// Debezium wrote (see [`crate::takeover::tails`]).
+    pub fn read_with_debezium(
+        &self,
+        topic: &str,
+        last_records: bool,
+        timeout: Duration,
+    ) -> Result<(Tails, Vec<Option<DebeziumTail>>), String> {
         let deadline = Instant::now() + timeout;
         let left = || deadline.saturating_duration_since(Instant::now());
         let metadata = self
@@ -111,16 +124,17 @@ impl TailReader {
             .fetch_metadata(Some(topic), left())
             .map_err(|e| format!("cannot read its metadata: {e}"))?;
         let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
-            return Ok(Tails::default());
+            return Ok((Tails::default(), Vec::new()));
         };
         if found.error().is_some() || found.partitions().is_empty() {
             // Unknown topic (a first run), or not usable: nothing was delivered to it.
-            return Ok(Tails::default());
+            return Ok((Tails::default(), Vec::new()));
         }
         let count = found.partitions().len();
         let mut tails = vec![None; count];
+        let mut debezium = vec![None; count];
         if !last_records {
-            return Ok(Tails(tails));
+            return Ok((Tails(tails), debezium));
         }
         let mut assignment = TopicPartitionList::new();
         let mut open = vec![false; count];
@@ -142,15 +156,15 @@ impl TailReader {
             }
         }
         if assignment.count() == 0 {
-            return Ok(Tails(tails));
+            return Ok((Tails(tails), debezium));
         }
         self.consumer
             .assign(&assignment)
             .map_err(|e| format!("cannot assign its partitions: {e}"))?;
-        let read = self.read_assigned(&mut tails, &mut open, deadline, timeout);
+        let read = self.read_assigned(&mut tails, &mut debezium, &mut open, deadline, timeout);
         // The next topic's read starts from no assignment.
         let _ = self.consumer.unassign();
-        read.map(|()| Tails(tails))
+        read.map(|()| (Tails(tails), debezium))
     }
 
     /// Polls the assigned partitions until each marked `open` gave its
@@ -158,6 +172,7 @@ impl TailReader {
     fn read_assigned(
         &self,
         tails: &mut [Option<Stamp>],
+        debezium: &mut [Option<DebeziumTail>],
         open: &mut [bool],
         deadline: Instant,
         timeout: Duration,
@@ -198,6 +213,11 @@ impl TailReader {
                             .filter(|h| h.key == POSITION_HEADER)
                             .find_map(|h| h.value.and_then(Stamp::parse))
                     });
+                    if tails[p].is_none() {
+                        debezium[p] = message
+                            .payload()
+                            .and_then(|value| DebeziumTail::parse(message.key(), value));
+                    }
                 }
             }
         }

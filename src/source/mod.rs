@@ -20,6 +20,7 @@ pub mod snapshot;
 pub mod snapshot_select;
 pub mod sql;
 pub mod sqlstate;
+pub mod streaming;
 pub mod tls;
 pub mod types;
 pub mod version;

@@ -101,6 +101,30 @@ pub enum Error {
         /// What was asked for.
         what: &'static str,
     },
+    /// A service shared by every test binary (`PGCDC_TEST_KAFKA`,
+    /// `PGCDC_TEST_REGISTRY`) was asked to stop or start.
+    #[error(
+        "the {service} of {variable} is shared by every test binary and is not \
+         {action} by a test; launch a private one for this test"
+    )]
+    External {
+        /// `kafka` or `schema-registry`.
+        service: &'static str,
+        /// The environment variable that names it.
+        variable: &'static str,
+        /// `stopped` or `started`.
+        action: &'static str,
+    },
+    /// An environment variable naming a shared service is malformed.
+    #[error("{variable}={value:?}: {expected}")]
+    BadEnv {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// What it should hold.
+        expected: &'static str,
+    },
     /// `PGCDC_TEST_BACKEND=docker` without the `docker` feature.
     #[error(
         "PGCDC_TEST_BACKEND=docker needs the docker backend; build with \

@@ -23,10 +23,12 @@ use rdkafka::ClientConfig;
 
 use crate::process::{self, block_on, run, Launch, Local};
 use crate::proxy::FaultProxy;
-use crate::runner::Runner;
+use crate::runner::{External, Runner};
 use crate::{cache, BackendKind, Error, Result};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// Names a broker shared by every test binary of a run.
+const EXTERNAL: &str = "PGCDC_TEST_KAFKA";
 
 /// A running (or stopped) Kafka broker on `127.0.0.1`.
 ///
@@ -69,16 +71,35 @@ struct ProxiedListener {
 }
 
 impl Kafka {
-    /// The broker shared by this test binary, started on first use.
+    /// The broker shared by this test binary, started on first use, or the
+    /// one `PGCDC_TEST_KAFKA` names.
     ///
     /// # Panics
     /// When the broker cannot be started, with the full error (every call).
     pub fn shared() -> &'static Kafka {
         static SHARED: OnceLock<Result<Kafka>> = OnceLock::new();
-        match SHARED.get_or_init(Kafka::launch) {
+        match SHARED.get_or_init(|| match crate::external_port(EXTERNAL)? {
+            Some(port) => Kafka::external(port),
+            None => Kafka::launch(),
+        }) {
             Ok(kafka) => kafka,
             Err(e) => panic!("shared kafka: {}", e.report()),
         }
+    }
+
+    /// The broker another process runs on `port`, once it answers.
+    fn external(port: u16) -> Result<Kafka> {
+        let kafka = Kafka {
+            runner: Runner::External(External {
+                service: "kafka",
+                variable: EXTERNAL,
+            }),
+            port,
+            proxy: None,
+            secure: None,
+        };
+        kafka.start()?;
+        Ok(kafka)
     }
 
     /// Starts a private broker (for tests that stop or kill it).

@@ -46,6 +46,12 @@
 //! * `PGCDC_PG_BINDIR`: the PostgreSQL bin dir (default: the newest
 //!   `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`).
 //! * `PGCDC_JAVA_HOME`: a JDK to prefer (else `JAVA_HOME`, `PATH`, `/usr/lib/jvm`).
+//! * `PGCDC_TEST_KAFKA`, `PGCDC_TEST_REGISTRY`: `127.0.0.1:PORT` of a broker
+//!   or registry already running (e.g. from `pgcdc-services`), used as
+//!   [`Kafka::shared`] / [`SchemaRegistry::shared`] by every test binary of a
+//!   run instead of starting one per binary. Tests isolate themselves by
+//!   unique names anyway; one that stops or restarts a service uses a private
+//!   one, and stopping a shared one is an error.
 
 mod auth_proxy;
 mod cache;
@@ -112,6 +118,26 @@ impl BackendKind {
 /// assert!(a.starts_with("orders_test_"));
 /// assert_ne!(a, pgcdc_testcontainers::unique_name("Orders-Test"));
 /// ```
+/// The port of the shared service `variable` names (`127.0.0.1:PORT`), if
+/// it is set.
+pub(crate) fn external_port(variable: &'static str) -> Result<Option<u16>> {
+    match std::env::var(variable) {
+        Ok(value) => loopback_port(variable, value).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+fn loopback_port(variable: &'static str, value: String) -> Result<u16> {
+    value
+        .strip_prefix("127.0.0.1:")
+        .and_then(|port| port.parse().ok())
+        .ok_or(Error::BadEnv {
+            variable,
+            value,
+            expected: "127.0.0.1:PORT, the address of a service on loopback",
+        })
+}
+
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -149,6 +175,25 @@ mod tests {
             assert!(name
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
+        }
+    }
+
+    #[test]
+    fn shared_services_are_named_by_a_loopback_address() {
+        let port = |value: &str| loopback_port("PGCDC_TEST_KAFKA", value.to_string());
+        assert_eq!(port("127.0.0.1:9092").unwrap(), 9092);
+        for bad in [
+            "9092",
+            "localhost:9092",
+            "10.0.0.1:9092",
+            "127.0.0.1:",
+            "127.0.0.1:x",
+        ] {
+            let message = port(bad).unwrap_err().to_string();
+            assert!(
+                message.contains("PGCDC_TEST_KAFKA") && message.contains("127.0.0.1:PORT"),
+                "{message}"
+            );
         }
     }
 }

@@ -18,12 +18,14 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::process::{self, Launch, Local};
-use crate::runner::Runner;
+use crate::runner::{External, Runner};
 use crate::{cache, BackendKind, BasicAuthProxy, Error, Result, TestCa};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Path of the Confluent-compatible API.
 const CCOMPAT: &str = "/apis/ccompat/v7";
+/// Names a registry shared by every test binary of a run.
+const EXTERNAL: &str = "PGCDC_TEST_REGISTRY";
 
 /// A running (or stopped) schema registry on `127.0.0.1`.
 #[derive(Debug)]
@@ -42,13 +44,24 @@ struct TlsListener {
 }
 
 impl SchemaRegistry {
-    /// The registry shared by this test binary, started on first use.
+    /// The registry shared by this test binary, started on first use, or the
+    /// one `PGCDC_TEST_REGISTRY` names.
     ///
     /// # Panics
     /// When the registry cannot be started, with the full error (every call).
     pub fn shared() -> &'static SchemaRegistry {
         static SHARED: OnceLock<Result<SchemaRegistry>> = OnceLock::new();
-        match SHARED.get_or_init(SchemaRegistry::launch) {
+        match SHARED.get_or_init(|| match crate::external_port(EXTERNAL)? {
+            Some(port) => Ok(SchemaRegistry {
+                runner: Runner::External(External {
+                    service: "schema-registry",
+                    variable: EXTERNAL,
+                }),
+                port,
+                tls_port: None,
+            }),
+            None => SchemaRegistry::launch(),
+        }) {
             Ok(registry) => registry,
             Err(e) => panic!("shared schema registry: {}", e.report()),
         }

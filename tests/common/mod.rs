@@ -7,6 +7,7 @@
 
 pub mod avro_reader;
 pub mod compacted;
+pub mod debezium;
 pub mod process;
 pub mod wait;
 pub mod workload;

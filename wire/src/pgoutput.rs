@@ -27,10 +27,26 @@
 //! PostgreSQL epoch, 2000-01-01 00:00:00 UTC; see
 //! [`Begin::commit_time_unix_micros`].
 //!
-//! Protocol versions 2 and later add messages for streamed in-progress
-//! transactions (`S`, `E`, `c`, `A`, `p`) and two-phase commit (`b`, `P`,
-//! `K`, `r`). The connector does not request those features, so receiving one
-//! means the replication options and this decoder disagree: it is reported as
+//! Protocol version 2 (`streaming 'on'`, PostgreSQL 14+) adds streamed
+//! in-progress transactions ([streaming reference]):
+//!
+//! | tag | message       | body (after the tag)                                                   |
+//! |-----|---------------|------------------------------------------------------------------------|
+//! | `S` | Stream Start  | xid (i32), first segment (i8: 1 for the transaction's first block)     |
+//! | `E` | Stream Stop   | nothing                                                                |
+//! | `c` | Stream Commit | xid (i32), flags (i8), commit LSN, end LSN, commit time (i64 each)     |
+//! | `A` | Stream Abort  | xid, subtransaction xid (i32 each); with `streaming 'parallel'` also abort LSN and time (i64 each) |
+//!
+//! Between Stream Start and Stream Stop (a *stream block*) the messages
+//! `R`, `Y`, `I`, `U`, `D`, `T` and `M` carry the xid of the
+//! (sub)transaction that made them right after the tag; [`stream_block_entry`]
+//! reads that xid and [`decode_streamed`] the rest. `O` (Origin) has no xid.
+//! [`decode`] reads messages outside stream blocks, Stream Start, Stop,
+//! Commit and Abort among them.
+//!
+//! Stream Prepare (`p`) and two-phase commit (`b`, `P`, `K`, `r`, protocol
+//! 3+) are not requested by the connector, so receiving one means the
+//! replication options and this decoder disagree: it is reported as
 //! [`DecodeErrorKind::UnsupportedMessage`] rather than silently skipped.
 //!
 //! # Design
@@ -57,6 +73,7 @@
 //! `fuzz/fuzz_targets/pgoutput_decode.rs` feeds arbitrary bytes to [`decode`].
 //!
 //! [format reference]: https://www.postgresql.org/docs/current/protocol-logicalrep-message-formats.html
+//! [streaming reference]: https://www.postgresql.org/docs/current/protocol-logical-replication.html#PROTOCOL-LOGICAL-REPLICATION-LOGICAL-STREAMING-OF-LARGE-TRANSACTIONS
 #![deny(
     clippy::indexing_slicing,
     clippy::arithmetic_side_effects,
@@ -75,8 +92,12 @@ use bytes::Bytes;
 use crate::lsn::Lsn;
 
 mod error;
+mod stream;
 use error::unsupported_feature;
 pub use error::{DecodeError, DecodeErrorKind};
+pub use stream::{
+    decode_streamed, stream_block_entry, BlockEntry, StreamAbort, StreamCommit, StreamStart,
+};
 
 /// Microseconds from the Unix epoch to the PostgreSQL epoch (2000-01-01 UTC).
 pub const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800 * 1_000_000;
@@ -117,6 +138,14 @@ pub enum LogicalMessage {
     Truncate(Truncate),
     /// `M`: a message from `pg_logical_emit_message`.
     Message(Message),
+    /// `S`: a block of an in-progress transaction's changes follows.
+    StreamStart(StreamStart),
+    /// `E`: the current stream block ends.
+    StreamStop,
+    /// `c`: a streamed transaction committed.
+    StreamCommit(StreamCommit),
+    /// `A`: a streamed transaction, or one of its subtransactions, aborted.
+    StreamAbort(StreamAbort),
 }
 
 impl LogicalMessage {
@@ -133,6 +162,10 @@ impl LogicalMessage {
             LogicalMessage::Delete(_) => b'D',
             LogicalMessage::Truncate(_) => b'T',
             LogicalMessage::Message(_) => b'M',
+            LogicalMessage::StreamStart(_) => b'S',
+            LogicalMessage::StreamStop => b'E',
+            LogicalMessage::StreamCommit(_) => b'c',
+            LogicalMessage::StreamAbort(_) => b'A',
         }
     }
 }
@@ -398,14 +431,16 @@ pub enum Datum {
 /// assert_eq!(insert.new.0, [Datum::Text(Bytes::from_static(b"42"))]);
 /// ```
 pub fn decode(data: &Bytes, lsn: Lsn) -> Result<LogicalMessage, DecodeError> {
-    let mut r = Reader {
-        data,
-        pos: 0,
-        lsn,
-        tag: None,
-    };
+    let mut r = Reader::new(data, lsn);
     let tag = r.u8("message tag")?;
     r.tag = Some(tag);
+    let message = decode_body(&mut r, tag)?;
+    r.finish()?;
+    Ok(message)
+}
+
+/// Reads the body of a message whose tag was read.
+fn decode_body(r: &mut Reader<'_>, tag: u8) -> Result<LogicalMessage, DecodeError> {
     let message = match tag {
         b'B' => LogicalMessage::Begin(Begin {
             final_lsn: r.lsn("final LSN")?,
@@ -422,7 +457,7 @@ pub fn decode(data: &Bytes, lsn: Lsn) -> Result<LogicalMessage, DecodeError> {
             commit_lsn: r.lsn("origin commit LSN")?,
             name: r.cstring("origin name")?,
         }),
-        b'R' => LogicalMessage::Relation(relation(&mut r)?),
+        b'R' => LogicalMessage::Relation(relation(r)?),
         b'Y' => LogicalMessage::Type(TypeInfo {
             oid: r.u32("type OID")?,
             namespace: namespace(r.cstring("type namespace")?),
@@ -433,19 +468,19 @@ pub fn decode(data: &Bytes, lsn: Lsn) -> Result<LogicalMessage, DecodeError> {
             r.expect(b'N', "new tuple marker 'N'")?;
             LogicalMessage::Insert(Insert {
                 relation_id,
-                new: tuple(&mut r)?,
+                new: tuple(r)?,
             })
         }
-        b'U' => LogicalMessage::Update(update(&mut r)?),
+        b'U' => LogicalMessage::Update(update(r)?),
         b'D' => {
             const MARKER: &str = "old tuple marker 'K' or 'O'";
             let relation_id = r.u32("relation id")?;
             let at = r.pos;
             let marker = r.u8(MARKER)?;
-            let old = old_tuple(&mut r, marker)?.ok_or_else(|| r.invalid(at, MARKER, marker))?;
+            let old = old_tuple(r, marker)?.ok_or_else(|| r.invalid(at, MARKER, marker))?;
             LogicalMessage::Delete(Delete { relation_id, old })
         }
-        b'T' => LogicalMessage::Truncate(truncate(&mut r)?),
+        b'T' => LogicalMessage::Truncate(truncate(r)?),
         b'M' => LogicalMessage::Message(Message {
             transactional: r.u8("message flags")? & 1 != 0,
             lsn: r.lsn("message LSN")?,
@@ -455,12 +490,40 @@ pub fn decode(data: &Bytes, lsn: Lsn) -> Result<LogicalMessage, DecodeError> {
                 r.bytes(len, "message content")?
             },
         }),
+        b'S' => LogicalMessage::StreamStart(StreamStart {
+            xid: r.u32("transaction id")?,
+            first_segment: {
+                let at = r.pos;
+                match r.u8("first segment flag")? {
+                    0 => false,
+                    1 => true,
+                    other => return Err(r.invalid(at, "first segment flag 0 or 1", other)),
+                }
+            },
+        }),
+        b'E' => LogicalMessage::StreamStop,
+        b'c' => LogicalMessage::StreamCommit(StreamCommit {
+            xid: r.u32("transaction id")?,
+            flags: r.u8("commit flags")?,
+            commit_lsn: r.lsn("commit LSN")?,
+            end_lsn: r.lsn("end LSN")?,
+            commit_time_micros: r.i64("commit timestamp")?,
+        }),
+        b'A' => LogicalMessage::StreamAbort(StreamAbort {
+            xid: r.u32("transaction id")?,
+            subxid: r.u32("subtransaction id")?,
+            // Only with `streaming 'parallel'`; nothing else may follow.
+            abort: if r.remaining().is_empty() {
+                None
+            } else {
+                Some((r.lsn("abort LSN")?, r.i64("abort timestamp")?))
+            },
+        }),
         _ if unsupported_feature(tag).is_some() => {
             return Err(r.error_at(0, DecodeErrorKind::UnsupportedMessage(tag)))
         }
         _ => return Err(r.error_at(0, DecodeErrorKind::UnknownTag(tag))),
     };
-    r.finish()?;
     Ok(message)
 }
 
@@ -579,6 +642,15 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    fn new(data: &'a Bytes, lsn: Lsn) -> Self {
+        Reader {
+            data,
+            pos: 0,
+            lsn,
+            tag: None,
+        }
+    }
+
     fn remaining(&self) -> &'a [u8] {
         let data: &'a [u8] = self.data;
         data.get(self.pos..).unwrap_or_default()

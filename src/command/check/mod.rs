@@ -18,6 +18,7 @@ mod failover;
 mod kafka;
 mod postgres;
 mod registry;
+mod takeover;
 mod version;
 
 use std::fmt;
@@ -164,6 +165,9 @@ pub async fn run(args: &CheckArgs) -> Report {
     kafka::check_kafka(config, tables.as_deref(), args.timeout, &mut report).await;
     if config.encode.format == Format::Avro {
         registry::check_registry(config, args.timeout, &mut report).await;
+    }
+    if config.takeover.takeover_debezium.is_some() {
+        takeover::check_takeover(config, args.timeout, &mut report).await;
     }
     report
 }

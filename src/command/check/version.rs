@@ -31,6 +31,9 @@ fn usage(feature: Feature, server: &catalog::Server, config: &RunConfig) -> (boo
     match feature {
         Feature::LogicalMessages => (true, "pg_logical_emit_message messages are streamed"),
         Feature::Binary => (false, "values are read in text form"),
+        Feature::Streaming if config.streaming.stream_in_progress => {
+            (true, "large transactions stream into the spool as they run")
+        }
         Feature::Streaming => (false, "large transactions are sent whole at commit"),
         Feature::Origin if config.origin_filter.is_some() => (true, "--origin-filter"),
         Feature::Origin => (
@@ -189,6 +192,10 @@ mod tests {
         };
         assert_eq!(status("logical decoding messages"), Some(Status::Pass));
         assert_eq!(status("decoding on a standby"), Some(Status::Pass));
+        assert_eq!(
+            status("streaming of large transactions"),
+            Some(Status::Pass)
+        );
         assert_eq!(status("failover slots"), Some(Status::Info));
         assert_eq!(status("generated columns"), Some(Status::Info));
         assert!(report.passed());

@@ -127,7 +127,7 @@ pub fn map_server(properties: &BTreeMap<String, String>) -> Mapping {
                 p if p.starts_with("offset.") => {
                     outside.ignored.push((
                         property.clone(),
-                        "offsets live in the replication slot".to_owned(),
+                        "pgcdc-kafka resumes from the replication slot; to continue after the offset Debezium stored, pass --takeover-debezium file:<its offset.storage.file.filename> (or its offset.storage.topic)".to_owned(),
                     ));
                     None
                 }

@@ -28,7 +28,7 @@ const ONE_TASK: &str = "the PostgreSQL connector always runs one task, as does p
 /// connector-level ones), by exact name.
 #[rustfmt::skip]
 pub const PROPERTIES: &[(&str, Rule)] = &[
-    ("name", Ignore("the Kafka Connect connector name; a pgcdc-kafka instance is identified by its slot")),
+    ("name", To("takeover_debezium_name")),
     ("connector.class", Only(&["io.debezium.connector.postgresql.PostgresConnector"], "only the Debezium PostgreSQL connector can be imported")),
     ("tasks.max", Ignore(ONE_TASK)),
     ("plugin.name", Only(&["pgoutput"], "pgcdc-kafka decodes pgoutput only: set plugin.name=pgoutput (a slot of another plugin must be recreated)")),

@@ -64,6 +64,14 @@ impl Stream<'_> {
         if let Some(tuple) = signal {
             self.signal_change(&tuple, lsn).await?;
         }
+        if self.produced_by_debezium(&message, lsn) {
+            return Ok(());
+        }
+        if self.takeover.is_some() {
+            let place = self.txn.as_ref().and_then(|t| t.debezium_place);
+            let change = is_change(&message).then_some(place).flatten();
+            self.delivery.debezium_change(change.map(|p| (p, lsn)));
+        }
         let (op, relation_id, before, after) = match message {
             LogicalMessage::Relation(relation) => {
                 if !self.relations.admits(&relation) {
@@ -126,6 +134,13 @@ impl Stream<'_> {
         };
         self.emit_row_change(op, relation_id, before, after, lsn)
             .await
+    }
+
+    /// `--takeover-debezium`: whether Debezium produced the change
+    /// `message` at `lsn` of the open transaction (asked once per change).
+    fn produced_by_debezium(&mut self, message: &LogicalMessage, lsn: Lsn) -> bool {
+        let through = self.txn.as_mut().and_then(|t| t.debezium_through.as_mut());
+        is_change(message) && through.is_some_and(|through| through.produced(lsn))
     }
 
     async fn emit_row_change(
@@ -364,6 +379,9 @@ impl Stream<'_> {
             // As Debezium: no Commit follows it, so its own position is the
             // last commit, already in its own `source.sequence`.
             self.last_commit_lsn = Some(lsn);
+            if self.takeover.as_ref().is_some_and(|t| t.message(lsn)) {
+                return Ok(());
+            }
         }
         let in_kafka = match &self.txn {
             Some(open) => open.delivered,
@@ -424,5 +442,18 @@ impl Stream<'_> {
             self.delivery.commit(txn, Lsn::new(lsn.as_u64() + 1));
         }
         Ok(())
+    }
+}
+
+/// A message Debezium makes records of, in a transaction: a row change, a
+/// truncate, a transactional logical message.
+fn is_change(message: &LogicalMessage) -> bool {
+    match message {
+        LogicalMessage::Insert(_)
+        | LogicalMessage::Update(_)
+        | LogicalMessage::Delete(_)
+        | LogicalMessage::Truncate(_) => true,
+        LogicalMessage::Message(m) => m.transactional,
+        _ => false,
     }
 }

@@ -20,6 +20,7 @@ use crate::source::replication::{Keepalive, XLogData};
 const WAIT: Duration = Duration::from_secs(10);
 
 mod fakes;
+mod streamed;
 
 use fakes::FakeKafka;
 

@@ -46,7 +46,7 @@ pub enum DecodeErrorKind {
     #[error("unknown message tag {}; is the slot's output plugin pgoutput?", ByteDisplay(*.0))]
     UnknownTag(u8),
     /// A message of a protocol feature the connector does not enable
-    /// (streaming of in-progress transactions, two-phase commit).
+    /// (two-phase commit).
     #[error("{}", unsupported_reason(*.0))]
     UnsupportedMessage(u8),
     /// A field holds a value outside its domain.
@@ -148,14 +148,9 @@ impl fmt::Display for ByteDisplay {
 /// For a message of a protocol feature the connector does not request: its
 /// name, the feature and the `START_REPLICATION` option that enables it.
 pub(super) fn unsupported_feature(tag: u8) -> Option<(&'static str, &'static str, &'static str)> {
-    const STREAMING: (&str, &str) = ("streaming of in-progress transactions", "streaming");
     const TWO_PHASE: (&str, &str) = ("two-phase commit decoding", "two_phase");
     let (message, (feature, option)) = match tag {
-        b'S' => ("stream start", STREAMING),
-        b'E' => ("stream stop", STREAMING),
-        b'c' => ("stream commit", STREAMING),
-        b'A' => ("stream abort", STREAMING),
-        b'p' => ("stream prepare", STREAMING),
+        b'p' => ("stream prepare", TWO_PHASE),
         b'b' => ("begin prepare", TWO_PHASE),
         b'P' => ("prepare", TWO_PHASE),
         b'K' => ("commit prepared", TWO_PHASE),
@@ -169,11 +164,11 @@ fn unsupported_reason(tag: u8) -> String {
     match unsupported_feature(tag) {
         Some((message, feature, option)) => format!(
             "received a {message} message but {feature} is not enabled; \
-             start replication with proto_version '1' and without the '{option}' option"
+             start replication with proto_version '1' or '2' and without the '{option}' option"
         ),
         None => format!(
             "message {} belongs to a protocol feature that is not enabled; \
-             start replication with proto_version '1'",
+             start replication with proto_version '1' or '2'",
             ByteDisplay(tag)
         ),
     }

@@ -135,6 +135,36 @@ fn encode(message: &LogicalMessage) -> Vec<u8> {
             out.put_i32(m.content.len().try_into().expect("length fits i32"));
             out.put_slice(&m.content);
         }
+        LogicalMessage::StreamStart(st) => {
+            out.put_u32(st.xid);
+            out.put_u8(u8::from(st.first_segment));
+        }
+        LogicalMessage::StreamStop => {}
+        LogicalMessage::StreamCommit(c) => {
+            out.put_u32(c.xid);
+            out.put_u8(c.flags);
+            out.put_u64(c.commit_lsn.as_u64());
+            out.put_u64(c.end_lsn.as_u64());
+            out.put_i64(c.commit_time_micros);
+        }
+        LogicalMessage::StreamAbort(a) => {
+            out.put_u32(a.xid);
+            out.put_u32(a.subxid);
+            if let Some((lsn, time)) = a.abort {
+                out.put_u64(lsn.as_u64());
+                out.put_i64(time);
+            }
+        }
+    }
+    out
+}
+
+/// `message` as pgoutput sends it inside a stream block: `xid` after the
+/// tag for the messages that carry one.
+fn encode_streamed(message: &LogicalMessage, xid: u32) -> Vec<u8> {
+    let mut out = encode(message);
+    if message.tag() != b'O' {
+        out.splice(1..1, xid.to_be_bytes());
     }
     out
 }
@@ -614,3 +644,4 @@ fn unchanged_toast_is_filled_from_an_old_row_that_has_the_value() {
 
 mod properties;
 mod rejects;
+mod streamed;
