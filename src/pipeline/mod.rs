@@ -117,6 +117,7 @@ pub enum PipelineError {
     StartupTimeout(#[from] StartupTimeout),
     #[error(transparent)]
     Takeover(#[from] crate::takeover::TakeoverError),
+    #[error(transparent)]
     Streamed(#[from] stream::StreamedError),
 }
 
