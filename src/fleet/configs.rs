@@ -279,16 +279,10 @@ pub async fn ensure_topics(
             topic: configs.clone(),
             reason: e.to_string(),
         })?;
-    for result in results {
-        if let Err((topic, code)) = result {
-            if code != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists {
-                return Err(FleetError::Topic {
-                    topic,
-                    reason: code.to_string(),
-                });
-            }
-        }
-    }
+    admin_results(
+        results,
+        Some(rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists),
+    )?;
     let current = {
         let metadata = admin
             .inner()
@@ -316,15 +310,27 @@ pub async fn ensure_topics(
                 topic: assignment.clone(),
                 reason: e.to_string(),
             })?;
-        for result in results {
-            if let Err((topic, code)) = result {
+        admin_results(results, None)?;
+        tracing::info!(topic = %assignment, from = current, to = partitions, "added partitions to the fleet's assignment topic");
+    }
+    Ok(())
+}
+
+/// The first failure among an admin request's per-topic results, other
+/// than `allowed` (a topic that already exists, when creating).
+fn admin_results(
+    results: Vec<rdkafka::admin::TopicResult>,
+    allowed: Option<rdkafka::types::RDKafkaErrorCode>,
+) -> Result<(), FleetError> {
+    for result in results {
+        if let Err((topic, code)) = result {
+            if Some(code) != allowed {
                 return Err(FleetError::Topic {
                     topic,
                     reason: code.to_string(),
                 });
             }
         }
-        tracing::info!(topic = %assignment, from = current, to = partitions, "added partitions to the fleet's assignment topic");
     }
     Ok(())
 }
