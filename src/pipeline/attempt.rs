@@ -17,6 +17,7 @@ use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::transactional::{InitialSnapshotProgress, RecordedServer};
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
+use crate::source::binary_mode;
 use crate::source::identity::{self, ServerIdentity, Verdict};
 use crate::source::replication::{
     PluginOptions, PluginRequest, ReplicationConfig, Session, SlotSnapshot, StartReplication,
@@ -47,6 +48,7 @@ pub async fn run_once(
     // Refused here, before a slot is made, if the server is too old for it.
     let plugin = PluginRequest {
         origin: config.origin_filter,
+        binary: config.pgoutput_binary,
         ..PluginRequest::default()
     };
     let version = ServerVersion::from_num(facts.version_num);
@@ -65,6 +67,9 @@ pub async fn run_once(
         takeover::subjects::require_accepted(config, &sql).await?;
     }
     let types = setup::load_types(&sql).await?;
+    if config.pgoutput_binary {
+        binary_mode::require_binary_decodable(&sql, &config.publication_name, &types).await?;
+    }
     let Some(Start {
         lsn: start,
         exported,

@@ -30,6 +30,7 @@ const GENERATED_OFF: &str =
 fn usage(feature: Feature, server: &catalog::Server, config: &RunConfig) -> (bool, &'static str) {
     match feature {
         Feature::LogicalMessages => (true, "pg_logical_emit_message messages are streamed"),
+        Feature::Binary if config.pgoutput_binary => (true, "--pgoutput-binary"),
         Feature::Binary => (false, "values are read in text form"),
         Feature::Streaming => (false, "large transactions are sent whole at commit"),
         Feature::Origin if config.origin_filter.is_some() => (true, "--origin-filter"),
