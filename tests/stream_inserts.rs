@@ -295,7 +295,11 @@ async fn zstd_compression_is_available() {
     let records = consume(&kafka.bootstrap_servers(), &s.topic("t"), 50, TIMEOUT).await;
     let ids: Vec<i64> = records
         .iter()
-        .map(|r| r.value.as_ref().unwrap()["payload"]["after"]["id"].as_i64().unwrap())
+        .map(|r| {
+            r.value.as_ref().unwrap()["payload"]["after"]["id"]
+                .as_i64()
+                .unwrap()
+        })
         .collect();
     assert_eq!(ids, (1..=50).collect::<Vec<_>>());
     running.stop().await;

@@ -52,9 +52,30 @@ const PG_EPOCH_MICROS: i128 = 946_684_800_000_000;
 pub fn supports_binary(ty: &PgType) -> bool {
     use PgType::*;
     match ty {
-        Bool | Int2 | Int4 | Int8 | Oid | Float4 | Float8 | Numeric | Text | Varchar | Bpchar
-        | Name | Citext | Json | Jsonb | Bytea | Uuid | Date | Time | Timetz | Timestamp
-        | Timestamptz | Interval | Enum { .. } => true,
+        Bool
+        | Int2
+        | Int4
+        | Int8
+        | Oid
+        | Float4
+        | Float8
+        | Numeric
+        | Text
+        | Varchar
+        | Bpchar
+        | Name
+        | Citext
+        | Json
+        | Jsonb
+        | Bytea
+        | Uuid
+        | Date
+        | Time
+        | Timetz
+        | Timestamp
+        | Timestamptz
+        | Interval
+        | Enum { .. } => true,
         Array(element) => supports_binary(element),
         Modified { base, .. } => supports_binary(base),
         _ => false,

@@ -252,11 +252,7 @@ fn parse_decimal(text: &str) -> Parsed<DecimalText<'_>> {
     })
 }
 
-pub(super) fn decode_numeric(
-    text: &str,
-    type_modifier: i32,
-    opts: &ValueOptions,
-) -> Parsed<Value> {
+pub(super) fn decode_numeric(text: &str, type_modifier: i32, opts: &ValueOptions) -> Parsed<Value> {
     let parsed = parse_decimal(text)?;
     match opts.decimal_handling {
         DecimalHandling::Double => Ok(Value::Float64(match parsed {

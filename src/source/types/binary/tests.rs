@@ -58,10 +58,14 @@ fn all_options() -> Vec<ValueOptions> {
 fn same(ty: PgType, type_modifier: i32, bytes: &str, text: &str) {
     assert!(supports_binary(&ty), "{ty:?} should be supported");
     for opts in all_options() {
-        let binary = decode_binary(&ty, type_modifier, &hex(bytes), &opts).map_err(|e| e.to_string());
+        let binary =
+            decode_binary(&ty, type_modifier, &hex(bytes), &opts).map_err(|e| e.to_string());
         let from_text = decode_text(&ty, type_modifier, text, &opts).map_err(|e| e.to_string());
         let (binary, from_text) = (bits(binary), bits(from_text));
-        assert_eq!(binary, from_text, "{ty:?}({type_modifier}) {text:?} under {opts:?}");
+        assert_eq!(
+            binary, from_text,
+            "{ty:?}({type_modifier}) {text:?} under {opts:?}"
+        );
     }
 }
 
@@ -105,16 +109,46 @@ fn floats_keep_their_bits_and_specials() {
 fn numerics_keep_the_display_scale() {
     // ndigits, weight, sign, dscale, then base-10000 digits.
     same(PgType::Numeric, -1, "0000 0000 0000 0000", "0");
-    same(PgType::Numeric, numeric(5, 2), "0000 0000 0000 0002", "0.00");
-    same(PgType::Numeric, -1, "0002 0000 4000 0004 007b 1194", "-123.4500");
-    same(PgType::Numeric, numeric(10, 4), "0002 0000 4000 0004 007b 1194", "-123.4500");
-    same(PgType::Numeric, -1, "0003 0001 0000 0001 04d2 162e 2328", "12345678.9");
+    same(
+        PgType::Numeric,
+        numeric(5, 2),
+        "0000 0000 0000 0002",
+        "0.00",
+    );
+    same(
+        PgType::Numeric,
+        -1,
+        "0002 0000 4000 0004 007b 1194",
+        "-123.4500",
+    );
+    same(
+        PgType::Numeric,
+        numeric(10, 4),
+        "0002 0000 4000 0004 007b 1194",
+        "-123.4500",
+    );
+    same(
+        PgType::Numeric,
+        -1,
+        "0003 0001 0000 0001 04d2 162e 2328",
+        "12345678.9",
+    );
     same(PgType::Numeric, -1, "0001 ffff 0000 0004 0001", "0.0001");
-    same(PgType::Numeric, -1, "0001 fffe 0000 0008 0001", "0.00000001");
+    same(
+        PgType::Numeric,
+        -1,
+        "0001 fffe 0000 0008 0001",
+        "0.00000001",
+    );
     same(PgType::Numeric, -1, "0001 0001 0000 0000 0001", "10000");
     same(PgType::Numeric, -1, "0000 0000 c000 0000", "NaN");
     same(PgType::Numeric, -1, "0000 0000 d000 0000", "Infinity");
-    same(PgType::Numeric, numeric(6, 2), "0000 0000 f000 0000", "-Infinity");
+    same(
+        PgType::Numeric,
+        numeric(6, 2),
+        "0000 0000 f000 0000",
+        "-Infinity",
+    );
 }
 
 #[test]
@@ -142,15 +176,50 @@ fn dates_times_and_timestamps() {
     same(PgType::Date, -1, "80000000", "-infinity");
     same(PgType::Time, -1, "0000000b18777a00", "13:14:15.123456");
     same(PgType::Time, 3, "000000141dd76000", "24:00:00");
-    same(PgType::Timetz, -1, "0000000292572800ffffe3e0", "03:04:05.12+02");
-    same(PgType::Timestamp, -1, "fff4c9ee7c132120", "1900-01-01 00:00:00.5");
-    same(PgType::Timestamp, 3, "fff4c9ee7c132120", "1900-01-01 00:00:00.5");
-    same(PgType::Timestamp, -1, "000480c60bff3fff", "2040-02-29 23:59:59.999999");
-    same(PgType::Timestamp, -1, "ff1fe2ffc59c6000", "0001-01-01 00:00:00");
+    same(
+        PgType::Timetz,
+        -1,
+        "0000000292572800ffffe3e0",
+        "03:04:05.12+02",
+    );
+    same(
+        PgType::Timestamp,
+        -1,
+        "fff4c9ee7c132120",
+        "1900-01-01 00:00:00.5",
+    );
+    same(
+        PgType::Timestamp,
+        3,
+        "fff4c9ee7c132120",
+        "1900-01-01 00:00:00.5",
+    );
+    same(
+        PgType::Timestamp,
+        -1,
+        "000480c60bff3fff",
+        "2040-02-29 23:59:59.999999",
+    );
+    same(
+        PgType::Timestamp,
+        -1,
+        "ff1fe2ffc59c6000",
+        "0001-01-01 00:00:00",
+    );
     same(PgType::Timestamp, -1, "7fffffffffffffff", "infinity");
     same(PgType::Timestamp, 2, "8000000000000000", "-infinity");
-    same(PgType::Timestamptz, -1, "fff4c9ee7c132120", "1900-01-01 00:00:00.5+00");
-    same(PgType::Timestamptz, 0, "000480c60bff3fff", "2040-02-29 23:59:59.999999+00");
+    same(
+        PgType::Timestamptz,
+        -1,
+        "fff4c9ee7c132120",
+        "1900-01-01 00:00:00.5+00",
+    );
+    same(
+        PgType::Timestamptz,
+        0,
+        "000480c60bff3fff",
+        "2040-02-29 23:59:59.999999+00",
+    );
     same(PgType::Timestamptz, -1, "7fffffffffffffff", "infinity");
 }
 
@@ -162,7 +231,12 @@ fn intervals_split_as_interval_out_prints_them() {
         "fffffffc936c9e60 fffffffd 0000000e",
         "1 year 2 mons -3 days -04:05:06.5",
     );
-    same(PgType::Interval, -1, "0000000000000000 00000000 00000000", "00:00:00");
+    same(
+        PgType::Interval,
+        -1,
+        "0000000000000000 00000000 00000000",
+        "00:00:00",
+    );
     same(
         PgType::Interval,
         -1,
