@@ -47,6 +47,8 @@ mod temporal;
 
 pub(super) use fault::{Fault, Parsed};
 use hstore::decode_hstore;
+#[cfg(test)]
+pub(super) use temporal::civil_from_days;
 use temporal::*;
 pub(super) use temporal::{
     interval_value, timestamp_value, zoned_time, zoned_timestamp, IntervalFields,

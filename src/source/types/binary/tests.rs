@@ -290,3 +290,164 @@ fn malformed_and_unsupported_values_are_errors_not_panics() {
     assert!(!supports_binary(&PgType::Money));
     assert!(!supports_binary(&PgType::Array(Box::new(PgType::Inet))));
 }
+
+/// `numeric_send`'s bytes for `±int.frac` (ASCII digits; `frac.len()` is the
+/// display scale), grouped in base-10000 digits around the point as Postgres
+/// stores them, leading and trailing zero groups dropped.
+fn numeric_send(negative: bool, int: &str, frac: &str) -> Vec<u8> {
+    let int = format!("{}{int}", "0".repeat((4 - int.len() % 4) % 4));
+    let padded_frac = format!("{frac}{}", "0".repeat((4 - frac.len() % 4) % 4));
+    let groups: Vec<u16> = int
+        .as_bytes()
+        .chunks(4)
+        .chain(padded_frac.as_bytes().chunks(4))
+        .map(|g| std::str::from_utf8(g).unwrap().parse().unwrap())
+        .collect();
+    let mut weight = (int.len() / 4) as i16 - 1;
+    let first = groups.iter().position(|g| *g != 0);
+    let last = groups.iter().rposition(|g| *g != 0);
+    let digits = match (first, last) {
+        (Some(first), Some(last)) => {
+            weight -= first as i16;
+            &groups[first..=last]
+        }
+        _ => {
+            weight = 0;
+            &[][..]
+        }
+    };
+    let sign: u16 = if negative && !digits.is_empty() {
+        0x4000
+    } else {
+        0
+    };
+    let mut out = Vec::new();
+    out.extend((digits.len() as i16).to_be_bytes());
+    out.extend(weight.to_be_bytes());
+    out.extend(sign.to_be_bytes());
+    out.extend((frac.len() as u16).to_be_bytes());
+    for d in digits {
+        out.extend(d.to_be_bytes());
+    }
+    out
+}
+
+fn same_bytes(ty: &PgType, type_modifier: i32, bytes: &[u8], text: &str) -> Result<(), String> {
+    for opts in all_options() {
+        let binary =
+            bits(decode_binary(ty, type_modifier, bytes, &opts).map_err(|e| e.to_string()));
+        let from_text =
+            bits(decode_text(ty, type_modifier, text, &opts).map_err(|e| e.to_string()));
+        if binary != from_text {
+            return Err(format!(
+                "{text}: {binary:?} != {from_text:?} under {opts:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn supported_types() -> Vec<PgType> {
+    use PgType::*;
+    let scalars = [
+        Bool,
+        Int2,
+        Int4,
+        Int8,
+        Oid,
+        Float4,
+        Float8,
+        Numeric,
+        Text,
+        Jsonb,
+        Bytea,
+        Uuid,
+        Date,
+        Time,
+        Timetz,
+        Timestamp,
+        Timestamptz,
+        Interval,
+    ];
+    scalars
+        .iter()
+        .cloned()
+        .chain(scalars.iter().map(|t| Array(Box::new(t.clone()))))
+        .collect()
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_bytes_decode_or_fail_without_panicking(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        type_modifier in -1i32..20,
+    ) {
+        for ty in supported_types() {
+            let _ = decode_binary(&ty, type_modifier, &bytes, &ValueOptions::default());
+        }
+    }
+
+    #[test]
+    fn numerics_match_their_text(
+        negative in proptest::prelude::any::<bool>(),
+        int in "(0|[1-9][0-9]{0,24})",
+        frac in "[0-9]{0,20}",
+        constrained in proptest::prelude::any::<bool>(),
+    ) {
+        let text = format!("{}{int}{}{frac}", if negative { "-" } else { "" }, if frac.is_empty() { "" } else { "." });
+        // What numeric_out prints: no "-" on a zero.
+        let zero = int == "0" && frac.bytes().all(|b| b == b'0');
+        let text = if zero { text.trim_start_matches('-').to_owned() } else { text };
+        let type_modifier = if constrained { numeric(38, frac.len() as i32) } else { -1 };
+        let bytes = numeric_send(negative, &int, &frac);
+        proptest::prop_assert_eq!(same_bytes(&PgType::Numeric, type_modifier, &bytes, &text), Ok(()));
+    }
+
+    #[test]
+    fn timestamps_match_their_text(
+        micros in -211_813_488_000_000_000i64..=9_223_371_331_199_999_999,
+        type_modifier in -1i32..=6,
+    ) {
+        // Postgres's range: 4713 BC to 294276 AD, in µs since 2000-01-01.
+        let since_1970 = i128::from(micros) + 946_684_800_000_000;
+        let days = since_1970.div_euclid(86_400_000_000) as i64;
+        let of_day = since_1970.rem_euclid(86_400_000_000) as u64;
+        let (y, m, d) = super::super::text::civil_from_days(days);
+        let date = if y <= 0 { format!("{:04}-{m:02}-{d:02}", 1 - y) } else { format!("{y:04}-{m:02}-{d:02}") };
+        let bc = if y <= 0 { " BC" } else { "" };
+        let (s, f) = (of_day / 1_000_000, of_day % 1_000_000);
+        let frac = if f == 0 { String::new() } else { format!(".{f:06}").trim_end_matches('0').to_owned() };
+        let time = format!("{:02}:{:02}:{:02}{frac}", s / 3600, s / 60 % 60, s % 60);
+        let bytes = micros.to_be_bytes();
+        proptest::prop_assert_eq!(same_bytes(&PgType::Timestamp, type_modifier, &bytes, &format!("{date} {time}{bc}")), Ok(()));
+        proptest::prop_assert_eq!(same_bytes(&PgType::Timestamptz, type_modifier, &bytes, &format!("{date} {time}+00{bc}")), Ok(()));
+    }
+
+    #[test]
+    fn intervals_match_their_text(
+        micros in -1_000_000_000_000_000i64..1_000_000_000_000_000,
+        days in -100_000i32..100_000,
+        months in -100_000i32..100_000,
+    ) {
+        // interval_out under IntervalStyle=postgres.
+        let mut parts = Vec::new();
+        let (years, mons) = (months / 12, months % 12);
+        let unit = |n: i32, one: &str, many: &str| format!("{n} {}", if n == 1 || n == -1 { one } else { many });
+        if years != 0 { parts.push(unit(years, "year", "years")); }
+        if mons != 0 { parts.push(unit(mons, "mon", "mons")); }
+        if days != 0 { parts.push(unit(days, "day", "days")); }
+        if micros != 0 || parts.is_empty() {
+            let negative = micros < 0;
+            let a = micros.unsigned_abs();
+            let (s, f) = (a / 1_000_000, a % 1_000_000);
+            let frac = if f == 0 { String::new() } else { format!(".{f:06}").trim_end_matches('0').to_owned() };
+            // A "+" when an earlier field was negative, as interval_out does.
+            let sign = if negative { "-" } else if years < 0 || mons < 0 || days < 0 { "+" } else { "" };
+            parts.push(format!("{sign}{:02}:{:02}:{:02}{frac}", s / 3600, s / 60 % 60, s % 60));
+        }
+        let mut bytes = micros.to_be_bytes().to_vec();
+        bytes.extend(days.to_be_bytes());
+        bytes.extend(months.to_be_bytes());
+        proptest::prop_assert_eq!(same_bytes(&PgType::Interval, -1, &bytes, &parts.join(" ")), Ok(()));
+    }
+}
