@@ -196,6 +196,23 @@ mod tests {
     }
 
     #[test]
+    fn pgoutput_binary_is_reported_as_used() {
+        let out = lines(140_000, false, &["--pgoutput-binary"]);
+        assert!(
+            out.iter()
+                .any(|l| l.starts_with("PASS binary column values")
+                    && l.contains("uses it (--pgoutput-binary)")),
+            "{out:#?}"
+        );
+        let text = lines(140_000, false, &[]);
+        assert!(
+            text.iter()
+                .any(|l| l.contains("binary column values") && l.contains("read in text form")),
+            "{text:#?}"
+        );
+    }
+
+    #[test]
     fn too_old_and_too_new() {
         let old = lines(130_016, false, &[]);
         assert!(
