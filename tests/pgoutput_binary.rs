@@ -31,7 +31,7 @@ const DDL: &[&str] = &[
         ts timestamp, ts3 timestamp(3), tstz timestamptz, tstz0 timestamptz(0),
         iv interval,
         ia int4[], ta text[], na numeric(8,3)[], da date[], tsa timestamptz[],
-        e mood, p price
+        e mood, p price, b1 bit(1), b10 bit(10), vb varbit
     )",
 ];
 
@@ -46,7 +46,7 @@ const CHANGES: &[&str] = &[
         '1 year 2 mons -3 days -04:05:06.5',
         '{1,NULL,3}', '{\"a,b\",NULL,\"\"}', '{1.5,-0.001,0}', '{2000-01-01,infinity}',
         '{\"1970-01-01 00:00:00+00\",\"1969-12-31 23:59:59.999999+00\"}',
-        'happy', 12.3)",
+        'happy', 12.3, B'1', B'1010010111', B'000000001')",
     "INSERT INTO every_type VALUES (2,
         false, 32767, -2147483648, 9223372036854775807, 0, 3.4028235e+38, 1e-300,
         'Infinity', 99999999.99, -1, 0,
@@ -55,7 +55,7 @@ const CHANGES: &[&str] = &[
         '0001-01-01 00:00:00 BC', '2262-04-11 23:47:16.854775', '1969-07-20 20:17:40+00', 'infinity',
         '-178000 years 1 mon',
         '{{1,2},{3,4}}', '{}', '{NULL}', '{-infinity}', '{}',
-        'sad', -9999.99)",
+        'sad', -9999.99, B'0', B'0000000000', B'')",
     "INSERT INTO every_type (id) VALUES (3)",
     "UPDATE every_type SET n = '-Infinity', n2 = 0, n6 = 123456.000100, f4 = -0, f8 = 'NaN',
         iv = '-1 mons 2 days 00:00:00.000001', ts = '2038-01-19 03:14:08', d = '1969-12-31'

@@ -20,7 +20,8 @@
 //! `boolsend` one byte; `int2/4/8send`, `oidsend`, `float4/8send` the machine
 //! value; `textsend` (text, varchar, bpchar, name, json, citext) and
 //! `enum_send` the bytes of the text; `jsonb_send` version byte 1 then the
-//! text; `byteasend` the bytes; `uuid_send` 16 bytes; `date_send` int32 days
+//! text; `byteasend` the bytes; `bit_send` int32 length in bits, then the
+//! bits, most significant first; `uuid_send` 16 bytes; `date_send` int32 days
 //! since 2000-01-01 (`INT_MAX`/`INT_MIN` the infinities); `time_send` int64
 //! µs; `timetz_send` int64 µs then int32 zone in seconds *west* of UTC;
 //! `timestamp(tz)_send` int64 µs since 2000-01-01 (`INT64_MAX`/`INT64_MIN`
@@ -32,10 +33,10 @@
 //! int32 length (-1 for NULL) and its bytes, in row-major order.
 
 use super::text::{
-    decode_numeric, encode_binary, interval_value, timestamp_value, zoned_time, zoned_timestamp,
-    Fault, IntervalFields, Parsed,
+    decode_bits, decode_numeric, encode_binary, interval_value, timestamp_value, zoned_time,
+    zoned_timestamp, Fault, IntervalFields, Parsed,
 };
-use super::{compat, temporal_unit, PgType, TemporalUnit, ValueError, ValueOptions};
+use super::{bit_length, compat, temporal_unit, PgType, TemporalUnit, ValueError, ValueOptions};
 use crate::event::value::Value;
 
 mod numeric;
@@ -75,6 +76,8 @@ pub fn supports_binary(ty: &PgType) -> bool {
         | Timestamp
         | Timestamptz
         | Interval
+        | Bit
+        | Varbit
         | Enum { .. } => true,
         Array(element) => supports_binary(element),
         Modified { base, .. } => supports_binary(base),
@@ -157,6 +160,7 @@ fn decode(ty: &PgType, type_modifier: i32, bytes: &[u8], opts: &ValueOptions) ->
         }),
         Bytea => encode_binary(bytes.to_vec(), opts.binary_handling),
         Numeric => decode_numeric(&numeric::to_text(bytes)?, type_modifier, opts)?,
+        Bit | Varbit => decode_bits(&bit_text(bytes)?, bit_length(ty, type_modifier) == 1)?,
         Date => Value::Int32(match i32::from_be_bytes(be(bytes)?) {
             i32::MAX => i32::MAX,
             i32::MIN => i32::MIN,
@@ -213,6 +217,23 @@ fn decode(ty: &PgType, type_modifier: i32, bytes: &[u8], opts: &ValueOptions) ->
         Text | Varchar | Bpchar | Name | Citext | Json | Enum { .. } => Value::String(utf8(bytes)?),
         _ => return Err(Fault::Malformed("no binary decoder for the type")),
     })
+}
+
+/// A bit string as `bit_out` prints it (`0101`), from `bit_send`'s int32
+/// length in bits and the bits, most significant first.
+fn bit_text(bytes: &[u8]) -> Parsed<String> {
+    let bad = Fault::Malformed("malformed binary bit string");
+    let (length, bits) = bytes.split_first_chunk::<4>().ok_or(bad)?;
+    let length = usize::try_from(i32::from_be_bytes(*length)).map_err(|_| bad)?;
+    if bits.len() != length.div_ceil(8) {
+        return Err(bad);
+    }
+    Ok((0..length)
+        .map(|i| match bits.get(i / 8).map(|b| b >> (7 - i % 8) & 1) {
+            Some(1) => '1',
+            _ => '0',
+        })
+        .collect())
 }
 
 /// `8-4-4-4-12` lowercase hex, as `uuid_out` prints it.

@@ -200,7 +200,7 @@ fn parse_bytea(text: &str) -> Parsed<Vec<u8>> {
 
 /// BIT(1) is a boolean; longer bit strings are Debezium's `Bits`: the string read as a
 /// binary number, in minimal little-endian bytes (Java's `BitSet.toByteArray`).
-fn decode_bits(text: &str, single: bool) -> Parsed<Value> {
+pub(super) fn decode_bits(text: &str, single: bool) -> Parsed<Value> {
     if !text.bytes().all(|b| b == b'0' || b == b'1') {
         return Err(Fault::Malformed("expected a string of 0 and 1"));
     }

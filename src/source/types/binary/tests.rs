@@ -166,6 +166,10 @@ fn text_like_types_uuid_and_bytea() {
     );
     same(PgType::Bytea, -1, "00ff10", "\\x00ff10");
     same(PgType::Bytea, -1, "", "\\x");
+    same(PgType::Bit, 1, "00000001 80", "1");
+    same(PgType::Bit, 10, "0000000a a5c0", "1010010111");
+    same(PgType::Varbit, -1, "00000000", "");
+    same(PgType::Varbit, 12, "00000009 0080", "000000001");
 }
 
 #[test]
@@ -368,6 +372,8 @@ fn supported_types() -> Vec<PgType> {
         Timestamp,
         Timestamptz,
         Interval,
+        Bit,
+        Varbit,
     ];
     scalars
         .iter()
