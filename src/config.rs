@@ -361,6 +361,14 @@ pub struct RunConfig {
     pub origin_filter: Option<crate::source::replication::Origin>,
     #[command(flatten)]
     pub streaming: crate::source::streaming::StreamingOptions,
+
+    /// Ask pgoutput for column values in their types' binary send format
+    /// (PostgreSQL 14+), which costs the walsender less than text. The
+    /// records are the same as in text mode. Refused at start when a
+    /// published column's type has no binary decoder (the error names the
+    /// columns); see docs/VALUE_MODES.md.
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_PGOUTPUT_BINARY", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub pgoutput_binary: bool,
     // --- transaction metadata and heartbeats ---
     #[command(flatten)]
     pub metadata: MetadataOptions,

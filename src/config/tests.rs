@@ -240,3 +240,26 @@ fn pass_through_properties_override_defaults_but_not_guarantees() {
     assert_eq!(pc.get("linger.ms"), Some("50"));
     assert_eq!(pc.get("enable.idempotence"), Some("true"));
 }
+
+#[test]
+fn pgoutput_binary_is_off_by_default_and_refused_with_a_signal_table() {
+    let text = parse(&["--topic-prefix", "app"]);
+    assert!(!text.pgoutput_binary, "text values by default");
+    let binary = parse(&["--topic-prefix", "app", "--pgoutput-binary"]);
+    assert!(binary.pgoutput_binary && binary.validate().is_ok());
+    let signals = parse(&[
+        "--topic-prefix",
+        "app",
+        "--pgoutput-binary",
+        "--signal-data-collection",
+        "public.signals",
+    ]);
+    let error = signals
+        .validate()
+        .expect_err("binary values and a signal table")
+        .to_string();
+    assert!(
+        error.contains("--pgoutput-binary") && error.contains("--signal-data-collection"),
+        "{error}"
+    );
+}

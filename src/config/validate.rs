@@ -115,6 +115,15 @@ impl RunConfig {
             self.signal_data_collection.as_deref().unwrap_or(""),
             "must name a table as schema.table",
         );
+        // Signals and incremental-snapshot windows read key and signal
+        // values from the stream as text; binary tuples would be skipped.
+        p.check(
+            !(self.pgoutput_binary && self.signal_data_collection.is_some()),
+            "pgoutput-binary",
+            "true",
+            "cannot be combined with --signal-data-collection yet (signals and incremental \
+             snapshots read streamed values as text); run without --pgoutput-binary",
+        );
         p.check(
             self.snapshot_fetch_size > 0,
             "snapshot-fetch-size",

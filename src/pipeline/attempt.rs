@@ -17,6 +17,7 @@ use crate::metrics::{Metrics, Phase};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::transactional::{InitialSnapshotProgress, RecordedServer};
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
+use crate::source::binary_mode;
 use crate::source::identity::{self, ServerIdentity, Verdict};
 use crate::source::replication::{
     PluginOptions, PluginRequest, ProtoVersion, ReplicationConfig, Session, SlotSnapshot,
@@ -57,7 +58,7 @@ pub async fn run_once(
         } else {
             ProtoVersion::V1
         },
-        ..PluginRequest::default()
+        binary: config.pgoutput_binary,
     };
     let version = ServerVersion::from_num(facts.version_num);
     PluginOptions::for_server(version, &config.publication_name, &plugin)
@@ -75,6 +76,9 @@ pub async fn run_once(
         takeover::subjects::require_accepted(config, &sql).await?;
     }
     let types = setup::load_types(&sql).await?;
+    if config.pgoutput_binary {
+        binary_mode::require_binary_decodable(&sql, &config.publication_name, &types).await?;
+    }
     let Some(Start {
         lsn: start,
         exported,

@@ -6,6 +6,7 @@
 //! never the reverse (SQLSTATE classification, for one, lives in
 //! [`sqlstate`]).
 
+pub mod binary_mode;
 pub mod catalog;
 pub mod column_mappers;
 pub mod identity;

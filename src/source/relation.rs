@@ -91,13 +91,6 @@ pub enum RowErrorKind {
         #[source]
         error: ValueError,
     },
-    #[error("column {column:?} of {schema}.{table} arrived in binary format at LSN {lsn}; pgcdc-kafka streams pgoutput's text format only")]
-    Binary {
-        lsn: Lsn,
-        schema: String,
-        table: String,
-        column: String,
-    },
 }
 
 /// The tables seen on the stream, by relation id.
@@ -723,38 +716,44 @@ impl RelationCache {
                     .map_err(failed)?;
                 if value == Value::Null {
                     return self
-                        .special_numeric(table, column, ty, text)
+                        .special_numeric(table, column, |strict| {
+                            types::decode_text(ty, column.type_modifier, text, strict)
+                        })
                         .map_err(|error| failed(error).into());
                 }
                 Ok(value)
             }
-            Datum::Binary(_) => Err(RowErrorKind::Binary {
-                lsn,
-                schema: table.schema.clone(),
-                table: table.table.clone(),
-                column: column.name.clone(),
+            Datum::Binary(bytes) => {
+                let value = types::decode_binary(ty, column.type_modifier, bytes, &self.options)
+                    .map_err(failed)?;
+                if value == Value::Null {
+                    return self
+                        .special_numeric(table, column, |strict| {
+                            types::decode_binary(ty, column.type_modifier, bytes, strict)
+                        })
+                        .map_err(|error| failed(error).into());
+                }
+                Ok(value)
             }
-            .into()),
         }
     }
 
     /// A NUMERIC `NaN` / `±Infinity` that `--debezium-compat
-    /// numeric-nan-infinity` made null (the only text that decodes to
-    /// null): logged, as Debezium warns, in an optional column; in a
+    /// numeric-nan-infinity` made null (the only value that decodes to
+    /// null; `decode` decodes it again under the given options): logged, as Debezium warns, in an optional column; in a
     /// required one Debezium fails the record, so the error stands.
     fn special_numeric(
         &self,
         table: &TableSchema,
         column: &ColumnSchema,
-        ty: &PgType,
-        text: &str,
+        decode: impl FnOnce(&ValueOptions) -> Result<Value, ValueError>,
     ) -> Result<Value, ValueError> {
         if !column.schema.optional {
             let strict = ValueOptions {
                 special_numeric: types::SpecialNumeric::Fail,
                 ..self.options.clone()
             };
-            return types::decode_text(ty, column.type_modifier, text, &strict);
+            return decode(&strict);
         }
         tracing::warn!(
             schema = %table.schema,

@@ -125,6 +125,11 @@ pub enum SetupError {
         publication: String,
         statement: String,
     },
+    #[error("--pgoutput-binary cannot stream publication {publication:?}: these columns have types without a binary decoder: {columns}; run without --pgoutput-binary, or leave those columns out of the publication")]
+    BinaryUnsupportedColumns {
+        publication: String,
+        columns: String,
+    },
     #[error("publication {0:?} has no tables; add tables with ALTER PUBLICATION ... ADD TABLE, or pass --table")]
     EmptyPublication(String),
 }

@@ -41,12 +41,14 @@ use std::fmt::Write as _;
 
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
 
+mod binary;
 pub mod compat;
 mod defaults;
 mod options;
 mod registry;
 mod text;
 
+pub use binary::{decode_binary, supports_binary};
 pub use defaults::column_default;
 pub use options::{
     BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, SpecialNumeric,
@@ -625,6 +627,21 @@ pub enum ValueError {
         type_name: String,
         target: &'static str,
     },
+    /// The bytes are not the type's binary send form (`--pgoutput-binary`).
+    #[error(
+        "cannot decode the binary form of a value of type {type_name}: {reason}; restart \
+         without --pgoutput-binary to read values in text form"
+    )]
+    BinaryMalformed {
+        type_name: String,
+        reason: &'static str,
+    },
+    /// A binary value of a type with no binary decoder (`--pgoutput-binary`).
+    #[error(
+        "values of type {type_name} cannot be read in binary form; restart without \
+         --pgoutput-binary, or leave the column out of the publication"
+    )]
+    BinaryUnsupported { type_name: String },
     /// The column's bytes are not UTF-8; pgoutput sends text in the database encoding.
     #[error("column value is not valid UTF-8; pgcdc-kafka requires a database with UTF8 encoding")]
     NotUtf8,

@@ -30,6 +30,7 @@ const GENERATED_OFF: &str =
 fn usage(feature: Feature, server: &catalog::Server, config: &RunConfig) -> (bool, &'static str) {
     match feature {
         Feature::LogicalMessages => (true, "pg_logical_emit_message messages are streamed"),
+        Feature::Binary if config.pgoutput_binary => (true, "--pgoutput-binary"),
         Feature::Binary => (false, "values are read in text form"),
         Feature::Streaming if config.streaming.stream_in_progress => {
             (true, "large transactions stream into the spool as they run")
@@ -199,6 +200,23 @@ mod tests {
         assert_eq!(status("failover slots"), Some(Status::Info));
         assert_eq!(status("generated columns"), Some(Status::Info));
         assert!(report.passed());
+    }
+
+    #[test]
+    fn pgoutput_binary_is_reported_as_used() {
+        let out = lines(140_000, false, &["--pgoutput-binary"]);
+        assert!(
+            out.iter()
+                .any(|l| l.starts_with("PASS binary column values")
+                    && l.contains("uses it (--pgoutput-binary)")),
+            "{out:#?}"
+        );
+        let text = lines(140_000, false, &[]);
+        assert!(
+            text.iter()
+                .any(|l| l.contains("binary column values") && l.contains("read in text form")),
+            "{text:#?}"
+        );
     }
 
     #[test]

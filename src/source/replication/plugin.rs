@@ -13,8 +13,10 @@
 //!   transactions, 14+/15+/16+), the seam for streaming large
 //!   transactions: the decoder does not read their stream messages yet, so
 //!   nothing asks for them;
-//! - `binary` (14+): values in the types' binary send format, which the
-//!   value decoder does not read yet, so nothing asks for it;
+//! - `binary` (14+, `--pgoutput-binary`): values in the types' binary
+//!   send format, read by `source::types::decode_binary`; the run checks
+//!   first that it decodes every published column's type
+//!   (`source::binary_mode`);
 //! - `origin` (16+, `--origin-filter`): `none` drops changes that a
 //!   subscription (or any session with a replication origin) applied.
 //!   Debezium has no such filter, so by default the connector sends no
@@ -101,7 +103,7 @@ impl PluginOptions {
             version.require(feature, "a protocol version above 1", "ask for version 1")?;
         }
         if request.binary {
-            version.require(Feature::Binary, "binary transfer", "ask for text values")?;
+            version.require(Feature::Binary, "--pgoutput-binary", "run without it")?;
         }
         if request.origin.is_some() {
             version.require(Feature::Origin, "--origin-filter", "run without it")?;

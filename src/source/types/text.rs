@@ -45,9 +45,14 @@ mod fault;
 mod hstore;
 mod temporal;
 
-use fault::{Fault, Parsed};
+pub(super) use fault::{Fault, Parsed};
 use hstore::decode_hstore;
+#[cfg(test)]
+pub(super) use temporal::civil_from_days;
 use temporal::*;
+pub(super) use temporal::{
+    interval_value, timestamp_value, zoned_time, zoned_timestamp, IntervalFields,
+};
 
 /// Decodes the text form of a non-NULL value of type `ty` (column modifier
 /// `type_modifier`) into the [`Value`] matching `column_schema(ty, type_modifier, opts)`.
@@ -134,6 +139,17 @@ fn decode(ty: &PgType, type_modifier: i32, text: &str, opts: &ValueOptions) -> P
     })
 }
 
+/// TIMESTAMP `infinity` (`positive`) or `-infinity`, as the text side writes it.
+pub(super) fn decode_timestamp_infinity(positive: bool, millis: bool) -> Parsed<Value> {
+    decode_timestamp(if positive { "infinity" } else { "-infinity" }, millis)
+}
+
+/// INTERVAL `infinity` (`positive`) or `-infinity` (17+), as the text side writes it.
+pub(super) fn decode_interval_infinity(positive: bool, opts: &ValueOptions) -> Parsed<Value> {
+    let text = if positive { "infinity" } else { "-infinity" };
+    decode_interval(text, opts.interval_handling)
+}
+
 /// Postgres prints `NaN`, `Infinity`, `-Infinity` and shortest-exact decimals.
 fn parse_float<F: std::str::FromStr + From<f32>>(text: &str) -> Parsed<F> {
     match text {
@@ -153,7 +169,7 @@ fn parse_float<F: std::str::FromStr + From<f32>>(text: &str) -> Parsed<F> {
 
 /// BYTEA in its `binary.handling.mode`: Connect bytes, or a string in the encoding
 /// Debezium uses (Java's `Base64` encoders, padded; `HexConverter`, lowercase).
-fn encode_binary(bytes: Vec<u8>, mode: BinaryHandling) -> Value {
+pub(super) fn encode_binary(bytes: Vec<u8>, mode: BinaryHandling) -> Value {
     use base64::engine::general_purpose::{STANDARD, URL_SAFE};
     match mode {
         BinaryHandling::Bytes => Value::Bytes(bytes),
@@ -184,7 +200,7 @@ fn parse_bytea(text: &str) -> Parsed<Vec<u8>> {
 
 /// BIT(1) is a boolean; longer bit strings are Debezium's `Bits`: the string read as a
 /// binary number, in minimal little-endian bytes (Java's `BitSet.toByteArray`).
-fn decode_bits(text: &str, single: bool) -> Parsed<Value> {
+pub(super) fn decode_bits(text: &str, single: bool) -> Parsed<Value> {
     if !text.bytes().all(|b| b == b'0' || b == b'1') {
         return Err(Fault::Malformed("expected a string of 0 and 1"));
     }
@@ -238,7 +254,7 @@ fn parse_decimal(text: &str) -> Parsed<DecimalText<'_>> {
     })
 }
 
-fn decode_numeric(text: &str, type_modifier: i32, opts: &ValueOptions) -> Parsed<Value> {
+pub(super) fn decode_numeric(text: &str, type_modifier: i32, opts: &ValueOptions) -> Parsed<Value> {
     let parsed = parse_decimal(text)?;
     match opts.decimal_handling {
         DecimalHandling::Double => Ok(Value::Float64(match parsed {

@@ -6,10 +6,10 @@ use super::super::SpecialValue;
 
 /// Why a text did not decode, before the type is attached. Never the text itself.
 #[derive(Clone, Copy)]
-pub(super) enum Fault {
+pub(in crate::source::types) enum Fault {
     Malformed(&'static str),
     OutOfRange(&'static str),
     Special(SpecialValue),
 }
 
-pub(super) type Parsed<T> = Result<T, Fault>;
+pub(in crate::source::types) type Parsed<T> = Result<T, Fault>;

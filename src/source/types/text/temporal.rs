@@ -176,6 +176,11 @@ pub(super) fn decode_timestamp(text: &str, millis: bool) -> Parsed<Value> {
                 + i128::from(parse_time(time)?)
         }
     };
+    timestamp_value(micros, millis)
+}
+
+/// A TIMESTAMP of `micros` since 1970 (or an infinity's sentinel) in Debezium's unit.
+pub(in crate::source::types) fn timestamp_value(micros: i128, millis: bool) -> Parsed<Value> {
     // Scale first: a millisecond timestamp near Postgres's maximum fits in
     // int64 even where its microseconds would not.
     // Milliseconds round toward the past, as java.time's toEpochMilli does.
@@ -204,7 +209,14 @@ pub(super) fn decode_timestamptz(text: &str, type_modifier: i32) -> Parsed<Strin
     let (time, offset) = split_offset(rest)?;
     let local = i128::from(parse_ymd(date, bc)?) * i128::from(MICROS_PER_DAY)
         + i128::from(parse_time(time)?);
-    let utc = local - i128::from(parse_offset(offset)?) * 1_000_000;
+    zoned_timestamp(
+        local - i128::from(parse_offset(offset)?) * 1_000_000,
+        type_modifier,
+    )
+}
+
+/// A finite TIMESTAMPTZ of `utc` µs since 1970 as Debezium's `ZonedTimestamp`.
+pub(in crate::source::types) fn zoned_timestamp(utc: i128, type_modifier: i32) -> Parsed<String> {
     let days = i64::try_from(utc.div_euclid(i128::from(MICROS_PER_DAY)))
         .map_err(|_| Fault::OutOfRange("a date"))?;
     let (year, month, day) = civil_from_days(days);
@@ -287,8 +299,12 @@ pub(super) fn push_padded(out: &mut String, value: u64, width: usize) {
 /// `03:04:05.12+02` becomes `01:04:05.12Z`; `24:00:00+00` stays `24:00:00Z`.
 pub(super) fn decode_timetz(text: &str) -> Parsed<String> {
     let (time, offset) = split_offset(text)?;
-    let local = parse_time(time)?;
-    let offset = parse_offset(offset)?;
+    Ok(zoned_time(parse_time(time)?, parse_offset(offset)?))
+}
+
+/// A TIMETZ of `local` µs since midnight at `offset` seconds east of UTC as
+/// Debezium's `ZonedTime`.
+pub(in crate::source::types) fn zoned_time(local: i64, offset: i64) -> String {
     let mut out = String::with_capacity(20);
     if local == MICROS_PER_DAY && offset == 0 {
         out.push_str("24:00:00");
@@ -300,18 +316,19 @@ pub(super) fn decode_timetz(text: &str) -> Parsed<String> {
         );
     }
     out.push('Z');
-    Ok(out)
+    out
 }
 
 /// An interval's fields as IntervalStyle=postgres prints them, each signed.
 #[derive(Default)]
-pub(super) struct IntervalFields {
-    years: i64,
-    months: i64,
-    days: i64,
-    hours: i64,
-    minutes: i64,
-    micros: i64,
+pub(in crate::source::types) struct IntervalFields {
+    pub years: i64,
+    pub months: i64,
+    pub days: i64,
+    pub hours: i64,
+    pub minutes: i64,
+    /// Seconds and their fraction.
+    pub micros: i64,
 }
 
 pub(super) fn parse_interval(text: &str) -> Parsed<IntervalFields> {
@@ -372,7 +389,14 @@ pub(super) fn decode_interval(text: &str, mode: IntervalHandling) -> Parsed<Valu
             IntervalHandling::String => Value::String(text.to_owned()),
         });
     }
-    let f = parse_interval(text)?;
+    interval_value(parse_interval(text)?, mode)
+}
+
+/// A finite interval's fields as `interval.handling.mode` writes them.
+pub(in crate::source::types) fn interval_value(
+    f: IntervalFields,
+    mode: IntervalHandling,
+) -> Parsed<Value> {
     Ok(match mode {
         IntervalHandling::Numeric => {
             let total = (i128::from(f.years) * 12 + i128::from(f.months))
