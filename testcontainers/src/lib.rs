@@ -118,26 +118,6 @@ impl BackendKind {
 /// assert!(a.starts_with("orders_test_"));
 /// assert_ne!(a, pgcdc_testcontainers::unique_name("Orders-Test"));
 /// ```
-/// The port of the shared service `variable` names (`127.0.0.1:PORT`), if
-/// it is set.
-pub(crate) fn external_port(variable: &'static str) -> Result<Option<u16>> {
-    match std::env::var(variable) {
-        Ok(value) => loopback_port(variable, value).map(Some),
-        Err(_) => Ok(None),
-    }
-}
-
-fn loopback_port(variable: &'static str, value: String) -> Result<u16> {
-    value
-        .strip_prefix("127.0.0.1:")
-        .and_then(|port| port.parse().ok())
-        .ok_or(Error::BadEnv {
-            variable,
-            value,
-            expected: "127.0.0.1:PORT, the address of a service on loopback",
-        })
-}
-
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -159,6 +139,26 @@ pub fn unique_name(prefix: &str) -> String {
         head.truncate(63 - tail.len());
     }
     head + &tail
+}
+
+/// The port of the shared service `variable` names (`127.0.0.1:PORT`), if
+/// it is set.
+pub(crate) fn external_port(variable: &'static str) -> Result<Option<u16>> {
+    match std::env::var(variable) {
+        Ok(value) => loopback_port(variable, value).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+fn loopback_port(variable: &'static str, value: String) -> Result<u16> {
+    value
+        .strip_prefix("127.0.0.1:")
+        .and_then(|port| port.parse().ok())
+        .ok_or(Error::BadEnv {
+            variable,
+            value,
+            expected: "127.0.0.1:PORT, the address of a service on loopback",
+        })
 }
 
 #[cfg(test)]
