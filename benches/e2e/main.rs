@@ -26,7 +26,9 @@
 //! (e) a wide table (50 columns: numerics, timestamps, text) in 1,000-row
 //! transactions, (u) (a) through `--envelope unwrap`, (o) outbox rows
 //! through `--outbox-table`. `--avro` runs each backlog workload in Avro too.
-//! Each backlog is also drained by `pg_recvlogical -o binary=true`, and the
+//! pg_recvlogical reads over the server's Unix socket (and once more over TCP,
+//! for the transport's cost). Each backlog is also drained by
+//! `pg_recvlogical -o binary=true`, and the
 //! walsender's CPU is measured for every reader (`server.rs`). After each
 //! connector run, "Kafka alone" (`ceiling.rs`) produces the very records it
 //! wrote again with a bare producer and the connector's producer settings:
@@ -44,6 +46,9 @@
 //! topic is created with `message.timestamp.type=LogAppendTime`): p50, p99
 //! and max.
 //! Results: a table on stdout and JSON (default `target/bench/results.json`).
+
+// The results object is one `json!` literal with many fields.
+#![recursion_limit = "256"]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -296,6 +301,7 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
     let mut slots = vec![
         "bench_json",
         "bench_recvlogical",
+        "bench_recvlogical_tcp",
         "bench_recvlogical_binary",
     ];
     if registry.is_some() {
@@ -325,11 +331,15 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
     eprintln!("  backlog written in {write_s:.1} s: {changes} changes, {wal_bytes} WAL bytes ({start_lsn}..{end_lsn})");
 
     // The physical limit: the walsender decoding the same range, output
-    // discarded; then again with pgoutput's binary option (PG 14+), which
-    // sends column values in their binary send format instead of text.
+    // discarded, over the server's Unix socket (the cheapest transport: over
+    // TCP loopback a reader that keeps up makes the walsender send every
+    // change as its own segment, at about twice the walsender CPU); then over
+    // TCP, for the transport's cost; then with pgoutput's binary option (PG
+    // 14+), which sends column values in their binary send format.
+    let recv_url = pg.socket_url(&db).unwrap_or_else(|| pg.url(&db));
     let (recv_s, recv_server_cpu) = drain_with_recvlogical(
         recvlogical,
-        &pg.url(&db),
+        &recv_url,
         "bench_recvlogical",
         &end_lsn,
         false,
@@ -338,9 +348,20 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         "  pg_recvlogical: {recv_s:.2} s, walsender {} CPU s",
         fmt_cpu(recv_server_cpu)
     );
-    let (binary_s, binary_server_cpu) = drain_with_recvlogical(
+    let (tcp_s, tcp_server_cpu) = drain_with_recvlogical(
         recvlogical,
         &pg.url(&db),
+        "bench_recvlogical_tcp",
+        &end_lsn,
+        false,
+    )?;
+    eprintln!(
+        "  pg_recvlogical over TCP: {tcp_s:.2} s, walsender {} CPU s",
+        fmt_cpu(tcp_server_cpu)
+    );
+    let (binary_s, binary_server_cpu) = drain_with_recvlogical(
+        recvlogical,
+        &recv_url,
         "bench_recvlogical_binary",
         &end_lsn,
         true,
@@ -441,11 +462,15 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             "connector_wal_mb_per_s": round(wal_bytes as f64 / 1e6 / run.wall_s),
             "ratio_to_recvlogical": round(recv_s / run.wall_s),
             "recvlogical_walsender_cpu_s": recv_server_cpu.map(round),
+            "recvlogical_tcp_s": round(tcp_s),
+            "recvlogical_tcp_rows_per_s": round(changes as f64 / tcp_s),
+            "recvlogical_tcp_walsender_cpu_s": tcp_server_cpu.map(round),
             "recvlogical_binary_s": round(binary_s),
             "recvlogical_binary_walsender_cpu_s": binary_server_cpu.map(round),
             "connector_walsender_cpu_s": server_cpu.map(round),
             "walsender_us_per_change": {
                 "recvlogical": recv_server_cpu.map(|c| round(c * 1e6 / changes as f64)),
+                "recvlogical_tcp": tcp_server_cpu.map(|c| round(c * 1e6 / changes as f64)),
                 "recvlogical_binary": binary_server_cpu.map(|c| round(c * 1e6 / changes as f64)),
                 "connector": server_cpu.map(|c| round(c * 1e6 / changes as f64)),
             },

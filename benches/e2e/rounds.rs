@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value as Json};
 /// Figures whose medians are reported: a top-level key, or `outer.inner`.
 const FIGURES: &[&str] = &[
     "recvlogical_rows_per_s",
+    "recvlogical_tcp_rows_per_s",
     "kafka_alone_rows_per_s",
     "limit_rows_per_s",
     "connector_rows_per_s",
@@ -15,6 +16,7 @@ const FIGURES: &[&str] = &[
     "ratio_to_limit",
     "connector_us_per_change",
     "walsender_us_per_change.recvlogical",
+    "walsender_us_per_change.recvlogical_tcp",
     "walsender_us_per_change.recvlogical_binary",
     "walsender_us_per_change.connector",
     "broker_us_per_change",
@@ -93,22 +95,24 @@ pub fn print_medians(medians: &[Json]) {
             .collect();
         values.join(", ")
     };
-    println!("\nMedians over the rounds (rows/s; CPU in µs per change; the limit is min(pg_recvlogical, Kafka alone)):");
-    println!("\n| workload | format | rounds | pg_recvlogical | Kafka alone | connector | ratio to the limit (per round) | connector CPU | walsender (pg_recvlogical / connector) | broker (connector / Kafka alone) | peak RSS MB |");
+    println!("\nMedians over the rounds (rows/s; CPU in µs per change; the limit is min(pg_recvlogical over the Unix socket, Kafka alone)):");
+    println!("\n| workload | format | rounds | pg_recvlogical (Unix socket / TCP) | Kafka alone | connector | ratio to the limit (per round) | connector CPU | walsender (pg_recvlogical Unix / TCP / connector) | broker (connector / Kafka alone) | peak RSS MB |");
     println!("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|");
     for m in medians {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} / {} | {} / {} | {} |",
+            "| {} | {} | {} | {} / {} | {} | {} | {} ({}) | {} | {} / {} / {} | {} / {} | {} |",
             m["workload"].as_str().unwrap_or_default(),
             m["format"].as_str().unwrap_or_default(),
             m["rounds"],
             num(m, "recvlogical_rows_per_s", 0),
+            num(m, "recvlogical_tcp_rows_per_s", 0),
             num(m, "kafka_alone_rows_per_s", 0),
             num(m, "connector_rows_per_s", 0),
             num(m, "ratio_to_limit", 2),
             rounds(m, "ratio_to_limit"),
             num(m, "connector_us_per_change", 2),
             num(m, "walsender_us_per_change_recvlogical", 2),
+            num(m, "walsender_us_per_change_recvlogical_tcp", 2),
             num(m, "walsender_us_per_change_connector", 2),
             num(m, "broker_us_per_change", 2),
             num(m, "kafka_alone_broker_us_per_change", 2),

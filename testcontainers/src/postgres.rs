@@ -292,6 +292,20 @@ impl Postgres {
         )
     }
 
+    /// A libpq key-value conninfo reaching `database` through the server's
+    /// Unix-domain socket (local backend only; `None` under Docker), e.g.
+    /// `host=/tmp/.../1234-0-postgres port=5433 user=postgres dbname=db`.
+    /// A walsender costs less per message over a Unix socket than over TCP
+    /// loopback (BENCHMARKS.md, "The pg_recvlogical reference").
+    pub fn socket_url(&self, database: &str) -> Option<String> {
+        let dir = self.data_dir.as_deref()?.parent()?;
+        Some(format!(
+            "host={} port={} user={USER} dbname={database}",
+            dir.display(),
+            self.port
+        ))
+    }
+
     /// The data dir of the local backend (`None` under Docker).
     pub fn data_dir(&self) -> Option<&Path> {
         self.data_dir.as_deref()
