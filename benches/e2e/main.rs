@@ -69,6 +69,7 @@ const OUTBOX_ROW: &str = "gen_random_uuid(), 'Order' || (i % 10), (i % 1000)::te
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 mod ceiling;
+mod debezium;
 mod latency;
 mod rounds;
 mod server;
@@ -93,6 +94,8 @@ struct Options {
     wrap: Vec<String>,
     /// Every workload this many times, interleaved; medians printed.
     rounds: u32,
+    /// Debezium drains each backlog too (`debezium.rs`).
+    debezium: bool,
     out: PathBuf,
 }
 
@@ -112,6 +115,7 @@ fn options() -> Result<Options> {
         connector_args: Vec::new(),
         wrap: Vec::new(),
         rounds: 1,
+        debezium: false,
         out: PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/target/bench/results.json"
@@ -137,6 +141,7 @@ fn options() -> Result<Options> {
                     .collect()
             }
             "--avro" => o.avro = true,
+            "--debezium" => o.debezium = true,
             "--connector-arg" => o.connector_args.push(value()?),
             "--wrap" => o.wrap = value()?.split_whitespace().map(String::from).collect(),
             "--rounds" => o.rounds = value()?.parse::<u32>()?.max(1),
@@ -144,7 +149,7 @@ fn options() -> Result<Options> {
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --snapshot-rows N (s, 500000) --snapshot-workers N (s, 2) --workloads a,b,c,d,e,u,o,s,l (default a,b,c) --avro (each backlog workload again in Avro) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --rounds N (every workload N times, interleaved, with medians) --out FILE");
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --snapshot-rows N (s, 500000) --snapshot-workers N (s, 2) --workloads a,b,c,d,e,u,o,s,l (default a,b,c) --avro (each backlog workload again in Avro) --debezium (Debezium 3.6 embedded drains each backlog too, into Kafka) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --rounds N (every workload N times, interleaved, with medians) --out FILE");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other} (try --help)").into()),
@@ -222,6 +227,7 @@ fn main() -> Result<()> {
                 recvlogical: &recvlogical,
                 connector_args: &o.connector_args,
                 wrap: &o.wrap,
+                debezium: o.debezium,
             };
             let mut round_results = workload(services, *w, name, rows)?;
             for r in &mut round_results {
@@ -263,6 +269,7 @@ struct Services<'a> {
     recvlogical: &'a Path,
     connector_args: &'a [String],
     wrap: &'a [String],
+    debezium: bool,
 }
 
 /// One workload: setup, backlog, then pg_recvlogical and the connector (JSON,
@@ -275,6 +282,7 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         recvlogical,
         connector_args,
         wrap,
+        debezium,
     } = services;
     let db = pg.create_database(&format!("bench_{kind}"))?;
     pg.execute(
@@ -307,6 +315,12 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
     if registry.is_some() {
         slots.push("bench_avro");
     }
+    if debezium {
+        slots.push("bench_debezium_json");
+        if registry.is_some() {
+            slots.push("bench_debezium_avro");
+        }
+    }
     for slot in &slots {
         pg.execute(
             &db,
@@ -337,13 +351,8 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
     // TCP, for the transport's cost; then with pgoutput's binary option (PG
     // 14+), which sends column values in their binary send format.
     let recv_url = pg.socket_url(&db).unwrap_or_else(|| pg.url(&db));
-    let (recv_s, recv_server_cpu) = drain_with_recvlogical(
-        recvlogical,
-        &recv_url,
-        "bench_recvlogical",
-        &end_lsn,
-        false,
-    )?;
+    let (recv_s, recv_server_cpu) =
+        drain_with_recvlogical(recvlogical, &recv_url, "bench_recvlogical", &end_lsn, false)?;
     eprintln!(
         "  pg_recvlogical: {recv_s:.2} s, walsender {} CPU s",
         fmt_cpu(recv_server_cpu)
@@ -440,6 +449,28 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
                 Some(alone)
             }
         };
+        let dbz = match debezium {
+            false => None,
+            true => {
+                let records = run.summary["acknowledged_records"]
+                    .as_u64()
+                    .unwrap_or(changes);
+                let d = debezium::drain(
+                    (pg, &db, kafka),
+                    registry.filter(|_| format == "avro"),
+                    &format!("bench_debezium_{format}"),
+                    &format!("{db}_dbz_{format}"),
+                    records,
+                )?;
+                eprintln!(
+                    "  Debezium ({format}): {:.2} s, {:.2} CPU s, peak RSS {} MB",
+                    d.wall_s,
+                    d.cpu_s,
+                    d.peak_rss_kb / 1024
+                );
+                Some(d)
+            }
+        };
         let per_change = |cpu: Option<f64>| cpu.map(|c| round(c * 1e6 / changes as f64));
         let recv_rate = changes as f64 / recv_s;
         let alone_rate = alone.as_ref().map(|a| changes as f64 / a.wall_s);
@@ -487,6 +518,11 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             "limit": if alone_rate.is_some_and(|a| a < recv_rate) { "kafka alone" } else { "pg_recvlogical" },
             "ratio_to_limit": round(changes as f64 / run.wall_s / limit_rate),
             "connector_idle_run_s": round(idle.wall_s),
+            "debezium_s": dbz.as_ref().map(|d| round(d.wall_s)),
+            "debezium_rows_per_s": dbz.as_ref().map(|d| round(changes as f64 / d.wall_s)),
+            "debezium_us_per_change": dbz.as_ref().map(|d| round(d.cpu_s * 1e6 / changes as f64)),
+            "debezium_peak_rss_mb": dbz.as_ref().map(|d| round(d.peak_rss_kb as f64 / 1024.0)),
+            "ratio_to_debezium": dbz.as_ref().map(|d| round(d.wall_s / run.wall_s)),
             "connector_cpu_s": round(run.cpu_s),
             "connector_peak_rss_mb": round(run.peak_rss_kb as f64 / 1024.0),
             "resource_source": run.source,

@@ -22,6 +22,10 @@ const FIGURES: &[&str] = &[
     "broker_us_per_change",
     "kafka_alone_broker_us_per_change",
     "connector_peak_rss_mb",
+    "debezium_rows_per_s",
+    "debezium_us_per_change",
+    "debezium_peak_rss_mb",
+    "ratio_to_debezium",
 ];
 
 /// The backlog results grouped by workload and format, in first-seen order.
@@ -118,5 +122,30 @@ pub fn print_medians(medians: &[Json]) {
             num(m, "kafka_alone_broker_us_per_change", 2),
             num(m, "connector_peak_rss_mb", 0),
         );
+    }
+    if medians.iter().any(|m| m["debezium_rows_per_s"].is_number()) {
+        println!(
+            "\nAgainst Debezium 3.6 embedded, producing to Kafka (medians; CPU in µs per change):"
+        );
+        println!("\n| workload | format | Debezium rows/s | connector rows/s | connector / Debezium (per round) | Debezium CPU | connector CPU | Debezium peak RSS MB | connector peak RSS MB |");
+        println!("|---|---|---:|---:|---|---:|---:|---:|---:|");
+        for m in medians
+            .iter()
+            .filter(|m| m["debezium_rows_per_s"].is_number())
+        {
+            println!(
+                "| {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} |",
+                m["workload"].as_str().unwrap_or_default(),
+                m["format"].as_str().unwrap_or_default(),
+                num(m, "debezium_rows_per_s", 0),
+                num(m, "connector_rows_per_s", 0),
+                num(m, "ratio_to_debezium", 2),
+                rounds(m, "ratio_to_debezium"),
+                num(m, "debezium_us_per_change", 2),
+                num(m, "connector_us_per_change", 2),
+                num(m, "debezium_peak_rss_mb", 0),
+                num(m, "connector_peak_rss_mb", 0),
+            );
+        }
     }
 }
