@@ -381,11 +381,14 @@ fn read_topics_blocking(
         return consumed;
     }
     consumer.assign(&assignment).expect("assign");
-    let deadline = Instant::now() + TIMEOUT;
+    // A bound on a stall, not on the whole read: a soak's topics hold
+    // hundreds of thousands of records, which a debug build on a loaded
+    // machine reads for minutes.
+    let mut deadline = Instant::now() + TIMEOUT;
     while !remaining.is_empty() {
         assert!(
             Instant::now() < deadline,
-            "timed out reading topics to their high watermarks; left: {remaining:?}"
+            "no record for {TIMEOUT:?} reading topics to their high watermarks; left: {remaining:?}"
         );
         let Some(message) = consumer.poll(Duration::from_millis(200)) else {
             // A transactional topic ends in a commit marker, which no poll
@@ -405,6 +408,7 @@ fn read_topics_blocking(
             continue;
         };
         let message = message.expect("consume");
+        deadline = Instant::now() + TIMEOUT;
         let topic = message.topic().to_owned();
         let (partition, offset) = (message.partition(), message.offset());
         let parse = |bytes: Option<&[u8]>| bytes.map(decode);

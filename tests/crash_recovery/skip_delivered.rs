@@ -87,8 +87,7 @@ async fn kill_and_restart_sends_nothing(
     workload: &mut Workload,
     written: &mut u64,
     connector: &mut ConnectorProcess,
-    (args, log): (&[String], std::path::PathBuf),
-    keyless: Option<Keyless<'_>>,
+    (args, log, keyless): (&[String], std::path::PathBuf, Option<Keyless<'_>>),
 ) -> String {
     let replayed = deliver_then_kill(s, bootstrap, workload, written, 30, connector, keyless).await;
     assert!(
@@ -153,12 +152,15 @@ async fn a_restart_skips_what_kafka_already_has_and_only_that() {
         &mut workload,
         &mut written,
         &mut connector,
-        (&args, logs.path(1)),
-        Some((
-            "INSERT INTO notes SELECT g, 'note ' || g FROM generate_series(1, 20) g",
-            notes.as_str(),
-            20,
-        )),
+        (
+            &args,
+            logs.path(1),
+            Some((
+                "INSERT INTO notes SELECT g, 'note ' || g FROM generate_series(1, 20) g",
+                notes.as_str(),
+                20,
+            )),
+        ),
     )
     .await;
     assert!(
@@ -236,8 +238,7 @@ async fn a_restart_skips_what_the_first_attempt_sent_to_auto_created_topics() {
         &mut workload,
         &mut written,
         &mut connector,
-        (&args, logs.path(1)),
-        None,
+        (&args, logs.path(1), None),
     )
     .await;
     verify_tables(SCENARIO, &s, &bootstrap, &TABLES, written, json_decoder()).await;
