@@ -71,7 +71,10 @@ pub struct Stamp {
     pub position: Position,
     /// The build's and the output settings' fingerprint.
     pub fingerprint: u64,
-    /// The topic's partition count the record was partitioned with.
+    /// The topic's partition count the record was partitioned with; 0
+    /// when its partition was not chosen by its key here (a record without
+    /// a key, or one sent before the topic existed): the record then proves
+    /// only what every partition's tail proves together.
     pub partitions: i32,
     /// The first record of the topic that the writing attempt handled.
     pub since: Position,
@@ -93,7 +96,7 @@ impl Stamp {
         Some(Stamp {
             position: position.parse().ok()?,
             fingerprint: u64::from_str_radix(fingerprint, 16).ok()?,
-            partitions: partitions.parse().ok().filter(|n| *n > 0)?,
+            partitions: partitions.parse().ok().filter(|n| *n >= 0)?,
             since: since.parse().ok()?,
         })
     }
@@ -168,6 +171,21 @@ mod tests {
         assert_eq!(Stamp::parse(&value), Some(stamp));
     }
 
+    /// A record without a key is stamped with no partition count; its
+    /// stamp still reads back, so that a tail of such records counts for
+    /// the every-partition proof (before, it read as no stamp at all, and
+    /// a keyless table's replay was always sent again).
+    #[test]
+    fn a_stamp_without_a_partition_count_reads_back() {
+        let stamp = Stamp {
+            position: at(0x016B_3748, 3),
+            fingerprint: 1,
+            partitions: 0,
+            since: at(0x016B_0000, 0),
+        };
+        assert_eq!(Stamp::parse(&stamp.header_value()), Some(stamp));
+    }
+
     #[test]
     fn positions_are_written_as_display_writes_them() {
         let suffix = StampSuffix::new(1, 2, at(0, 0));
@@ -192,7 +210,7 @@ mod tests {
             b"0/16B3748:3",
             b"0/16B3748:3@1",
             b"0/16B3748:3@1#3",
-            b"0/16B3748:3@1#0~0/1:0",
+            b"0/16B3748:3@1#-1~0/1:0",
             b"0/16B3748:@1#3~0/1:0",
             b"x:1@1#3~0/1:0",
             b"0/1:-1@1#3~0/1:0",

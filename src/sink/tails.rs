@@ -276,4 +276,27 @@ mod tests {
         assert!(!Tails(vec![tail(at(500, 3), 2, at(0, 0)), None]).prove(7, None, at(1, 0)));
         assert!(!Tails::default().prove(7, None, at(1, 0)), "no topic yet");
     }
+
+    /// Tails of records without a key (stamped with no partition count)
+    /// prove a keyless record together, never a keyed one on their own.
+    #[test]
+    fn keyless_tails_prove_by_every_partition_only() {
+        let tails = Tails(vec![
+            tail(at(500, 3), 0, at(100, 0)),
+            tail(at(400, 0), 0, at(100, 0)),
+        ]);
+        assert!(tails.prove(7, None, at(400, 0)));
+        assert!(
+            !tails.prove(7, None, at(400, 1)),
+            "past one partition's tail"
+        );
+        assert!(
+            tails.prove(7, Some(0), at(300, 0)),
+            "a keyed record below every tail"
+        );
+        assert!(
+            !tails.prove(7, Some(0), at(450, 0)),
+            "a keyed record past one tail: its partition's keyless tail says nothing of how keys were placed"
+        );
+    }
 }

@@ -16,6 +16,7 @@ mod common;
 mod failover;
 mod registry;
 mod skip_delivered;
+mod soak;
 mod standby_decoding;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,6 +36,11 @@ use serde_json::Value as Json;
 
 /// Repeats a run's randomness: its kill timings and workloads.
 const SEED_ENV: &str = "CRASH_RECOVERY_SEED";
+
+/// The header with a record's WAL position (`src/sink/position.rs`), kept
+/// by the topic reader so that a duplicate can be traced to the runs that
+/// sent it.
+const POSITION_HEADER: &str = "pgcdc.position";
 
 // ---------------------------------------------------------------------------
 // Randomness, workload and the row-by-row check
@@ -82,6 +88,8 @@ struct Change {
     id: i64,
     version: i64,
     op: String,
+    /// The record's `pgcdc.position` header, if it has one.
+    position: Option<String>,
 }
 
 fn change_of(topic: &str, record: &Record) -> Change {
@@ -112,6 +120,9 @@ fn change_of(topic: &str, record: &Record) -> Change {
         id,
         version: field("version"),
         op: payload["op"].as_str().unwrap_or_default().to_owned(),
+        position: record
+            .header(POSITION_HEADER)
+            .map(|v| String::from_utf8_lossy(v).into_owned()),
     }
 }
 
@@ -175,6 +186,9 @@ fn verify(
         problems.push(format!("{key:?} is in the topic but not in the table"));
     }
     let mut duplicates = 0;
+    // The first few duplicates with where each copy sits and the position
+    // header of each, printed to explain them.
+    let mut examples: Vec<String> = Vec::new();
     let mut changes = 0;
     for (key, &latest) in source {
         changes += latest as u64;
@@ -212,6 +226,16 @@ fn verify(
                 highest = highest.max(v);
             } else {
                 duplicates += 1;
+                if examples.len() < 10 {
+                    let first = seen.iter().find(|c| c.version == v).expect("seen before");
+                    examples.push(format!(
+                        "{key:?} v{v}: offset {} [{}], again at offset {} [{}]",
+                        first.offset,
+                        first.position.as_deref().unwrap_or("-"),
+                        change.offset,
+                        change.position.as_deref().unwrap_or("-"),
+                    ));
+                }
             }
             if let Some(p) = previous {
                 if v > p + 1 {
@@ -238,6 +262,9 @@ fn verify(
         "[{scenario}] rows written: {rows_written} changes; rows verified: {} rows / {} changes; records consumed: {}; duplicates: {}",
         verified.rows, verified.changes, verified.records, verified.duplicates
     );
+    for example in &examples {
+        println!("[{scenario}] duplicate {example}");
+    }
     // One machine-readable line per scenario, for scripts/fault-suite.sh's table.
     println!(
         "FAULT-SUITE\t{scenario}\t{rows_written}\t{}\t{}\t{}",
@@ -354,11 +381,14 @@ fn read_topics_blocking(
         return consumed;
     }
     consumer.assign(&assignment).expect("assign");
-    let deadline = Instant::now() + TIMEOUT;
+    // A bound on a stall, not on the whole read: a soak's topics hold
+    // hundreds of thousands of records, which a debug build on a loaded
+    // machine reads for minutes.
+    let mut deadline = Instant::now() + TIMEOUT;
     while !remaining.is_empty() {
         assert!(
             Instant::now() < deadline,
-            "timed out reading topics to their high watermarks; left: {remaining:?}"
+            "no record for {TIMEOUT:?} reading topics to their high watermarks; left: {remaining:?}"
         );
         let Some(message) = consumer.poll(Duration::from_millis(200)) else {
             // A transactional topic ends in a commit marker, which no poll
@@ -378,6 +408,7 @@ fn read_topics_blocking(
             continue;
         };
         let message = message.expect("consume");
+        deadline = Instant::now() + TIMEOUT;
         let topic = message.topic().to_owned();
         let (partition, offset) = (message.partition(), message.offset());
         let parse = |bytes: Option<&[u8]>| bytes.map(decode);
@@ -389,7 +420,7 @@ fn read_topics_blocking(
                     offset,
                     key: parse(message.key()),
                     value: parse(message.payload()),
-                    headers: Vec::new(),
+                    headers: position_header(&message),
                 });
                 if offset + 1 >= high {
                     remaining.remove(&key);
@@ -399,6 +430,21 @@ fn read_topics_blocking(
         }
     }
     consumed
+}
+
+/// The record's position header alone (see [`POSITION_HEADER`]).
+fn position_header(message: &rdkafka::message::BorrowedMessage<'_>) -> Vec<(String, Vec<u8>)> {
+    use rdkafka::message::Headers;
+    message
+        .headers()
+        .and_then(|headers| {
+            headers
+                .iter()
+                .find(|h| h.key == POSITION_HEADER)
+                .and_then(|h| h.value)
+        })
+        .map(|value| vec![(POSITION_HEADER.to_owned(), value.to_vec())])
+        .unwrap_or_default()
 }
 
 fn topics_of(s: &Scenario, tables: &[&str]) -> Vec<String> {

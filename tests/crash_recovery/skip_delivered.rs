@@ -11,9 +11,14 @@
 use super::ack_window::unconfirmed_transactions;
 use super::*;
 
-/// Writes `transactions` transactions, waits until Kafka has every change,
-/// then kills the connector and returns how many transactions the slot
-/// will replay.
+/// Rows of a table without a key, written last before a kill (so that
+/// they are replayed whenever anything is): their SQL, their topic, and
+/// how many records that topic then holds.
+type Keyless<'a> = (&'a str, &'a str, usize);
+
+/// Writes `transactions` transactions (then `keyless`'s), waits until
+/// Kafka has every change, then kills the connector and returns how many
+/// transactions the slot will replay.
 async fn deliver_then_kill(
     s: &Scenario,
     bootstrap: &str,
@@ -21,10 +26,16 @@ async fn deliver_then_kill(
     written: &mut u64,
     transactions: usize,
     connector: &mut ConnectorProcess,
+    keyless: Option<Keyless<'_>>,
 ) -> usize {
     *written += workload.run_blocking(s, transactions);
-    let topics = topics_of(s, &TABLES);
-    let expected = *written;
+    let mut topics = topics_of(s, &TABLES);
+    let mut expected = *written;
+    if let Some((sql, topic, records)) = keyless {
+        s.sql(sql);
+        topics.push(topic.to_owned());
+        expected += records as u64;
+    }
     wait_until(TIMEOUT, "every change in Kafka", || async {
         connector.assert_running("while delivering");
         let records: usize = read_topics(bootstrap, &topics, None)
@@ -76,14 +87,15 @@ async fn kill_and_restart_sends_nothing(
     workload: &mut Workload,
     written: &mut u64,
     connector: &mut ConnectorProcess,
-    (args, log): (&[String], std::path::PathBuf),
+    (args, log, keyless): (&[String], std::path::PathBuf, Option<Keyless<'_>>),
 ) -> String {
-    let replayed = deliver_then_kill(s, bootstrap, workload, written, 30, connector).await;
+    let replayed = deliver_then_kill(s, bootstrap, workload, written, 30, connector, keyless).await;
     assert!(
         replayed > 0,
         "the slot confirmed everything before the kill: the restart replays nothing"
     );
-    let topics = topics_of(s, &TABLES);
+    let mut topics = topics_of(s, &TABLES);
+    topics.extend(keyless.map(|(_, topic, _)| topic.to_owned()));
     let records_before = records_in(bootstrap, &topics).await;
     let restarted = restart_to_caught_up(args, log).await;
     let records_after = records_in(bootstrap, &topics).await;
@@ -121,12 +133,18 @@ async fn a_restart_skips_what_kafka_already_has_and_only_that() {
     );
     // Status updates only when the server asks (every wal_sender_timeout / 2):
     // what Kafka acknowledged stays unconfirmed for seconds.
+    // A table without a key: its records' stamps carry no partition count,
+    // and only every partition's tail together (one here) proves them.
+    s.sql("CREATE TABLE notes (id bigint NOT NULL, body text NOT NULL)");
+    let notes = s.topic("notes");
+    kafka.create_topic(&notes, 1).expect("create topic");
     let args = s.args(&bootstrap, &["--status-interval", "1h"]);
     let mut connector = ConnectorProcess::spawn(&args, logs.path(0));
     s.await_slot().await;
     let mut written = 0;
 
-    // 1. Same settings: the replay is all in Kafka already, nothing is sent.
+    // 1. Same settings: the replay is all in Kafka already, nothing is sent,
+    //    the keyless rows (the last transaction, so replayed) included.
     let log = kill_and_restart_sends_nothing(
         SCENARIO,
         &s,
@@ -134,7 +152,15 @@ async fn a_restart_skips_what_kafka_already_has_and_only_that() {
         &mut workload,
         &mut written,
         &mut connector,
-        (&args, logs.path(1)),
+        (
+            &args,
+            logs.path(1),
+            Some((
+                "INSERT INTO notes SELECT g, 'note ' || g FROM generate_series(1, 20) g",
+                notes.as_str(),
+                20,
+            )),
+        ),
     )
     .await;
     assert!(
@@ -151,6 +177,7 @@ async fn a_restart_skips_what_kafka_already_has_and_only_that() {
         &mut written,
         30,
         &mut connector,
+        None,
     )
     .await;
     assert!(replayed > 0, "the second kill left nothing unconfirmed");
@@ -211,7 +238,7 @@ async fn a_restart_skips_what_the_first_attempt_sent_to_auto_created_topics() {
         &mut workload,
         &mut written,
         &mut connector,
-        (&args, logs.path(1)),
+        (&args, logs.path(1), None),
     )
     .await;
     verify_tables(SCENARIO, &s, &bootstrap, &TABLES, written, json_decoder()).await;
