@@ -128,12 +128,17 @@ impl<'a> Stream<'a> {
             db: config.pg_url.dbname().into(),
             run_id: crate::event::context::new_run_id(),
         };
+        let mut topics = TopicCreator::new(&config.producer_config(), &config.topics)?;
+        if let (Some(creator), Some(topic)) = (topics.as_mut(), config.notifications.sink_topic()) {
+            // Created with the data topics' layout, not left to the broker.
+            creator.ensure(&Arc::from(topic)).await?;
+        }
         Ok(Stream {
             relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
                 .with_selection(Arc::new(selection), Arc::new(router.clone()))
                 .with_mappers(Arc::new(config.column_mappers()?))
                 .with_schema_names(config.schema_name_adjustment_mode),
-            topics: TopicCreator::new(&config.producer_config(), &config.topics)?,
+            topics,
             transforms: Transforms::new(&config.transform, info.clone()),
             renames: config.topic_renames()?,
             encoder: Encoder::new(&config.encode, info)
@@ -221,7 +226,7 @@ impl Stream<'_> {
                 && self
                     .incremental
                     .as_ref()
-                    .is_some_and(|i| i.wants_step(self.delivery.acked()))
+                    .is_some_and(|i| i.wants_step(self.delivery.acked(), self.received))
             {
                 self.incremental_step().await?;
             }
@@ -379,6 +384,9 @@ impl Stream<'_> {
             }
         }
         let commit_time_micros = begin.commit_time_unix_micros();
+        if let Some(incremental) = &mut self.incremental {
+            incremental.began(begin.xid);
+        }
         let id = self.delivery.begin();
         self.delivery.anchor(id, begin.final_lsn);
         self.txn = Some(OpenTxn {
