@@ -35,7 +35,8 @@ pub struct SnapshotArgs {
 
     /// The connector runs `--read-only`: it reads signals from Kafka only,
     /// so the command refuses and prints the record to send instead.
-    #[arg(long, env = "PGCDC_READ_ONLY", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    /// (`--read-only=false` to say otherwise: the tables follow it.)
+    #[arg(long, env = "PGCDC_READ_ONLY", default_value_t = false, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub read_only: bool,
 
     /// The connector's topic prefix (the key of its Kafka signals).
