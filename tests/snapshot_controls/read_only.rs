@@ -255,11 +255,9 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
         untouched.len(),
         &missing[..missing.len().min(10)]
     );
-    assert!(
-        untouched.len() > 1000,
-        "most rows were untouched ({})",
-        untouched.len()
-    );
+    // Enough rows the writer never touched for that check to mean
+    // something (about 1200 of 3000 here; fewer on a slower machine).
+    assert!(untouched.len() > 300, "rows untouched: {}", untouched.len());
     let scanned: usize = done["additional_data"]["total_rows_scanned"]
         .as_str()
         .and_then(|n| n.parse().ok())
