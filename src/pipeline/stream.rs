@@ -221,13 +221,17 @@ impl Stream<'_> {
                     return Ok(reason);
                 }
             }
-            if stopping.is_none()
-                && self.txn.is_none()
-                && self
-                    .incremental
-                    .as_ref()
-                    .is_some_and(|i| i.wants_step(self.delivery.acked(), self.received))
-            {
+            // A step may leave another due at once (a read-only chunk read
+            // where the stream already is goes now): a few in a row, rather
+            // than waiting for the next message.
+            for _ in 0..3 {
+                let due = stopping.is_none()
+                    && self.txn.is_none()
+                    && (self.incremental.as_ref())
+                        .is_some_and(|i| i.wants_step(self.delivery.acked(), self.received));
+                if !due {
+                    break;
+                }
                 self.incremental_step().await?;
             }
             if self.is_caught_up() {

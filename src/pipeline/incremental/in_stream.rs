@@ -133,7 +133,16 @@ impl Stream<'_> {
         let Window::Emitted { end, commit } = &inc.window else {
             return false;
         };
-        if commit.is_none_or(|lsn| self.delivery.acked() < lsn) {
+        let acked = self.delivery.acked();
+        if commit.is_none_or(|lsn| acked < lsn) {
+            return false;
+        }
+        // A read-only chunk's transaction sits at a position the slot may
+        // already be acknowledged at (a keepalive's): only past it, or with
+        // nothing in flight, are its rows surely in Kafka.
+        let read_only_in_flight =
+            inc.read_only.is_some() && *commit == Some(acked) && !self.delivery.is_drained();
+        if read_only_in_flight {
             return false;
         }
         let finished = end.is_none();
