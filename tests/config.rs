@@ -748,6 +748,26 @@ fn status_and_snapshot_read_runs_config_file() {
         out.contains("no_such_signals") && !out.contains("required"),
         "snapshot read the signal table from the file: {out}"
     );
+    // A read-only connector takes Kafka signals only: the command refuses
+    // and names the record to send, keyed by the file's topic prefix.
+    let snapshot = pgcdc(
+        &[
+            "snapshot",
+            "--config",
+            path(&file),
+            "--read-only",
+            "public.t",
+        ],
+        &[],
+    );
+    let out = format!("{}{}", text(&snapshot.stdout), text(&snapshot.stderr));
+    assert_eq!(snapshot.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("runs --read-only")
+            && out.contains("topic \"app-signal\" with key \"app\"")
+            && out.contains("\"execute-snapshot\""),
+        "{out}"
+    );
     // A key neither command knows is still an error.
     let typo = write("typo.toml", "slott = \"x\"\n");
     let status = pgcdc(

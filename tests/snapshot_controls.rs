@@ -10,9 +10,13 @@
 //!   concurrent write load re-reads the table while the stream waits, and
 //!   the topic ends equal to the table row by row; a signal sent through
 //!   Debezium's kafka channel acts (another connector's is skipped); every
-//!   step's notification is read back from the topic with Debezium's fields.
+//!   step's notification is read back from the topic with Debezium's fields;
+//! - `--read-only` takes an incremental snapshot on a SELECT-only role
+//!   under load ([`read_only`]).
 
 mod common;
+#[path = "snapshot_controls/read_only.rs"]
+mod read_only;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

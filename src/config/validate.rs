@@ -118,11 +118,12 @@ impl RunConfig {
         // Signals and incremental-snapshot windows read key and signal
         // values from the stream as text; binary tuples would be skipped.
         p.check(
-            !(self.pgoutput_binary && self.signal_data_collection.is_some()),
+            !(self.pgoutput_binary
+                && (self.signal_data_collection.is_some() || self.signal_channels.read_only)),
             "pgoutput-binary",
             "true",
-            "cannot be combined with --signal-data-collection yet (signals and incremental \
-             snapshots read streamed values as text); run without --pgoutput-binary",
+            "cannot be combined with --signal-data-collection or --read-only yet (signals and \
+             incremental snapshots read streamed values as text); run without --pgoutput-binary",
         );
         p.check(
             self.snapshot_fetch_size > 0,

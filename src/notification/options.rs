@@ -39,6 +39,14 @@ pub struct NotificationOptions {
 }
 
 impl NotificationOptions {
+    /// The sink channel's topic, when that channel is on.
+    pub fn sink_topic(&self) -> Option<&str> {
+        let sink = self.notification_enabled_channels.contains(&Channel::Sink);
+        self.notification_sink_topic_name
+            .as_deref()
+            .filter(|_| sink)
+    }
+
     /// The sink channel needs its topic.
     pub fn check(&self, p: &mut Problems) {
         let sink = self.notification_enabled_channels.contains(&Channel::Sink);

@@ -38,6 +38,11 @@
 //!
 //! Under `--delivery exactly-once` the progress also rides in the progress
 //! record of every Kafka transaction and wins on start ([`committed`]).
+//!
+//! With `--read-only` nothing is written: no watermark, no progress row.
+//! The window is the chunk's MVCC snapshot and the WAL position it was
+//! read at ([`read_only`]); the progress lives in memory (and in the
+//! progress record under exactly-once).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -47,6 +52,9 @@ use tokio_postgres::Client;
 mod blocking;
 mod committed;
 mod in_stream;
+mod read_only;
+mod read_only_io;
+mod table_info;
 mod window;
 
 pub(super) use window::key_of;
@@ -65,6 +73,10 @@ use crate::source::snapshot::SESSION_SETTINGS;
 pub enum IncrementalError {
     #[error("signal table {table} is not in publication {publication:?}, so the connector cannot read signals or watermarks; run ALTER PUBLICATION {publication} ADD TABLE {table}")]
     SignalTableNotPublished { table: String, publication: String },
+    #[error("--read-only incremental snapshots need a primary server: on a standby pg_current_snapshot() does not list the transactions in progress, so a chunk cannot be placed in the stream; point --pg-url at the primary, or run without --read-only")]
+    ReadOnlyOnStandby,
+    #[error("the server answered {0:?} for pg_current_snapshot() or pg_current_wal_insert_lsn(), which is not their text form; read-only incremental snapshots need PostgreSQL's own")]
+    UnreadableSnapshot(String),
     #[error(transparent)]
     Sql(#[from] SetupError),
 }
@@ -73,7 +85,9 @@ impl IncrementalError {
     /// Whether restarting may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            IncrementalError::SignalTableNotPublished { .. } => false,
+            IncrementalError::SignalTableNotPublished { .. }
+            | IncrementalError::ReadOnlyOnStandby
+            | IncrementalError::UnreadableSnapshot(_) => false,
             IncrementalError::Sql(e) => e.is_retryable(),
         }
     }
@@ -89,7 +103,14 @@ struct SignalColumns {
 
 /// The incremental snapshot state of one attempt.
 pub(super) struct Incremental {
-    signal: SignalTable,
+    /// The signal table, when there is one (`--read-only` may go without).
+    signal: Option<SignalTable>,
+    /// `--read-only`: the streamed xids and the chunk's marks; `None` when
+    /// the chunk's window is watermarks in the signal table.
+    read_only: Option<read_only::Streamed>,
+    /// `--read-only`: the server's WAL page and segment sizes (see
+    /// [`read_only::high_mark`]).
+    wal_sizes: (u64, u64),
     progress_id: String,
     /// Watermarks and chunk reads, with the replication session's text settings.
     sql: Client,
@@ -106,6 +127,8 @@ pub(super) struct Incremental {
     rows: u64,
     /// Rows of the current table emitted by this attempt (notifications).
     table_rows: u64,
+    /// The current table's largest key and row estimate (notifications).
+    table_info: Option<table_info::TableInfo>,
     /// The id of the signal that started the running snapshot, the id of
     /// its notifications (kept past the progress, which forgets it when
     /// the last table is done).
@@ -178,16 +201,20 @@ pub(super) fn chunk_query(
 }
 
 impl Incremental {
-    /// The incremental snapshot machinery when `--signal-data-collection` is
-    /// set: checks the signal table is published and loads recorded progress.
+    /// The incremental snapshot machinery when `--signal-data-collection`
+    /// or `--read-only` is set: checks the signal table is published and
+    /// loads recorded progress (read-only: checks the server is a primary;
+    /// its progress starts empty, or from the progress record under
+    /// exactly-once).
     pub(super) async fn start(config: &RunConfig) -> Result<Option<Self>, IncrementalError> {
-        let Some(signal) = config
+        let signal = config
             .signal_data_collection
             .as_deref()
-            .and_then(SignalTable::parse)
-        else {
+            .and_then(SignalTable::parse);
+        let writes_nothing = config.signal_channels.read_only;
+        if signal.is_none() && !writes_nothing {
             return Ok(None);
-        };
+        }
         let sql = setup::connect(&config.pg_url).await?;
         sql.batch_execute(SESSION_SETTINGS)
             .await
@@ -195,23 +222,32 @@ impl Incremental {
                 action: "setting up the incremental snapshot connection".into(),
                 error,
             })?;
-        let published = signal::is_published(
-            &sql,
-            &config.publication_name,
-            &signal.schema,
-            &signal.table,
-        )
-        .await?;
-        if !published {
-            return Err(IncrementalError::SignalTableNotPublished {
-                table: signal.to_string(),
-                publication: config.publication_name.clone(),
-            });
+        if let Some(signal) = &signal {
+            let published = signal::is_published(
+                &sql,
+                &config.publication_name,
+                &signal.schema,
+                &signal.table,
+            )
+            .await?;
+            if !published {
+                return Err(IncrementalError::SignalTableNotPublished {
+                    table: signal.to_string(),
+                    publication: config.publication_name.clone(),
+                });
+            }
         }
         let progress_id = signal::progress_row_id(&config.slot_name);
-        let progress = signal::read_progress(&sql, &signal, &progress_id)
-            .await?
-            .unwrap_or_default();
+        let wal_sizes = match writes_nothing {
+            true => read_only_server(&sql).await?,
+            false => (0, 0),
+        };
+        let progress = match (&signal, writes_nothing) {
+            (Some(signal), false) => signal::read_progress(&sql, signal, &progress_id)
+                .await?
+                .unwrap_or_default(),
+            _ => Progress::default(),
+        };
         let resuming = !progress.tables.is_empty();
         if resuming {
             tracing::info!(tables = ?progress.tables, last_key = ?progress.last_key, "resuming the incremental snapshot");
@@ -219,6 +255,8 @@ impl Incremental {
         let correlation_id = progress.signal_id.clone();
         Ok(Some(Incremental {
             signal,
+            read_only: writes_nothing.then(read_only::Streamed::default),
+            wal_sizes,
             progress_id,
             sql,
             chunk_size: config.incremental_snapshot_chunk_size,
@@ -231,6 +269,7 @@ impl Incremental {
             chunks: 0,
             rows: 0,
             table_rows: 0,
+            table_info: None,
             correlation_id,
             last_log: Instant::now(),
         }))
@@ -267,7 +306,9 @@ impl Incremental {
 
     /// Whether `relation` is the signal table; remembers where its columns are.
     pub(super) fn is_signal_relation(&mut self, relation: &Relation) -> bool {
-        if !self.signal.is(&relation.namespace, &relation.name) {
+        let is_signal =
+            (self.signal.as_ref()).is_some_and(|s| s.is(&relation.namespace, &relation.name));
+        if !is_signal {
             return false;
         }
         let position = |name: &str| relation.columns.iter().position(|c| c.name == name);
@@ -281,7 +322,7 @@ impl Incremental {
                 });
             }
             _ => {
-                tracing::warn!(table = %self.signal, "the signal table lacks an id, type or data column; its rows are ignored")
+                tracing::warn!(table = %relation.name, "the signal table lacks an id, type or data column; its rows are ignored")
             }
         }
         true
@@ -313,40 +354,105 @@ impl Incremental {
         self.window.relation_changed(relation_id);
     }
 
+    /// A transaction `xid` begins in the stream.
+    pub(super) fn began(&mut self, xid: u32) {
+        if let Some(read_only) = &mut self.read_only {
+            read_only.began(xid);
+        }
+    }
+
+    /// Whether the open transaction's changes leave the read-only chunk
+    /// alone: its snapshot saw the transaction ([`read_only`]).
+    fn chunk_has_current(&self) -> bool {
+        (self.read_only.as_ref()).is_some_and(read_only::Streamed::chunk_has_current)
+    }
+
     /// A streamed change (see [`Window::observe`]).
     pub(super) fn observe(&mut self, relation_id: u32, tuples: &[&Tuple]) {
-        self.window.observe(relation_id, tuples);
+        if !self.chunk_has_current() {
+            self.window.observe(relation_id, tuples);
+        }
     }
 
     /// A streamed TRUNCATE of `relation_id`.
     pub(super) fn truncated(&mut self, relation_id: u32) {
-        self.window.truncated(relation_id);
+        if !self.chunk_has_current() {
+            self.window.truncated(relation_id);
+        }
     }
 
     /// The Commit of a transaction ending at `end_lsn` was read.
     pub(super) fn committed(&mut self, end_lsn: Lsn) {
+        if let Some(read_only) = &mut self.read_only {
+            read_only.committed();
+        }
         self.window.committed(end_lsn);
     }
 
-    /// Whether a chunk can be started (or the acknowledged one recorded).
-    pub(super) fn wants_step(&self, acked: Lsn) -> bool {
+    /// Whether a chunk can be started (or the acknowledged one recorded,
+    /// or a read-only chunk emitted: the stream has read up to `received`).
+    pub(super) fn wants_step(&self, acked: Lsn, received: Lsn) -> bool {
+        let streamed = self.read_only.as_ref();
         match &self.window {
             Window::Idle => {
-                (!self.progress.tables.is_empty() && !self.progress.paused)
+                (!self.progress.tables.is_empty()
+                    && !self.progress.paused
+                    && streamed.is_none_or(|r| r.may_read(Instant::now())))
                     || (self.progress.tables.is_empty() && self.started.is_some())
+                    || streamed.is_some_and(read_only::Streamed::wants_pruning)
             }
+            Window::Pending(_) => streamed.is_some_and(|r| r.passed_high_mark(received)),
             Window::Emitted {
                 commit: Some(lsn), ..
             } => acked >= *lsn,
-            _ => false,
+            Window::Emitted { commit: None, .. } => false,
         }
     }
 
+    /// Writes the progress row, unless read-only (or without a signal table).
     async fn persist(&self, kind: &str, chunk: Option<&str>) -> Result<(), SetupError> {
+        let Some(table) = self.signal.as_ref().filter(|_| self.read_only.is_none()) else {
+            return Ok(());
+        };
         let mut progress = self.progress.clone();
         progress.chunk = chunk.map(str::to_owned);
         let data = serde_json::to_string(&progress).unwrap_or_default();
-        signal::upsert(&self.sql, &self.signal, &self.progress_id, kind, &data).await
+        signal::upsert(&self.sql, table, &self.progress_id, kind, &data).await
+    }
+
+    /// Deletes the progress row, unless read-only (or without a signal table).
+    async fn forget_progress(&self) -> Result<(), SetupError> {
+        match self.signal.as_ref().filter(|_| self.read_only.is_none()) {
+            Some(table) => signal::delete(&self.sql, table, &self.progress_id).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Whether this snapshot writes nothing to the source (`--read-only`).
+    pub(in crate::pipeline) fn is_read_only(&self) -> bool {
+        self.read_only.is_some()
+    }
+
+    /// Whether an incremental snapshot has tables left to read.
+    pub(super) fn is_running(&self) -> bool {
+        !self.progress.tables.is_empty()
+    }
+
+    /// A chunk of `rows` rows was emitted: counts it and notifies.
+    fn chunk_emitted(
+        &mut self,
+        rows: usize,
+        metrics: &crate::metrics::Metrics,
+        notifier: &Notifier,
+    ) {
+        self.chunks += 1;
+        self.rows += rows as u64;
+        self.table_rows += rows as u64;
+        if let Some(info) = &mut self.table_info {
+            info.chunks += 1;
+        }
+        metrics.incremental_chunk(rows as u64);
+        notifier.notify(self.in_progress());
     }
 
     /// A notification of this snapshot (id: the signal that started it).
@@ -443,7 +549,7 @@ impl Incremental {
                 if self.progress.tables.is_empty() {
                     self.started = None;
                     self.progress = Progress::default();
-                    signal::delete(&self.sql, &self.signal, &self.progress_id).await?;
+                    self.forget_progress().await?;
                 } else {
                     self.persist(PROGRESS, None).await?;
                 }
@@ -451,7 +557,10 @@ impl Incremental {
             Signal::PauseSnapshot | Signal::ResumeSnapshot => {
                 let pause = matches!(signal, Signal::PauseSnapshot);
                 if self.progress.tables.is_empty() {
-                    tracing::warn!(table = %self.signal, pause, "no incremental snapshot is running; pause/resume signal ignored");
+                    tracing::warn!(
+                        pause,
+                        "no incremental snapshot is running; pause/resume signal ignored"
+                    );
                 } else if self.progress.paused != pause {
                     self.progress.paused = pause;
                     tracing::info!(tables = ?self.progress.tables, "incremental snapshot {}", if pause { "paused" } else { "resumed" });
@@ -461,20 +570,20 @@ impl Incremental {
                 }
             }
             Signal::Window { kind, progress } => {
+                if self.read_only.is_some() {
+                    // Watermark rows of a read-write run: not this chunk's.
+                    return Ok(Action::Nothing);
+                }
                 let emitted = self.window.watermark(&kind, progress.chunk.as_deref());
                 if let Some((_, rows)) = &emitted {
-                    self.chunks += 1;
-                    self.rows += rows.len() as u64;
-                    self.table_rows += rows.len() as u64;
-                    metrics.incremental_chunk(rows.len() as u64);
-                    notifier.notify(self.in_progress());
+                    self.chunk_emitted(rows.len(), metrics, notifier);
                 }
                 return Ok(emitted.map_or(Action::Nothing, |(relation, rows)| {
                     Action::Emit(relation, rows)
                 }));
             }
             Signal::Ignored { kind, reason } => {
-                tracing::warn!(table = %self.signal, %kind, %reason, "signal ignored");
+                tracing::warn!(%kind, %reason, "signal ignored");
             }
             Signal::Foreign => {}
         }
@@ -493,9 +602,36 @@ impl Incremental {
             _ => "<none>".to_owned(),
         };
         let current = self.progress.tables.first().cloned().unwrap_or_default();
-        self.about_tables(Kind::InProgress, &self.progress.tables)
-            .with("current_collection_in_progress", current)
+        let mut notification = self
+            .about_tables(Kind::InProgress, &self.progress.tables)
             .with("last_processed_key", last_key)
-            .with("total_rows_scanned", self.table_rows.to_string())
+            .with("total_rows_scanned", self.table_rows.to_string());
+        if let Some(info) = self.table_info.as_ref().filter(|i| i.table == current) {
+            for (key, value) in info.fields(self.chunk_size) {
+                notification = notification.with(key, value);
+            }
+        }
+        notification.with("current_collection_in_progress", current)
     }
+}
+
+/// `--read-only`: the server must be a primary ([`read_only`]); returns its
+/// WAL page and segment sizes in bytes.
+async fn read_only_server(sql: &Client) -> Result<(u64, u64), IncrementalError> {
+    let row = sql
+        .query_one(
+            "SELECT pg_is_in_recovery(), current_setting('wal_block_size')::bigint, \
+             pg_size_bytes(current_setting('wal_segment_size'))",
+            &[],
+        )
+        .await
+        .map_err(|error| SetupError::Query {
+            action: "checking the server for read-only incremental snapshots".into(),
+            error,
+        })?;
+    if row.get::<_, bool>(0) {
+        return Err(IncrementalError::ReadOnlyOnStandby);
+    }
+    let size = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+    Ok((size(1), size(2)))
 }

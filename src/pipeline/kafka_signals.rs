@@ -9,8 +9,8 @@
 //!
 //! A signal read here acts as the same signal inserted into the signal
 //! table, between two transactions of the stream instead of at a commit
-//! position. Incremental snapshots still write their watermarks and
-//! progress to the signal table (`read.only` is not supported yet).
+//! position. Incremental snapshots write their watermarks and progress to
+//! the signal table, unless `--read-only`, which needs no signal table.
 //!
 //! The position in the topic is the consumer group's committed offset
 //! (`--signal-kafka-group-id`), committed once a signal took effect: an
@@ -19,6 +19,13 @@
 //! were handed to Kafka (a crash before Kafka acknowledged them loses the
 //! request; send it again). Debezium commits the same consumer's offsets
 //! automatically, on a timer.
+//!
+//! `--read-only` under at-least-once has no durable progress (the source
+//! cannot be written, and only exactly-once's progress record carries it):
+//! while its incremental snapshot runs the offset stays at the signal that
+//! started it, and is committed once the snapshot completed or was
+//! stopped. A crash in between reads the signals again and takes the
+//! snapshot from its start (duplicates, not loss).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +66,11 @@ pub(super) struct KafkaSignals {
     consumer: Arc<StreamConsumer<LoggingContext>>,
     topic: String,
     connector: String,
+    /// Read-only at-least-once: the offsets read are committed only once
+    /// the incremental snapshot ends (see the module docs).
+    hold_while_running: bool,
+    /// The last offset read and not committed because of that.
+    held: Option<i64>,
 }
 
 fn kafka_error(
@@ -124,6 +136,9 @@ impl KafkaSignals {
             consumer,
             topic,
             connector: config.topic_prefix.clone(),
+            hold_while_running: options.read_only
+                && config.delivery != crate::config::Delivery::ExactlyOnce,
+            held: None,
         }))
     }
 
@@ -221,9 +236,26 @@ impl Stream<'_> {
         // Exactly-once: the progress the signal changed rides in the next
         // Kafka transaction's progress record.
         self.delivery.open_batch()?;
-        if let Some(signals) = &self.kafka_signals {
-            signals.commit(read.offset);
+        let running = (self.incremental.as_ref()).is_some_and(|i| i.is_running());
+        if let Some(signals) = &mut self.kafka_signals {
+            if signals.hold_while_running && running {
+                signals.held = Some(read.offset);
+            } else {
+                // Past every signal held before it, too.
+                signals.held = None;
+                signals.commit(read.offset);
+            }
         }
         Ok(())
+    }
+
+    /// The incremental snapshot ended: the signals held back while it ran
+    /// (read-only, at-least-once) are committed.
+    pub(super) fn release_kafka_signals(&mut self) {
+        if let Some(signals) = &mut self.kafka_signals {
+            if let Some(offset) = signals.held.take() {
+                signals.commit(offset);
+            }
+        }
     }
 }

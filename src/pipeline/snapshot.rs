@@ -77,7 +77,7 @@ pub enum SnapshotError {
     Read(#[from] SnapshotReadError),
     #[error("a snapshot worker stopped unexpectedly")]
     WorkerGone,
-    #[error("an interrupted initial snapshot can be resumed only as an incremental snapshot, which needs --signal-data-collection; run with the signal table it was started with")]
+    #[error("an interrupted initial snapshot can be resumed only as an incremental snapshot that records its progress in the signal table, which needs --signal-data-collection and no --read-only; run with the signal table it was started with, without --read-only, until it completes")]
     ResumeWithoutSignalTable,
 }
 
@@ -256,7 +256,11 @@ async fn snapshot_xid(client: &tokio_postgres::Client) -> Result<u32, SetupError
 /// snapshot in one Kafka transaction, as a start from scratch would
 /// otherwise duplicate the chunks committed already.
 pub(super) fn records_progress(config: &RunConfig) -> bool {
-    config.signal_data_collection.is_some() && config.snapshot_mode != SnapshotMode::InitialOnly
+    // Read-only: the resumed part's progress could not be kept in the
+    // signal table, and a second crash would lose it.
+    config.signal_data_collection.is_some()
+        && !config.signal_channels.read_only
+        && config.snapshot_mode != SnapshotMode::InitialOnly
 }
 
 /// How long a checkpoint may wait for Kafka's acknowledgements.

@@ -128,12 +128,17 @@ impl<'a> Stream<'a> {
             db: config.pg_url.dbname().into(),
             run_id: crate::event::context::new_run_id(),
         };
+        let mut topics = TopicCreator::new(&config.producer_config(), &config.topics)?;
+        if let (Some(creator), Some(topic)) = (topics.as_mut(), config.notifications.sink_topic()) {
+            // Created with the data topics' layout, not left to the broker.
+            creator.ensure(&Arc::from(topic)).await?;
+        }
         Ok(Stream {
             relations: RelationCache::new(&config.topic_prefix, config.value_options(), types)
                 .with_selection(Arc::new(selection), Arc::new(router.clone()))
                 .with_mappers(Arc::new(config.column_mappers()?))
                 .with_schema_names(config.schema_name_adjustment_mode),
-            topics: TopicCreator::new(&config.producer_config(), &config.topics)?,
+            topics,
             transforms: Transforms::new(&config.transform, info.clone()),
             renames: config.topic_renames()?,
             encoder: Encoder::new(&config.encode, info)
@@ -216,13 +221,17 @@ impl Stream<'_> {
                     return Ok(reason);
                 }
             }
-            if stopping.is_none()
-                && self.txn.is_none()
-                && self
-                    .incremental
-                    .as_ref()
-                    .is_some_and(|i| i.wants_step(self.delivery.acked()))
-            {
+            // A step may leave another due at once (a read-only chunk read
+            // where the stream already is goes now): a few in a row, rather
+            // than waiting for the next message.
+            for _ in 0..3 {
+                let due = stopping.is_none()
+                    && self.txn.is_none()
+                    && (self.incremental.as_ref())
+                        .is_some_and(|i| i.wants_step(self.delivery.acked(), self.received));
+                if !due {
+                    break;
+                }
                 self.incremental_step().await?;
             }
             if self.is_caught_up() {
@@ -379,6 +388,9 @@ impl Stream<'_> {
             }
         }
         let commit_time_micros = begin.commit_time_unix_micros();
+        if let Some(incremental) = &mut self.incremental {
+            incremental.began(begin.xid);
+        }
         let id = self.delivery.begin();
         self.delivery.anchor(id, begin.final_lsn);
         self.txn = Some(OpenTxn {

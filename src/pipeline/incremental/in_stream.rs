@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio_postgres::SimpleQueryMessage;
 
+use super::blocking::SignalSource;
+use super::table_info::TableInfo;
 use super::window::{key_of, Chunk, Window};
 use super::{chunk_query, Action, Incremental, IncrementalError};
 use crate::checkpoint::TxnId;
@@ -58,24 +60,35 @@ impl Stream<'_> {
             // whose progress record carries what it changed (module docs).
             self.delivery.open_batch()?;
         }
-        let (relation_id, rows) = match action {
-            Action::Nothing => return Ok(()),
-            Action::Emit(relation_id, rows) => (relation_id, rows),
+        let source = (lsn, txn, xid, commit_time_micros);
+        match action {
+            Action::Nothing => Ok(()),
+            Action::Emit(relation_id, rows) => {
+                // A replay reads the chunk again as the table is then.
+                self.delivery.unanchor();
+                self.emit_chunk(relation_id, &rows, source).await
+            }
             Action::Blocking {
                 id,
                 tables,
                 conditions,
             } => {
-                let source = (lsn, txn, xid, commit_time_micros);
-                return self
-                    .blocking_snapshot(&id, &tables, &conditions, source)
-                    .await;
+                self.blocking_snapshot(&id, &tables, &conditions, source)
+                    .await
             }
-        };
+        }
+    }
+
+    /// Emits a chunk's `rows` of `relation_id` as `op: "r"` events in the
+    /// transaction `source` names.
+    pub(super) async fn emit_chunk(
+        &mut self,
+        relation_id: u32,
+        rows: &[Tuple],
+        (lsn, txn, xid, commit_time_micros): SignalSource,
+    ) -> Result<(), PipelineError> {
         let schema = Arc::clone(self.relations.get(relation_id, lsn)?);
-        // A replay reads the chunk again as the table is then.
-        self.delivery.unanchor();
-        for tuple in &rows {
+        for tuple in rows {
             let row = self.relations.decode_read_row(&schema, tuple, lsn)?;
             let unmapped_key = UnmappedKey {
                 before: None,
@@ -120,7 +133,16 @@ impl Stream<'_> {
         let Window::Emitted { end, commit } = &inc.window else {
             return false;
         };
-        if commit.is_none_or(|lsn| self.delivery.acked() < lsn) {
+        let acked = self.delivery.acked();
+        if commit.is_none_or(|lsn| acked < lsn) {
+            return false;
+        }
+        // A read-only chunk's transaction sits at a position the slot may
+        // already be acknowledged at (a keepalive's): only past it, or with
+        // nothing in flight, are its rows surely in Kafka.
+        let read_only_in_flight =
+            inc.read_only.is_some() && *commit == Some(acked) && !self.delivery.is_drained();
+        if read_only_in_flight {
             return false;
         }
         let finished = end.is_none();
@@ -157,7 +179,7 @@ impl Stream<'_> {
             false => Ok(()),
             true if inc.progress.tables.is_empty() => {
                 inc.started = None;
-                signal::delete(&inc.sql, &inc.signal, &inc.progress_id).await
+                inc.forget_progress().await
             }
             true => inc.persist(PROGRESS, None).await,
         };
@@ -169,16 +191,23 @@ impl Stream<'_> {
         if matches!(inc.window, Window::Emitted { .. }) && !self.record_acked_chunk(inc) {
             return Ok(());
         }
+        if matches!(inc.window, Window::Pending(_)) {
+            return self.emit_read_only_chunk(inc).await;
+        }
         if !matches!(inc.window, Window::Idle) {
             return Ok(());
+        }
+        if inc.read_only.as_ref().is_some_and(|r| r.wants_pruning()) {
+            inc.read_snapshot().await?;
         }
         log_progress(inc);
         loop {
             let Some(table) = inc.progress.tables.first().cloned() else {
                 if let Some(started) = inc.started.take() {
-                    signal::delete(&inc.sql, &inc.signal, &inc.progress_id)
+                    inc.forget_progress()
                         .await
                         .map_err(IncrementalError::from)?;
+                    self.release_kafka_signals();
                     tracing::info!(
                         rows = inc.rows,
                         chunks = inc.chunks,
@@ -243,7 +272,7 @@ impl Stream<'_> {
         let Some(name) = SignalTable::parse(table) else {
             return Ok(skip("not a schema.table name"));
         };
-        if name == inc.signal {
+        if inc.signal.as_ref() == Some(&name) {
             return Ok(skip("it is the signal table"));
         }
         let oid: Option<u32> = self
@@ -328,26 +357,43 @@ async fn select_chunk(
         .map(|&p| relation.columns[p].name.as_str())
         .collect();
     let chunk_id = format!("{}-{}", inc.nonce, inc.chunks);
-    let sql_error = |action: String| move |error| SetupError::Query { action, error };
-    inc.persist(WINDOW_OPEN, Some(&chunk_id))
-        .await
-        .map_err(IncrementalError::from)?;
+    let filter = inc.progress.conditions.get(table).map(String::as_str);
+    if inc.table_info.as_ref().is_none_or(|i| i.table != table) {
+        let info = TableInfo::read(&inc.sql, table, relation, &key_names, filter)
+            .await
+            .map_err(IncrementalError::from)?;
+        inc.table_info = Some(info);
+    }
     let query = chunk_query(
         relation,
         &key_names,
         inc.progress.last_key.as_ref(),
         inc.chunk_size,
-        inc.progress.conditions.get(table).map(String::as_str),
+        filter,
     );
-    let messages = inc
-        .sql
-        .simple_query(&query)
-        .await
-        .map_err(sql_error(format!("reading a chunk of {table}")))
-        .map_err(IncrementalError::from)?;
-    inc.persist(WINDOW_CLOSE, Some(&chunk_id))
-        .await
-        .map_err(IncrementalError::from)?;
+    let messages = match inc.read_only.is_some() {
+        true => match inc.read_chunk_read_only(&query, table).await? {
+            Some(messages) => messages,
+            // Read with a snapshot that misses a streamed transaction.
+            None => return Ok(()),
+        },
+        false => {
+            let sql_error = |action: String| move |error| SetupError::Query { action, error };
+            inc.persist(WINDOW_OPEN, Some(&chunk_id))
+                .await
+                .map_err(IncrementalError::from)?;
+            let messages = inc
+                .sql
+                .simple_query(&query)
+                .await
+                .map_err(sql_error(format!("reading a chunk of {table}")))
+                .map_err(IncrementalError::from)?;
+            inc.persist(WINDOW_CLOSE, Some(&chunk_id))
+                .await
+                .map_err(IncrementalError::from)?;
+            messages
+        }
+    };
     let mut rows = Vec::new();
     let mut index = HashMap::new();
     for message in messages {
@@ -381,7 +427,9 @@ async fn select_chunk(
         key_positions,
         rows,
         index,
-        open: false,
+        // Read-only: no low watermark to wait for; the window is open
+        // from the read on ([`super::read_only`]).
+        open: inc.read_only.is_some(),
         end,
     });
     Ok(())

@@ -128,6 +128,28 @@ impl Window {
     }
 }
 
+impl Window {
+    /// A read-only chunk's rows go at `position` (the stream passed its
+    /// high mark): returns the rows no streamed change replaced, and waits
+    /// for Kafka to acknowledge `position`.
+    pub(super) fn close_at(&mut self, position: Lsn) -> Option<(u32, Vec<Tuple>)> {
+        let Window::Pending(chunk) = self else {
+            return None;
+        };
+        let relation_id = chunk.relation_id;
+        let rows = std::mem::take(&mut chunk.rows)
+            .into_iter()
+            .flatten()
+            .collect();
+        let end = chunk.end.take();
+        *self = Window::Emitted {
+            end,
+            commit: Some(position),
+        };
+        Some((relation_id, rows))
+    }
+}
+
 /// A tuple's key, `None` when a key column is not sent as text.
 pub(in crate::pipeline) fn key_of(tuple: &Tuple, positions: &[usize]) -> Option<KeyText> {
     positions
@@ -236,6 +258,25 @@ mod tests {
         assert!(
             matches!(window, Window::Idle),
             "rows of the old definition are read again"
+        );
+    }
+
+    #[test]
+    fn a_read_only_chunk_closes_at_a_position_without_watermarks() {
+        let mut window = pending();
+        if let Window::Pending(chunk) = &mut window {
+            chunk.open = true;
+        }
+        window.observe(7, &[&text(&["3", "x"])]);
+        let (relation, rows) = window.close_at(Lsn::new(500)).expect("closes");
+        assert_eq!(
+            (relation, keys(&rows)),
+            (7, vec!["1".into(), "2".into(), "4".into()])
+        );
+        assert!(matches!(window, Window::Emitted { commit: Some(l), .. } if l == Lsn::new(500)));
+        assert!(
+            window.close_at(Lsn::new(600)).is_none(),
+            "only a pending chunk closes"
         );
     }
 

@@ -120,7 +120,8 @@ pub(in crate::pipeline) async fn resume(
     point: Lsn,
     progress: InitialSnapshotProgress,
 ) -> Result<(), PipelineError> {
-    let Some(incremental) = stream.incremental.as_mut() else {
+    let writable = stream.incremental.as_mut().filter(|i| !i.is_read_only());
+    let Some(incremental) = writable else {
         return Err(SnapshotError::ResumeWithoutSignalTable.into());
     };
     tracing::info!(
