@@ -362,13 +362,14 @@ pub struct RunConfig {
     #[command(flatten)]
     pub streaming: crate::source::streaming::StreamingOptions,
 
-    /// Ask pgoutput for column values in their types' binary send format
-    /// (PostgreSQL 14+), which costs the walsender less than text. The
-    /// records are the same as in text mode. Refused at start when a
-    /// published column's type has no binary decoder (the error names the
-    /// columns); see docs/VALUE_MODES.md.
-    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_PGOUTPUT_BINARY", default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub pgoutput_binary: bool,
+    /// Column values in their types' binary send format (pgoutput's
+    /// binary option), which costs the walsender and the connector less
+    /// than text; the records are the same. auto: binary when every
+    /// published column's type has a binary decoder, text otherwise (an
+    /// INFO line names the columns); on: binary, refused at start
+    /// otherwise; off: text. See docs/VALUE_MODES.md.
+    #[arg(help_heading = OPERATIONS, long, env = "PGCDC_PGOUTPUT_BINARY", value_enum, default_value_t, num_args = 0..=1, default_missing_value = "on")]
+    pub pgoutput_binary: crate::source::replication::PgoutputBinary,
     // --- transaction metadata and heartbeats ---
     #[command(flatten)]
     pub metadata: MetadataOptions,

@@ -470,7 +470,9 @@ async fn check_prints_the_server_version_and_what_each_feature_needs() {
         );
         let used = matches!(
             feature,
-            "logical decoding messages" | "streaming of large transactions"
+            "logical decoding messages"
+                | "binary column values"
+                | "streaming of large transactions"
         );
         assert_eq!(line.starts_with("PASS"), used, "{line}");
         assert_eq!(line.starts_with("INFO"), !used, "{line}");

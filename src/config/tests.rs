@@ -242,20 +242,39 @@ fn pass_through_properties_override_defaults_but_not_guarantees() {
 }
 
 #[test]
-fn pgoutput_binary_is_off_by_default_and_refused_with_a_signal_table() {
-    let text = parse(&["--topic-prefix", "app"]);
-    assert!(!text.pgoutput_binary, "text values by default");
-    let binary = parse(&["--topic-prefix", "app", "--pgoutput-binary"]);
-    assert!(binary.pgoutput_binary && binary.validate().is_ok());
-    let signals = parse(&[
-        "--topic-prefix",
-        "app",
-        "--pgoutput-binary",
-        "--signal-data-collection",
-        "public.signals",
-    ]);
-    let error = signals
+fn pgoutput_binary_is_auto_by_default_and_on_is_refused_with_a_signal_table() {
+    use crate::source::replication::PgoutputBinary;
+    let auto = parse(&["--topic-prefix", "app"]);
+    assert_eq!(
+        auto.pgoutput_binary,
+        PgoutputBinary::Auto,
+        "binary where it can by default"
+    );
+    for (flags, expected) in [
+        (&["--pgoutput-binary"][..], PgoutputBinary::On),
+        (&["--pgoutput-binary", "on"][..], PgoutputBinary::On),
+        (&["--pgoutput-binary=true"][..], PgoutputBinary::On),
+        (&["--pgoutput-binary", "off"][..], PgoutputBinary::Off),
+        (&["--pgoutput-binary=false"][..], PgoutputBinary::Off),
+        (&["--pgoutput-binary", "auto"][..], PgoutputBinary::Auto),
+    ] {
+        let config = parse(&[&["--topic-prefix", "app"][..], flags].concat());
+        assert_eq!(config.pgoutput_binary, expected, "{flags:?}");
+        assert!(config.validate().is_ok());
+    }
+    let with_signals = |mode: &str| {
+        parse(&[
+            "--topic-prefix",
+            "app",
+            "--pgoutput-binary",
+            mode,
+            "--signal-data-collection",
+            "public.signals",
+        ])
         .validate()
+    };
+    assert!(with_signals("auto").is_ok(), "auto reads text with signals");
+    let error = with_signals("on")
         .expect_err("binary values and a signal table")
         .to_string();
     assert!(

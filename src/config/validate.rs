@@ -8,6 +8,7 @@
 
 use crate::naming::{is_topic_name, SchemaNameAdjustment};
 use crate::options::Problems;
+use crate::source::replication::PgoutputBinary;
 
 use super::{
     ConfigError, Delivery, Format, Invalid, RunConfig, SnapshotMode, PINNED_PRODUCER_SETTINGS,
@@ -118,12 +119,12 @@ impl RunConfig {
         // Signals and incremental-snapshot windows read key and signal
         // values from the stream as text; binary tuples would be skipped.
         p.check(
-            !(self.pgoutput_binary
+            !(self.pgoutput_binary == PgoutputBinary::On
                 && (self.signal_data_collection.is_some() || self.signal_channels.read_only)),
             "pgoutput-binary",
-            "true",
+            "on",
             "cannot be combined with --signal-data-collection or --read-only yet (signals and \
-             incremental snapshots read streamed values as text); run without --pgoutput-binary",
+             incremental snapshots read streamed values as text); use --pgoutput-binary auto or off",
         );
         p.check(
             self.snapshot_fetch_size > 0,

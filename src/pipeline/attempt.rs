@@ -19,12 +19,14 @@ use crate::sink::transactional::{InitialSnapshotProgress, RecordedServer};
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::binary_mode;
 use crate::source::identity::{self, ServerIdentity, Verdict};
+use crate::source::relation::RowErrorKind;
 use crate::source::replication::{
-    PluginOptions, PluginRequest, ProtoVersion, ReplicationConfig, Session, SlotSnapshot,
-    StartReplication,
+    PgoutputBinary, PluginOptions, PluginRequest, ProtoVersion, ReplicationConfig, Session,
+    SlotSnapshot, StartReplication,
 };
 use crate::source::setup::{self, SetupError, SlotStatus};
-use crate::source::version::ServerVersion;
+use crate::source::types::ValueError;
+use crate::source::version::{Feature, ServerVersion};
 use crate::takeover::{self, DebeziumOffset, Resume, TakeoverError};
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
@@ -58,7 +60,8 @@ pub async fn run_once(
         } else {
             ProtoVersion::V1
         },
-        binary: config.pgoutput_binary,
+        // `on` is refused here on a server without binary; `auto` decides below.
+        binary: config.pgoutput_binary == PgoutputBinary::On,
     };
     let version = ServerVersion::from_num(facts.version_num);
     PluginOptions::for_server(version, &config.publication_name, &plugin)
@@ -76,9 +79,22 @@ pub async fn run_once(
         takeover::subjects::require_accepted(config, &sql).await?;
     }
     let types = setup::load_types(&sql).await?;
-    if config.pgoutput_binary {
-        binary_mode::require_binary_decodable(&sql, &config.publication_name, &types).await?;
-    }
+    // `auto` never asks a server without binary for it.
+    let binary_request = match config.pgoutput_binary {
+        PgoutputBinary::Auto if !version.has(Feature::Binary) => PgoutputBinary::Off,
+        mode => mode,
+    };
+    let binary = binary_mode::choose(
+        binary_request,
+        &sql,
+        &config.publication_name,
+        &types,
+        // Incremental snapshots read streamed keys as text, with a signal
+        // table or read-only alike.
+        config.signal_data_collection.is_some() || config.signal_channels.read_only,
+    )
+    .await?;
+    let plugin = PluginRequest { binary, ..plugin };
     let Some(Start {
         lsn: start,
         exported,
@@ -172,12 +188,38 @@ pub async fn run_once(
     metrics.streaming_started(&client.metrics());
     metrics.set_phase(Phase::Streaming);
 
-    let result = stream.stream(&mut client, stop.as_mut()).await;
+    let result = stream
+        .stream(&mut client, stop.as_mut())
+        .await
+        .map_err(|error| match binary_request {
+            PgoutputBinary::Auto if binary => fall_back_to_text(error),
+            _ => error,
+        });
     let reason = result.as_ref().ok().copied();
     stream.finish(&mut client, reason).await;
     result.map(|reason| {
         stream.summary.stopped = reason;
     })
+}
+
+/// Under `--pgoutput-binary auto`, a value of a type without a binary
+/// decoder (a column added while streaming) ends the attempt retryably: the
+/// next one sees the column in the publication and reads text.
+fn fall_back_to_text(error: PipelineError) -> PipelineError {
+    match error {
+        PipelineError::Row(row)
+            if matches!(
+                row.kind(),
+                RowErrorKind::Value {
+                    error: ValueError::BinaryUnsupported { .. },
+                    ..
+                }
+            ) =>
+        {
+            PipelineError::BinaryFallback(row)
+        }
+        other => other,
+    }
 }
 
 /// `--takeover-debezium`: the offset Debezium stored, read before

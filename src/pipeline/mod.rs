@@ -78,6 +78,10 @@ pub enum PipelineError {
     Decode(#[from] DecodeError),
     #[error(transparent)]
     Row(#[from] RowError),
+    /// `--pgoutput-binary auto` read a value of a type without a binary
+    /// decoder (a column added while streaming): retried, in text.
+    #[error("a column added while streaming has a type without a binary decoder; reconnecting to read values in text form (--pgoutput-binary auto)")]
+    BinaryFallback(#[source] RowError),
     #[error(transparent)]
     Encode(#[from] EncodeError),
     #[error(transparent)]
@@ -185,7 +189,8 @@ impl PipelineError {
             PipelineError::Delivery(e) => e.is_retryable(),
             PipelineError::StreamEnded
             | PipelineError::PreviousRun(_)
-            | PipelineError::ServerMoved { .. } => true,
+            | PipelineError::ServerMoved { .. }
+            | PipelineError::BinaryFallback(_) => true,
             PipelineError::Topic(e) => e.is_retryable(),
             PipelineError::Heartbeat(e) => e.is_retryable(),
             PipelineError::Takeover(e) => e.is_retryable(),

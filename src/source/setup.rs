@@ -125,7 +125,7 @@ pub enum SetupError {
         publication: String,
         statement: String,
     },
-    #[error("--pgoutput-binary cannot stream publication {publication:?}: these columns have types without a binary decoder: {columns}; run without --pgoutput-binary, or leave those columns out of the publication")]
+    #[error("--pgoutput-binary on cannot stream publication {publication:?}: these columns have types without a binary decoder: {columns}; run with --pgoutput-binary auto (text values for this publication), or leave those columns out of the publication")]
     BinaryUnsupportedColumns {
         publication: String,
         columns: String,

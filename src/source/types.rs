@@ -630,7 +630,7 @@ pub enum ValueError {
     /// The bytes are not the type's binary send form (`--pgoutput-binary`).
     #[error(
         "cannot decode the binary form of a value of type {type_name}: {reason}; restart \
-         without --pgoutput-binary to read values in text form"
+         with --pgoutput-binary off to read values in text form"
     )]
     BinaryMalformed {
         type_name: String,
@@ -638,8 +638,9 @@ pub enum ValueError {
     },
     /// A binary value of a type with no binary decoder (`--pgoutput-binary`).
     #[error(
-        "values of type {type_name} cannot be read in binary form; restart without \
-         --pgoutput-binary, or leave the column out of the publication"
+        "values of type {type_name} cannot be read in binary form; restart with \
+         --pgoutput-binary auto (text values while such a column is published), or leave \
+         the column out of the publication"
     )]
     BinaryUnsupported { type_name: String },
     /// The column's bytes are not UTF-8; pgoutput sends text in the database encoding.

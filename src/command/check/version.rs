@@ -7,6 +7,7 @@
 use super::Report;
 use crate::config::RunConfig;
 use crate::source::catalog;
+use crate::source::replication::PgoutputBinary;
 use crate::source::version::{Feature, ServerVersion, MIN_SUPPORTED};
 
 /// The newest major version the test matrix runs.
@@ -30,8 +31,16 @@ const GENERATED_OFF: &str =
 fn usage(feature: Feature, server: &catalog::Server, config: &RunConfig) -> (bool, &'static str) {
     match feature {
         Feature::LogicalMessages => (true, "pg_logical_emit_message messages are streamed"),
-        Feature::Binary if config.pgoutput_binary => (true, "--pgoutput-binary"),
-        Feature::Binary => (false, "values are read in text form"),
+        Feature::Binary => match config.pgoutput_binary {
+            PgoutputBinary::On => (true, "--pgoutput-binary on"),
+            // Auto asks for binary only where the server has it.
+            PgoutputBinary::Auto => (
+                ServerVersion::from_num(server.version_num).has(Feature::Binary),
+                "--pgoutput-binary auto: binary when every published column's type has a binary \
+                 decoder",
+            ),
+            PgoutputBinary::Off => (false, "values are read in text form"),
+        },
         Feature::Streaming if config.streaming.stream_in_progress => {
             (true, "large transactions stream into the spool as they run")
         }
@@ -208,10 +217,17 @@ mod tests {
         assert!(
             out.iter()
                 .any(|l| l.starts_with("PASS binary column values")
-                    && l.contains("uses it (--pgoutput-binary)")),
+                    && l.contains("uses it (--pgoutput-binary on)")),
             "{out:#?}"
         );
-        let text = lines(140_000, false, &[]);
+        let auto = lines(140_000, false, &[]);
+        assert!(
+            auto.iter()
+                .any(|l| l.starts_with("PASS binary column values")
+                    && l.contains("--pgoutput-binary auto")),
+            "{auto:#?}"
+        );
+        let text = lines(140_000, false, &["--pgoutput-binary", "off"]);
         assert!(
             text.iter()
                 .any(|l| l.contains("binary column values") && l.contains("read in text form")),

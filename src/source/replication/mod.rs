@@ -44,7 +44,7 @@ mod tests;
 
 pub use error::{ReplicationError, ServerError};
 pub use frame::{CopyData, Keepalive, XLogData};
-pub use plugin::{Origin, PluginOptions, PluginRequest, ProtoVersion};
+pub use plugin::{Origin, PgoutputBinary, PluginOptions, PluginRequest, ProtoVersion};
 pub use session::{ServerIdentity, Session, SlotSnapshot};
 pub use stream::{ReplicationMetrics, ReplicationStream, StartReplication};
 

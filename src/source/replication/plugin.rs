@@ -13,10 +13,10 @@
 //!   transactions, 14+/15+/16+), the seam for streaming large
 //!   transactions: the decoder does not read their stream messages yet, so
 //!   nothing asks for them;
-//! - `binary` (14+, `--pgoutput-binary`): values in the types' binary
-//!   send format, read by `source::types::decode_binary`; the run checks
-//!   first that it decodes every published column's type
-//!   (`source::binary_mode`);
+//! - `binary` (14+, `--pgoutput-binary`, `auto` by default): values in
+//!   the types' binary send format, read by `source::types::decode_binary`;
+//!   the run asks for it only when it decodes every published column's
+//!   type (`source::binary_mode`);
 //! - `origin` (16+, `--origin-filter`): `none` drops changes that a
 //!   subscription (or any session with a replication origin) applied.
 //!   Debezium has no such filter, so by default the connector sends no
@@ -69,6 +69,24 @@ pub enum Origin {
     /// Only changes without a replication origin: not those a
     /// subscription applied.
     None,
+}
+
+/// `--pgoutput-binary`: whether values travel in binary (the choice is
+/// `source::binary_mode::choose`'s).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PgoutputBinary {
+    /// Binary when every published column's type has a binary decoder and
+    /// no signal table is read; text otherwise, saying why at INFO.
+    #[default]
+    Auto,
+    /// Binary, refused at start while a published column's type has no
+    /// binary decoder.
+    #[value(alias = "true")]
+    On,
+    /// Text, as Debezium reads values.
+    #[value(alias = "false")]
+    Off,
 }
 
 /// What a run asks of pgoutput beyond what every supported server sends;

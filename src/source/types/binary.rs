@@ -6,8 +6,15 @@
 //! same value's text output, for every [`ValueOptions`]. To keep that true by
 //! construction, the binary side only reads the wire layout and hands the
 //! numbers to the very functions the text side ends in (`timestamp_value`,
-//! `zoned_timestamp`, `decode_numeric`, ...); `tests/pgoutput_binary.rs`
-//! proves it end to end against a real server, text slot against binary slot.
+//! `zoned_timestamp`, `decode_numeric`, `decode_money`, `hstore_value`, ...).
+//! Where text mode carries Postgres's text as is (`inet`, ranges,
+//! `tsvector`, `"char"`, ...), the binary side rebuilds exactly the text the
+//! type's `*_out` function prints under the session's settings
+//! (`network`, `range`, `tsvector` submodules). `tests/pgoutput_binary.rs`
+//! proves it end to end against a real server, text slot against binary
+//! slot, over every type text mode models. Types text mode does not model
+//! ([`PgType::Unknown`]: composites, geometric types, multiranges) have no
+//! binary decoder: their text cannot be rebuilt from the send form.
 //!
 //! With `binary 'true'` the server sends *every* column whose type has a send
 //! function in binary (`logicalrep_write_tuple` in `proto.c`), so there is no
@@ -30,18 +37,25 @@
 //! int16 ndigits, int16 weight, uint16 sign, uint16 dscale, then ndigits
 //! base-10000 digits; `array_send` int32 ndim, int32 has-nulls flag, element
 //! OID, (int32 length, int32 lower bound) per dimension, then each element as
-//! int32 length (-1 for NULL) and its bytes, in row-major order.
+//! int32 length (-1 for NULL) and its bytes, in row-major order;
+//! `charsend` the byte; `cash_send` int64 cents; `xml_send` the text (an
+//! encoding declaration only for a non-UTF8 client encoding);
+//! `ltree_send` version byte 1 then the text; `hstore_send` int32 count,
+//! then per pair int32 length and key, int32 length (-1 for NULL) and value.
 
 use super::text::{
-    decode_bits, decode_numeric, encode_binary, interval_value, timestamp_value, zoned_time,
-    zoned_timestamp, Fault, IntervalFields, Parsed,
+    decode_bits, decode_money, decode_numeric, encode_binary, hstore_value, interval_value,
+    timestamp_value, zoned_time, zoned_timestamp, Fault, IntervalFields, Parsed,
 };
 use super::{bit_length, compat, temporal_unit, PgType, TemporalUnit, ValueError, ValueOptions};
 use crate::event::value::Value;
 
+mod network;
 mod numeric;
+mod range;
 #[cfg(test)]
 mod tests;
+mod tsvector;
 
 /// Days from 1970-01-01 to PostgreSQL's epoch, 2000-01-01.
 const PG_EPOCH_DAYS: i64 = 10_957;
@@ -78,10 +92,24 @@ pub fn supports_binary(ty: &PgType) -> bool {
         | Interval
         | Bit
         | Varbit
-        | Enum { .. } => true,
+        | Enum { .. }
+        | Char
+        | Xml
+        | Money
+        | Inet
+        | Cidr
+        | Macaddr
+        | Macaddr8
+        | Tsvector
+        | Hstore
+        | Ltree => true,
+        Range { oid } => range::is_supported(*oid),
         Array(element) => supports_binary(element),
         Modified { base, .. } => supports_binary(base),
-        _ => false,
+        // Composites, geometric types, multiranges, user ranges...: text
+        // mode passes their text through, which their send forms cannot
+        // give back.
+        Unknown { .. } => false,
     }
 }
 
@@ -213,9 +241,28 @@ fn decode(ty: &PgType, type_modifier: i32, bytes: &[u8], opts: &ValueOptions) ->
             base,
             type_modifier,
         } => decode(base, *type_modifier, bytes, opts)?,
-        // Text-like types and enums: the send form is the text.
-        Text | Varchar | Bpchar | Name | Citext | Json | Enum { .. } => Value::String(utf8(bytes)?),
-        _ => return Err(Fault::Malformed("no binary decoder for the type")),
+        // Text-like types and enums: the send form is the text. `xml_send`
+        // adds an encoding declaration only for a client encoding other
+        // than UTF8, which the session never uses.
+        Text | Varchar | Bpchar | Name | Citext | Json | Xml | Enum { .. } => {
+            Value::String(utf8(bytes)?)
+        }
+        Char => {
+            let [byte] = be::<1>(bytes)?;
+            Value::String(char_text(byte))
+        }
+        Ltree => match bytes.split_first() {
+            Some((1, text)) => Value::String(utf8(text)?),
+            _ => return Err(Fault::Malformed("expected ltree binary version 1")),
+        },
+        Money => decode_money(&money_text(i64::from_be_bytes(be(bytes)?)), opts)?,
+        Inet | Cidr => Value::String(network::inet_text(bytes, matches!(ty, Cidr))?),
+        Macaddr => Value::String(network::mac_text(bytes, 6)?),
+        Macaddr8 => Value::String(network::mac_text(bytes, 8)?),
+        Tsvector => Value::String(tsvector::tsvector_text(bytes)?),
+        Range { oid } => Value::String(range::range_text(*oid, bytes)?),
+        Hstore => hstore_value(hstore_pairs(bytes)?, opts.hstore_handling),
+        Unknown { .. } => return Err(Fault::Malformed("no binary decoder for the type")),
     })
 }
 
@@ -234,6 +281,63 @@ fn bit_text(bytes: &[u8]) -> Parsed<String> {
             _ => '0',
         })
         .collect())
+}
+
+/// `"char"` as `charout` prints it (15+): empty for the zero byte, the
+/// byte itself below 0x80, else `\ooo` (14 sends such a byte as is, which
+/// is not UTF-8 and fails in text mode).
+fn char_text(byte: u8) -> String {
+    match byte {
+        0 => String::new(),
+        b if b < 0x80 => char::from(b).to_string(),
+        b => format!("\\{b:03o}"),
+    }
+}
+
+/// MONEY's int64 count of cents as `cash_out` prints it under
+/// `lc_monetary=C` (two fraction digits), less the currency symbol and
+/// grouping that `decode_money` skips anyway.
+fn money_text(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let cents = cents.unsigned_abs();
+    format!("{sign}{}.{:02}", cents / 100, cents % 100)
+}
+
+/// `hstore_send`: int32 pair count, then per pair the key (int32 length,
+/// text) and the value (int32 length, -1 for NULL, then text), in the
+/// order `hstore_out` prints them.
+fn hstore_pairs(bytes: &[u8]) -> Parsed<Vec<(String, Option<String>)>> {
+    let bad = Fault::Malformed("malformed binary hstore");
+    let mut rest = bytes;
+    let mut int = || -> Parsed<i32> {
+        let (head, tail) = rest.split_first_chunk::<4>().ok_or(bad)?;
+        rest = tail;
+        Ok(i32::from_be_bytes(*head))
+    };
+    let count = usize::try_from(int()?).map_err(|_| bad)?;
+    let mut pairs = Vec::with_capacity(count.min(bytes.len() / 8));
+    let text = |rest: &mut &[u8], length: i32| -> Parsed<String> {
+        let length = usize::try_from(length).map_err(|_| bad)?;
+        let (text, tail) = rest.split_at_checked(length).ok_or(bad)?;
+        *rest = tail;
+        utf8(text)
+    };
+    for _ in 0..count {
+        let (head, tail) = rest.split_first_chunk::<4>().ok_or(bad)?;
+        rest = tail;
+        let key = text(&mut rest, i32::from_be_bytes(*head))?;
+        let (head, tail) = rest.split_first_chunk::<4>().ok_or(bad)?;
+        rest = tail;
+        let value = match i32::from_be_bytes(*head) {
+            -1 => None,
+            length => Some(text(&mut rest, length)?),
+        };
+        pairs.push((key, value));
+    }
+    if !rest.is_empty() {
+        return Err(bad);
+    }
+    Ok(pairs)
 }
 
 /// `8-4-4-4-12` lowercase hex, as `uuid_out` prints it.

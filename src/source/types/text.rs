@@ -47,7 +47,7 @@ mod temporal;
 
 pub(super) use fault::{Fault, Parsed};
 use hstore::decode_hstore;
-#[cfg(test)]
+pub(super) use hstore::hstore_value;
 pub(super) use temporal::civil_from_days;
 use temporal::*;
 pub(super) use temporal::{
@@ -363,7 +363,7 @@ pub(crate) fn java_big_decimal_string(negative: bool, unscaled: &str, scale: usi
 /// MONEY as Debezium parses it: a leading `-` or `(` makes it negative, everything but
 /// digits and the decimal point (currency symbol, grouping) is dropped; precise mode
 /// rounds half-up to `money_fraction_digits`.
-fn decode_money(text: &str, opts: &ValueOptions) -> Parsed<Value> {
+pub(super) fn decode_money(text: &str, opts: &ValueOptions) -> Parsed<Value> {
     let bad = Fault::Malformed("expected a monetary amount such as -$1,234.56 (lc_monetary=C)");
     let negative = text.starts_with('-') || text.starts_with('(');
     let plain: String = text

@@ -33,19 +33,16 @@ pub(super) fn to_text(bytes: &[u8]) -> Parsed<String> {
     if rest.len() != ndigits * 2 || dscale > 0x3FFF {
         return Err(bad);
     }
-    let digits: Vec<u16> = rest
-        .chunks_exact(2)
-        .map(|d| u16::from_be_bytes([d[0], d[1]]))
-        .collect();
-    if digits.iter().any(|d| *d > 9999) {
+    let group = |d: &[u8]| u16::from_be_bytes([d[0], d[1]]);
+    if rest.chunks_exact(2).any(|d| group(d) > 9999) {
         return Err(bad);
     }
     // The base-10000 digit of weight `weight - index`, zero outside those sent.
     let digit = |index: i64| {
         usize::try_from(index)
             .ok()
-            .and_then(|i| digits.get(i).copied())
-            .unwrap_or(0)
+            .and_then(|i| rest.get(i * 2..i * 2 + 2))
+            .map_or(0, group)
     };
     let mut out = String::with_capacity(ndigits * DEC_DIGITS + dscale + 3);
     if sign == NUMERIC_NEG {
@@ -55,12 +52,8 @@ pub(super) fn to_text(bytes: &[u8]) -> Parsed<String> {
         out.push('0');
     } else {
         for index in 0..=weight {
-            let d = digit(index);
-            if index == 0 {
-                out.push_str(&d.to_string());
-            } else {
-                out.push_str(&format!("{d:04}"));
-            }
+            // The first group without its leading zeros, as `numeric_out`.
+            push_group(&mut out, digit(index), index == 0);
         }
     }
     if dscale > 0 {
@@ -68,10 +61,25 @@ pub(super) fn to_text(bytes: &[u8]) -> Parsed<String> {
         let start = out.len();
         let mut index = weight + 1;
         while out.len() - start < dscale {
-            out.push_str(&format!("{:04}", digit(index)));
+            push_group(&mut out, digit(index), false);
             index += 1;
         }
         out.truncate(start + dscale);
     }
     Ok(out)
+}
+
+/// Appends a base-10000 digit as four decimal digits, or without leading
+/// zeros when `trim` (at least one digit). No formatting machinery: this
+/// runs once per group of every NUMERIC value.
+fn push_group(out: &mut String, group: u16, trim: bool) {
+    let digits = [group / 1000, group / 100 % 10, group / 10 % 10, group % 10];
+    let skip = if trim {
+        digits.iter().take(3).take_while(|d| **d == 0).count()
+    } else {
+        0
+    };
+    for d in digits.iter().skip(skip) {
+        out.push(char::from(b'0' + *d as u8));
+    }
 }

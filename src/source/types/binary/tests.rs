@@ -285,14 +285,65 @@ fn malformed_and_unsupported_values_are_errors_not_panics() {
             "{ty:?}: {error}"
         );
     }
-    let error = decode_binary(&PgType::Inet, -1, &hex("02200004c0a80001"), &opts)
-        .expect_err("inet has no binary decoder");
+    let point = PgType::Unknown { oid: 600 };
+    let error = decode_binary(&point, -1, &hex("3ff0000000000000 4000000000000000"), &opts)
+        .expect_err("unmodelled types have no binary decoder");
     assert!(matches!(
         error,
         crate::source::types::ValueError::BinaryUnsupported { .. }
     ));
-    assert!(!supports_binary(&PgType::Money));
-    assert!(!supports_binary(&PgType::Array(Box::new(PgType::Inet))));
+    assert!(!supports_binary(&PgType::Array(Box::new(point))));
+    assert!(
+        !supports_binary(&PgType::Range { oid: 4451 }),
+        "a multirange"
+    );
+}
+
+#[test]
+fn network_money_char_and_other_text_forms() {
+    use PgType::*;
+    same(Inet, -1, "02 20 00 04 c0a80001", "192.168.0.1");
+    same(Inet, -1, "02 18 00 04 c0a80001", "192.168.0.1/24");
+    same(Cidr, -1, "02 18 01 04 c0a80000", "192.168.0.0/24");
+    same(
+        Inet,
+        -1,
+        "03 80 00 10 00000000 00000000 0000ffff 01020304",
+        "::ffff:1.2.3.4",
+    );
+    same(Macaddr, -1, "08002b010203", "08:00:2b:01:02:03");
+    same(Macaddr8, -1, "08002b0102030405", "08:00:2b:01:02:03:04:05");
+    same(Money, -1, "000000000001e240", "$1,234.56");
+    same(Money, -1, "fffffffffffe1dc0", "-$1,234.56");
+    same(Money, -1, "8000000000000000", "-$92,233,720,368,547,758.08");
+    same(Money, -1, "7fffffffffffffff", "$92,233,720,368,547,758.07");
+    same(Money, -1, "0000000000000005", "$0.05");
+    same(Char, -1, "61", "a");
+    same(Char, -1, "00", "");
+    same(Char, -1, "e9", "\\351");
+    same(Xml, -1, "3c612f3e", "<a/>");
+    same(Ltree, -1, "01 612e62", "a.b");
+    same(Tsvector, -1, "00000001 6100 0001 c001", "'a':1A");
+    same(
+        Hstore,
+        -1,
+        "00000002 00000001 61 00000001 31 00000001 62 ffffffff",
+        "\"a\"=>\"1\", \"b\"=>NULL",
+    );
+    same(Hstore, -1, "00000000", "");
+    same(
+        Range { oid: 3904 },
+        -1,
+        "02 00000004 00000001 00000004 0000000a",
+        "[1,10)",
+    );
+    same(Range { oid: 3906 }, -1, "01", "empty");
+    same(
+        Array(Box::new(Inet)),
+        -1,
+        "00000001 00000001 00000365 00000002 00000001 00000008 02200004c0a80001 ffffffff",
+        "{192.168.0.1,NULL}",
+    );
 }
 
 /// `numeric_send`'s bytes for `±int.frac` (ASCII digits; `frac.len()` is the
@@ -374,6 +425,22 @@ fn supported_types() -> Vec<PgType> {
         Interval,
         Bit,
         Varbit,
+        Char,
+        Xml,
+        Money,
+        Inet,
+        Cidr,
+        Macaddr,
+        Macaddr8,
+        Tsvector,
+        Hstore,
+        Ltree,
+        Range { oid: 3904 },
+        Range { oid: 3906 },
+        Range { oid: 3908 },
+        Range { oid: 3910 },
+        Range { oid: 3912 },
+        Range { oid: 3926 },
     ];
     scalars
         .iter()

@@ -5,7 +5,7 @@
 use super::super::SpecialValue;
 
 /// Why a text did not decode, before the type is attached. Never the text itself.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::source::types) enum Fault {
     Malformed(&'static str),
     OutOfRange(&'static str),

@@ -31,9 +31,18 @@ pub(super) fn decode_hstore(text: &str, mode: HstoreHandling) -> Parsed<Value> {
         pairs.push((key, value));
         rest = rest.trim_start();
     }
+    Ok(hstore_value(pairs, mode))
+}
+
+/// HSTORE's `(key, value)` pairs, in the order Postgres keeps them, as
+/// `hstore.handling.mode` wants them (the binary side's entry point too).
+pub(in crate::source::types) fn hstore_value(
+    pairs: Vec<(String, Option<String>)>,
+    mode: HstoreHandling,
+) -> Value {
     let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
     let order = java_hash_map_order(&keys);
-    Ok(match mode {
+    match mode {
         HstoreHandling::Json => {
             let members: Vec<String> = order
                 .into_iter()
@@ -58,7 +67,7 @@ pub(super) fn decode_hstore(text: &str, mode: HstoreHandling) -> Parsed<Value> {
                     .collect(),
             )
         }
-    })
+    }
 }
 
 /// The order in which a `java.util.HashMap` filled with `keys` (in order) iterates them,
