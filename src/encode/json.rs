@@ -28,7 +28,7 @@ use crate::sink::EncodedRecord;
 pub(super) mod connect;
 pub(super) mod write;
 
-use connect::enveloped;
+use connect::{enveloped, enveloped_into};
 pub use connect::{schema_json, value_json};
 
 /// Serialized key and value schemas of records that do not depend on a
@@ -52,6 +52,11 @@ struct CachedSchemas {
     table: Arc<TableSchema>,
     key: Option<String>,
     envelope: String,
+    /// The largest value written for this table version so far: the next
+    /// value's buffer is allocated that large, so writing it never grows
+    /// (and copies) the buffer, and no buffer held in flight is much
+    /// larger than its record.
+    value_capacity: usize,
 }
 
 /// Writes records as Kafka Connect's JsonConverter does.
@@ -282,13 +287,18 @@ impl JsonEncoder {
         transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Vec<u8> {
-        let schema = cached(&mut self.cache, &event.table).envelope.as_str();
+        let value_schemas = self.value_schemas;
         let info = &self.info;
-        enveloped(Some(schema).filter(|_| self.value_schemas), |out| {
+        let cached = cached(&mut self.cache, &event.table);
+        let schema = Some(cached.envelope.as_str()).filter(|_| value_schemas);
+        let out = crate::sink::buffers::take(cached.value_capacity);
+        let out = enveloped_into(out, schema, |out| {
             write::write_envelope(out, event, info, transaction, now_micros);
             true
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+        cached.value_capacity = cached.value_capacity.max(out.len());
+        out
     }
 }
 
@@ -296,22 +306,28 @@ impl JsonEncoder {
 fn cached<'a>(
     cache: &'a mut HashMap<u32, CachedSchemas>,
     table: &Arc<TableSchema>,
-) -> &'a CachedSchemas {
+) -> &'a mut CachedSchemas {
     let stale = cache
         .get(&table.relation_id)
         .is_none_or(|c| !Arc::ptr_eq(&c.table, table));
     if stale {
+        let envelope = schema_json(&table.envelope_schema, None).to_string();
         let cached = CachedSchemas {
             table: Arc::clone(table),
             key: table
                 .key_schema
                 .as_ref()
                 .map(|k| schema_json(k, None).to_string()),
-            envelope: schema_json(&table.envelope_schema, None).to_string(),
+            // The envelope's text plus a row's worth, until a value says more.
+            value_capacity: envelope.len() + 512,
+            envelope,
         };
         cache.insert(table.relation_id, cached);
     }
-    &cache[&table.relation_id]
+    match cache.get_mut(&table.relation_id) {
+        Some(cached) => cached,
+        None => unreachable!("inserted above when missing"),
+    }
 }
 
 #[cfg(test)]
