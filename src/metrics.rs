@@ -395,7 +395,8 @@ impl Metrics {
     pub fn record_delivered(&self, bytes: u64, enqueued: Instant) {
         let now = Instant::now();
         self.records_acknowledged.inc();
-        self.ack_latency.observe(now.saturating_duration_since(enqueued));
+        self.ack_latency
+            .observe(now.saturating_duration_since(enqueued));
         self.delivery_progress_at
             .store(self.mark_at(now), Ordering::Relaxed);
         self.leave_flight(bytes);

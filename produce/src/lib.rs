@@ -29,6 +29,11 @@
 //!    [`Refused`]), it keeps nothing: the box is taken back at once and the
 //!    value returned to the caller.
 //!
+//! Values under [`LEND_FROM`] bytes (Avro records, keys-only tombstones)
+//! are copied as before: freeing a buffer on librdkafka's polling thread
+//! hands it to the sending thread's malloc arena, whose later small
+//! allocations then pay for sorting it, which costs more than a small copy.
+//!
 //! A message that is never reported (the producer is destroyed with it
 //! still queued past rdkafka's purge and flush on drop) leaks its box and
 //! buffer; it is never freed while librdkafka could read it.
@@ -239,10 +244,30 @@ impl<C: Deliveries + 'static> Producer<C> {
                 })
             }
         };
-        let sent = Box::new(Sent { opaque, value });
-        // The payload points into the value's heap buffer, which stays where
-        // it is while the box is librdkafka's (step 1 of the module docs).
-        let payload = sent.value.as_deref().map(|v| (v.as_ptr(), v.len()));
+        // A small value is copied after all: the copy costs less than
+        // freeing the buffer on librdkafka's polling thread, into the
+        // sending thread's malloc arena, would.
+        let (lent, copied) = match value {
+            Some(value) if value.len() < LEND_FROM => (None, Some(value)),
+            value => (value, None),
+        };
+        let sent = Box::new(Sent {
+            opaque,
+            value: lent,
+        });
+        // The payload points into the lent value's heap buffer, which stays
+        // where it is while the box is librdkafka's (step 1 of the module
+        // docs), or into the copied one, which outlives the call.
+        let payload = sent
+            .value
+            .as_deref()
+            .or(copied.as_deref())
+            .map(|v| (v.as_ptr(), v.len()));
+        let flags = if copied.is_some() {
+            rdsys::RD_KAFKA_MSG_F_COPY
+        } else {
+            0
+        };
         let opaque = sent.into_ptr();
         let mut vus = [vu(vtype::RD_KAFKA_VTYPE_END, Union { i: 0 }); 7];
         let mut n = 0;
@@ -257,9 +282,8 @@ impl<C: Deliveries + 'static> Producer<C> {
                 i32_: partition.unwrap_or(PARTITION_UNASSIGNED),
             },
         );
-        // Neither F_COPY nor F_FREE: librdkafka reads our buffer and leaves
-        // freeing it to the delivery report.
-        push(vtype::RD_KAFKA_VTYPE_MSGFLAGS, Union { i: 0 });
+        // No F_FREE: a lent buffer is freed after the delivery report.
+        push(vtype::RD_KAFKA_VTYPE_MSGFLAGS, Union { i: flags });
         if let Some((ptr, size)) = payload {
             let mem = rdsys::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
                 ptr: ptr.cast_mut().cast::<c_void>(),
@@ -300,7 +324,7 @@ impl<C: Deliveries + 'static> Producer<C> {
         // `headers` is still ours on failure and is destroyed as it drops.
         Err(Refused {
             error: KafkaError::MessageProduction(RDKafkaErrorCode::from(code)),
-            value: sent.value,
+            value: sent.value.or(copied),
             opaque: sent.opaque,
         })
     }
@@ -315,7 +339,8 @@ impl<C: Deliveries + 'static> Producer<C> {
         // SAFETY: a live client and a NUL-terminated name; a null
         // configuration takes the producer's default topic settings, as a
         // produce by name does.
-        let rkt = unsafe { rdsys::rd_kafka_topic_new(self.native(), name.as_ptr(), ptr::null_mut()) };
+        let rkt =
+            unsafe { rdsys::rd_kafka_topic_new(self.native(), name.as_ptr(), ptr::null_mut()) };
         let Some(rkt) = NonNull::new(rkt) else {
             // SAFETY: reads librdkafka's thread-local error of the failed call.
             let code = unsafe { rdsys::rd_kafka_last_error() };
@@ -341,6 +366,10 @@ impl<C: Deliveries + 'static> Drop for Producer<C> {
 }
 
 type Union = rdsys::rd_kafka_vu_s__bindgen_ty_1;
+
+/// Values from this many bytes are lent; smaller ones are copied
+/// (`RD_KAFKA_MSG_F_COPY`) and their buffer dropped on the sending thread.
+pub const LEND_FROM: usize = 1024;
 
 /// `RD_KAFKA_PARTITION_UA`: the partitioner chooses (not in the bindings).
 const PARTITION_UNASSIGNED: i32 = -1;
@@ -409,7 +438,8 @@ impl Drop for Headers {
 }
 
 fn isize_of(len: usize) -> KafkaResult<isize> {
-    isize::try_from(len).map_err(|_| KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge))
+    isize::try_from(len)
+        .map_err(|_| KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge))
 }
 
 #[cfg(test)]

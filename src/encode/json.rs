@@ -52,10 +52,10 @@ struct CachedSchemas {
     table: Arc<TableSchema>,
     key: Option<String>,
     envelope: String,
-    /// The largest value written for this table version so far: the next
-    /// value's buffer is allocated that large, so writing it never grows
-    /// (and copies) the buffer, and no buffer held in flight is much
-    /// larger than its record.
+    /// The largest value written for this table version so far, plus an
+    /// eighth: the next value's buffer is that large, so writing it does
+    /// not grow (and copy) the buffer, and no buffer held in flight is
+    /// much larger than its record.
     value_capacity: usize,
 }
 
@@ -75,6 +75,8 @@ pub struct JsonEncoder {
     /// Transaction boundaries and heartbeats (boxed: rarely used, and the
     /// encoder lives in an enum beside a boxed Avro encoder).
     metadata_schemas: Box<[MessageSchemas; 2]>,
+    /// Value buffers handed back after their delivery ([`crate::sink::buffers`]).
+    buffers: crate::sink::buffers::Local,
 }
 
 impl JsonEncoder {
@@ -101,6 +103,7 @@ impl JsonEncoder {
                 MessageSchemas::of(MetadataKind::Transaction),
                 MessageSchemas::of(MetadataKind::Heartbeat),
             ]),
+            buffers: crate::sink::buffers::Local::default(),
         }
     }
 
@@ -291,13 +294,17 @@ impl JsonEncoder {
         let info = &self.info;
         let cached = cached(&mut self.cache, &event.table);
         let schema = Some(cached.envelope.as_str()).filter(|_| value_schemas);
-        let out = crate::sink::buffers::take(cached.value_capacity);
+        let out = self.buffers.take(cached.value_capacity);
         let out = enveloped_into(out, schema, |out| {
             write::write_envelope(out, event, info, transaction, now_micros);
             true
         })
         .unwrap_or_default();
-        cached.value_capacity = cached.value_capacity.max(out.len());
+        if out.len() > cached.value_capacity {
+            // Headroom, so that values a few bytes longer (LSNs and times
+            // gain digits) do not each outgrow the pooled buffers.
+            cached.value_capacity = out.len() + out.len() / 8;
+        }
         out
     }
 }

@@ -19,15 +19,27 @@
 //! # Bounds
 //!
 //! At most [`IDLE_BYTES`] of idle buffers are kept (the rest are freed), and
-//! no buffer larger than [`LARGEST_KEPT`]: a rare huge value does not pin
+//! only buffers from [`SMALLEST_KEPT`] to [`LARGEST_KEPT`] bytes: small
+//! values (Avro's) cost malloc little, and a rare huge value does not pin
 //! its memory. Buffers in flight are bounded by the in-flight byte bound.
+//!
+//! # Locking
+//!
+//! Each side goes through a [`Local`] cache that moves buffers to and from
+//! the shared pool [`BATCH`] at a time: one lock per batch, not per record,
+//! so the polling thread handing back a burst of acknowledged buffers and
+//! the encoder taking them seldom meet on the lock.
 
 use std::sync::{Mutex, PoisonError};
 
 /// Idle buffers kept at most, in bytes of capacity.
-pub const IDLE_BYTES: usize = 16 * 1024 * 1024;
+pub const IDLE_BYTES: usize = 8 * 1024 * 1024;
+/// Buffers smaller than this are freed rather than kept.
+pub const SMALLEST_KEPT: usize = 1024;
 /// Buffers larger than this are freed rather than kept.
 pub const LARGEST_KEPT: usize = 256 * 1024;
+/// Buffers moved between a [`Local`] cache and the pool at once.
+pub const BATCH: usize = 64;
 
 /// The idle buffers of the process (shared by every pipeline: a buffer is
 /// plain memory, whichever run filled it).
@@ -76,16 +88,31 @@ impl Pool {
     }
 
     /// Keeps `buffer` for a later [`Self::take`], within the bounds.
-    pub fn give(&self, mut buffer: Vec<u8>) {
-        let capacity = buffer.capacity();
-        if capacity == 0 || capacity > LARGEST_KEPT {
-            return;
-        }
-        buffer.clear();
+    pub fn give(&self, buffer: Vec<u8>) {
+        self.give_all(&mut vec![buffer]);
+    }
+
+    /// Moves up to `n` idle buffers into `into` (the last given first).
+    fn take_some(&self, into: &mut Vec<Vec<u8>>, n: usize) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.bytes + capacity <= IDLE_BYTES {
-            idle.bytes += capacity;
-            idle.buffers.push(buffer);
+        let from = idle.buffers.len().saturating_sub(n);
+        let taken: usize = idle.buffers[from..].iter().map(Vec::capacity).sum();
+        idle.bytes -= taken;
+        into.extend(idle.buffers.drain(from..).rev());
+    }
+
+    /// Keeps what fits of `buffers` (emptied), within the bounds.
+    fn give_all(&self, buffers: &mut Vec<Vec<u8>>) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        for mut buffer in buffers.drain(..) {
+            let capacity = buffer.capacity();
+            if (SMALLEST_KEPT..=LARGEST_KEPT).contains(&capacity)
+                && idle.bytes + capacity <= IDLE_BYTES
+            {
+                buffer.clear();
+                idle.bytes += capacity;
+                idle.buffers.push(buffer);
+            }
         }
     }
 
@@ -103,14 +130,43 @@ impl Default for Pool {
     }
 }
 
-/// [`Pool::take`] of the process's pool.
-pub fn take(capacity: usize) -> Vec<u8> {
-    POOL.take(capacity)
+/// One side's cache of the process's pool: takes and gives back buffers a
+/// [`BATCH`] at a time.
+#[derive(Debug, Default)]
+pub struct Local {
+    buffers: Vec<Vec<u8>>,
 }
 
-/// [`Pool::give`] to the process's pool.
-pub fn give(buffer: Vec<u8>) {
-    POOL.give(buffer);
+impl Local {
+    /// An empty buffer of at least `capacity` bytes.
+    pub fn take(&mut self, capacity: usize) -> Vec<u8> {
+        if self.buffers.is_empty() {
+            POOL.take_some(&mut self.buffers, BATCH);
+        }
+        match self.buffers.pop() {
+            // Too small: a new one, rather than a reallocation that would
+            // copy the old contents for nothing.
+            Some(buffer) if buffer.capacity() >= capacity => buffer,
+            _ => Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Keeps `buffer` for a later take, here or (past a batch) in the pool.
+    pub fn give(&mut self, buffer: Vec<u8>) {
+        if !(SMALLEST_KEPT..=LARGEST_KEPT).contains(&buffer.capacity()) {
+            return;
+        }
+        self.buffers.push(buffer);
+        if self.buffers.len() >= BATCH {
+            POOL.give_all(&mut self.buffers);
+        }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        POOL.give_all(&mut self.buffers);
+    }
 }
 
 #[cfg(test)]
@@ -120,13 +176,13 @@ mod tests {
     #[test]
     fn a_buffer_given_back_is_taken_again_empty() {
         let pool = Pool::new();
-        let mut buffer = pool.take(100);
-        assert!(buffer.capacity() >= 100);
+        let mut buffer = pool.take(2000);
+        assert!(buffer.capacity() >= 2000);
         buffer.extend_from_slice(b"a record");
         let at = buffer.as_ptr();
         pool.give(buffer);
         assert_eq!(pool.idle().0, 1);
-        let again = pool.take(50);
+        let again = pool.take(1500);
         assert_eq!((again.as_ptr(), again.len()), (at, 0));
         assert_eq!(pool.idle(), (0, 0));
     }
@@ -134,9 +190,9 @@ mod tests {
     #[test]
     fn a_buffer_too_small_is_replaced() {
         let pool = Pool::new();
-        pool.give(Vec::with_capacity(10));
-        let buffer = pool.take(1000);
-        assert!(buffer.capacity() >= 1000);
+        pool.give(Vec::with_capacity(SMALLEST_KEPT));
+        let buffer = pool.take(SMALLEST_KEPT * 2);
+        assert!(buffer.capacity() >= SMALLEST_KEPT * 2);
         assert_eq!(pool.idle(), (0, 0), "the small one is freed");
     }
 
@@ -144,7 +200,8 @@ mod tests {
     fn idle_memory_is_bounded() {
         let pool = Pool::new();
         pool.give(Vec::with_capacity(LARGEST_KEPT + 1));
-        assert_eq!(pool.idle(), (0, 0), "too large to keep");
+        pool.give(Vec::with_capacity(SMALLEST_KEPT - 1));
+        assert_eq!(pool.idle(), (0, 0), "too large or too small to keep");
         let n = IDLE_BYTES / LARGEST_KEPT;
         for _ in 0..n + 3 {
             pool.give(Vec::with_capacity(LARGEST_KEPT));
@@ -153,5 +210,21 @@ mod tests {
         assert!(bytes <= IDLE_BYTES, "{bytes} bytes kept");
         assert_eq!(count, bytes / LARGEST_KEPT);
         assert!(count >= n - 1, "kept up to the bound: {count}");
+    }
+
+    #[test]
+    fn local_caches_move_batches_through_the_pool() {
+        // The process's pool, shared with other tests: only what this test
+        // can tell apart is checked (its buffers' odd capacity).
+        const ODD: usize = SMALLEST_KEPT + 7;
+        let mut giver = Local::default();
+        for _ in 0..BATCH {
+            giver.give(Vec::with_capacity(ODD));
+        }
+        assert!(giver.buffers.is_empty(), "a full batch goes to the pool");
+        let mut taker = Local::default();
+        let buffer = taker.take(ODD);
+        assert!(buffer.capacity() >= ODD && buffer.is_empty());
+        assert!(!taker.buffers.is_empty(), "taken a batch at a time");
     }
 }

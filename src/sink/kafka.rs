@@ -106,6 +106,9 @@ impl Shared {
 pub struct DeliveryContext {
     shared: Arc<Shared>,
     log: KafkaLog,
+    /// Value buffers of reported records, on their way back to the pool
+    /// (locked by the polling thread alone, but for a flush's reports).
+    returned: Mutex<super::buffers::Local>,
 }
 
 impl ClientContext for DeliveryContext {
@@ -154,7 +157,10 @@ impl Deliveries for DeliveryContext {
 
     /// A delivered (or failed) record's value buffer, for the next record.
     fn recycle(&self, value: Vec<u8>) {
-        super::buffers::give(value);
+        self.returned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .give(value);
     }
 
     fn delivery(&self, result: &DeliveryResult<'_>, opaque: InFlight) {
@@ -279,6 +285,7 @@ impl KafkaSink {
         let context = DeliveryContext {
             shared: Arc::clone(&shared),
             log: KafkaLog::for_config(&config),
+            returned: Mutex::default(),
         };
         let producer = pgcdc_produce::Producer::new(&config, context)
             .map_err(|e| SinkError::Config(Box::new(e)))?;
