@@ -20,22 +20,21 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY vendor vendor
 COPY wire/Cargo.toml wire/Cargo.toml
-COPY produce/Cargo.toml produce/Cargo.toml
 COPY testcontainers/Cargo.toml testcontainers/Cargo.toml
-RUN mkdir -p src wire/src produce/src testcontainers/src benches/e2e \
+RUN mkdir -p src wire/src testcontainers/src benches/e2e \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs wire/src/lib.rs produce/src/lib.rs testcontainers/src/lib.rs \
+    && touch src/lib.rs wire/src/lib.rs testcontainers/src/lib.rs \
     && for b in benches/transforms.rs benches/codec.rs benches/e2e/main.rs; do \
          echo 'fn main() {}' > "$b"; done \
     && cargo build --release --locked --bin pgcdc-kafka \
-    && rm -rf src wire/src produce/src testcontainers/src benches
+    && rm -rf src wire/src testcontainers/src benches
 
 ARG PGCDC_GIT_COMMIT=unknown
 ENV PGCDC_GIT_COMMIT=${PGCDC_GIT_COMMIT}
 COPY . .
 # COPY keeps the context's modification times, which may be older than the
 # stubs' build: touch the workspace's own sources so cargo rebuilds them.
-RUN touch build.rs src/main.rs src/lib.rs wire/src/lib.rs produce/src/lib.rs testcontainers/src/lib.rs \
+RUN touch build.rs src/main.rs src/lib.rs wire/src/lib.rs testcontainers/src/lib.rs \
     && cargo build --release --locked --bin pgcdc-kafka
 
 FROM debian:bookworm-slim

@@ -28,7 +28,7 @@ use crate::sink::EncodedRecord;
 pub(super) mod connect;
 pub(super) mod write;
 
-use connect::{enveloped, enveloped_into};
+use connect::enveloped;
 pub use connect::{schema_json, value_json};
 
 /// Serialized key and value schemas of records that do not depend on a
@@ -52,11 +52,6 @@ struct CachedSchemas {
     table: Arc<TableSchema>,
     key: Option<String>,
     envelope: String,
-    /// The largest value written for this table version so far, plus an
-    /// eighth: the next value's buffer is that large, so writing it does
-    /// not grow (and copy) the buffer, and no buffer held in flight is
-    /// much larger than its record.
-    value_capacity: usize,
 }
 
 /// Writes records as Kafka Connect's JsonConverter does.
@@ -75,8 +70,6 @@ pub struct JsonEncoder {
     /// Transaction boundaries and heartbeats (boxed: rarely used, and the
     /// encoder lives in an enum beside a boxed Avro encoder).
     metadata_schemas: Box<[MessageSchemas; 2]>,
-    /// Value buffers handed back after their delivery ([`crate::sink::buffers`]).
-    buffers: crate::sink::buffers::Local,
 }
 
 impl JsonEncoder {
@@ -103,7 +96,6 @@ impl JsonEncoder {
                 MessageSchemas::of(MetadataKind::Transaction),
                 MessageSchemas::of(MetadataKind::Heartbeat),
             ]),
-            buffers: crate::sink::buffers::Local::default(),
         }
     }
 
@@ -290,22 +282,13 @@ impl JsonEncoder {
         transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Vec<u8> {
-        let value_schemas = self.value_schemas;
+        let schema = cached(&mut self.cache, &event.table).envelope.as_str();
         let info = &self.info;
-        let cached = cached(&mut self.cache, &event.table);
-        let schema = Some(cached.envelope.as_str()).filter(|_| value_schemas);
-        let out = self.buffers.take(cached.value_capacity);
-        let out = enveloped_into(out, schema, |out| {
+        enveloped(Some(schema).filter(|_| self.value_schemas), |out| {
             write::write_envelope(out, event, info, transaction, now_micros);
             true
         })
-        .unwrap_or_default();
-        if out.len() > cached.value_capacity {
-            // Headroom, so that values a few bytes longer (LSNs and times
-            // gain digits) do not each outgrow the pooled buffers.
-            cached.value_capacity = out.len() + out.len() / 8;
-        }
-        out
+        .unwrap_or_default()
     }
 }
 
@@ -313,28 +296,22 @@ impl JsonEncoder {
 fn cached<'a>(
     cache: &'a mut HashMap<u32, CachedSchemas>,
     table: &Arc<TableSchema>,
-) -> &'a mut CachedSchemas {
+) -> &'a CachedSchemas {
     let stale = cache
         .get(&table.relation_id)
         .is_none_or(|c| !Arc::ptr_eq(&c.table, table));
     if stale {
-        let envelope = schema_json(&table.envelope_schema, None).to_string();
         let cached = CachedSchemas {
             table: Arc::clone(table),
             key: table
                 .key_schema
                 .as_ref()
                 .map(|k| schema_json(k, None).to_string()),
-            // The envelope's text plus a row's worth, until a value says more.
-            value_capacity: envelope.len() + 512,
-            envelope,
+            envelope: schema_json(&table.envelope_schema, None).to_string(),
         };
         cache.insert(table.relation_id, cached);
     }
-    match cache.get_mut(&table.relation_id) {
-        Some(cached) => cached,
-        None => unreachable!("inserted above when missing"),
-    }
+    &cache[&table.relation_id]
 }
 
 #[cfg(test)]

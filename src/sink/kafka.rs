@@ -1,9 +1,7 @@
 //! The Kafka producer and its delivery tracking.
 //!
 //! Records are handed to librdkafka without blocking the async runtime
-//! (sending only enqueues), their values lent rather than copied
-//! ([`pgcdc_produce`]: librdkafka reads each value from the encoder's
-//! buffer until the record's delivery report). librdkafka calls
+//! (`ThreadedProducer::send` only enqueues). librdkafka calls
 //! [`DeliveryContext::delivery`] on its polling thread once the broker has
 //! acknowledged a message (`acks=all`, idempotent producer, so retries keep
 //! per-partition order and never duplicate) or it has given up on it. That
@@ -24,11 +22,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use pgcdc_produce::{Deliveries, Lending, Record, Refused};
 use rdkafka::config::ClientConfig;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{DeliveryResult, Producer, PurgeConfig, ThreadedProducer};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{
+    BaseRecord, DeliveryResult, NoCustomPartitioner, Producer, ProducerContext, PurgeConfig,
+    ThreadedProducer,
+};
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 use tokio::sync::{watch, Semaphore};
@@ -106,9 +107,6 @@ impl Shared {
 pub struct DeliveryContext {
     shared: Arc<Shared>,
     log: KafkaLog,
-    /// Value buffers of reported records, on their way back to the pool
-    /// (locked by the polling thread alone, but for a flush's reports).
-    returned: Mutex<super::buffers::Local>,
 }
 
 impl ClientContext for DeliveryContext {
@@ -152,29 +150,21 @@ pub struct InFlight {
     enqueued: Instant,
 }
 
-impl Deliveries for DeliveryContext {
-    type Opaque = InFlight;
+impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
+    type DeliveryOpaque = Box<InFlight>;
 
-    /// A delivered (or failed) record's value buffer, for the next record.
-    fn recycle(&self, value: Vec<u8>) {
-        self.returned
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .give(value);
-    }
-
-    fn delivery(&self, result: &DeliveryResult<'_>, opaque: InFlight) {
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: Box<InFlight>) {
         let InFlight {
             txn,
             byte_permits,
             enqueued,
-        } = opaque;
+        } = *opaque;
         let outcome = match result {
             Ok(_) => {
                 self.shared.metrics.kafka_answered();
                 self.shared
                     .metrics
-                    .record_delivered(u64::from(byte_permits), enqueued);
+                    .record_delivered(u64::from(byte_permits), enqueued.elapsed());
                 txn.and_then(|txn| self.shared.tracker().delivered(txn))
                     .map(Ok)
             }
@@ -226,9 +216,7 @@ pub struct InFlightLimits {
 
 /// The producer plus the tracker of what it has not yet delivered.
 pub struct KafkaSink {
-    /// Lends each record's value to librdkafka instead of copying it
-    /// (see [`pgcdc_produce`]).
-    producer: pgcdc_produce::Producer<DeliveryContext>,
+    producer: ThreadedProducer<DeliveryContext>,
     shared: Arc<Shared>,
     max_bytes: u32,
 }
@@ -282,12 +270,11 @@ impl KafkaSink {
         if config.get("statistics.interval.ms").is_none() {
             config.set("statistics.interval.ms", STATISTICS_INTERVAL_MS);
         }
-        let context = DeliveryContext {
-            shared: Arc::clone(&shared),
-            log: KafkaLog::for_config(&config),
-            returned: Mutex::default(),
-        };
-        let producer = pgcdc_produce::Producer::new(&config, context)
+        let producer = config
+            .create_with_context(DeliveryContext {
+                shared: Arc::clone(&shared),
+                log: KafkaLog::for_config(&config),
+            })
             .map_err(|e| SinkError::Config(Box::new(e)))?;
         Ok((
             KafkaSink {
@@ -370,51 +357,55 @@ impl KafkaSink {
         }
         self.shared.metrics.record_enqueued(u64::from(byte_permits));
 
-        let mut opaque = InFlight {
+        let opaque = Box::new(InFlight {
             txn,
             byte_permits,
             enqueued: Instant::now(),
-        };
-        let EncodedRecord {
-            topic,
-            key,
-            mut value,
-            headers,
-            partition,
-            ..
-        } = record;
-        loop {
-            let record = Record {
-                topic: &topic,
-                partition,
-                key: key.as_deref(),
-                value,
-                headers: &headers,
-            };
-            let Refused {
-                error,
-                value: returned,
-                opaque: back,
-            } = match self.producer.send(record, opaque) {
-                Ok(()) => return Ok(()),
-                Err(refused) => refused,
-            };
-            if let KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) = error {
-                // librdkafka's own queue is full: wait for deliveries to drain it.
-                (value, opaque) = (returned, back);
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                continue;
+        });
+        let mut base: BaseRecord<'_, [u8], [u8], Box<InFlight>> =
+            BaseRecord::with_opaque_to(&record.topic, opaque);
+        // Most records have none; an empty header list would still be a
+        // librdkafka allocation per message.
+        if !record.headers.is_empty() {
+            let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+            for (key, value) in &record.headers {
+                headers = headers.insert(Header {
+                    key,
+                    value: Some(&value[..]),
+                });
             }
-            // Rejected before it was queued, so no callback will come for it.
-            self.shared
-                .tracker()
-                .failed(txn.unwrap_or(TxnId::from_u64(u64::MAX)));
-            self.shared.metrics.record_failed(u64::from(byte_permits));
-            self.shared.messages.add_permits(1);
-            self.shared.bytes.add_permits(byte_permits as usize);
-            let error = delivery_error(&topic, error);
-            tracing::error!(topic = %topic, %error, "kafka rejected a message");
-            return Err(error);
+            base = base.headers(headers);
+        }
+        if let Some(key) = &record.key {
+            base = base.key(key.as_slice());
+        }
+        if let Some(partition) = record.partition {
+            base = base.partition(partition);
+        }
+        if let Some(value) = &record.value {
+            base = base.payload(value.as_slice());
+        }
+        loop {
+            match self.producer.send(base) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
+                    // librdkafka's own queue is full: wait for deliveries to drain it.
+                    base = returned;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err((error, _)) => {
+                    // Rejected before it was queued, so no callback will come for it.
+                    self.shared
+                        .tracker()
+                        .failed(txn.unwrap_or(TxnId::from_u64(u64::MAX)));
+                    self.shared.metrics.record_failed(u64::from(byte_permits));
+                    self.shared.messages.add_permits(1);
+                    self.shared.bytes.add_permits(byte_permits as usize);
+                    let error = delivery_error(&record.topic, error);
+                    tracing::error!(topic = %record.topic, %error, "kafka rejected a message");
+                    return Err(error);
+                }
+            }
         }
     }
 
@@ -443,8 +434,8 @@ impl KafkaSink {
     }
 
     /// The librdkafka producer, for the transactional calls.
-    pub(super) fn producer(&self) -> &ThreadedProducer<Lending<DeliveryContext>> {
-        self.producer.threaded()
+    pub(super) fn producer(&self) -> &ThreadedProducer<DeliveryContext> {
+        &self.producer
     }
 
     /// The refused login, when that is the failure published.
@@ -454,7 +445,7 @@ impl KafkaSink {
 
     /// Messages handed to the producer and not yet acknowledged or failed.
     pub fn in_flight(&self) -> usize {
-        usize::try_from(self.producer().in_flight_count()).unwrap_or(0)
+        usize::try_from(self.producer.in_flight_count()).unwrap_or(0)
     }
 
     /// Everything below this LSN is acknowledged by Kafka.
@@ -490,7 +481,7 @@ impl KafkaSink {
     pub async fn purge(self: &Arc<Self>, timeout: Duration) -> Result<(), SinkError> {
         let sink = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
-            sink.producer()
+            sink.producer
                 .purge(PurgeConfig::default().queue().inflight());
         })
         .await
@@ -529,7 +520,7 @@ impl KafkaSink {
         let flushed = tokio::task::spawn_blocking(move || {
             login::in_slices(
                 timeout,
-                |limit| sink.producer().flush(limit),
+                |limit| sink.producer.flush(limit),
                 |_| true,
                 || sink.shared.refused_login(),
             )

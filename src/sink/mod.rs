@@ -1,7 +1,6 @@
 //! The Kafka side: producing encoded records and tracking their delivery.
 
 pub mod at_least_once;
-pub mod buffers;
 pub mod client_log;
 pub mod delivery;
 pub mod error;

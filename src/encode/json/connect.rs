@@ -72,18 +72,7 @@ pub(in crate::encode) fn enveloped(
     schema: Option<&str>,
     payload: impl FnOnce(&mut Vec<u8>) -> bool,
 ) -> Option<Vec<u8>> {
-    let out = Vec::with_capacity(schema.map_or(0, str::len) + 512);
-    enveloped_into(out, schema, payload)
-}
-
-/// [`enveloped`], written into `out` (empty, with the capacity the caller
-/// expects the record to need).
-pub(in crate::encode) fn enveloped_into(
-    mut out: Vec<u8>,
-    schema: Option<&str>,
-    payload: impl FnOnce(&mut Vec<u8>) -> bool,
-) -> Option<Vec<u8>> {
-    debug_assert!(out.is_empty());
+    let mut out = Vec::with_capacity(schema.map_or(0, str::len) + 512);
     if let Some(schema) = schema {
         out.extend_from_slice(b"{\"schema\":");
         out.extend_from_slice(schema.as_bytes());
