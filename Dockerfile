@@ -24,7 +24,7 @@ COPY testcontainers/Cargo.toml testcontainers/Cargo.toml
 RUN mkdir -p src wire/src testcontainers/src benches/e2e \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs wire/src/lib.rs testcontainers/src/lib.rs \
-    && for b in benches/transforms.rs benches/codec.rs benches/e2e/main.rs; do \
+    && for b in benches/transforms.rs benches/codec.rs benches/e2e/main.rs benches/streamed.rs; do \
          echo 'fn main() {}' > "$b"; done \
     && cargo build --release --locked --bin pgcdc-kafka \
     && rm -rf src wire/src testcontainers/src benches
