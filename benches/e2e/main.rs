@@ -37,7 +37,8 @@
 //! workload N times, interleaved (a, c, a, c, ...), and prints medians.
 //!
 //! (s) is the initial snapshot of a table (`--snapshot-rows`, with
-//! `--snapshot-workers` connections) against `COPY ... TO STDOUT` of it.
+//! `--snapshot-workers` connections) against `COPY (SELECT ...) TO STDOUT`
+//! of it and against Kafka alone for its records (`snapshot.rs`).
 //!
 //! (l) is not a backlog: the connector streams while rows are inserted at a
 //! steady rate (`--rate` rows/s in 100 transactions a second, for
@@ -196,7 +197,7 @@ fn main() -> Result<()> {
                     o.rows,
                 ),
                 's' => {
-                    results.extend(snapshot::run(
+                    let mut snapshots = snapshot::run(
                         &pg,
                         &kafka,
                         registry.as_ref(),
@@ -204,7 +205,11 @@ fn main() -> Result<()> {
                         o.snapshot_workers,
                         &o.connector_args,
                         &o.wrap,
-                    )?);
+                    )?;
+                    for r in &mut snapshots {
+                        r["round"] = json!(round);
+                    }
+                    results.extend(snapshots);
                     continue;
                 }
                 'l' => {
@@ -238,8 +243,11 @@ fn main() -> Result<()> {
     }
 
     print_table(&results);
-    let medians = rounds::medians(&results);
+    let mut medians = rounds::medians(&results);
     rounds::print_medians(&medians);
+    let snapshot_medians = rounds::snapshot_medians(&results);
+    rounds::print_snapshot_medians(&snapshot_medians);
+    medians.extend(snapshot_medians);
     let report = json!({
         "machine": machine(),
         "versions": {
@@ -836,11 +844,11 @@ fn print_table(results: &[Json]) {
     }
     let snapshots = kind("copy_s");
     if !snapshots.is_empty() {
-        println!("\n| workload | format | rows | table MB | COPY s | rows/s | connector s | rows/s | ratio | Kafka alone s | record bytes | CPU s | peak RSS MB |");
-        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("\n| workload | format | rows | table MB | COPY s | rows/s | connector s | rows/s | ratio to COPY | Kafka alone s | ratio to Kafka alone | record bytes | CPU s | CPU µs/row | load avg | peak RSS MB |");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in snapshots {
             println!(
-                "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {} | {:.2} | {:.0} |",
+                "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.0} |",
                 r["workload"].as_str().unwrap_or(""),
                 r["format"].as_str().unwrap_or(""),
                 r["rows"],
@@ -851,8 +859,11 @@ fn print_table(results: &[Json]) {
                 num(r, "connector_rows_per_s"),
                 num(r, "ratio_to_copy"),
                 num(r, "kafka_alone_s"),
+                num(r, "ratio_to_kafka_alone"),
                 r["record_bytes"],
                 num(r, "connector_cpu_s"),
+                num(r, "connector_us_per_row"),
+                num(r, "load_average_1m"),
                 num(r, "connector_peak_rss_mb"),
             );
         }

@@ -28,10 +28,35 @@ const FIGURES: &[&str] = &[
     "ratio_to_debezium",
 ];
 
+/// Figures of the snapshot workload (s) whose medians are reported.
+const SNAPSHOT_FIGURES: &[&str] = &[
+    "copy_rows_per_s",
+    "kafka_alone_rows_per_s",
+    "connector_rows_per_s",
+    "ratio_to_copy",
+    "ratio_to_kafka_alone",
+    "connector_us_per_row",
+    "broker_us_per_row",
+    "kafka_alone_broker_us_per_row",
+    "load_average_1m",
+    "connector_peak_rss_mb",
+];
+
 /// The backlog results grouped by workload and format, in first-seen order.
 pub fn medians(results: &[Json]) -> Vec<Json> {
+    grouped_medians(results, "recvlogical_s", FIGURES)
+}
+
+/// The snapshot results (s) grouped by format.
+pub fn snapshot_medians(results: &[Json]) -> Vec<Json> {
+    grouped_medians(results, "copy_s", SNAPSHOT_FIGURES)
+}
+
+/// The results that have `kind`, grouped by workload and format in
+/// first-seen order, with the median of each of `figures`.
+fn grouped_medians(results: &[Json], kind: &str, figures: &[&str]) -> Vec<Json> {
     let mut groups: Vec<((String, String), Vec<&Json>)> = Vec::new();
-    for r in results.iter().filter(|r| r.get("recvlogical_s").is_some()) {
+    for r in results.iter().filter(|r| r.get(kind).is_some()) {
         let key = (
             r["workload"].as_str().unwrap_or_default().to_owned(),
             r["format"].as_str().unwrap_or_default().to_owned(),
@@ -48,7 +73,7 @@ pub fn medians(results: &[Json]) -> Vec<Json> {
             entry.insert("workload".into(), json!(workload));
             entry.insert("format".into(), json!(format));
             entry.insert("rounds".into(), json!(runs.len()));
-            for figure in FIGURES {
+            for figure in figures {
                 let values: Vec<f64> = runs.iter().filter_map(|r| figure_of(r, figure)).collect();
                 entry.insert(figure.replace('.', "_"), json!(median(&values)));
                 entry.insert(
@@ -147,5 +172,37 @@ pub fn print_medians(medians: &[Json]) {
                 num(m, "connector_peak_rss_mb", 0),
             );
         }
+    }
+}
+
+/// The snapshot medians as a table (with at least two rounds).
+pub fn print_snapshot_medians(medians: &[Json]) {
+    if medians.iter().all(|m| m["rounds"].as_u64() < Some(2)) {
+        return;
+    }
+    let num = |m: &Json, key: &str, digits: usize| {
+        m[key]
+            .as_f64()
+            .map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
+    };
+    println!("\nSnapshot medians over the rounds (rows/s; CPU in µs per row):");
+    println!("\n| workload | format | rounds | COPY | Kafka alone | connector | ratio to Kafka alone | ratio to COPY | connector CPU | broker (connector / Kafka alone) | load average |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for m in medians {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
+            m["workload"].as_str().unwrap_or_default(),
+            m["format"].as_str().unwrap_or_default(),
+            m["rounds"],
+            num(m, "copy_rows_per_s", 0),
+            num(m, "kafka_alone_rows_per_s", 0),
+            num(m, "connector_rows_per_s", 0),
+            num(m, "ratio_to_kafka_alone", 2),
+            num(m, "ratio_to_copy", 2),
+            num(m, "connector_us_per_row", 2),
+            num(m, "broker_us_per_row", 2),
+            num(m, "kafka_alone_broker_us_per_row", 2),
+            num(m, "load_average_1m", 2),
+        );
     }
 }

@@ -1,28 +1,37 @@
-//! Workload (s): the initial snapshot of one table against `COPY ... TO
-//! STDOUT` of the same table into /dev/null (psql), the rate at which the
-//! server hands the rows out. The connector runs `--snapshot-mode
-//! initial_only` with `--snapshot-workers` connections (2 by default),
-//! production defaults otherwise, timed from spawn to exit (after Kafka
-//! acknowledged every row); the rows in the topic are counted afterwards.
+//! Workload (s): the initial snapshot of one table against two references.
 //!
-//! A third figure bounds what any connector could reach here: the same
-//! number of records, copies of the snapshot's first record (same key and
-//! value bytes), produced straight from this process with the connector's
-//! producer defaults (acks=all, idempotence, lz4) to a new topic (the broker's
-//! default partition count, like the connector's): Kafka's ingest rate on
-//! this machine, with no reading, decoding or encoding.
+//! - COPY: `COPY (SELECT <its columns> FROM public.bench) TO STDOUT`, the
+//!   query the connector's workers run, into /dev/null (psql, timed after a
+//!   warm-up read): the rate at which the server hands the rows out.
+//! - Kafka alone ([`super::ceiling`]): the very records the snapshot wrote,
+//!   read back and produced again by a bare producer with the connector's
+//!   own producer settings (`RunConfig::producer_config`): Kafka's ingest
+//!   rate for them on this machine, with no reading, decoding or encoding.
+//!
+//! The connector runs `--snapshot-mode initial_only` with
+//! `--snapshot-workers` connections (2 by default), production defaults
+//! otherwise, timed from spawn to exit (after Kafka acknowledged every
+//! row); the rows in the topic are counted afterwards. Its CPU seconds per
+//! row are reported beside the wall time (less sensitive to what else runs
+//! on a shared machine), with the 1-minute load average at its end.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pgcdc_testcontainers::{Kafka, Postgres, SchemaRegistry};
+use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
 use serde_json::{json, Value as Json};
 
-use super::{pg_bindir, round, run_connector, scalar, Result, ROW, TABLE};
+use super::{
+    args_after_run, ceiling, fmt_cpu, pg_bindir, round, run_connector, scalar, Result, ROW, TABLE,
+};
+
+/// What COPY reads: the table's columns, as the connector's workers select
+/// them.
+const COPY: &str = "COPY (SELECT id, payload, n, ts FROM public.bench) TO STDOUT";
 
 pub fn run(
     pg: &Postgres,
@@ -60,9 +69,9 @@ pub fn run(
         }
         Ok(started.elapsed().as_secs_f64())
     };
-    copy("COPY bench TO STDOUT")?; // warm-up: the table read once
-    let copy_s = copy("COPY bench TO STDOUT")?;
-    eprintln!("  COPY bench TO STDOUT: {copy_s:.2} s");
+    copy(COPY)?; // warm-up: the table read once
+    let copy_s = copy(COPY)?;
+    eprintln!("  {COPY}: {copy_s:.2} s");
 
     let mut formats = vec!["json"];
     if registry.is_some() {
@@ -85,40 +94,66 @@ pub fn run(
         );
         super::with_format(&mut args, format, registry);
         args.extend(connector_args.iter().cloned());
+        let broker_before = ceiling::broker_cpu(kafka);
         let run = run_connector(&args, wrap)?;
+        let load = load_average();
+        let broker_cpu = broker_before
+            .zip(ceiling::broker_cpu(kafka))
+            .map(|(a, b)| b - a);
         let topic = format!("{prefix}.public.bench");
         let delivered = topic_records(kafka, &topic)?;
         eprintln!(
-            "  connector snapshot ({format}): {:.2} s, {:.2} CPU s, peak RSS {} MB, {delivered} records in the topic",
+            "  connector snapshot ({format}): {:.2} s, {:.2} CPU s ({:.2} µs/row), peak RSS {} MB, {delivered} records in the topic, load average {}",
             run.wall_s,
             run.cpu_s,
-            run.peak_rss_kb / 1024
+            run.cpu_s * 1e6 / rows as f64,
+            run.peak_rss_kb / 1024,
+            load.map_or_else(|| "n/a".to_owned(), |l| format!("{l:.2}")),
         );
         if delivered != rows {
             return Err(
                 format!("the snapshot ({format}) left {delivered} records, not {rows}").into(),
             );
         }
-        let (alone_s, record_bytes) = kafka_alone(kafka, &topic, rows)?;
-        eprintln!("  Kafka alone, {rows} copies of a {record_bytes}-byte record: {alone_s:.2} s");
+        let alone = ceiling::run(kafka, &topic, &args_after_run(&args))?;
+        let record_bytes = alone.bytes / alone.records.max(1);
+        eprintln!(
+            "  Kafka alone ({format}): {} records, {:.1} MB, {:.2} s, broker {} CPU s (during the connector: {})",
+            alone.records,
+            alone.bytes as f64 / 1e6,
+            alone.wall_s,
+            fmt_cpu(alone.broker_cpu_s),
+            fmt_cpu(broker_cpu),
+        );
         pg.execute(&db, &format!("SELECT pg_drop_replication_slot('{slot}')"))?;
+        // At 2,000,000 JSON rows each topic holds gigabytes: not kept
+        // from one round to the next.
+        delete_topics(kafka, &[&topic, &format!("{topic}.kafka_alone")])?;
+        let per_row = |cpu: Option<f64>| cpu.map(|c| round(c * 1e6 / rows as f64));
         out.push(json!({
             "workload": name,
             "format": format,
             "rows": rows,
             "records_in_topic": delivered,
             "table_mb": round(table_mb),
+            "copy_statement": COPY,
             "copy_s": round(copy_s),
             "copy_rows_per_s": round(rows as f64 / copy_s),
             "connector_s": round(run.wall_s),
             "connector_rows_per_s": round(rows as f64 / run.wall_s),
             "ratio_to_copy": round(copy_s / run.wall_s),
-            "kafka_alone_s": round(alone_s),
-            "kafka_alone_rows_per_s": round(rows as f64 / alone_s),
-            "ratio_to_kafka_alone": round(alone_s / run.wall_s),
+            "kafka_alone_s": round(alone.wall_s),
+            "kafka_alone_records": alone.records,
+            "kafka_alone_bytes": alone.bytes,
+            "kafka_alone_rows_per_s": round(alone.records as f64 / alone.wall_s),
+            "ratio_to_kafka_alone": round(alone.wall_s / run.wall_s),
             "record_bytes": record_bytes,
             "snapshot_workers": workers,
             "connector_cpu_s": round(run.cpu_s),
+            "connector_us_per_row": round(run.cpu_s * 1e6 / rows as f64),
+            "broker_us_per_row": per_row(broker_cpu),
+            "kafka_alone_broker_us_per_row": per_row(alone.broker_cpu_s),
+            "load_average_1m": load,
             "connector_peak_rss_mb": round(run.peak_rss_kb as f64 / 1024.0),
             "resource_source": run.source,
             "connector_extra_args": connector_args,
@@ -145,60 +180,26 @@ fn topic_records(kafka: &Kafka, topic: &str) -> Result<u64> {
     Ok(total)
 }
 
-/// Produces `rows` copies of `topic`'s first record to a new, auto-created
-/// topic, as the connector's producer would (acks=all, idempotence, lz4);
-/// returns the time to the last acknowledgement and the record's key +
-/// value size. One key: with more than one partition the connector spreads
-/// its records, this does not (the topic's partition count is printed).
-fn kafka_alone(kafka: &Kafka, topic: &str, rows: u64) -> Result<(f64, usize)> {
-    let bootstrap = kafka.bootstrap_servers();
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("group.id", "pgcdc-bench-ceiling")
-        .set("enable.auto.commit", "false")
+/// The 1-minute load average now (`/proc/loadavg`).
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Deletes `topics` (their records were counted and copied already).
+fn delete_topics(kafka: &Kafka, topics: &[&str]) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", kafka.bootstrap_servers())
         .create()?;
-    let timeout = Duration::from_secs(10);
-    let partitions = consumer
-        .fetch_metadata(Some(topic), timeout)?
-        .topics()
-        .first()
-        .map_or(0, |t| t.partitions().len());
-    if partitions != 1 {
-        eprintln!("  note: {topic} has {partitions} partitions; the Kafka-alone run writes one");
-    }
-    let mut assignment = TopicPartitionList::new();
-    assignment.add_partition_offset(topic, 0, Offset::Beginning)?;
-    consumer.assign(&assignment)?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (key, value) = loop {
-        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
-            let message = message?;
-            break (
-                message.key().unwrap_or_default().to_vec(),
-                message.payload().unwrap_or_default().to_vec(),
-            );
-        }
-        if Instant::now() > deadline {
-            return Err(format!("no record in {topic} within 30 s").into());
-        }
-    };
-    let target = format!("{topic}.kafka_alone");
-    // The connector's producer settings (RunConfig::producer_config).
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("acks", "all")
-        .set("enable.idempotence", "true")
-        .set("compression.type", "lz4")
-        .set("linger.ms", "5")
-        .create()?;
-    let started = Instant::now();
-    for _ in 0..rows {
-        let mut record = BaseRecord::to(&target).key(&key[..]).payload(&value[..]);
-        while let Err((_, back)) = producer.send(record) {
-            record = back;
-            std::thread::sleep(Duration::from_micros(100));
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    for result in futures::executor::block_on(admin.delete_topics(topics, &options))? {
+        if let Err((topic, error)) = result {
+            return Err(format!("deleting topic {topic}: {error}").into());
         }
     }
-    producer.flush(Duration::from_secs(120))?;
-    Ok((started.elapsed().as_secs_f64(), key.len() + value.len()))
+    Ok(())
 }
