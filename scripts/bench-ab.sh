@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # A/B runs inside one benchmark: a --wrap command for scripts/bench.sh that
-# runs one of two connector binaries instead of the one it was given,
-# switching every $BENCH_AB_EVERY invocations, so both variants see the same
-# services and the same moments of a shared machine's load.
+# runs the connector as variant A or B, switching every $BENCH_AB_EVERY
+# invocations, so both variants see the same services and the same moments
+# of a shared machine's load. A variant is a binary (default: the one the
+# benchmark built) plus extra arguments:
 #
+#   two binaries:
 #   BENCH_AB_A=/path/to/before BENCH_AB_B=/path/to/after BENCH_AB_EVERY=2 \
 #     scripts/bench.sh --workloads s --avro --rounds 6 --wrap "$PWD/scripts/bench-ab.sh"
+#   text against binary values:
+#   BENCH_AB_A_ARGS=--pgoutput-binary=off BENCH_AB_B_ARGS=--pgoutput-binary=on BENCH_AB_EVERY=4 \
+#     scripts/bench.sh --workloads a,c,e --avro --rounds 6 --wrap "$PWD/scripts/bench-ab.sh"
 #
-# With --avro each round of (s) runs the connector twice (JSON, then Avro):
-# BENCH_AB_EVERY=2 gives rounds A, B, A, B, ... Each invocation is logged,
-# with the binary it ran, to $BENCH_AB_LOG (default target/bench/ab.log);
-# the counter lives in $BENCH_AB_COUNTER (default target/bench/ab.counter).
+# Count the invocations: a backlog workload starts the connector twice per
+# format (the run, then a no-op run), so with --avro BENCH_AB_EVERY=4
+# switches per workload; with an odd number of workloads every (workload,
+# format) then alternates round by round. (s) starts it once per format:
+# BENCH_AB_EVERY=2. Each invocation is logged, with its variant and the load
+# average, to $BENCH_AB_LOG (default target/bench/ab.log); the counter lives
+# in $BENCH_AB_COUNTER (default target/bench/ab.counter): remove both
+# before a new run.
 set -euo pipefail
-: "${BENCH_AB_A:?set BENCH_AB_A to the first binary}"
-: "${BENCH_AB_B:?set BENCH_AB_B to the second binary}"
 every=${BENCH_AB_EVERY:-1}
 dir="$(dirname "$0")/../target/bench"
 mkdir -p "$dir"
@@ -21,7 +28,13 @@ counter=${BENCH_AB_COUNTER:-$dir/ab.counter}
 log=${BENCH_AB_LOG:-$dir/ab.log}
 n=$(cat "$counter" 2>/dev/null || echo 0)
 echo $((n + 1)) >"$counter"
-shift # the binary the benchmark built
-if (((n / every) % 2 == 0)); then bin=$BENCH_AB_A; variant=A; else bin=$BENCH_AB_B; variant=B; fi
-echo "$n $variant $bin" >>"$log"
-exec "$bin" "$@"
+built=$1
+shift
+if (((n / every) % 2 == 0)); then
+  variant=A bin=${BENCH_AB_A:-$built} extra=${BENCH_AB_A_ARGS:-}
+else
+  variant=B bin=${BENCH_AB_B:-$built} extra=${BENCH_AB_B_ARGS:-}
+fi
+echo "$(date -u +%T) $n $variant $bin $extra load=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$log"
+# shellcheck disable=SC2086 # the extra arguments are split on purpose
+exec "$bin" "$@" $extra
