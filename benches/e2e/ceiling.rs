@@ -40,6 +40,20 @@ pub struct KafkaAlone {
     pub broker_cpu_s: Option<f64>,
 }
 
+impl KafkaAlone {
+    /// The progress line, beside the broker's CPU while the connector wrote.
+    pub fn print(&self, format: &str, connector_broker_cpu: Option<f64>) {
+        eprintln!(
+            "  Kafka alone ({format}): {} records, {:.1} MB, {:.2} s, broker {} CPU s (during the connector: {})",
+            self.records,
+            self.bytes as f64 / 1e6,
+            self.wall_s,
+            super::fmt_cpu(self.broker_cpu_s),
+            super::fmt_cpu(connector_broker_cpu),
+        );
+    }
+}
+
 /// The broker's CPU seconds so far (utime + stime), when its process is
 /// visible.
 pub fn broker_cpu(kafka: &Kafka) -> Option<f64> {

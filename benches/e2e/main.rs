@@ -446,14 +446,7 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             _ => {
                 let topic = format!("{db}_{format}.public.bench");
                 let alone = ceiling::run(kafka, &topic, &args_after_run(&args))?;
-                eprintln!(
-                    "  Kafka alone ({format}): {} records, {:.1} MB, {:.2} s, broker {} CPU s (during the connector: {})",
-                    alone.records,
-                    alone.bytes as f64 / 1e6,
-                    alone.wall_s,
-                    fmt_cpu(alone.broker_cpu_s),
-                    fmt_cpu(broker_cpu),
-                );
+                alone.print(format, broker_cpu);
                 Some(alone)
             }
         };

@@ -105,15 +105,17 @@ pub fn median(values: &[f64]) -> Option<f64> {
     }
 }
 
+/// A median figure with `digits` decimals, or `n/a`.
+fn num(m: &Json, key: &str, digits: usize) -> String {
+    m[key]
+        .as_f64()
+        .map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
+}
+
 pub fn print_medians(medians: &[Json]) {
     if medians.iter().all(|m| m["rounds"].as_u64() < Some(2)) {
         return;
     }
-    let num = |m: &Json, key: &str, digits: usize| {
-        m[key]
-            .as_f64()
-            .map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
-    };
     let rounds = |m: &Json, key: &str| {
         let values: Vec<String> = m[format!("{key}_per_round")]
             .as_array()
@@ -180,11 +182,6 @@ pub fn print_snapshot_medians(medians: &[Json]) {
     if medians.iter().all(|m| m["rounds"].as_u64() < Some(2)) {
         return;
     }
-    let num = |m: &Json, key: &str, digits: usize| {
-        m[key]
-            .as_f64()
-            .map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
-    };
     println!("\nSnapshot medians over the rounds (rows/s; CPU in µs per row):");
     println!("\n| workload | format | rounds | COPY | Kafka alone | connector | ratio to Kafka alone | ratio to COPY | connector CPU | broker (connector / Kafka alone) | load average |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");

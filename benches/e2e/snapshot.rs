@@ -25,9 +25,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
 use serde_json::{json, Value as Json};
 
-use super::{
-    args_after_run, ceiling, fmt_cpu, pg_bindir, round, run_connector, scalar, Result, ROW, TABLE,
-};
+use super::{args_after_run, ceiling, pg_bindir, round, run_connector, scalar, Result, ROW, TABLE};
 
 /// What COPY reads: the table's columns, as the connector's workers select
 /// them.
@@ -117,14 +115,7 @@ pub fn run(
         }
         let alone = ceiling::run(kafka, &topic, &args_after_run(&args))?;
         let record_bytes = alone.bytes / alone.records.max(1);
-        eprintln!(
-            "  Kafka alone ({format}): {} records, {:.1} MB, {:.2} s, broker {} CPU s (during the connector: {})",
-            alone.records,
-            alone.bytes as f64 / 1e6,
-            alone.wall_s,
-            fmt_cpu(alone.broker_cpu_s),
-            fmt_cpu(broker_cpu),
-        );
+        alone.print(format, broker_cpu);
         pg.execute(&db, &format!("SELECT pg_drop_replication_slot('{slot}')"))?;
         // At 2,000,000 JSON rows each topic holds gigabytes: not kept
         // from one round to the next.
