@@ -123,22 +123,42 @@ fn read_until_high(
     let (_, high) = consumer
         .fetch_watermarks(topic, 0, REQUEST_TIMEOUT)
         .map_err(read_error)?;
-    let deadline = Instant::now() + REQUEST_TIMEOUT * 4;
+    let complete = scan_to(consumer, topic, high, REQUEST_TIMEOUT * 4, |message| {
+        apply(configs, message.key(), message.payload());
+    })
+    .map_err(read_error)?;
+    if !complete {
+        return Err(read_error(rdkafka::error::KafkaError::MessageConsumption(
+            rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
+        )));
+    }
+    Ok(())
+}
+
+/// Hands every record of partition 0 of `topic` before offset `high` to
+/// `each`, in order, for at most `budget`; whether it got to `high`.
+/// Compaction may have removed the last offsets before `high`: the
+/// consumer's position says when nothing is left to read.
+fn scan_to(
+    consumer: &BaseConsumer,
+    topic: &str,
+    high: i64,
+    budget: Duration,
+    mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
+) -> Result<bool, rdkafka::error::KafkaError> {
+    let deadline = Instant::now() + budget;
     let mut next = 0;
     while next < high {
         if Instant::now() > deadline {
-            return Err(read_error(rdkafka::error::KafkaError::MessageConsumption(
-                rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
-            )));
+            return Ok(false);
         }
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(message)) => {
-                apply(configs, message.key(), message.payload());
+                each(&message);
                 next = message.offset() + 1;
             }
-            Some(Err(error)) => return Err(read_error(error)),
+            Some(Err(error)) => return Err(error),
             None => {
-                // Compaction may have removed the last offsets before `high`.
                 if let Ok(Some(position)) = consumer
                     .position()
                     .map(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw()))
@@ -148,7 +168,7 @@ fn read_until_high(
             }
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Follows the configs topic on a thread of its own: first the whole topic
@@ -351,30 +371,16 @@ pub fn latest_by_key(
         Err(_) => return Ok(BTreeMap::new()),
     };
     let mut latest = BTreeMap::new();
-    let deadline = Instant::now() + REQUEST_TIMEOUT;
-    let mut next = 0;
-    while next < high && Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(message)) => {
-                next = message.offset() + 1;
-                let Some(key) = message.key().and_then(|k| std::str::from_utf8(k).ok()) else {
-                    continue;
-                };
-                match message.payload() {
-                    Some(value) => latest.insert(key.to_owned(), value.to_vec()),
-                    None => latest.remove(key),
-                };
-            }
-            Some(Err(error)) => return Err(read_error(error)),
-            None => {
-                if let Ok(Some(position)) = consumer
-                    .position()
-                    .map(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw()))
-                {
-                    next = next.max(position);
-                }
-            }
-        }
-    }
+    // What was read within the time is returned: a status table may lag.
+    scan_to(&consumer, topic, high, REQUEST_TIMEOUT, |message| {
+        let Some(key) = message.key().and_then(|k| std::str::from_utf8(k).ok()) else {
+            return;
+        };
+        match message.payload() {
+            Some(value) => latest.insert(key.to_owned(), value.to_vec()),
+            None => latest.remove(key),
+        };
+    })
+    .map_err(read_error)?;
     Ok(latest)
 }
