@@ -11,7 +11,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::compacted::{latest_by_key, table_state};
+use common::compacted::{latest_by_key, table_state, wait_for_topic_to_equal_table};
 use common::{consume_all, record_count, wait_for, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_kafka::sink::transactional::{self, IncrementalProgress, ProgressRecord};
 use pgcdc_testcontainers::{Kafka, Postgres};
@@ -45,22 +45,6 @@ fn progress_row(s: &Scenario) -> Option<String> {
         "SELECT data FROM signals WHERE id = 'pgcdc-{}'",
         s.slot
     ))
-}
-
-async fn wait_for_topic_to_equal_table(kafka: &Kafka, s: &Scenario, table: &str) {
-    let expected = table_state(s, table);
-    let topic = s.topic(table);
-    wait_until(
-        TIMEOUT,
-        &format!("topic of {table} to equal the table"),
-        || {
-            let bootstrap = kafka.bootstrap_servers();
-            let topic = topic.clone();
-            let expected = &expected;
-            async move { latest_by_key(&consume_all(&bootstrap, &topic, TIMEOUT).await) == *expected }
-        },
-    )
-    .await;
 }
 
 async fn wait_for_incremental_reads(kafka: &Kafka, s: &Scenario, table: &str, at_least: usize) {

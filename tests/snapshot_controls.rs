@@ -21,7 +21,7 @@ mod read_only;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::compacted::{latest_by_key, table_state};
+use common::compacted::wait_for_topic_to_equal_table;
 use common::{consume_all, hold_for, wait_for, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_testcontainers::{Kafka, Postgres};
 use rdkafka::config::ClientConfig;
@@ -387,16 +387,7 @@ async fn conditions_pause_resume_and_a_blocking_snapshot_under_load() {
         "the writer overlapped the blocking snapshot ({rounds} rounds)"
     );
 
-    let expected = table_state(&s, "t");
-    wait_until(
-        TIMEOUT,
-        "t's topic to equal the table, row by row",
-        || async {
-            latest_by_key(&consume_all(&kafka.bootstrap_servers(), &s.topic("t"), TIMEOUT).await)
-                == expected
-        },
-    )
-    .await;
+    wait_for_topic_to_equal_table(kafka, &s, "t").await;
     let t = consume_all(&kafka.bootstrap_servers(), &s.topic("t"), TIMEOUT).await;
     let blocking = reads(&t, Some("true"));
     let scanned: usize = done["additional_data"]["total_rows_scanned"]

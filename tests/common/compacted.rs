@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value as Json};
 
-use super::{Record, Scenario};
+use pgcdc_testcontainers::Kafka;
+
+use super::{consume_all, wait_until, Record, Scenario, TIMEOUT};
 
 /// The latest state per key a compacting consumer would keep: the last
 /// create/update/read wins, a delete or tombstone removes the key.
@@ -41,4 +43,22 @@ pub fn table_state(s: &Scenario, table: &str) -> BTreeMap<i64, Json> {
             (id, json!({"id": id, "v": v}))
         })
         .collect()
+}
+
+/// Waits until `table`'s topic, kept as [`latest_by_key`] keeps it, equals
+/// the table's rows as they are now.
+pub async fn wait_for_topic_to_equal_table(kafka: &Kafka, s: &Scenario, table: &str) {
+    let expected = table_state(s, table);
+    let topic = s.topic(table);
+    wait_until(
+        TIMEOUT,
+        &format!("topic of {table} to equal the table"),
+        || {
+            let bootstrap = kafka.bootstrap_servers();
+            let topic = topic.clone();
+            let expected = &expected;
+            async move { latest_by_key(&consume_all(&bootstrap, &topic, TIMEOUT).await) == *expected }
+        },
+    )
+    .await;
 }

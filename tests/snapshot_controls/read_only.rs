@@ -11,8 +11,8 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{json, Value as Json};
 
-use super::common::compacted::{latest_by_key, table_state};
-use super::common::{consume_all, wait_for, wait_until, Record, Scenario, TIMEOUT};
+use super::common::compacted::{table_state, wait_for_topic_to_equal_table};
+use super::common::{consume_all, wait_for, Record, Scenario, TIMEOUT};
 
 const ROWS: i64 = 3000;
 
@@ -214,16 +214,9 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
         "the writer overlapped the snapshot ({rounds} rounds)"
     );
 
+    // The table after the writer stopped: what every later check reads.
     let expected = table_state(&s, "t");
-    wait_until(
-        TIMEOUT,
-        "t's topic to equal the table, row by row",
-        || async {
-            latest_by_key(&consume_all(&kafka.bootstrap_servers(), &s.topic("t"), TIMEOUT).await)
-                == expected
-        },
-    )
-    .await;
+    wait_for_topic_to_equal_table(kafka, &s, "t").await;
     let records = consume_all(&kafka.bootstrap_servers(), &s.topic("t"), TIMEOUT).await;
     let stale = stale_keys(&records);
     assert!(
