@@ -20,6 +20,13 @@ use pgcdc_kafka::http::HealthPolicy;
 use pgcdc_kafka::supervisor::PipelineSpec;
 use tracing_subscriber::EnvFilter;
 
+/// jemalloc serves every allocation of the process: Rust's through this,
+/// and C's (librdkafka's) because the crate exports `malloc` and `free`
+/// unprefixed. See the dependency's comment in Cargo.toml.
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// PostgreSQL change data capture into Kafka, Debezium-compatible.
 #[derive(Debug, Parser)]
 #[command(name = "pgcdc-kafka", version = pgcdc_kafka::build_info::version_line(), about)]
