@@ -23,21 +23,24 @@ pub fn run(
     rate: u64,
     duration_s: u64,
     connector_args: &[String],
+    wrap: &[String],
 ) -> Result<Json> {
     let name = format!("l: steady {rate} rows/s for {duration_s} s");
     eprintln!("workload {name} ...");
     let db = pg.create_database("bench_l")?;
     pg.execute(&db, TABLE)?;
     pg.execute(&db, "CREATE PUBLICATION bench FOR TABLE bench")?;
+    // Slots are the cluster's, not the database's: one per round.
+    let slot = db.clone();
     pg.execute(
         &db,
-        "SELECT pg_create_logical_replication_slot('bench_latency', 'pgoutput')",
+        &format!("SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"),
     )?;
     let topic = format!("{db}.public.bench");
     let mut args = super::run_args(
         (pg, &db, kafka),
         &db,
-        "bench_latency",
+        &slot,
         &[
             "--snapshot-mode",
             "never",
@@ -52,14 +55,15 @@ pub fn run(
         ],
     );
     args.extend(connector_args.iter().cloned());
+    let wrap = wrap.to_vec();
     let connector =
-        std::thread::spawn(move || run_connector(&args, &[]).map_err(|e| e.to_string()));
+        std::thread::spawn(move || run_connector(&args, &wrap).map_err(|e| e.to_string()));
 
     let deadline = Instant::now() + Duration::from_secs(30);
     while super::scalar(
         pg,
         &db,
-        "SELECT active::text FROM pg_replication_slots WHERE slot_name = 'bench_latency'",
+        &format!("SELECT active::text FROM pg_replication_slots WHERE slot_name = '{slot}'"),
     )? != "true"
     {
         if Instant::now() > deadline {
@@ -84,9 +88,11 @@ pub fn run(
         ),
     )?;
     let run = connector.join().expect("connector thread")?;
+    pg.execute(&db, &format!("SELECT pg_drop_replication_slot('{slot}')"))?;
     eprintln!(
-        "  connector: {:.2} CPU s, peak RSS {} MB",
+        "  connector: {:.2} CPU s ({:.2} µs per change), peak RSS {} MB",
         run.cpu_s,
+        run.cpu_s * 1e6 / rows as f64,
         run.peak_rss_kb / 1024
     );
 

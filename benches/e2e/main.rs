@@ -219,6 +219,7 @@ fn main() -> Result<()> {
                         o.rate,
                         o.duration_s,
                         &o.connector_args,
+                        &o.wrap,
                     )?);
                     continue;
                 }
