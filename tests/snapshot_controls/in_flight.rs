@@ -22,7 +22,9 @@ use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
 
 use super::common::compacted::{latest_by_key, table_state};
-use super::common::{consume_all, consume_until_idle, wait_until, Record, Scenario, TIMEOUT};
+use super::common::{
+    consume_all, consume_until_idle, wait_for, wait_until, Record, Scenario, TIMEOUT,
+};
 use super::read_only::stale_keys;
 use super::{signal, wait_for_notification, SIGNALS};
 
@@ -66,7 +68,7 @@ async fn committed(kafka: &Kafka, s: &Scenario, table: &str) -> Vec<Record> {
     consume_until_idle(
         &kafka.bootstrap_servers(),
         &s.topic(table),
-        Duration::from_secs(2),
+        Duration::from_secs(1),
         TIMEOUT,
     )
     .await
@@ -166,6 +168,8 @@ async fn several_tables_in_flight_under_load_with_a_restart() {
         json!({"data-collections": ["public.a", "public.b", "public.c", "public.d"], "type": "incremental"}),
     );
 
+    let signalled = started.elapsed().as_secs_f64();
+
     // Halfway, once d took a's place: a graceful stop, and a restart.
     wait_until(TIMEOUT, "a chunk of d", || async {
         progress_notes(kafka, &notifications, "many")
@@ -207,16 +211,28 @@ async fn several_tables_in_flight_under_load_with_a_restart() {
         "the writer overlapped the snapshot ({rounds} rounds)"
     );
 
+    let snapshot_secs = started.elapsed().as_secs_f64();
+
+    // Every writer transaction touched every table: once d's topic holds
+    // its last one, so do the others' (one Kafka transaction each).
+    let expected: Vec<_> = TABLES.map(|(table, _)| table_state(&s, table)).to_vec();
+    let d = wait_for(TIMEOUT, "topic of d to equal the table", || async {
+        let records = committed(kafka, &s, "d").await;
+        match latest_by_key(&records) == expected[3] {
+            true => Ok(records),
+            false => Err(format!("{} records", records.len())),
+        }
+    })
+    .await;
+    let mut topics =
+        futures::future::join_all(["a", "b", "c"].map(|table| committed(kafka, &s, table))).await;
+    topics.push(d);
     let mut summary = Vec::new();
-    for (table, _) in TABLES {
-        let expected = table_state(&s, table);
-        wait_until(
-            TIMEOUT,
-            &format!("topic of {table} to equal the table"),
-            || async { latest_by_key(&committed(kafka, &s, table).await) == expected },
-        )
-        .await;
-        let records = committed(kafka, &s, table).await;
+    for (((table, _), expected), records) in TABLES.iter().zip(expected).zip(topics) {
+        assert!(
+            latest_by_key(&records) == expected,
+            "{table}: the topic ends equal to the table"
+        );
         let stale = stale_keys(&records);
         assert!(
             stale.is_empty(),
@@ -270,7 +286,7 @@ async fn several_tables_in_flight_under_load_with_a_restart() {
     );
     running.stop().await;
     println!(
-        "tables in flight: {}, {rounds} writer rounds, {:.1}s",
+        "tables in flight: {}, {rounds} writer rounds; signalled at {signalled:.1}s, snapshot done at {snapshot_secs:.1}s, {:.1}s in all",
         summary.join(", "),
         started.elapsed().as_secs_f64()
     );
