@@ -153,6 +153,18 @@ pub struct RunConfig {
     )]
     pub incremental_snapshot_chunk_size: u32,
 
+    /// How many tables an incremental snapshot reads at once: each window
+    /// (watermark pair, or read-only snapshot) holds a chunk of each of the
+    /// first N tables of the list; a table that finishes leaves its place
+    /// to the next. 1 reads the tables one after another (docs/SNAPSHOTS.md).
+    #[arg(
+        help_heading = SNAPSHOT,
+        long,
+        env = "PGCDC_INCREMENTAL_SNAPSHOT_TABLES_IN_FLIGHT",
+        default_value_t = 1
+    )]
+    pub incremental_snapshot_tables_in_flight: u32,
+
     /// Write a tombstone (same key, null value) after each delete, so log
     /// compaction can drop the key (Debezium's tombstones.on.delete).
     #[arg(help_heading = FORMAT, long, env = "PGCDC_TOMBSTONES_ON_DELETE", default_value_t = true, action = clap::ArgAction::Set)]

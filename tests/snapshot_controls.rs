@@ -12,9 +12,13 @@
 //!   Debezium's kafka channel acts (another connector's is skipped); every
 //!   step's notification is read back from the topic with Debezium's fields;
 //! - `--read-only` takes an incremental snapshot on a SELECT-only role
-//!   under load ([`read_only`]).
+//!   under load ([`read_only`]);
+//! - `--incremental-snapshot-tables-in-flight` reads several tables' chunks
+//!   in each window, under load and across a restart ([`in_flight`]).
 
 mod common;
+#[path = "snapshot_controls/in_flight.rs"]
+mod in_flight;
 #[path = "snapshot_controls/read_only.rs"]
 mod read_only;
 

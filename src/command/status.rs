@@ -447,12 +447,18 @@ impl fmt::Display for StatusReport {
                 || "from its first key".to_owned(),
                 |key| format!("after key {key:?}"),
             );
-            writeln!(
+            write!(
                 f,
                 "incremental snapshot: {} table(s) left ({}), the current one {after}",
                 p.tables.len(),
                 p.tables.join(", ")
             )?;
+            // Tables read alongside the current one, or resumed from an
+            // interrupted initial snapshot, start after their own keys.
+            for (table, key) in &p.resume_after {
+                write!(f, "; {table} after key {key:?}")?;
+            }
+            writeln!(f)?;
         }
         if let Some(c) = &self.connector {
             let number = |v: &Option<f64>| v.map_or_else(|| "unknown".into(), |v| format!("{v}"));

@@ -282,3 +282,23 @@ fn pgoutput_binary_is_auto_by_default_and_on_is_refused_with_a_signal_table() {
         "{error}"
     );
 }
+
+#[test]
+fn incremental_snapshot_tables_in_flight_is_between_one_and_sixty_four() {
+    let flag = "--incremental-snapshot-tables-in-flight";
+    let default = parse(&["--topic-prefix", "a"]);
+    assert_eq!(
+        default.incremental_snapshot_tables_in_flight, 1,
+        "one table at a time unless asked"
+    );
+    for (value, valid) in [("0", false), ("1", true), ("64", true), ("65", false)] {
+        let result = parse(&["--topic-prefix", "a", flag, value]).validate();
+        match result {
+            Ok(_) => assert!(valid, "{value} is accepted"),
+            Err(error) => {
+                assert!(!valid, "{value} is refused: {error}");
+                assert!(error.to_string().contains(&flag[2..]), "{error}");
+            }
+        }
+    }
+}

@@ -139,6 +139,12 @@ impl RunConfig {
             "must be at least 1",
         );
         p.check(
+            (1..=64).contains(&self.incremental_snapshot_tables_in_flight),
+            "incremental-snapshot-tables-in-flight",
+            self.incremental_snapshot_tables_in_flight.to_string(),
+            "must be between 1 (one table at a time) and 64 (each window selects a chunk of every table in flight, so its rows are held in memory together)",
+        );
+        p.check(
             self.max_in_flight_messages > 0,
             "max-in-flight-messages",
             self.max_in_flight_messages.to_string(),

@@ -3,31 +3,36 @@
 //! ([`crate::source::signal`]).
 //!
 //! A table is read in chunks of `--incremental-snapshot-chunk-size` rows in
-//! key order, one chunk at a time, between transactions of the stream:
+//! key order, one window at a time, between transactions of the stream:
 //!
 //! 1. the low watermark: the progress row is upserted with type
-//!    `snapshot-window-open` and the chunk's id (its own transaction);
-//! 2. the chunk is selected on a plain SQL connection (`key > last key ORDER
-//!    BY key LIMIT n`, READ COMMITTED, so it sees at least everything
+//!    `snapshot-window-open` and the window's id (its own transaction);
+//! 2. a chunk of each table in flight (the first
+//!    `--incremental-snapshot-tables-in-flight` tables of the list, 1 by
+//!    default) is selected on a plain SQL connection (`key > last key ORDER
+//!    BY key LIMIT n`, READ COMMITTED, so each sees at least everything
 //!    committed before the low watermark) and buffered;
 //! 3. the high watermark: the progress row is upserted with type
 //!    `snapshot-window-close`.
 //!
 //! The stream then reaches the watermarks in commit order. Between them,
-//! every change to a key of the chunk's table removes that key from the
-//! buffer: the streamed change is at least as new as the selected row and is
+//! every change to a key of a table in the window removes that key from its
+//! table's buffer: the streamed change is at least as new as the selected
+//! row (every select ran before the high watermark committed) and is
 //! emitted in its place. At the high watermark the remaining rows are emitted
 //! as `op: "r"` events with `source.snapshot = "incremental"`, inside the
 //! high watermark's transaction, so the ack tracker does not confirm past it
 //! before Kafka has them. Changes after the high watermark are newer than the
 //! selected rows and follow them. So for every key the stream's later change
-//! wins, and a key deleted during the window is not brought back.
+//! wins, and a key deleted during the window is not brought back. Nothing
+//! in that argument is about one table: the chunks of several tables share
+//! one window, and a table that finishes leaves its slot to the next one.
 //!
 //! # Progress across restarts
 //!
-//! The progress (tables left, last key of the current table) lives in the
-//! progress row's `data`. A chunk's end becomes the recorded last key only
-//! once Kafka acknowledged the chunk (the ack tracker passed the high
+//! The progress (tables left, last key of each table in flight) lives in the
+//! progress row's `data`. A chunk's end becomes its table's recorded last key
+//! only once Kafka acknowledged the window (the ack tracker passed the high
 //! watermark's commit), and only the next low watermark, a signal, or a
 //! graceful stop writes it. So the recorded position never runs ahead of what Kafka has:
 //! a restart re-reads at most the chunk that was in flight (sent again, never
@@ -58,7 +63,7 @@ mod table_info;
 mod window;
 
 pub(super) use window::key_of;
-use window::Window;
+use window::{Closed, Window};
 
 use crate::config::RunConfig;
 use crate::lsn::Lsn;
@@ -115,20 +120,23 @@ pub(super) struct Incremental {
     /// Watermarks and chunk reads, with the replication session's text settings.
     sql: Client,
     chunk_size: u32,
+    /// How many tables' chunks one window holds.
+    tables_in_flight: usize,
     publication: String,
     signal_columns: Option<SignalColumns>,
     /// What Kafka has acknowledged: the durable resume point.
     progress: Progress,
     window: Window,
-    /// Makes chunk ids unique per attempt, so replayed watermarks of an
-    /// earlier attempt never match a chunk of this one.
+    /// Makes window ids unique per attempt, so replayed watermarks of an
+    /// earlier attempt never match a window of this one.
     nonce: String,
+    /// Windows opened by this attempt (the window ids).
+    windows: u64,
     chunks: u64,
     rows: u64,
-    /// Rows of the current table emitted by this attempt (notifications).
-    table_rows: u64,
-    /// The current table's largest key and row estimate (notifications).
-    table_info: Option<table_info::TableInfo>,
+    /// Per table in flight: its largest key, row estimate, and rows and
+    /// chunks emitted by this attempt (notifications).
+    table_infos: BTreeMap<String, table_info::TableInfo>,
     /// The id of the signal that started the running snapshot, the id of
     /// its notifications (kept past the progress, which forgets it when
     /// the last table is done).
@@ -140,8 +148,8 @@ pub(super) struct Incremental {
 /// What the stream does about a signal.
 pub(super) enum Action {
     Nothing,
-    /// The high watermark of a chunk: emit these rows of this relation now.
-    Emit(u32, Vec<Tuple>),
+    /// The high watermark of a window: emit these chunks' rows now.
+    Emit(Vec<Closed>),
     /// `execute-snapshot` with `"type": "blocking"`: read these tables now,
     /// with the stream paused ([`blocking`]).
     Blocking {
@@ -260,16 +268,17 @@ impl Incremental {
             progress_id,
             sql,
             chunk_size: config.incremental_snapshot_chunk_size,
+            tables_in_flight: config.incremental_snapshot_tables_in_flight.max(1) as usize,
             publication: config.publication_name.clone(),
             signal_columns: None,
             started: resuming.then(Instant::now),
             progress,
             window: Window::Idle,
             nonce: format!("{:x}", crate::event::now_micros()),
+            windows: 0,
             chunks: 0,
             rows: 0,
-            table_rows: 0,
-            table_info: None,
+            table_infos: BTreeMap::new(),
             correlation_id,
             last_log: Instant::now(),
         }))
@@ -401,7 +410,7 @@ impl Incremental {
                     || (self.progress.tables.is_empty() && self.started.is_some())
                     || streamed.is_some_and(read_only::Streamed::wants_pruning)
             }
-            Window::Pending(_) => streamed.is_some_and(|r| r.passed_high_mark(received)),
+            Window::Pending { .. } => streamed.is_some_and(|r| r.passed_high_mark(received)),
             Window::Emitted {
                 commit: Some(lsn), ..
             } => acked >= *lsn,
@@ -438,21 +447,30 @@ impl Incremental {
         !self.progress.tables.is_empty()
     }
 
-    /// A chunk of `rows` rows was emitted: counts it and notifies.
-    fn chunk_emitted(
+    /// The chunks of a window were emitted: counts them and notifies, one
+    /// `IN_PROGRESS` per table.
+    fn chunks_emitted(
         &mut self,
-        rows: usize,
+        closed: &[Closed],
         metrics: &crate::metrics::Metrics,
         notifier: &Notifier,
     ) {
-        self.chunks += 1;
-        self.rows += rows as u64;
-        self.table_rows += rows as u64;
-        if let Some(info) = &mut self.table_info {
-            info.chunks += 1;
+        for chunk in closed {
+            let rows = chunk.rows.len() as u64;
+            self.chunks += 1;
+            self.rows += rows;
+            if let Some(info) = self.table_infos.get_mut(&chunk.table) {
+                info.chunks += 1;
+                info.rows += rows;
+            }
+            metrics.incremental_chunk(rows);
+            notifier.notify(self.in_progress(&chunk.table, chunk.end.as_ref()));
         }
-        metrics.incremental_chunk(rows as u64);
-        notifier.notify(self.in_progress());
+    }
+
+    /// Rows of `table` emitted by this attempt.
+    fn table_rows(&self, table: &str) -> u64 {
+        self.table_infos.get(table).map_or(0, |i| i.rows)
     }
 
     /// A notification of this snapshot (id: the signal that started it).
@@ -527,23 +545,19 @@ impl Incremental {
                     false => tables.clone(),
                 };
                 notifier.notify(self.about_tables(Kind::Aborted, &stopped));
-                if tables.is_empty() {
-                    self.progress.tables.clear();
-                    self.progress.resume_after.clear();
-                    self.progress.conditions.clear();
-                } else {
-                    self.progress.tables.retain(|t| !tables.contains(t));
-                    self.progress
-                        .resume_after
-                        .retain(|t, _| !tables.contains(t));
-                    self.progress.conditions.retain(|t, _| !tables.contains(t));
-                }
+                self.progress.tables.retain(|t| !stopped.contains(t));
+                self.progress
+                    .resume_after
+                    .retain(|t, _| !stopped.contains(t));
+                self.progress.conditions.retain(|t, _| !stopped.contains(t));
                 if self.progress.tables.first() != current.as_ref() {
-                    // The current table is gone: so is its chunk in flight.
+                    // The current table is gone: the next one starts where
+                    // its own key says.
                     self.progress.current_changed();
-                    self.window = Window::Idle;
-                    self.table_rows = 0;
                 }
+                // Their chunks in flight go too; the other tables' stay.
+                self.window.forget(&stopped);
+                self.table_infos.retain(|t, _| !stopped.contains(t));
                 tracing::info!(stopped = ?tables, remaining = ?self.progress.tables, "incremental snapshot stop requested");
                 metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
                 if self.progress.tables.is_empty() {
@@ -575,12 +589,10 @@ impl Incremental {
                     return Ok(Action::Nothing);
                 }
                 let emitted = self.window.watermark(&kind, progress.chunk.as_deref());
-                if let Some((_, rows)) = &emitted {
-                    self.chunk_emitted(rows.len(), metrics, notifier);
+                if let Some(closed) = &emitted {
+                    self.chunks_emitted(closed, metrics, notifier);
                 }
-                return Ok(emitted.map_or(Action::Nothing, |(relation, rows)| {
-                    Action::Emit(relation, rows)
-                }));
+                return Ok(emitted.map_or(Action::Nothing, Action::Emit));
             }
             Signal::Ignored { kind, reason } => {
                 tracing::warn!(%kind, %reason, "signal ignored");
@@ -590,28 +602,28 @@ impl Incremental {
         Ok(Action::Nothing)
     }
 
-    /// `IN_PROGRESS`, at a chunk's high watermark: the table and the key the
-    /// chunk ends at (Debezium's `last_processed_key`).
-    fn in_progress(&self) -> Notification {
-        let last_key = match &self.window {
-            Window::Emitted { end: Some(end), .. } => end
+    /// `IN_PROGRESS`, at a chunk's high watermark: its table and the key
+    /// the chunk ends at (Debezium's `last_processed_key`; `<none>` for the
+    /// table's last chunk).
+    fn in_progress(&self, table: &str, end: Option<&KeyText>) -> Notification {
+        let last_key = match end {
+            Some(end) => end
                 .iter()
                 .map(|k| k.as_deref().unwrap_or("<null>"))
                 .collect::<Vec<_>>()
                 .join(","),
-            _ => "<none>".to_owned(),
+            None => "<none>".to_owned(),
         };
-        let current = self.progress.tables.first().cloned().unwrap_or_default();
         let mut notification = self
             .about_tables(Kind::InProgress, &self.progress.tables)
             .with("last_processed_key", last_key)
-            .with("total_rows_scanned", self.table_rows.to_string());
-        if let Some(info) = self.table_info.as_ref().filter(|i| i.table == current) {
+            .with("total_rows_scanned", self.table_rows(table).to_string());
+        if let Some(info) = self.table_infos.get(table) {
             for (key, value) in info.fields(self.chunk_size) {
                 notification = notification.with(key, value);
             }
         }
-        notification.with("current_collection_in_progress", current)
+        notification.with("current_collection_in_progress", table)
     }
 }
 

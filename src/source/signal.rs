@@ -89,7 +89,11 @@ pub type KeyText = Vec<Option<String>>;
 /// An incremental snapshot's progress, as the progress row's `data` holds it.
 ///
 /// `last_key` is the largest key of the current table (`tables[0]`) whose
-/// chunk Kafka has acknowledged; the next chunk starts after it.
+/// chunk Kafka has acknowledged; the next chunk starts after it. Any other
+/// table of `tables` starts after its key in `resume_after`, if it has one:
+/// the tables read in the same windows as the first
+/// (`--incremental-snapshot-tables-in-flight`) keep theirs there, so a
+/// connector reading one table at a time resumes them just as well.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
     /// Tables still to read, `schema.table`, the current one first.
@@ -101,7 +105,9 @@ pub struct Progress {
     pub chunk: Option<String>,
     /// Tables of `tables` after the current one that start after a key
     /// rather than at their beginning: an interrupted initial snapshot
-    /// resumed here had these rows in Kafka already (docs/SNAPSHOTS.md).
+    /// resumed here had these rows in Kafka already, or the table is read
+    /// alongside the current one and Kafka has its chunks up to that key
+    /// (docs/SNAPSHOTS.md).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resume_after: BTreeMap<String, KeyText>,
     /// Per table of `tables`, the `additional-conditions` filter its rows
@@ -122,11 +128,44 @@ impl Progress {
     /// emitted: the next one starts after `end`, or, for the table's last
     /// chunk (`None`), the table is done. Returns the table that finished.
     pub fn chunk_done(&mut self, end: Option<KeyText>) -> Option<String> {
-        if end.is_some() {
-            self.last_key = end;
-            return None;
+        let current = self.tables.first()?.clone();
+        self.table_chunk_done(&current, end).then_some(current)
+    }
+
+    /// The key `table`'s next chunk starts after (`None`: at its beginning).
+    pub fn after(&self, table: &str) -> Option<&KeyText> {
+        match self.tables.first().is_some_and(|t| t == table) {
+            true => self.last_key.as_ref(),
+            false => self.resume_after.get(table),
         }
-        self.table_finished()
+    }
+
+    /// Records that the chunk of `table` ending at `end` was emitted: its
+    /// next one starts after `end`, or, for its last chunk (`None`), the
+    /// table is done and leaves the list, wherever it is in it. Returns
+    /// whether it finished; a table no longer listed (stopped meanwhile) is
+    /// left alone.
+    pub fn table_chunk_done(&mut self, table: &str, end: Option<KeyText>) -> bool {
+        let Some(position) = self.tables.iter().position(|t| t == table) else {
+            return false;
+        };
+        match (end, position) {
+            (Some(end), 0) => self.last_key = Some(end),
+            (Some(end), _) => {
+                self.resume_after.insert(table.to_owned(), end);
+            }
+            (None, 0) => {
+                self.table_finished();
+                return true;
+            }
+            (None, _) => {
+                self.tables.remove(position);
+                self.conditions.remove(table);
+                self.resume_after.remove(table);
+                return true;
+            }
+        }
+        false
     }
 
     /// Leaves the current table: the next one starts at its beginning, or
@@ -587,6 +626,54 @@ mod tests {
             "no table left: finished, whatever the chunk id"
         );
         assert_eq!(progress.chunk_done(None), None, "nothing left to finish");
+    }
+
+    #[test]
+    fn tables_in_flight_keep_their_own_keys_and_finish_in_any_order() {
+        let key = |k: &str| vec![Some(k.to_owned())];
+        let names = |p: &Progress| p.tables.clone();
+        let mut progress = Progress {
+            tables: ["public.a", "public.b", "public.c", "public.d"]
+                .map(String::from)
+                .to_vec(),
+            conditions: BTreeMap::from([("public.b".into(), "v > 1".into())]),
+            ..Progress::default()
+        };
+        assert!(!progress.table_chunk_done("public.a", Some(key("10"))));
+        assert!(!progress.table_chunk_done("public.b", Some(key("20"))));
+        assert_eq!(progress.after("public.a"), Some(&key("10")));
+        assert_eq!(progress.after("public.b"), Some(&key("20")));
+        assert_eq!(progress.after("public.c"), None, "from its beginning");
+        assert_eq!(progress.last_key, Some(key("10")), "the current table's");
+
+        assert!(
+            progress.table_chunk_done("public.b", None),
+            "b finished first"
+        );
+        assert_eq!(names(&progress), ["public.a", "public.c", "public.d"]);
+        assert!(progress.conditions.is_empty() && progress.resume_after.is_empty());
+        assert_eq!(progress.after("public.a"), Some(&key("10")));
+
+        assert!(!progress.table_chunk_done("public.c", Some(key("5"))));
+        // Read by a connector that reads one table at a time: the same keys.
+        let row = serde_json::to_string(&progress).expect("serializes");
+        let reread: Progress = serde_json::from_str(&row).expect("parses");
+        assert_eq!(reread, progress);
+
+        assert!(progress.table_chunk_done("public.a", None));
+        assert_eq!(names(&progress), ["public.c", "public.d"]);
+        assert_eq!(progress.last_key, Some(key("5")), "c goes on after its key");
+        assert!(progress.resume_after.is_empty());
+
+        assert!(
+            !progress.table_chunk_done("public.a", Some(key("99"))),
+            "a table no longer listed (stopped) is not recorded"
+        );
+        assert_eq!(progress.after("public.a"), None);
+        assert!(!progress.resume_after.contains_key("public.a"));
+        assert_eq!(progress.chunk_done(None), Some("public.c".into()));
+        assert_eq!(progress.chunk_done(None), Some("public.d".into()));
+        assert_eq!(progress.chunk_done(None), None);
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! `--read-only` incremental snapshots (Debezium's `read.only`): a role with
-//! SELECT on the table and REPLICATION, and no way to write anything, takes
-//! an incremental snapshot asked for through the kafka signal channel while
-//! a writer updates, deletes and inserts; every row is checked in the topic.
+//! SELECT on the tables and REPLICATION, and no way to write anything, takes
+//! an incremental snapshot of three tables, read together
+//! (`--incremental-snapshot-tables-in-flight 3`: one snapshot per window
+//! covers a chunk of each), asked for through the kafka signal channel
+//! while a writer updates, deletes and inserts; every row is checked in its
+//! topic.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -15,6 +18,10 @@ use super::common::compacted::{table_state, wait_for_topic_to_equal_table};
 use super::common::{consume_all, wait_for, Record, Scenario, TIMEOUT};
 
 const ROWS: i64 = 3000;
+
+/// The tables read alongside `t`, smaller: their writes touch only ids that
+/// are multiples of 4 and new ids past their end.
+const OTHERS: [(&str, i64); 2] = [("u", 800), ("w", 1600)];
 
 /// Sends `value` through the kafka channel's topic, keyed `connector`.
 async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, value: Json) {
@@ -33,17 +40,33 @@ async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, value: Json) 
         .expect("the signal is written");
 }
 
-/// Whether the notification topic has a `kind` incremental snapshot
-/// notification for signal `id`; returns its payload.
-async fn notification(kafka: &Kafka, topic: &str, kind: &str, id: &str) -> Json {
+/// The incremental snapshot notifications for signal `id` in the topic.
+async fn notifications_of(kafka: &Kafka, topic: &str, id: &str) -> Vec<Json> {
+    consume_all(&kafka.bootstrap_servers(), topic, TIMEOUT)
+        .await
+        .into_iter()
+        .filter_map(|r| r.value.map(|v| v["payload"].clone()))
+        .filter(|p| p["aggregate_type"] == "Incremental Snapshot" && p["id"] == id)
+        .collect()
+}
+
+/// The table a notification is about (`""` for none).
+fn table_of(payload: &Json) -> &str {
+    let data = &payload["additional_data"];
+    data["scanned_collection"]
+        .as_str()
+        .or(data["current_collection_in_progress"].as_str())
+        .unwrap_or("")
+}
+
+/// Waits for the first `kind` incremental snapshot notification for signal
+/// `id` about `table` (any table when empty); returns its payload.
+async fn notification(kafka: &Kafka, topic: &str, kind: &str, id: &str, table: &str) -> Json {
     wait_for(TIMEOUT, &format!("{kind} notification"), || async move {
-        let records = consume_all(&kafka.bootstrap_servers(), topic, TIMEOUT).await;
-        records
+        notifications_of(kafka, topic, id)
+            .await
             .into_iter()
-            .filter_map(|r| r.value.map(|v| v["payload"].clone()))
-            .find(|p| {
-                p["aggregate_type"] == "Incremental Snapshot" && p["type"] == kind && p["id"] == id
-            })
+            .find(|p| p["type"] == kind && (table.is_empty() || table_of(p) == table))
             .ok_or_else(|| "not yet".to_owned())
     })
     .await
@@ -62,7 +85,7 @@ fn version(payload: &Json) -> Option<(i64, u8)> {
 /// Keys whose events in `records` go back to an older version after a
 /// newer one (a stale snapshot row after a streamed change, or a deleted
 /// key brought back).
-fn stale_keys(records: &[Record]) -> Vec<String> {
+pub(super) fn stale_keys(records: &[Record]) -> Vec<String> {
     let mut last: BTreeMap<i64, ((i64, u8), String)> = BTreeMap::new();
     let mut stale = Vec::new();
     for r in records {
@@ -91,19 +114,26 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     let kafka = Kafka::shared();
     let s = Scenario::new(Postgres::shared(), "rosnap");
     let role = unique_name("ro");
-    s.sql("CREATE TABLE t (id int PRIMARY KEY, v bigint NOT NULL)");
-    s.sql("ALTER TABLE t REPLICA IDENTITY FULL");
+    for (table, rows) in [("t", ROWS)].into_iter().chain(OTHERS) {
+        s.sql(&format!(
+            "CREATE TABLE {table} (id int PRIMARY KEY, v bigint NOT NULL)"
+        ));
+        s.sql(&format!("ALTER TABLE {table} REPLICA IDENTITY FULL"));
+        s.sql(&format!(
+            "INSERT INTO {table} SELECT g, 0 FROM generate_series(1, {rows}) g"
+        ));
+    }
     s.sql(&format!(
-        "INSERT INTO t SELECT g, 0 FROM generate_series(1, {ROWS}) g"
+        "CREATE PUBLICATION {} FOR TABLE t, u, w",
+        s.publication
     ));
-    s.sql(&format!("CREATE PUBLICATION {} FOR TABLE t", s.publication));
     // A row estimate for the notifications' total_rows.
     s.sql("ANALYZE t");
-    // The connector's role: it may read t and replicate, nothing else; and
-    // every transaction of its sessions is read-only, so any write the
-    // connector tried would fail it.
+    // The connector's role: it may read the tables and replicate, nothing
+    // else; and every transaction of its sessions is read-only, so any
+    // write the connector tried would fail it.
     s.sql(&format!("CREATE ROLE {role} LOGIN REPLICATION"));
-    s.sql(&format!("GRANT SELECT ON t TO {role}"));
+    s.sql(&format!("GRANT SELECT ON t, u, w TO {role}"));
     s.sql(&format!("REVOKE ALL ON DATABASE {} FROM PUBLIC", s.db));
     s.sql(&format!("GRANT CONNECT ON DATABASE {} TO {role}", s.db));
     s.sql("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
@@ -139,6 +169,8 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
             "no_data",
             "--incremental-snapshot-chunk-size",
             "250",
+            "--incremental-snapshot-tables-in-flight",
+            "3",
             "--notification-enabled-channels",
             "sink",
             "--notification-sink-topic-name",
@@ -150,8 +182,8 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     let running = s.start_args(args);
     s.await_slot().await;
 
-    // A writer: each round updates, deletes and upserts, stamping `v` with
-    // the round, so versions only grow.
+    // A writer: each round updates, deletes and upserts in every table,
+    // stamping `v` with the round, so versions only grow.
     let (pg, db) = (s.pg, s.db.clone());
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let writer = tokio::spawn(async move {
@@ -160,19 +192,33 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
         while !*stop_rx.borrow_and_update() {
             round += 1;
             let id = (round * 7919) % ROWS + 1;
+            let mut sql = format!(
+                "BEGIN; UPDATE t SET v = {round} WHERE id = {id}; \
+                 DELETE FROM t WHERE id = {}; \
+                 INSERT INTO t VALUES ({}, {round}) ON CONFLICT (id) DO UPDATE SET v = {round};",
+                (id * 31) % ROWS + 1,
+                (round * 104_729) % (ROWS + 300) + 1,
+            );
+            for (table, rows) in OTHERS {
+                let hot = |n: i64| n % (rows / 4) * 4 + 4;
+                let upserted = match round % 2 {
+                    0 => hot(round * 13),
+                    _ => rows + round % 100 + 1,
+                };
+                sql += &format!(
+                    "UPDATE {table} SET v = {round} WHERE id = {}; \
+                     DELETE FROM {table} WHERE id = {}; \
+                     INSERT INTO {table} VALUES ({upserted}, {round}) ON CONFLICT (id) DO UPDATE SET v = {round};",
+                    hot(round * 7919),
+                    hot(round * 31 + 7),
+                );
+            }
             client
-                .batch_execute(&format!(
-                    "BEGIN; UPDATE t SET v = {round} WHERE id = {id}; \
-                     DELETE FROM t WHERE id = {}; \
-                     INSERT INTO t VALUES ({}, {round}) ON CONFLICT (id) DO UPDATE SET v = {round}; \
-                     COMMIT",
-                    (id * 31) % ROWS + 1,
-                    (round * 104_729) % (ROWS + 300) + 1,
-                ))
+                .batch_execute(&(sql + "COMMIT"))
                 .await
                 .expect("write");
             // Pacing the load, not waiting for anything.
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            tokio::time::sleep(Duration::from_millis(4)).await;
         }
         round
     });
@@ -182,14 +228,27 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
         &signal_topic,
         &s.prefix,
         json!({"id": "ro-1", "type": "execute-snapshot",
-               "data": {"data-collections": ["public.t"], "type": "incremental"}}),
+               "data": {"data-collections": ["public.t", "public.u", "public.w"], "type": "incremental"}}),
     )
     .await;
-    let done = notification(kafka, &notifications, "TABLE_SCAN_COMPLETED", "ro-1").await;
-    notification(kafka, &notifications, "COMPLETED", "ro-1").await;
+    notification(kafka, &notifications, "COMPLETED", "ro-1", "").await;
+    let notes = notifications_of(kafka, &notifications, "ro-1").await;
+    let at = |kind: &str, table: &str| {
+        notes
+            .iter()
+            .position(|p| p["type"] == kind && table_of(p) == table)
+            .unwrap_or_else(|| panic!("no {kind} of {table}: {notes:?}"))
+    };
+    // Read together, the smaller tables completed before t; one after
+    // another, t (first in the list) would have.
+    assert!(
+        at("TABLE_SCAN_COMPLETED", "public.u") < at("TABLE_SCAN_COMPLETED", "public.t")
+            && at("TABLE_SCAN_COMPLETED", "public.w") < at("TABLE_SCAN_COMPLETED", "public.t"),
+        "u and w were read in t's windows: {notes:?}"
+    );
     // The first chunk's IN_PROGRESS: the table's largest key then, and the
     // planner's estimate.
-    let first = notification(kafka, &notifications, "IN_PROGRESS", "ro-1").await;
+    let first = notes[at("IN_PROGRESS", "public.t")].clone();
     let data = &first["additional_data"];
     let number = |field: &str| {
         data[field]
@@ -214,65 +273,71 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
         "the writer overlapped the snapshot ({rounds} rounds)"
     );
 
-    // The table after the writer stopped: what every later check reads.
-    let expected = table_state(&s, "t");
-    wait_for_topic_to_equal_table(kafka, &s, "t").await;
-    let records = consume_all(&kafka.bootstrap_servers(), &s.topic("t"), TIMEOUT).await;
-    let stale = stale_keys(&records);
-    assert!(
-        stale.is_empty(),
-        "no older version after a newer one: {stale:?}"
-    );
-    let reads: BTreeMap<i64, i64> = records
-        .iter()
-        .filter_map(|r| {
-            let p = &r.value.as_ref()?["payload"];
-            (p["op"] == "r" && p["source"]["snapshot"] == "incremental")
-                .then(|| Some((p["after"]["id"].as_i64()?, p["after"]["v"].as_i64()?)))?
-        })
-        .collect();
-    // Rows the writer never touched were only ever in the snapshot.
-    let untouched: Vec<i64> = expected
-        .iter()
-        .filter(|(_, row)| row["v"] == 0)
-        .map(|(id, _)| *id)
-        .collect();
-    let missing: Vec<&i64> = untouched
-        .iter()
-        .filter(|id| reads.get(*id) != Some(&0))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "every untouched row is in the snapshot; missing {} of {}: {:?}",
-        missing.len(),
-        untouched.len(),
-        &missing[..missing.len().min(10)]
-    );
-    // Enough rows the writer never touched for that check to mean
-    // something (about 1200 of 3000 here; fewer on a slower machine).
-    assert!(untouched.len() > 300, "rows untouched: {}", untouched.len());
-    let scanned: usize = done["additional_data"]["total_rows_scanned"]
-        .as_str()
-        .and_then(|n| n.parse().ok())
-        .expect("a row count");
-    let read_records = records
-        .iter()
-        .filter(|r| {
-            r.value.as_ref().is_some_and(|v| {
-                v["payload"]["op"] == "r" && v["payload"]["source"]["snapshot"] == "incremental"
+    let mut summary = Vec::new();
+    for (table, rows) in [("t", ROWS)].into_iter().chain(OTHERS) {
+        // The table after the writer stopped: what every later check reads.
+        let expected = table_state(&s, table);
+        wait_for_topic_to_equal_table(kafka, &s, table).await;
+        let records = consume_all(&kafka.bootstrap_servers(), &s.topic(table), TIMEOUT).await;
+        let stale = stale_keys(&records);
+        assert!(
+            stale.is_empty(),
+            "{table}: no older version after a newer one: {stale:?}"
+        );
+        let read_records: Vec<(i64, i64)> = records
+            .iter()
+            .filter_map(|r| {
+                let p = &r.value.as_ref()?["payload"];
+                (p["op"] == "r" && p["source"]["snapshot"] == "incremental")
+                    .then(|| Some((p["after"]["id"].as_i64()?, p["after"]["v"].as_i64()?)))?
             })
-        })
-        .count();
-    assert_eq!(
-        (read_records, reads.len()),
-        (scanned, scanned),
-        "each row the snapshot read reached Kafka, once"
-    );
+            .collect();
+        let reads: BTreeMap<i64, i64> = read_records.iter().copied().collect();
+        // Rows the writer never touched were only ever in the snapshot.
+        let untouched: Vec<i64> = expected
+            .iter()
+            .filter(|(_, row)| row["v"] == 0)
+            .map(|(id, _)| *id)
+            .collect();
+        let missing: Vec<&i64> = untouched
+            .iter()
+            .filter(|id| reads.get(*id) != Some(&0))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{table}: every untouched row is in the snapshot; missing {} of {}: {:?}",
+            missing.len(),
+            untouched.len(),
+            &missing[..missing.len().min(10)]
+        );
+        // Enough rows the writer never touched for that check to mean
+        // something (t: about 1200 of 3000 here, fewer on a slower
+        // machine; u and w: three in four, by construction).
+        assert!(
+            untouched.len() as i64 > (rows / 2).min(300),
+            "{table}: rows untouched: {}",
+            untouched.len()
+        );
+        let done = &notes[at("TABLE_SCAN_COMPLETED", &format!("public.{table}"))];
+        let scanned: usize = done["additional_data"]["total_rows_scanned"]
+            .as_str()
+            .and_then(|n| n.parse().ok())
+            .expect("a row count");
+        assert_eq!(
+            (read_records.len(), reads.len()),
+            (scanned, scanned),
+            "{table}: each row the snapshot read reached Kafka, once"
+        );
+        summary.push(format!(
+            "{table}: {} rows read, {} untouched",
+            reads.len(),
+            untouched.len()
+        ));
+    }
     running.stop().await;
     println!(
-        "read-only snapshot: {} rows read, {} untouched, {rounds} writer rounds, {:.1}s",
-        reads.len(),
-        untouched.len(),
+        "read-only snapshot: {}, {rounds} writer rounds, {:.1}s",
+        summary.join("; "),
         started.elapsed().as_secs_f64()
     );
 }

@@ -54,7 +54,7 @@ fn committed_progress(recorded: Option<&ProgressRecord>, slot_start: Lsn) -> Opt
 
 impl Incremental {
     /// The progress a read_committed consumer has once everything sent so
-    /// far is committed: the recorded progress plus the chunk emitted and
+    /// far is committed: the recorded progress plus the chunks emitted and
     /// not yet acknowledged. Exactly-once writes it into each Kafka
     /// transaction's progress record (see the module docs).
     pub(in crate::pipeline) fn progress_in_kafka(&self) -> Progress {
@@ -62,8 +62,10 @@ impl Incremental {
             chunk: None,
             ..self.progress.clone()
         };
-        if let Window::Emitted { end, .. } = &self.window {
-            progress.chunk_done(end.clone());
+        if let Window::Emitted { ends, .. } = &self.window {
+            for chunk in ends {
+                progress.table_chunk_done(&chunk.table, chunk.end.clone());
+            }
         }
         progress
     }

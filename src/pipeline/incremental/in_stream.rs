@@ -1,7 +1,7 @@
 //! The incremental snapshot inside the read loop: acting on a signal-table
-//! change, emitting a chunk at its high watermark in the transaction that
-//! closes it, and between transactions recording an acknowledged chunk and
-//! opening the next one. The state it drives is [`super::Incremental`];
+//! change, emitting a window's chunks at its high watermark in the
+//! transaction that closes it, and between transactions recording an
+//! acknowledged window and opening the next one. The state it drives is [`super::Incremental`];
 //! what it emits goes through the stream's delivery like any change.
 
 use std::collections::HashMap;
@@ -63,10 +63,14 @@ impl Stream<'_> {
         let source = (lsn, txn, xid, commit_time_micros);
         match action {
             Action::Nothing => Ok(()),
-            Action::Emit(relation_id, rows) => {
-                // A replay reads the chunk again as the table is then.
+            Action::Emit(closed) => {
+                // A replay reads the chunks again as the tables are then.
                 self.delivery.unanchor();
-                self.emit_chunk(relation_id, &rows, source).await
+                for chunk in &closed {
+                    self.emit_chunk(chunk.relation_id, &chunk.rows, source)
+                        .await?;
+                }
+                Ok(())
             }
             Action::Blocking {
                 id,
@@ -126,11 +130,12 @@ impl Stream<'_> {
         result
     }
 
-    /// Moves the emitted chunk into the recorded progress once Kafka
-    /// acknowledged it (in memory; the next write of the progress row
-    /// carries it). Returns whether it did.
+    /// Moves the emitted window's chunks into the recorded progress once
+    /// Kafka acknowledged them (in memory; the next write of the progress
+    /// row carries it); a table whose last chunk it was is done. Returns
+    /// whether it did.
     fn record_acked_chunk(&self, inc: &mut Incremental) -> bool {
-        let Window::Emitted { end, commit } = &inc.window else {
+        let Window::Emitted { ends, commit } = &inc.window else {
             return false;
         };
         let acked = self.delivery.acked();
@@ -145,22 +150,23 @@ impl Stream<'_> {
         if read_only_in_flight {
             return false;
         }
-        let finished = end.is_none();
         let tables = inc.progress.tables.clone();
-        let done = inc.progress.chunk_done(end.clone());
-        if finished {
-            let done = done.unwrap_or_default();
+        for chunk in ends.clone() {
+            if !inc.progress.table_chunk_done(&chunk.table, chunk.end) {
+                continue;
+            }
+            let rows = inc.table_rows(&chunk.table);
+            inc.table_infos.remove(&chunk.table);
             self.metrics.incremental_table_done();
             self.metrics
                 .incremental_tables_remaining(inc.progress.tables.len() as u64);
-            tracing::info!(table = %done, remaining = inc.progress.tables.len(), "incremental snapshot of table done");
+            tracing::info!(table = %chunk.table, rows, remaining = inc.progress.tables.len(), "incremental snapshot of table done");
             self.notifier.notify(
                 inc.about_tables(Kind::TableScanCompleted, &tables)
-                    .with("scanned_collection", done)
-                    .with("total_rows_scanned", inc.table_rows.to_string())
+                    .with("scanned_collection", chunk.table)
+                    .with("total_rows_scanned", rows.to_string())
                     .with("status", "SUCCEEDED"),
             );
-            inc.table_rows = 0;
         }
         inc.window = Window::Idle;
         true
@@ -191,7 +197,7 @@ impl Stream<'_> {
         if matches!(inc.window, Window::Emitted { .. }) && !self.record_acked_chunk(inc) {
             return Ok(());
         }
-        if matches!(inc.window, Window::Pending(_)) {
+        if matches!(inc.window, Window::Pending { .. }) {
             return self.emit_read_only_chunk(inc).await;
         }
         if !matches!(inc.window, Window::Idle) {
@@ -201,28 +207,15 @@ impl Stream<'_> {
             inc.read_snapshot().await?;
         }
         log_progress(inc);
-        loop {
-            let Some(table) = inc.progress.tables.first().cloned() else {
-                if let Some(started) = inc.started.take() {
-                    inc.forget_progress()
-                        .await
-                        .map_err(IncrementalError::from)?;
-                    self.release_kafka_signals();
-                    tracing::info!(
-                        rows = inc.rows,
-                        chunks = inc.chunks,
-                        secs = started.elapsed().as_secs_f64(),
-                        "incremental snapshot completed"
-                    );
-                    self.metrics.incremental_tables_remaining(0);
-                    self.notifier.notify(inc.notification(Kind::Completed));
-                    inc.progress = Default::default();
-                }
-                return Ok(());
-            };
-            if inc.progress.paused {
-                return Ok(());
-            }
+        if inc.progress.paused && !inc.progress.tables.is_empty() {
+            return Ok(());
+        }
+        // The first tables of the list, as many as a window holds; one that
+        // cannot be read is skipped and the next takes its place.
+        let mut targets = Vec::new();
+        let mut next = 0;
+        while targets.len() < inc.tables_in_flight && next < inc.progress.tables.len() {
+            let table = inc.progress.tables[next].clone();
             let target = match self.snapshot_target(inc, &table).await? {
                 Ok((relation, Some(key_positions))) => Ok((relation, key_positions)),
                 Ok((_, None)) => {
@@ -231,8 +224,15 @@ impl Stream<'_> {
                 }
                 Err(status) => Err(status),
             };
-            let (relation, key_positions) = match target {
-                Ok(target) => target,
+            match target {
+                Ok((relation, key_positions)) => {
+                    targets.push(Target {
+                        table,
+                        relation,
+                        key_positions,
+                    });
+                    next += 1;
+                }
                 Err(status) => {
                     self.notifier.notify(
                         inc.about_tables(Kind::TableScanCompleted, &inc.progress.tables)
@@ -240,17 +240,35 @@ impl Stream<'_> {
                             .with("total_rows_scanned", "0")
                             .with("status", status),
                     );
-                    inc.progress.table_finished();
+                    inc.progress.table_chunk_done(&table, None);
+                    inc.table_infos.remove(&table);
                     self.metrics
                         .incremental_tables_remaining(inc.progress.tables.len() as u64);
                     inc.persist(PROGRESS, None)
                         .await
                         .map_err(IncrementalError::from)?;
-                    continue;
                 }
-            };
-            return select_chunk(inc, &relation, key_positions, &table).await;
+            }
         }
+        if !targets.is_empty() {
+            return select_window(inc, targets).await;
+        }
+        if let Some(started) = inc.started.take() {
+            inc.forget_progress()
+                .await
+                .map_err(IncrementalError::from)?;
+            self.release_kafka_signals();
+            tracing::info!(
+                rows = inc.rows,
+                chunks = inc.chunks,
+                secs = started.elapsed().as_secs_f64(),
+                "incremental snapshot completed"
+            );
+            self.metrics.incremental_tables_remaining(0);
+            self.notifier.notify(inc.notification(Kind::Completed));
+            inc.progress = Default::default();
+        }
+        Ok(())
     }
 
     /// The relation and key positions of `table` (`None`: it has no key),
@@ -327,13 +345,9 @@ fn log_progress(inc: &mut Incremental) {
     if inc.last_log.elapsed() > Duration::from_secs(5) {
         inc.last_log = Instant::now();
         let secs = inc.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        let in_flight = inc.progress.tables.len().min(inc.tables_in_flight);
         tracing::info!(
-            table = inc
-                .progress
-                .tables
-                .first()
-                .map(String::as_str)
-                .unwrap_or(""),
+            tables = ?inc.progress.tables.get(..in_flight).unwrap_or_default(),
             tables_remaining = inc.progress.tables.len(),
             rows = inc.rows,
             chunks = inc.chunks,
@@ -343,57 +357,96 @@ fn log_progress(inc: &mut Incremental) {
     }
 }
 
-/// Opens a chunk of `table` after the last key: the low watermark, the
-/// select, the high watermark. Its rows wait in the window until the stream
-/// passes the high watermark ([`Window::Pending`]).
-async fn select_chunk(
-    inc: &mut Incremental,
-    relation: &Relation,
+/// A table a window reads a chunk of: its relation and key positions.
+struct Target {
+    table: String,
+    relation: Relation,
     key_positions: Vec<usize>,
-    table: &str,
-) -> Result<(), PipelineError> {
-    let key_names: Vec<&str> = key_positions
-        .iter()
-        .map(|&p| relation.columns[p].name.as_str())
-        .collect();
-    let chunk_id = format!("{}-{}", inc.nonce, inc.chunks);
-    let filter = inc.progress.conditions.get(table).map(String::as_str);
-    if inc.table_info.as_ref().is_none_or(|i| i.table != table) {
-        let info = TableInfo::read(&inc.sql, table, relation, &key_names, filter)
+}
+
+/// Opens a window with a chunk of each target after its last key: the low
+/// watermark, the selects, the high watermark (read-only: the selects in one
+/// snapshot, with its marks). The rows wait in the window until the stream
+/// passes the high watermark ([`Window::Pending`]).
+async fn select_window(inc: &mut Incremental, targets: Vec<Target>) -> Result<(), PipelineError> {
+    let mut queries = Vec::with_capacity(targets.len());
+    for target in &targets {
+        let key_names: Vec<&str> = target
+            .key_positions
+            .iter()
+            .map(|&p| target.relation.columns[p].name.as_str())
+            .collect();
+        let filter = inc
+            .progress
+            .conditions
+            .get(&target.table)
+            .map(String::as_str);
+        if !inc.table_infos.contains_key(&target.table) {
+            let info = TableInfo::read(
+                &inc.sql,
+                &target.table,
+                &target.relation,
+                &key_names,
+                filter,
+            )
             .await
             .map_err(IncrementalError::from)?;
-        inc.table_info = Some(info);
+            inc.table_infos.insert(target.table.clone(), info);
+        }
+        queries.push(chunk_query(
+            &target.relation,
+            &key_names,
+            inc.progress.after(&target.table),
+            inc.chunk_size,
+            filter,
+        ));
     }
-    let query = chunk_query(
-        relation,
-        &key_names,
-        inc.progress.last_key.as_ref(),
-        inc.chunk_size,
-        filter,
-    );
-    let messages = match inc.read_only.is_some() {
-        true => match inc.read_chunk_read_only(&query, table).await? {
-            Some(messages) => messages,
+    let names: Vec<&str> = targets.iter().map(|t| t.table.as_str()).collect();
+    let window_id = format!("{}-{}", inc.nonce, inc.windows);
+    inc.windows += 1;
+    let results = match inc.read_only.is_some() {
+        true => match inc.read_chunks_read_only(&queries, &names).await? {
+            Some(results) => results,
             // Read with a snapshot that misses a streamed transaction.
             None => return Ok(()),
         },
         false => {
-            let sql_error = |action: String| move |error| SetupError::Query { action, error };
-            inc.persist(WINDOW_OPEN, Some(&chunk_id))
+            inc.persist(WINDOW_OPEN, Some(&window_id))
                 .await
                 .map_err(IncrementalError::from)?;
-            let messages = inc
-                .sql
-                .simple_query(&query)
+            let mut results = Vec::with_capacity(queries.len());
+            for (query, table) in queries.iter().zip(&names) {
+                let messages = inc.sql.simple_query(query).await.map_err(|error| {
+                    IncrementalError::from(SetupError::Query {
+                        action: format!("reading a chunk of {table}"),
+                        error,
+                    })
+                })?;
+                results.push(messages);
+            }
+            inc.persist(WINDOW_CLOSE, Some(&window_id))
                 .await
-                .map_err(sql_error(format!("reading a chunk of {table}")))
                 .map_err(IncrementalError::from)?;
-            inc.persist(WINDOW_CLOSE, Some(&chunk_id))
-                .await
-                .map_err(IncrementalError::from)?;
-            messages
+            results
         }
     };
+    let chunks = targets
+        .into_iter()
+        .zip(results)
+        .map(|(target, messages)| buffer_chunk(target, messages, inc.chunk_size))
+        .collect();
+    inc.window = Window::Pending {
+        id: window_id,
+        // Read-only: no low watermark to wait for; the window is open
+        // from the read on ([`super::read_only`]).
+        open: inc.read_only.is_some(),
+        chunks,
+    };
+    Ok(())
+}
+
+/// The rows a chunk's select returned, buffered and indexed by key.
+fn buffer_chunk(target: Target, messages: Vec<SimpleQueryMessage>, chunk_size: u32) -> Chunk {
     let mut rows = Vec::new();
     let mut index = HashMap::new();
     for message in messages {
@@ -409,30 +462,26 @@ async fn select_chunk(
                 })
                 .collect(),
         );
-        if let Some(key) = key_of(&tuple, &key_positions) {
+        if let Some(key) = key_of(&tuple, &target.key_positions) {
             index.insert(key, rows.len());
         }
         rows.push(Some(tuple));
     }
-    let full = rows.len() >= inc.chunk_size as usize;
+    let full = rows.len() >= chunk_size as usize;
     let end = rows
         .last()
         .and_then(|r| r.as_ref())
-        .and_then(|t| key_of(t, &key_positions))
+        .and_then(|t| key_of(t, &target.key_positions))
         .filter(|_| full);
-    tracing::trace!(%table, rows = rows.len(), chunk = %chunk_id, "chunk selected");
-    inc.window = Window::Pending(Chunk {
-        id: chunk_id,
-        relation_id: relation.id,
-        key_positions,
+    tracing::trace!(table = %target.table, rows = rows.len(), "chunk selected");
+    Chunk {
+        table: target.table,
+        relation_id: target.relation.id,
+        key_positions: target.key_positions,
         rows,
         index,
-        // Read-only: no low watermark to wait for; the window is open
-        // from the read on ([`super::read_only`]).
-        open: inc.read_only.is_some(),
         end,
-    });
-    Ok(())
+    }
 }
 
 #[cfg(test)]

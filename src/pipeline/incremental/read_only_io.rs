@@ -1,6 +1,9 @@
 //! The SQL and stream side of read-only incremental snapshots: reading a
-//! chunk with its marks, and emitting it once the stream passed its high
-//! mark. The reasoning is in [`super::read_only`].
+//! window's chunks (one per table in flight) under one snapshot with its
+//! marks, and emitting them once the stream passed its high mark. The
+//! reasoning is in [`super::read_only`]; it holds for any number of tables
+//! read under the snapshot, since a streamed change is placed against the
+//! snapshot, whatever its table.
 
 use std::time::Instant;
 
@@ -26,16 +29,16 @@ fn query_error(
 }
 
 impl Incremental {
-    /// Reads a chunk with `query` in a REPEATABLE READ, READ ONLY
-    /// transaction whose snapshot is recorded with the chunk's marks.
-    /// `None` when that snapshot misses a transaction the stream already
-    /// carried: the chunk may be older than what was emitted, and is read
-    /// again shortly ([`super::read_only`]).
-    pub(super) async fn read_chunk_read_only(
+    /// Reads a window's chunks with `queries` (of `tables`) in one
+    /// REPEATABLE READ, READ ONLY transaction whose snapshot is recorded
+    /// with the window's marks. `None` when that snapshot misses a
+    /// transaction the stream already carried: the chunks may be older than
+    /// what was emitted, and are read again shortly ([`super::read_only`]).
+    pub(super) async fn read_chunks_read_only(
         &mut self,
-        query: &str,
-        table: &str,
-    ) -> Result<Option<Vec<SimpleQueryMessage>>, IncrementalError> {
+        queries: &[String],
+        tables: &[&str],
+    ) -> Result<Option<Vec<Vec<SimpleQueryMessage>>>, IncrementalError> {
         if let Some(streamed) = self.read_only.as_mut() {
             streamed.marks = None;
         }
@@ -43,7 +46,7 @@ impl Incremental {
             .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .await
             .map_err(query_error("starting a read-only chunk's transaction"))?;
-        let read = self.marks_and_rows(query, table).await;
+        let read = self.marks_and_rows(queries, tables).await;
         let end = if read.is_ok() { "COMMIT" } else { "ROLLBACK" };
         let ended = self.sql.batch_execute(end).await;
         let (marks, messages) = read?;
@@ -53,26 +56,30 @@ impl Incremental {
         };
         let unseen = streamed.snapshot_taken(&marks.snapshot, Instant::now());
         if unseen > 0 {
-            tracing::debug!(%table, unseen, "a streamed transaction is not visible to the chunk's snapshot yet; reading the chunk again");
+            tracing::debug!(?tables, unseen, "a streamed transaction is not visible to the window's snapshot yet; reading its chunks again");
             return Ok(None);
         }
-        tracing::trace!(%table, high_mark = %marks.high, "read-only chunk read");
+        tracing::trace!(?tables, high_mark = %marks.high, "read-only chunks read");
         streamed.marks = Some(marks);
         Ok(Some(messages))
     }
 
     async fn marks_and_rows(
         &self,
-        query: &str,
-        table: &str,
-    ) -> Result<(Marks, Vec<SimpleQueryMessage>), IncrementalError> {
+        queries: &[String],
+        tables: &[&str],
+    ) -> Result<(Marks, Vec<Vec<SimpleQueryMessage>>), IncrementalError> {
         let marks = self.marks().await?;
-        let messages = self
-            .sql
-            .simple_query(query)
-            .await
-            .map_err(query_error(format!("reading a chunk of {table}")))?;
-        Ok((marks, messages))
+        let mut results = Vec::with_capacity(queries.len());
+        for (query, table) in queries.iter().zip(tables) {
+            let messages = self
+                .sql
+                .simple_query(query)
+                .await
+                .map_err(query_error(format!("reading a chunk of {table}")))?;
+            results.push(messages);
+        }
+        Ok((marks, results))
     }
 
     /// The current snapshot and high mark (inside the chunk's transaction:
@@ -109,10 +116,10 @@ impl Incremental {
 }
 
 impl Stream<'_> {
-    /// The stream passed the read-only chunk's high mark: its rows go now,
-    /// in a transaction of their own at the position read (as the kafka
-    /// channel's blocking snapshot's do), so the slot is not confirmed past
-    /// it before Kafka has them.
+    /// The stream passed the read-only window's high mark: its chunks' rows
+    /// go now, in a transaction of their own at the position read (as the
+    /// kafka channel's blocking snapshot's do), so the slot is not confirmed
+    /// past it before Kafka has them.
     pub(super) async fn emit_read_only_chunk(
         &mut self,
         inc: &mut Incremental,
@@ -122,17 +129,20 @@ impl Stream<'_> {
             return Ok(());
         }
         let position = self.received;
-        let Some((relation_id, rows)) = inc.window.close_at(position) else {
+        let Some(closed) = inc.window.close_at(position) else {
             return Ok(());
         };
         if let Some(streamed) = inc.read_only.as_mut() {
             streamed.marks = None;
         }
-        inc.chunk_emitted(rows.len(), &self.metrics, &self.notifier);
+        inc.chunks_emitted(&closed, &self.metrics, &self.notifier);
         let txn = self.delivery.begin();
         self.delivery.open_batch()?;
         let source = (position, txn, 0, crate::event::now_micros());
-        self.emit_chunk(relation_id, &rows, source).await?;
+        for chunk in &closed {
+            self.emit_chunk(chunk.relation_id, &chunk.rows, source)
+                .await?;
+        }
         self.delivery.commit(txn, position);
         debug_assert!(matches!(
             inc.window,

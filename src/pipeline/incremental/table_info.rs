@@ -2,7 +2,8 @@
 //! the table being read, besides the chunk's end: Debezium's `maximum_key`
 //! (the largest key when the table's reading began), and, from the
 //! planner's row estimate, `total_rows`, `total_chunks` and `chunk_index`.
-//! Read once per table, with two read-only statements.
+//! Read once per table (when its first chunk of this run is selected), with
+//! two read-only statements.
 
 use tokio_postgres::{Client, SimpleQueryMessage};
 
@@ -22,6 +23,8 @@ pub(super) struct TableInfo {
     pub(super) estimated_rows: Option<u64>,
     /// Chunks of this table emitted by this run.
     pub(super) chunks: u64,
+    /// Rows of this table emitted by this run (`total_rows_scanned`).
+    pub(super) rows: u64,
 }
 
 impl TableInfo {
@@ -74,6 +77,7 @@ impl TableInfo {
             maximum_key,
             estimated_rows: (estimate >= 0.0).then_some(estimate as u64),
             chunks: 0,
+            rows: 0,
         })
     }
 
@@ -113,6 +117,7 @@ mod tests {
             maximum_key: Some(vec![Some("9".into()), None]),
             estimated_rows: Some(1000),
             chunks: 1,
+            rows: 300,
         };
         let fields = info.fields(300);
         assert_eq!(
