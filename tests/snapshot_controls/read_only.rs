@@ -2,6 +2,9 @@
 //! SELECT on the table and REPLICATION, and no way to write anything, takes
 //! an incremental snapshot asked for through the kafka signal channel while
 //! a writer updates, deletes and inserts; every row is checked in the topic.
+//! Around it ([`super::read_only_phases`]): `check --read-only` before the
+//! connector starts; once the writer stopped, a snapshot on the idle server
+//! and one interrupted by a crash.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -13,11 +16,12 @@ use serde_json::{json, Value as Json};
 
 use super::common::compacted::{table_state, wait_for_topic_to_equal_table};
 use super::common::{consume_all, wait_for, Record, Scenario, TIMEOUT};
+use super::read_only_phases;
 
 const ROWS: i64 = 3000;
 
 /// Sends `value` through the kafka channel's topic, keyed `connector`.
-async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, value: Json) {
+pub(super) async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, value: Json) {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", kafka.bootstrap_servers())
         .create()
@@ -35,7 +39,7 @@ async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, value: Json) 
 
 /// Whether the notification topic has a `kind` incremental snapshot
 /// notification for signal `id`; returns its payload.
-async fn notification(kafka: &Kafka, topic: &str, kind: &str, id: &str) -> Json {
+pub(super) async fn notification(kafka: &Kafka, topic: &str, kind: &str, id: &str) -> Json {
     wait_for(TIMEOUT, &format!("{kind} notification"), || async move {
         let records = consume_all(&kafka.bootstrap_servers(), topic, TIMEOUT).await;
         records
@@ -110,6 +114,9 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     s.sql(&format!(
         "ALTER ROLE {role} SET default_transaction_read_only = on"
     ));
+    // The server's default, not the suite's 10 s: the walsender's own
+    // keepalives then come every 30 s at most (read_only_phases.rs).
+    s.sql(&format!("ALTER ROLE {role} SET wal_sender_timeout = '60s'"));
     let admin_url = s.pg.url(&s.db);
     let url = admin_url.replacen(&format!("//{}:", s.pg.user()), &format!("//{role}:"), 1);
     {
@@ -147,7 +154,8 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     );
     let at = args.iter().position(|a| a == "--pg-url").expect("--pg-url") + 1;
     args[at] = url.clone();
-    let running = s.start_args(args);
+    read_only_phases::check_reports_what_the_role_lacks(&s, &role, &args).await;
+    let running = s.start_args(args.clone());
     s.await_slot().await;
 
     // A writer: each round updates, deletes and upserts, stamping `v` with
@@ -268,11 +276,36 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
         (scanned, scanned),
         "each row the snapshot read reached Kafka, once"
     );
-    running.stop().await;
     println!(
         "read-only snapshot: {} rows read, {} untouched, {rounds} writer rounds, {:.1}s",
         reads.len(),
         untouched.len(),
         started.elapsed().as_secs_f64()
     );
+
+    read_only_phases::idle_snapshot_does_not_wait_for_keepalives(
+        kafka,
+        &s,
+        &signal_topic,
+        &notifications,
+        chunks,
+    )
+    .await;
+    running.stop().await;
+    // Small chunks, so the crash comes mid-snapshot.
+    let at = args
+        .iter()
+        .position(|a| a == "--incremental-snapshot-chunk-size")
+        .expect("chunk size")
+        + 1;
+    args[at] = "50".to_owned();
+    read_only_phases::crash_resumes_from_the_progress_topic(
+        kafka,
+        &s,
+        &signal_topic,
+        &notifications,
+        50,
+        args,
+    )
+    .await;
 }
