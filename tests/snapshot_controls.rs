@@ -12,7 +12,9 @@
 //!   Debezium's kafka channel acts (another connector's is skipped); every
 //!   step's notification is read back from the topic with Debezium's fields;
 //! - `--read-only` takes an incremental snapshot on a SELECT-only role
-//!   under load ([`read_only`]);
+//!   under load ([`read_only`]); `check --read-only` reports what the role
+//!   lacks, an idle server's windows do not wait for keepalives, and a
+//!   crash resumes from the progress topic ([`read_only_phases`]);
 //! - `--incremental-snapshot-tables-in-flight` reads several tables' chunks
 //!   in each window, under load and across a restart ([`in_flight`]).
 
@@ -21,6 +23,8 @@ mod common;
 mod in_flight;
 #[path = "snapshot_controls/read_only.rs"]
 mod read_only;
+#[path = "snapshot_controls/read_only_phases.rs"]
+mod read_only_phases;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -129,6 +129,7 @@ pub async fn run_once(
     };
     let (delivery, producer) = delivery_for(config, start, dedupe, server, metrics)?;
     let mut stream = Stream::new(config, sql, types, delivery, summary, start, metrics).await?;
+    stream.resume_read_only_progress().await?;
     stream.target = *target;
     stream.takeover = debezium.map(|offset| Resume::new(&offset, start));
     stream.shutdown = Some(shutdown.clone());

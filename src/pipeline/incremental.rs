@@ -46,8 +46,9 @@
 //!
 //! With `--read-only` nothing is written: no watermark, no progress row.
 //! The window is the chunk's MVCC snapshot and the WAL position it was
-//! read at ([`read_only`]); the progress lives in memory (and in the
-//! progress record under exactly-once).
+//! read at ([`read_only`]); the progress lives in the progress topic
+//! ([`read_only_progress`], at-least-once) or in every Kafka transaction's
+//! progress record (exactly-once).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -59,6 +60,8 @@ mod committed;
 mod in_stream;
 mod read_only;
 mod read_only_io;
+mod read_only_progress;
+mod reply;
 mod table_info;
 mod window;
 
@@ -440,11 +443,6 @@ impl Incremental {
     /// Whether this snapshot writes nothing to the source (`--read-only`).
     pub(in crate::pipeline) fn is_read_only(&self) -> bool {
         self.read_only.is_some()
-    }
-
-    /// Whether an incremental snapshot has tables left to read.
-    pub(super) fn is_running(&self) -> bool {
-        !self.progress.tables.is_empty()
     }
 
     /// The chunks of a window were emitted: counts them and notifies, one

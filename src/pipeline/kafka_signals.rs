@@ -14,18 +14,26 @@
 //!
 //! The position in the topic is the consumer group's committed offset
 //! (`--signal-kafka-group-id`), committed once a signal took effect: an
-//! incremental snapshot's signal once the progress row recorded it (so a
-//! crash before that reads it again), a blocking snapshot's once its rows
-//! were handed to Kafka (a crash before Kafka acknowledged them loses the
-//! request; send it again). Debezium commits the same consumer's offsets
-//! automatically, on a timer.
+//! incremental snapshot's signal once its progress is recorded (the
+//! progress row; with `--read-only` under at-least-once, the progress
+//! topic, see `incremental/read_only_progress.rs`), so a crash before that
+//! reads it again; a blocking snapshot's once Kafka has its rows.
+//! Debezium commits the same consumer's offsets automatically, on a timer.
 //!
-//! `--read-only` under at-least-once has no durable progress (the source
-//! cannot be written, and only exactly-once's progress record carries it):
-//! while its incremental snapshot runs the offset stays at the signal that
-//! started it, and is committed once the snapshot completed or was
-//! stopped. A crash in between reads the signals again and takes the
-//! snapshot from its start (duplicates, not loss).
+//! # The blocking snapshot's rows, and the acknowledged position
+//!
+//! A blocking snapshot read from this channel is emitted in a transaction
+//! of its own at the position the stream has read, which the ack tracker
+//! may already have acknowledged (a keepalive between transactions moves
+//! it there when nothing is in flight). So "acknowledged up to that
+//! position" does not say its rows are in Kafka; they are once the
+//! position moved past it, or once it is there with nothing in flight
+//! (and, exactly-once, no Kafka transaction open). The signal's offset is
+//! committed only then ([`Stream::commit_acknowledged_signals`]), and any
+//! signal after it waits with it: a crash before takes the blocking
+//! snapshot again (duplicates, not loss). The slot itself needs no guard:
+//! the rows are not in the WAL, and it is confirmed past the position only
+//! once every transaction before, this one included, is acknowledged.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +45,7 @@ use serde::Deserialize;
 use super::stream::Stream;
 use super::PipelineError;
 use crate::config::RunConfig;
+use crate::lsn::Lsn;
 use crate::sink::client_log::LoggingContext;
 use crate::sink::SinkError;
 use crate::source::signal::{Signal, SnapshotKind};
@@ -66,11 +75,9 @@ pub(super) struct KafkaSignals {
     consumer: Arc<StreamConsumer<LoggingContext>>,
     topic: String,
     connector: String,
-    /// Read-only at-least-once: the offsets read are committed only once
-    /// the incremental snapshot ends (see the module docs).
-    hold_while_running: bool,
-    /// The last offset read and not committed because of that.
-    held: Option<i64>,
+    /// The offset to commit once Kafka has everything up to the position
+    /// (a blocking snapshot's rows, see the module docs).
+    awaiting: Option<(i64, Lsn)>,
 }
 
 fn kafka_error(
@@ -136,9 +143,7 @@ impl KafkaSignals {
             consumer,
             topic,
             connector: config.topic_prefix.clone(),
-            hold_while_running: options.read_only
-                && config.delivery != crate::config::Delivery::ExactlyOnce,
-            held: None,
+            awaiting: None,
         }))
     }
 
@@ -177,6 +182,21 @@ impl KafkaSignals {
         }
     }
 
+    /// The signal at `offset` took effect: it is committed now, or with the
+    /// offset awaiting Kafka's acknowledgement, if one does.
+    fn took_effect(&mut self, offset: i64) {
+        match &mut self.awaiting {
+            Some((awaiting, _)) => *awaiting = offset,
+            None => self.commit(offset),
+        }
+    }
+
+    /// The signal at `offset` took effect once Kafka has everything up to
+    /// `position`.
+    fn took_effect_at(&mut self, offset: i64, position: Lsn) {
+        self.awaiting = Some(await_with(self.awaiting, offset, position));
+    }
+
     /// The signal at `offset` took effect: the next start reads after it.
     fn commit(&self, offset: i64) {
         let mut position = TopicPartitionList::new();
@@ -212,11 +232,15 @@ impl Stream<'_> {
                 ..
             }
         );
+        let mut rows_at = None;
         if !blocking {
             incremental
                 .on_signal(signal, &self.metrics, &self.notifier)
                 .await
                 .map_err(super::incremental::IncrementalError::from)?;
+            // Read-only under at-least-once: recorded in the progress topic
+            // before the offset moves past the signal.
+            self.record_read_only_progress_now(None).await?;
         } else if let Signal::ExecuteSnapshot {
             id,
             tables,
@@ -232,30 +256,76 @@ impl Stream<'_> {
             self.blocking_snapshot(&id, &tables, &conditions, source)
                 .await?;
             self.delivery.commit(txn, self.received);
+            rows_at = Some(self.received);
         }
         // Exactly-once: the progress the signal changed rides in the next
         // Kafka transaction's progress record.
         self.delivery.open_batch()?;
-        let running = (self.incremental.as_ref()).is_some_and(|i| i.is_running());
         if let Some(signals) = &mut self.kafka_signals {
-            if signals.hold_while_running && running {
-                signals.held = Some(read.offset);
-            } else {
-                // Past every signal held before it, too.
-                signals.held = None;
-                signals.commit(read.offset);
+            match rows_at {
+                Some(position) => signals.took_effect_at(read.offset, position),
+                None => signals.took_effect(read.offset),
             }
         }
+        self.commit_acknowledged_signals();
         Ok(())
     }
 
-    /// The incremental snapshot ended: the signals held back while it ran
-    /// (read-only, at-least-once) are committed.
-    pub(super) fn release_kafka_signals(&mut self) {
-        if let Some(signals) = &mut self.kafka_signals {
-            if let Some(offset) = signals.held.take() {
-                signals.commit(offset);
-            }
+    /// Commits the offset awaiting Kafka's acknowledgement of a blocking
+    /// snapshot's rows once Kafka surely has them (see the module docs).
+    pub(super) fn commit_acknowledged_signals(&mut self) {
+        let Some(signals) = &mut self.kafka_signals else {
+            return;
+        };
+        let Some((offset, position)) = signals.awaiting else {
+            return;
+        };
+        let settled = self.delivery.is_drained() && self.delivery.batch_deadline().is_none();
+        if surely_in_kafka(self.delivery.acked(), position, settled) {
+            signals.awaiting = None;
+            signals.commit(offset);
         }
+    }
+}
+
+/// The offset awaiting acknowledgement once the signal at `offset` also
+/// waits for `position`: the later offset, and the later position.
+fn await_with(awaiting: Option<(i64, Lsn)>, offset: i64, position: Lsn) -> (i64, Lsn) {
+    let position = awaiting.map_or(position, |(_, p)| p.max(position));
+    (offset, position)
+}
+
+/// Whether a transaction at `position` is surely in Kafka, with the
+/// acknowledged position at `acked` and (`settled`) nothing in flight nor
+/// in an open Kafka transaction: past it, or at it and settled. At it
+/// alone says nothing: a keepalive may have moved the position there
+/// before the transaction's records were even sent (module docs).
+fn surely_in_kafka(acked: Lsn, position: Lsn, settled: bool) -> bool {
+    acked > position || (acked == position && settled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocking_snapshot_at_an_acknowledged_position_waits_for_its_rows() {
+        let at = Lsn::new(0x100);
+        assert!(
+            !surely_in_kafka(at, at, false),
+            "acknowledged through a keepalive, rows in flight"
+        );
+        assert!(surely_in_kafka(at, at, true), "everything delivered");
+        assert!(
+            surely_in_kafka(Lsn::new(0x101), at, false),
+            "a later transaction acknowledged"
+        );
+        assert!(!surely_in_kafka(Lsn::new(0xff), at, true));
+        assert_eq!(
+            await_with(Some((7, Lsn::new(0x200))), 9, at),
+            (9, Lsn::new(0x200)),
+            "a later signal waits for the earlier snapshot's rows too"
+        );
+        assert_eq!(await_with(None, 9, at), (9, at));
     }
 }

@@ -221,6 +221,7 @@ impl Stream<'_> {
                     return Ok(reason);
                 }
             }
+            self.commit_acknowledged_signals();
             // A step may leave another due at once (a read-only chunk read
             // where the stream already is goes now): a few in a row, rather
             // than waiting for the next message.
@@ -248,6 +249,12 @@ impl Stream<'_> {
                 .map(tokio::time::Instant::from_std);
             let report_due = unreported
                 .map(|_| tokio::time::Instant::from_std(reported + self.config.status_interval));
+            // A read-only chunk waiting for its high mark asks the server
+            // for a keepalive (incremental/reply.rs).
+            let reply_due = (self.incremental.as_mut())
+                .filter(|_| self.txn.is_none() && stopping.is_none())
+                .and_then(|i| i.reply_due(self.received))
+                .map(tokio::time::Instant::from_std);
             tokio::select! {
                 biased;
                 reason = &mut stop, if stopping.is_none() => {
@@ -284,6 +291,12 @@ impl Stream<'_> {
                         client.update_applied_lsn(lsn);
                         tracing::trace!(%lsn, "confirming");
                         reported = Instant::now();
+                    }
+                }
+                () = sleep_until_some(reply_due), if reply_due.is_some() => {
+                    client.request_reply();
+                    if let Some(incremental) = self.incremental.as_mut() {
+                        incremental.reply_requested();
                     }
                 }
                 event = client.recv() => {
@@ -468,11 +481,13 @@ impl Stream<'_> {
         // After a failed delivery nothing more may reach Kafka from this
         // attempt: a later change could land ahead of the failed one.
         self.drain(reason.is_some()).await;
+        self.commit_acknowledged_signals();
         self.notifier.flush(self.config.shutdown_timeout).await;
         if reason.is_some() {
             if let Err(error) = self.record_progress_on_stop().await {
                 tracing::warn!(error = %crate::error_chain(&error), "the incremental snapshot's last chunk is not recorded; it is read again on restart");
             }
+            self.record_read_only_progress_on_stop().await;
         }
         let caught_up = reason == Some(StopReason::CaughtUp) && self.delivery.is_drained();
         if caught_up {

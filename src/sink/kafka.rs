@@ -165,8 +165,20 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
                 self.shared
                     .metrics
                     .record_delivered(u64::from(byte_permits), enqueued.elapsed());
-                txn.and_then(|txn| self.shared.tracker().delivered(txn))
-                    .map(Ok)
+                txn.and_then(|txn| {
+                    let mut tracker = self.shared.tracker();
+                    // The last record of a transaction at an already
+                    // acknowledged position (a read-only snapshot chunk or
+                    // a kafka-channel blocking snapshot, at a keepalive's
+                    // position) leaves the position where it was: publish
+                    // it anyway, so the stream loop wakes to see everything
+                    // delivered instead of waiting for the server's next
+                    // message.
+                    tracker
+                        .delivered(txn)
+                        .or_else(|| tracker.is_drained().then(|| tracker.acked()))
+                })
+                .map(Ok)
             }
             Err((error, message)) => {
                 self.shared.metrics.record_failed(u64::from(byte_permits));

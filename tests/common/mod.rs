@@ -212,6 +212,15 @@ impl Running {
         self.task.is_finished()
     }
 
+    /// Ends the connector as a crash would: its task is dropped wherever
+    /// it is, nothing is drained, recorded or confirmed on the way out.
+    pub async fn abort(self) {
+        let Running { stop, task } = self;
+        task.abort();
+        let _ = task.await;
+        drop(stop);
+    }
+
     /// Waits up to `timeout` for the connector to end by itself (without a
     /// shutdown request) and returns how it ended.
     ///

@@ -4,7 +4,9 @@
 //! (`--incremental-snapshot-tables-in-flight 3`: one snapshot per window
 //! covers a chunk of each), asked for through the kafka signal channel
 //! while a writer updates, deletes and inserts; every row is checked in its
-//! topic.
+//! topic. Around it ([`super::read_only_phases`]): `check --read-only`
+//! before the connector starts; once the writer stopped, a snapshot on the
+//! idle server and one interrupted by a crash.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,6 +18,7 @@ use serde_json::{json, Value as Json};
 
 use super::common::compacted::{table_state, wait_for_topic_to_equal_table};
 use super::common::{consume_all, wait_for, Record, Scenario, TIMEOUT};
+use super::read_only_phases;
 
 const ROWS: i64 = 3000;
 
@@ -24,7 +27,7 @@ const ROWS: i64 = 3000;
 const OTHERS: [(&str, i64); 2] = [("u", 800), ("w", 1600)];
 
 /// Sends `value` through the kafka channel's topic, keyed `connector`.
-async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, value: Json) {
+pub(super) async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, value: Json) {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", kafka.bootstrap_servers())
         .create()
@@ -61,7 +64,13 @@ fn table_of(payload: &Json) -> &str {
 
 /// Waits for the first `kind` incremental snapshot notification for signal
 /// `id` about `table` (any table when empty); returns its payload.
-async fn notification(kafka: &Kafka, topic: &str, kind: &str, id: &str, table: &str) -> Json {
+pub(super) async fn notification(
+    kafka: &Kafka,
+    topic: &str,
+    kind: &str,
+    id: &str,
+    table: &str,
+) -> Json {
     wait_for(TIMEOUT, &format!("{kind} notification"), || async move {
         notifications_of(kafka, topic, id)
             .await
@@ -140,6 +149,9 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     s.sql(&format!(
         "ALTER ROLE {role} SET default_transaction_read_only = on"
     ));
+    // The server's default, not the suite's 10 s: the walsender's own
+    // keepalives then come every 30 s at most (read_only_phases.rs).
+    s.sql(&format!("ALTER ROLE {role} SET wal_sender_timeout = '60s'"));
     let admin_url = s.pg.url(&s.db);
     let url = admin_url.replacen(&format!("//{}:", s.pg.user()), &format!("//{role}:"), 1);
     {
@@ -179,7 +191,8 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     );
     let at = args.iter().position(|a| a == "--pg-url").expect("--pg-url") + 1;
     args[at] = url.clone();
-    let running = s.start_args(args);
+    read_only_phases::check_reports_what_the_role_lacks(&s, &role, &args).await;
+    let running = s.start_args(args.clone());
     s.await_slot().await;
 
     // A writer: each round updates, deletes and upserts in every table,
@@ -334,10 +347,35 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
             untouched.len()
         ));
     }
-    running.stop().await;
     println!(
         "read-only snapshot: {}, {rounds} writer rounds, {:.1}s",
         summary.join("; "),
         started.elapsed().as_secs_f64()
     );
+
+    read_only_phases::idle_snapshot_does_not_wait_for_keepalives(
+        kafka,
+        &s,
+        &signal_topic,
+        &notifications,
+        chunks,
+    )
+    .await;
+    running.stop().await;
+    // Small chunks, so the crash comes mid-snapshot.
+    let at = args
+        .iter()
+        .position(|a| a == "--incremental-snapshot-chunk-size")
+        .expect("chunk size")
+        + 1;
+    args[at] = "50".to_owned();
+    read_only_phases::crash_resumes_from_the_progress_topic(
+        kafka,
+        &s,
+        &signal_topic,
+        &notifications,
+        50,
+        args,
+    )
+    .await;
 }

@@ -17,6 +17,7 @@
 mod failover;
 mod kafka;
 mod postgres;
+mod read_only;
 mod registry;
 mod takeover;
 mod version;
@@ -163,6 +164,7 @@ pub async fn run(args: &CheckArgs) -> Report {
     let tables = postgres::check_postgres(config, &args.health, args.timeout, &mut report).await;
     failover::check_failover(config, args.timeout, &mut report).await;
     kafka::check_kafka(config, tables.as_deref(), args.timeout, &mut report).await;
+    read_only::check_read_only(config, tables.as_deref(), args.timeout, &mut report).await;
     if config.encode.format == Format::Avro {
         registry::check_registry(config, args.timeout, &mut report).await;
     }

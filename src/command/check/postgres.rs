@@ -86,7 +86,10 @@ pub(super) async fn check_postgres(
     check_retention(&facts, report);
     check_sender_timeout(&facts, health, report);
     let tables = check_publication(&client, config, &facts, report).await;
-    check_signal_table(&client, config, report).await;
+    if !config.signal_channels.read_only {
+        // Read-only only reads it: see read_only.rs.
+        check_signal_table(&client, config, report).await;
+    }
     if let Some(tables) = &tables {
         check_tables(config, tables, report);
     }

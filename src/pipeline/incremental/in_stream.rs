@@ -125,7 +125,10 @@ impl Stream<'_> {
         let Some(mut incremental) = self.incremental.take() else {
             return Ok(());
         };
-        let result = self.step(&mut incremental).await;
+        let result = match self.step(&mut incremental).await {
+            Ok(()) => self.record_read_only_progress(&mut incremental).await,
+            failed => failed,
+        };
         self.incremental = Some(incremental);
         result
     }
@@ -257,7 +260,6 @@ impl Stream<'_> {
             inc.forget_progress()
                 .await
                 .map_err(IncrementalError::from)?;
-            self.release_kafka_signals();
             tracing::info!(
                 rows = inc.rows,
                 chunks = inc.chunks,

@@ -152,6 +152,12 @@ pub(super) struct Streamed {
     pub(super) marks: Option<Marks>,
     /// No chunk is read before this (after a dropped one).
     not_before: Option<Instant>,
+    /// When to ask the server for a keepalive while the chunk waits for
+    /// its high mark ([`super::reply`]).
+    pub(super) reply: super::reply::Pacing,
+    /// The progress last written to the progress topic, under
+    /// at-least-once ([`super::read_only_progress`]).
+    pub(super) recorded: Option<crate::source::signal::Progress>,
 }
 
 /// More unseen xids than this and a snapshot is taken just to forget the

@@ -37,13 +37,21 @@
 //!   flow or the reader is held back by a full channel, at once when a
 //!   keepalive asks for a reply, within `status_interval` of a raised
 //!   position, and every [`IDLE_STATUS`] when idle.
+//! - [`ReplicationStream::request_reply`] sends a status at once with its
+//!   "reply requested" byte set: the walsender answers with a keepalive
+//!   carrying its sent position, the end of the last WAL record it
+//!   decoded (`ProcessStandbyReplyMessage` calls `WalSndKeepalive`, which
+//!   sends `sentPtr`). That is how a consumer waiting to learn that the
+//!   stream passed a position (a read-only snapshot chunk's high mark)
+//!   learns it on an idle server without waiting for the walsender's own
+//!   keepalive, sent after half of `wal_sender_timeout` without a reply.
 //! - Messages reach the consumer in the order the server sent them; an
 //!   error ends the stream after the messages that preceded it.
 //! - [`ReplicationStream::stop`] reports the last position if it was not
 //!   yet reported, sends CopyDone, and reads until the server ends the copy
 //!   (so it has processed that last status), for at most [`DRAIN_TIMEOUT`].
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,6 +103,7 @@ pub struct ReplicationMetrics {
     last_applied_lsn: AtomicU64,
     last_wal_end: AtomicU64,
     status_updates: AtomicU64,
+    replies_requested: AtomicU64,
 }
 
 impl ReplicationMetrics {
@@ -112,6 +121,11 @@ impl ReplicationMetrics {
     pub fn status_updates(&self) -> u64 {
         self.status_updates.load(Ordering::Relaxed)
     }
+
+    /// Status updates sent with "reply requested" set.
+    pub fn replies_requested(&self) -> u64 {
+        self.replies_requested.load(Ordering::Relaxed)
+    }
 }
 
 /// What the consumer and the reader share.
@@ -121,6 +135,10 @@ struct Shared {
     acknowledged: AtomicU64,
     /// Wakes an idle reader when `acknowledged` rises.
     raised: Notify,
+    /// The next status asks the server for a reply.
+    reply_wanted: AtomicBool,
+    /// Wakes the reader to send that status at once.
+    reply: Notify,
     metrics: Arc<ReplicationMetrics>,
 }
 
@@ -144,6 +162,8 @@ impl ReplicationStream {
         let shared = Arc::new(Shared {
             acknowledged: AtomicU64::new(start.acknowledged.as_u64()),
             raised: Notify::new(),
+            reply_wanted: AtomicBool::new(false),
+            reply: Notify::new(),
             metrics: Arc::default(),
         });
         let (tx, rx) = mpsc::channel(BATCHES_QUEUED);
@@ -178,6 +198,8 @@ impl ReplicationStream {
         let shared = Arc::new(Shared {
             acknowledged: AtomicU64::new(start.as_u64()),
             raised: Notify::new(),
+            reply_wanted: AtomicBool::new(false),
+            reply: Notify::new(),
             metrics: Arc::default(),
         });
         shared
@@ -252,6 +274,14 @@ impl ReplicationStream {
         if lsn.as_u64() > before {
             self.shared.raised.notify_one();
         }
+    }
+
+    /// Asks the server for a keepalive now: the reader sends a status
+    /// update with "reply requested" set (see the module doc). The
+    /// keepalive comes back as a message like any other.
+    pub fn request_reply(&self) {
+        self.shared.reply_wanted.store(true, Ordering::Release);
+        self.shared.reply.notify_one();
     }
 
     /// Ends the stream: see the module doc. [`Self::recv`] then drains what
@@ -334,6 +364,7 @@ impl Reader {
                 _ = &mut self.stopped => return self.end_copy().await,
                 () = tokio::time::sleep_until(wake) => self.send_status().await?,
                 () = self.shared.raised.notified(), if !pending => {}
+                () = self.shared.reply.notified() => self.send_status().await?,
                 read = self.conn.fill("streaming") => read?,
             }
         }
@@ -425,10 +456,12 @@ impl Reader {
         }
     }
 
-    /// Reports the acknowledged position.
+    /// Reports the acknowledged position; asks for a reply when
+    /// [`ReplicationStream::request_reply`] wanted one since the last status.
     async fn send_status(&mut self) -> Result<(), ReplicationError> {
         let position = self.shared.acknowledged();
-        frame::standby_status_update(position, frame::pg_now_micros(), false, &mut self.conn.out);
+        let reply = self.shared.reply_wanted.swap(false, Ordering::AcqRel);
+        frame::standby_status_update(position, frame::pg_now_micros(), reply, &mut self.conn.out);
         self.conn.flush().await?;
         self.sent = Some(position);
         self.sent_at = Instant::now();
@@ -437,7 +470,10 @@ impl Reader {
             .last_applied_lsn
             .store(position.as_u64(), Ordering::Relaxed);
         metrics.status_updates.fetch_add(1, Ordering::Relaxed);
-        tracing::trace!(lsn = %position, "status update sent");
+        if reply {
+            metrics.replies_requested.fetch_add(1, Ordering::Relaxed);
+        }
+        tracing::trace!(lsn = %position, reply, "status update sent");
         Ok(())
     }
 

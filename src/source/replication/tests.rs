@@ -365,6 +365,36 @@ async fn status_updates_carry_the_acknowledged_position_not_the_received_one() {
 }
 
 #[tokio::test]
+async fn a_requested_reply_goes_out_at_once_and_only_once() {
+    // An idle stream: without a request the next status would be 10 s away.
+    let (mut stream, mut server, _) = streaming(Duration::from_millis(50)).await;
+    assert_eq!(server.status().await, (Lsn::new(0x100), false));
+    stream.request_reply();
+    assert_eq!(
+        server.status().await,
+        (Lsn::new(0x100), true),
+        "a status asking for a reply, at once"
+    );
+    assert_eq!(stream.metrics().replies_requested(), 1);
+    // The server's answer: a keepalive with its sent position.
+    server.send(&keepalive(0x500, false)).await;
+    match stream.recv().await.expect("no error") {
+        Some(CopyData::Keepalive(k)) => assert_eq!(k.wal_end, Lsn::new(0x500)),
+        other => panic!("expected the keepalive, got {other:?}"),
+    }
+    // The statuses after it, up to a raised position's, do not ask again.
+    stream.update_applied_lsn(Lsn::new(0x500));
+    loop {
+        let (position, reply) = server.status().await;
+        assert!(!reply, "asked once");
+        if position == Lsn::new(0x500) {
+            break;
+        }
+    }
+    assert_eq!(stream.metrics().replies_requested(), 1);
+}
+
+#[tokio::test]
 async fn stop_reports_the_last_position_then_drains_until_the_server_ends() {
     let (mut stream, mut server, _) = streaming(Duration::from_secs(3600)).await;
     assert_eq!(server.status().await.0, Lsn::new(0x100));
