@@ -56,7 +56,7 @@ pub(super) async fn check_reports_what_the_role_lacks(s: &Scenario, role: &str, 
     assert!(passed, "check passes: {lines:#?}");
     for text in [
         "pg_current_snapshot()",
-        &format!("{role} may replicate and SELECT from all 1 captured tables"),
+        &format!("{role} may replicate and SELECT from all 3 captured tables"),
         "no signal table needed",
         "signal topic",
     ] {
