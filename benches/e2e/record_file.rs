@@ -7,12 +7,12 @@
 //! `u32` length of the rest, `i32` partition, key and value each as a `u32`
 //! length (`u32::MAX` for null) and the bytes, a `u16` header count, and per
 //! header a `u16` name length, the name, a `u32` value length (`u32::MAX`
-//! for null) and the value. The file is removed when the [`RecordFile`] is
-//! dropped.
+//! for null) and the value. The file's name is removed as soon as it is
+//! opened for writing and for reading, so a harness that is killed leaves
+//! nothing on disk (gigabytes for a large snapshot).
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
-use std::path::PathBuf;
 
 use rdkafka::message::{Header, OwnedHeaders};
 
@@ -24,9 +24,10 @@ const NULL: u32 = u32::MAX;
 /// small enough to stay in the cache while they are produced.
 const READ_BUFFER: usize = 1 << 20;
 
-/// A temporary file of records, removed on drop.
+/// A temporary file of records, without a name: it goes when its last
+/// handle closes.
 pub struct RecordFile {
-    path: PathBuf,
+    read: File,
 }
 
 impl RecordFile {
@@ -37,29 +38,28 @@ impl RecordFile {
             std::process::id(),
             topic.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
         ));
-        let file = File::create(&path)?;
+        let write = File::create(&path);
+        let read = write.as_ref().ok().map(|_| File::open(&path));
+        let _ = std::fs::remove_file(&path);
+        let (write, read) = (write?, read.transpose()?);
+        let read = read.ok_or("the record file could not be opened")?;
         Ok((
-            RecordFile { path },
+            RecordFile { read },
             RecordWriter {
-                out: BufWriter::with_capacity(READ_BUFFER, file),
+                out: BufWriter::with_capacity(READ_BUFFER, write),
             },
         ))
     }
 
-    /// Reads the records back from the start.
-    pub fn reader(&self) -> Result<RecordReader> {
+    /// Reads the records back from the start (once: the reader takes the
+    /// file).
+    pub fn reader(self) -> Result<RecordReader> {
         Ok(RecordReader {
-            file: File::open(&self.path)?,
+            file: self.read,
             buf: vec![0; READ_BUFFER],
             start: 0,
             end: 0,
         })
-    }
-}
-
-impl Drop for RecordFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
