@@ -17,19 +17,12 @@ use std::time::{Duration, Instant};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_testcontainers::Kafka;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
+use super::record_file::{RecordFile, RecordWriter};
 use super::{proc_usage, Result};
-
-/// One record as the connector wrote it.
-struct Record {
-    partition: i32,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    headers: Vec<(String, Vec<u8>)>,
-}
 
 /// What the bare producer took for the records of `topic`.
 pub struct KafkaAlone {
@@ -38,16 +31,20 @@ pub struct KafkaAlone {
     pub wall_s: f64,
     /// The broker's CPU seconds while it ran.
     pub broker_cpu_s: Option<f64>,
+    /// The producer's own CPU seconds (this process: librdkafka's threads
+    /// compressing and sending, the loop handing records over).
+    pub producer_cpu_s: Option<f64>,
 }
 
 impl KafkaAlone {
     /// The progress line, beside the broker's CPU while the connector wrote.
     pub fn print(&self, format: &str, connector_broker_cpu: Option<f64>) {
         eprintln!(
-            "  Kafka alone ({format}): {} records, {:.1} MB, {:.2} s, broker {} CPU s (during the connector: {})",
+            "  Kafka alone ({format}): {} records, {:.1} MB, {:.2} s, producer {} CPU s, broker {} CPU s (during the connector: {})",
             self.records,
             self.bytes as f64 / 1e6,
             self.wall_s,
+            super::fmt_cpu(self.producer_cpu_s),
             super::fmt_cpu(self.broker_cpu_s),
             super::fmt_cpu(connector_broker_cpu),
         );
@@ -63,54 +60,67 @@ pub fn broker_cpu(kafka: &Kafka) -> Option<f64> {
 /// Reads every record of `topic` back, then produces them again with the
 /// producer settings the connector derives from `run_args` (its flags after
 /// `run`).
+///
+/// The records are read first, untimed, into a file on disk
+/// ([`super::record_file`]), and the timed producer reads them from it one
+/// buffer at a time: the harness's memory stays one buffer whatever the
+/// topic holds. The file was just written, so it is read from the page
+/// cache; what that costs the timed loop is a copy of the records into a
+/// buffer that stays in the CPU's cache, where holding every record in
+/// memory cost a read of each from RAM. A consumer reading ahead on another
+/// thread instead would decompress every batch and ask the broker for it
+/// while the producer is timed, on the same two cores: the reference would
+/// then carry a reader's CPU that it is there to leave out.
 pub fn run(kafka: &Kafka, topic: &str, run_args: &[String]) -> Result<KafkaAlone> {
     let bootstrap = kafka.bootstrap_servers();
-    let (records, partitions) = read_all(&bootstrap, topic)?;
+    let (file, writer) = RecordFile::create(topic)?;
+    let read = read_all(&bootstrap, topic, writer)?;
     let target = format!("{topic}.kafka_alone");
-    kafka.create_topic(&target, partitions)?;
+    kafka.create_topic(&target, read.partitions)?;
     let producer: ThreadedProducer<DefaultProducerContext> = connector_producer_config(run_args)?
         .set("bootstrap.servers", &bootstrap)
         .create()?;
-    let bytes = records
-        .iter()
-        .map(|r| {
-            let headers: usize = r.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
-            (r.key.as_ref().map_or(0, Vec::len) + r.value.as_ref().map_or(0, Vec::len) + headers)
-                as u64
-        })
-        .sum();
+    let mut records = file.reader()?;
+    let mut produced = 0u64;
     let cpu_before = broker_cpu(kafka);
+    let own_before = proc_usage(std::process::id());
     let started = Instant::now();
-    for r in &records {
-        let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
-        for (name, value) in &r.headers {
-            headers = headers.insert(Header {
-                key: name,
-                value: Some(value),
-            });
+    while let Some(r) = records.next_record()? {
+        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&target).partition(r.partition);
+        if let Some(headers) = r.headers {
+            record = record.headers(headers);
         }
-        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&target)
-            .partition(r.partition)
-            .headers(headers);
-        if let Some(key) = &r.key {
-            record = record.key(&key[..]);
+        if let Some(key) = r.key {
+            record = record.key(key);
         }
-        if let Some(value) = &r.value {
-            record = record.payload(&value[..]);
+        if let Some(value) = r.value {
+            record = record.payload(value);
         }
         while let Err((_, back)) = producer.send(record) {
             record = back;
             std::thread::sleep(Duration::from_micros(100));
         }
+        produced += 1;
     }
     producer.flush(Duration::from_secs(300))?;
     let wall_s = started.elapsed().as_secs_f64();
     let broker_cpu_s = cpu_before.zip(broker_cpu(kafka)).map(|(a, b)| b - a);
+    let producer_cpu_s = own_before
+        .zip(proc_usage(std::process::id()))
+        .map(|((a, _), (b, _))| b - a);
+    if produced != read.records {
+        return Err(format!(
+            "read {} records of {topic} but produced {produced} from the record file",
+            read.records
+        )
+        .into());
+    }
     Ok(KafkaAlone {
-        records: records.len() as u64,
-        bytes,
+        records: produced,
+        bytes: read.bytes,
         wall_s,
         broker_cpu_s,
+        producer_cpu_s,
     })
 }
 
@@ -121,8 +131,16 @@ fn connector_producer_config(run_args: &[String]) -> Result<ClientConfig> {
     Ok(config.producer_config())
 }
 
-/// Every record of `topic` from the start, and its partition count.
-fn read_all(bootstrap: &str, topic: &str) -> Result<(Vec<Record>, i32)> {
+/// What [`read_all`] wrote.
+struct Read {
+    records: u64,
+    /// Keys, values and headers (names and values).
+    bytes: u64,
+    partitions: i32,
+}
+
+/// Writes every record of `topic` from the start into `out`.
+fn read_all(bootstrap: &str, topic: &str, mut out: RecordWriter) -> Result<Read> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "pgcdc-bench-kafka-alone")
@@ -143,35 +161,40 @@ fn read_all(bootstrap: &str, topic: &str) -> Result<(Vec<Record>, i32)> {
     let mut remaining = 0;
     for &partition in &partitions {
         let (low, high) = consumer.fetch_watermarks(topic, partition, timeout)?;
-        remaining += (high - low).max(0);
+        remaining += (high - low).max(0) as u64;
         assignment.add_partition_offset(topic, partition, Offset::Beginning)?;
     }
     consumer.assign(&assignment)?;
-    let mut records = Vec::with_capacity(remaining as usize);
+    let (mut records, mut bytes) = (0u64, 0u64);
     let deadline = Instant::now() + Duration::from_secs(600);
-    while (records.len() as i64) < remaining {
+    while records < remaining {
         if Instant::now() > deadline {
-            return Err(format!(
-                "read {} of {remaining} records of {topic} in 600 s",
-                records.len()
-            )
-            .into());
+            return Err(
+                format!("read {records} of {remaining} records of {topic} in 600 s").into(),
+            );
         }
         let Some(message) = consumer.poll(Duration::from_millis(500)) else {
             continue;
         };
         let message = message?;
-        let headers = message.headers().map_or_else(Vec::new, |h| {
-            h.iter()
-                .map(|h| (h.key.to_owned(), h.value.unwrap_or_default().to_vec()))
-                .collect()
-        });
-        records.push(Record {
-            partition: message.partition(),
-            key: message.key().map(<[u8]>::to_vec),
-            value: message.payload().map(<[u8]>::to_vec),
-            headers,
-        });
+        let headers: Vec<(&str, Option<&[u8]>)> = message
+            .headers()
+            .map(|h| h.iter().map(|h| (h.key, h.value)).collect())
+            .unwrap_or_default();
+        let (key, value) = (message.key(), message.payload());
+        bytes += (key.map_or(0, <[u8]>::len)
+            + value.map_or(0, <[u8]>::len)
+            + headers
+                .iter()
+                .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
+                .sum::<usize>()) as u64;
+        out.write(message.partition(), key, value, &headers)?;
+        records += 1;
     }
-    Ok((records, partitions.len() as i32))
+    out.finish()?;
+    Ok(Read {
+        records,
+        bytes,
+        partitions: partitions.len() as i32,
+    })
 }

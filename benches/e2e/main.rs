@@ -72,6 +72,7 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 mod ceiling;
 mod debezium;
 mod latency;
+mod record_file;
 mod rounds;
 mod server;
 mod snapshot;

@@ -38,6 +38,7 @@ const SNAPSHOT_FIGURES: &[&str] = &[
     "connector_us_per_row",
     "broker_us_per_row",
     "kafka_alone_broker_us_per_row",
+    "kafka_alone_producer_us_per_row",
     "load_average_1m",
     "connector_peak_rss_mb",
 ];

@@ -144,6 +144,7 @@ pub fn run(
             "connector_us_per_row": round(run.cpu_s * 1e6 / rows as f64),
             "broker_us_per_row": per_row(broker_cpu),
             "kafka_alone_broker_us_per_row": per_row(alone.broker_cpu_s),
+            "kafka_alone_producer_us_per_row": per_row(alone.producer_cpu_s),
             "load_average_1m": load,
             "connector_peak_rss_mb": round(run.peak_rss_kb as f64 / 1024.0),
             "resource_source": run.source,

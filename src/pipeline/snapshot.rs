@@ -333,8 +333,8 @@ pub(super) async fn emit_snapshot(
         let Some(work) = work else { break };
         match work? {
             Work::Rows { table, rows } => {
-                for fields in rows {
-                    emission.row(stream, table, fields).await?;
+                for tuple in rows {
+                    emission.row(stream, table, tuple).await?;
                 }
             }
             Work::ChunkDone { table, last } => {

@@ -14,13 +14,18 @@
 //! so rows on pages added after the size was measured are still read. Rows
 //! are read with `COPY ... TO STDOUT` in text format, the same text the
 //! value decoder parses for streamed changes, one row at a time: memory stays
-//! bounded whatever the table size.
+//! bounded whatever the table size. A row's fields are slices of the bytes
+//! the server sent (only a field with an escape is copied, unescaped), so a
+//! row costs one allocation, its list of fields.
+
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use tokio_postgres::Client;
 
-use crate::source::pgoutput::{Column, Relation, ReplicaIdentity};
+use crate::source::pgoutput::{Column, Datum, Relation, ReplicaIdentity, Tuple};
 use crate::source::setup::{quote_ident, SetupError};
 
 /// Session settings of snapshot connections: the same text rendering as the
@@ -210,58 +215,116 @@ pub struct CopyFormatError {
     pub problem: &'static str,
 }
 
-/// Streams the rows of one chunk: each row's fields in COPY text format,
-/// unescaped, `None` for NULL.
+/// Streams the rows of one chunk (see [`copy_select`]).
 pub async fn copy_rows(
     client: &Client,
     relation: &Relation,
     range: PageRange,
-) -> Result<impl Stream<Item = Result<Vec<Option<Bytes>>, SnapshotReadError>>, SetupError> {
+) -> Result<impl Stream<Item = Result<Tuple, SnapshotReadError>>, SetupError> {
     copy_select(client, relation, copy_statement(relation, range)).await
 }
 
 /// Streams the rows of `COPY (select) TO STDOUT`, `select` reading
-/// `relation`'s columns in order (see [`copy_rows`]).
+/// `relation`'s columns in order: each row's fields in COPY text format,
+/// unescaped, [`Datum::Null`] for NULL.
 pub async fn copy_select(
     client: &Client,
     relation: &Relation,
     statement: String,
-) -> Result<impl Stream<Item = Result<Vec<Option<Bytes>>, SnapshotReadError>>, SetupError> {
+) -> Result<impl Stream<Item = Result<Tuple, SnapshotReadError>>, SetupError> {
     let table = format!("{}.{}", relation.namespace, relation.name);
     let stream = client
         .copy_out(statement.as_str())
         .await
         .map_err(query_error(format!("reading {table}")))?;
-    let mut pending = Vec::new();
-    let rows = stream.flat_map(move |chunk: Result<Bytes, tokio_postgres::Error>| {
-        let items: Vec<Result<Vec<Option<Bytes>>, SnapshotReadError>> = match chunk {
-            Err(error) => vec![Err(SnapshotReadError::Copy {
-                table: table.clone(),
-                error,
-            })],
-            Ok(bytes) => {
-                // Postgres sends a CopyData message per row; a line split
-                // across messages waits in `pending` for its end.
-                pending.extend_from_slice(&bytes);
-                let mut rows = Vec::new();
-                let mut consumed = 0;
-                while let Some(newline) = pending[consumed..].iter().position(|&b| b == b'\n') {
-                    let line = &pending[consumed..consumed + newline];
-                    consumed += newline + 1;
-                    rows.push(parse_copy_line(line).map_err(|problem| {
-                        SnapshotReadError::Format(CopyFormatError {
-                            table: table.clone(),
-                            problem,
-                        })
-                    }));
+    Ok(CopyRows::new(
+        Box::pin(stream),
+        table,
+        relation.columns.len().max(1),
+    ))
+}
+
+/// The rows of a COPY text stream, one line each. Postgres sends a
+/// CopyData message per row; a line split across messages is put together
+/// in `partial`.
+struct CopyRows<S> {
+    chunks: S,
+    /// What is left of the last message.
+    buffer: Bytes,
+    /// The start of a line whose end has not arrived yet.
+    partial: BytesMut,
+    table: String,
+    /// Fields per row, for the capacity of each row's list.
+    width: usize,
+    done: bool,
+}
+
+impl<S> CopyRows<S> {
+    fn new(chunks: S, table: String, width: usize) -> Self {
+        CopyRows {
+            chunks,
+            buffer: Bytes::new(),
+            partial: BytesMut::new(),
+            table,
+            width,
+            done: false,
+        }
+    }
+}
+
+impl<S> Stream for CopyRows<S>
+where
+    S: Stream<Item = Result<Bytes, tokio_postgres::Error>> + Unpin,
+{
+    type Item = Result<Tuple, SnapshotReadError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(newline) = this.buffer.iter().position(|&b| b == b'\n') {
+                let mut line = this.buffer.split_to(newline + 1);
+                line.truncate(newline);
+                if !this.partial.is_empty() {
+                    this.partial.extend_from_slice(&line);
+                    line = this.partial.split().freeze();
                 }
-                pending.drain(..consumed);
-                rows
+                let row = parse_copy_row(line, this.width).map_err(|problem| {
+                    SnapshotReadError::Format(CopyFormatError {
+                        table: this.table.clone(),
+                        problem,
+                    })
+                });
+                return Poll::Ready(Some(row));
             }
-        };
-        futures::stream::iter(items)
-    });
-    Ok(rows)
+            if !this.buffer.is_empty() {
+                this.partial.extend_from_slice(&this.buffer);
+                this.buffer = Bytes::new();
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match ready!(Pin::new(&mut this.chunks).poll_next(cx)) {
+                Some(Ok(bytes)) => this.buffer = bytes,
+                Some(Err(error)) => {
+                    this.done = true;
+                    let table = this.table.clone();
+                    return Poll::Ready(Some(Err(SnapshotReadError::Copy { table, error })));
+                }
+                None => {
+                    // COPY's text format ends every row with a newline.
+                    this.done = true;
+                    if !this.partial.is_empty() {
+                        return Poll::Ready(Some(Err(SnapshotReadError::Format(
+                            CopyFormatError {
+                                table: this.table.clone(),
+                                problem: "the last row has no end of line",
+                            },
+                        ))));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Failures while reading snapshot rows.
@@ -277,101 +340,160 @@ pub enum SnapshotReadError {
     Format(CopyFormatError),
 }
 
-/// Parses one line of COPY text format (without its newline): the fields
-/// are unescaped into one buffer and handed out as slices of it, one
-/// allocation per row; `None` for `\N`. UTF-8 is checked where the values
-/// are decoded, as for the stream's.
-pub fn parse_copy_line(line: &[u8]) -> Result<Vec<Option<Bytes>>, &'static str> {
-    let mut out = BytesMut::with_capacity(line.len());
-    let mut ranges = Vec::new();
-    for raw in line.split(|&b| b == b'\t') {
-        if raw == b"\\N" {
-            ranges.push(None);
-            continue;
-        }
-        let start = out.len();
-        if !raw.contains(&b'\\') {
-            out.put_slice(raw);
-            ranges.push(Some(start..out.len()));
-            continue;
-        }
-        let mut i = 0;
-        while i < raw.len() {
-            let b = raw[i];
-            if b != b'\\' {
-                out.put_u8(b);
-                i += 1;
-                continue;
+/// Parses one line of COPY text format (without its newline) into a row
+/// of about `width` fields: a field without escapes is a slice of `line`,
+/// one with escapes is unescaped into a buffer of its own; `\N` is
+/// [`Datum::Null`]. UTF-8 is checked where the values are decoded, as for
+/// the stream's.
+pub fn parse_copy_row(line: Bytes, width: usize) -> Result<Tuple, &'static str> {
+    let mut fields = Vec::with_capacity(width);
+    let mut start = 0;
+    let mut escaped = false;
+    for (i, &b) in line.iter().enumerate() {
+        match b {
+            b'\t' => {
+                fields.push(copy_field(&line, start, i, escaped)?);
+                start = i + 1;
+                escaped = false;
             }
-            let Some(&next) = raw.get(i + 1) else {
-                return Err("a field ends in a lone backslash");
-            };
-            i += 2;
-            match next {
-                b'b' => out.put_u8(0x08),
-                b'f' => out.put_u8(0x0c),
-                b'n' => out.put_u8(b'\n'),
-                b'r' => out.put_u8(b'\r'),
-                b't' => out.put_u8(b'\t'),
-                b'v' => out.put_u8(0x0b),
-                b'0'..=b'7' => {
-                    let mut value = u32::from(next - b'0');
-                    let mut digits = 1;
-                    while digits < 3 {
-                        match raw.get(i) {
-                            Some(&d @ b'0'..=b'7') => {
-                                value = value * 8 + u32::from(d - b'0');
-                                i += 1;
-                                digits += 1;
-                            }
-                            _ => break,
-                        }
-                    }
-                    out.put_u8((value & 0xFF) as u8);
-                }
-                b'x' => {
-                    let hex = |b: u8| (b as char).to_digit(16);
-                    let Some(first) = raw.get(i).copied().and_then(hex) else {
-                        return Err("\\x is not followed by a hex digit");
-                    };
-                    i += 1;
-                    let mut value = first;
-                    if let Some(second) = raw.get(i).copied().and_then(hex) {
-                        value = value * 16 + second;
-                        i += 1;
-                    }
-                    out.put_u8(value as u8);
-                }
-                other => out.put_u8(other),
-            }
+            b'\\' => escaped = true,
+            _ => {}
         }
-        ranges.push(Some(start..out.len()));
     }
-    let out = out.freeze();
-    Ok(ranges
-        .into_iter()
-        .map(|range| range.map(|r| out.slice(r)))
-        .collect())
+    fields.push(copy_field(&line, start, line.len(), escaped)?);
+    Ok(Tuple(fields))
+}
+
+/// The field `line[start..end]`; `escaped`: it holds a backslash.
+fn copy_field(
+    line: &Bytes,
+    start: usize,
+    end: usize,
+    escaped: bool,
+) -> Result<Datum, &'static str> {
+    let raw = &line[start..end];
+    if raw == b"\\N" {
+        return Ok(Datum::Null);
+    }
+    if !escaped {
+        return Ok(Datum::Text(line.slice(start..end)));
+    }
+    let mut out = BytesMut::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let b = raw[i];
+        if b != b'\\' {
+            out.put_u8(b);
+            i += 1;
+            continue;
+        }
+        let Some(&next) = raw.get(i + 1) else {
+            return Err("a field ends in a lone backslash");
+        };
+        i += 2;
+        match next {
+            b'b' => out.put_u8(0x08),
+            b'f' => out.put_u8(0x0c),
+            b'n' => out.put_u8(b'\n'),
+            b'r' => out.put_u8(b'\r'),
+            b't' => out.put_u8(b'\t'),
+            b'v' => out.put_u8(0x0b),
+            b'0'..=b'7' => {
+                let mut value = u32::from(next - b'0');
+                let mut digits = 1;
+                while digits < 3 {
+                    match raw.get(i) {
+                        Some(&d @ b'0'..=b'7') => {
+                            value = value * 8 + u32::from(d - b'0');
+                            i += 1;
+                            digits += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                out.put_u8((value & 0xFF) as u8);
+            }
+            b'x' => {
+                let hex = |b: u8| (b as char).to_digit(16);
+                let Some(first) = raw.get(i).copied().and_then(hex) else {
+                    return Err("\\x is not followed by a hex digit");
+                };
+                i += 1;
+                let mut value = first;
+                if let Some(second) = raw.get(i).copied().and_then(hex) {
+                    value = value * 16 + second;
+                    i += 1;
+                }
+                out.put_u8(value as u8);
+            }
+            other => out.put_u8(other),
+        }
+    }
+    Ok(Datum::Text(out.freeze()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn text(s: &'static [u8]) -> Datum {
+        Datum::Text(Bytes::from_static(s))
+    }
+
     #[test]
     fn parses_copy_text_escapes_and_nulls() {
-        let line = b"1\t\\N\ta\\tb\\nc\\\\d\t\\101\\x42\t";
+        let line = Bytes::from_static(b"1\t\\N\ta\\tb\\nc\\\\d\t\\101\\x42\t");
         assert_eq!(
-            parse_copy_line(line).expect("valid"),
+            parse_copy_row(line, 5).expect("valid"),
+            Tuple(vec![
+                text(b"1"),
+                Datum::Null,
+                text(b"a\tb\nc\\d"),
+                text(b"AB"),
+                text(b""),
+            ])
+        );
+        assert!(parse_copy_row(Bytes::from_static(b"ends\\"), 1).is_err());
+    }
+
+    #[test]
+    fn rows_are_slices_of_what_the_server_sent_even_across_messages() {
+        let first = Bytes::from_static(b"1\tann\n2\tb");
+        let chunks: Vec<Result<Bytes, tokio_postgres::Error>> = vec![
+            Ok(first.clone()),
+            Ok(Bytes::from_static(b"ob\n")),
+            Ok(Bytes::from_static(b"3\t\\N\n4\tc\\\\d\n")),
+        ];
+        let rows = CopyRows::new(futures::stream::iter(chunks), "public.t".into(), 2);
+        let rows: Vec<Tuple> =
+            futures::executor::block_on(futures::StreamExt::collect::<Vec<_>>(rows))
+                .into_iter()
+                .map(|r| r.expect("valid rows"))
+                .collect();
+        assert_eq!(
+            rows,
             vec![
-                Some(Bytes::from_static(b"1")),
-                None,
-                Some(Bytes::from_static(b"a\tb\nc\\d")),
-                Some(Bytes::from_static(b"AB")),
-                Some(Bytes::new()),
+                Tuple(vec![text(b"1"), text(b"ann")]),
+                Tuple(vec![text(b"2"), text(b"bob")]),
+                Tuple(vec![text(b"3"), Datum::Null]),
+                Tuple(vec![text(b"4"), text(b"c\\d")]),
             ]
         );
-        assert!(parse_copy_line(b"ends\\").is_err());
+        let Datum::Text(ann) = &rows[0].0[1] else {
+            panic!("a text field")
+        };
+        assert!(
+            first.as_ptr_range().contains(&ann.as_ptr()),
+            "a field without escapes is not copied"
+        );
+        let truncated: Vec<Result<Bytes, tokio_postgres::Error>> =
+            vec![Ok(Bytes::from_static(b"1\tann\n2\tb"))];
+        let rows = CopyRows::new(futures::stream::iter(truncated), "public.t".into(), 2);
+        let rows = futures::executor::block_on(futures::StreamExt::collect::<Vec<_>>(rows));
+        assert!(
+            matches!(rows.as_slice(), [Ok(_), Err(SnapshotReadError::Format(_))]),
+            "a last row without its end of line is an error, not dropped"
+        );
     }
 
     #[test]

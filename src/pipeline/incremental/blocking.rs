@@ -26,7 +26,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::StreamExt;
 
 use super::{Incremental, IncrementalError};
@@ -36,7 +35,6 @@ use crate::lsn::Lsn;
 use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
 use crate::pipeline::stream::Stream;
 use crate::pipeline::PipelineError;
-use crate::source::pgoutput::{Datum, Tuple};
 use crate::source::setup::SetupError;
 use crate::source::snapshot as reader;
 
@@ -154,13 +152,7 @@ impl Stream<'_> {
             futures::pin_mut!(rows);
             let mut count = 0u64;
             while let Some(row) = rows.next().await {
-                let fields = row.map_err(super::super::snapshot::SnapshotError::from)?;
-                let tuple = Tuple(
-                    fields
-                        .into_iter()
-                        .map(|f: Option<Bytes>| f.map_or(Datum::Null, Datum::Text))
-                        .collect(),
-                );
+                let tuple = row.map_err(super::super::snapshot::SnapshotError::from)?;
                 let event = ChangeEvent {
                     unmapped_key: UnmappedKey {
                         before: None,

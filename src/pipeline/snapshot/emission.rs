@@ -23,7 +23,6 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
@@ -36,7 +35,7 @@ use crate::lsn::Lsn;
 use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
 use crate::progress::SnapshotProgress;
 use crate::sink::transactional::InitialSnapshotProgress;
-use crate::source::pgoutput::{Datum, Relation, Tuple};
+use crate::source::pgoutput::{Relation, Tuple};
 use crate::source::setup::SetupError;
 use crate::source::signal::KeyText;
 use crate::source::snapshot::{self as reader, PageRange, SnapshotReadError};
@@ -51,10 +50,7 @@ const ROW_BATCHES_QUEUED: usize = 8;
 pub(super) enum Work {
     /// Rows in the order read, up to [`ROW_BATCH`] (one channel send per
     /// batch, not per row: the per-row wake-ups cost more than the rows).
-    Rows {
-        table: usize,
-        rows: Vec<Vec<Option<Bytes>>>,
-    },
+    Rows { table: usize, rows: Vec<Tuple> },
     /// A chunk of `table` was read; `last`: it was the table's last (known
     /// to the reader of a keyed table; a page range says `false` and the
     /// emitter counts them).
@@ -237,13 +233,7 @@ async fn read_chunk(
         batch.push(row);
     }
     if let (Some(positions), Some(row)) = (key_positions, batch.last()) {
-        last_key = positions
-            .iter()
-            .map(|&p| {
-                row.get(p)
-                    .map(|f| f.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
-            })
-            .collect();
+        last_key = key_of(row, positions);
     }
     if !batch.is_empty() {
         send(tx, Work::Rows { table, rows: batch }).await?;
@@ -299,14 +289,8 @@ impl Emission {
         &mut self,
         stream: &mut Stream<'_>,
         table: usize,
-        fields: Vec<Option<Bytes>>,
+        tuple: Tuple,
     ) -> Result<(), PipelineError> {
-        let tuple = Tuple(
-            fields
-                .into_iter()
-                .map(|f| f.map_or(Datum::Null, Datum::Text))
-                .collect(),
-        );
         let t = &mut self.tables[table];
         t.rows += 1;
         if t.rows == 1 {
@@ -449,8 +433,10 @@ async fn emit_row(
 mod tests {
     use std::collections::BTreeMap;
 
+    use bytes::Bytes;
+
     use super::*;
-    use crate::source::pgoutput::ReplicaIdentity;
+    use crate::source::pgoutput::{Datum, ReplicaIdentity};
 
     fn table(name: &str, keyed: bool) -> TableProgress {
         let relation = Relation {
