@@ -105,14 +105,10 @@ impl KafkaSignals {
             return Ok(None);
         }
         let topic = options.topic(&config.topic_prefix);
-        let mut client = crate::sink::transactional::client_config(&config.producer_config());
-        if let Some(servers) = &options.signal_kafka_bootstrap_servers {
-            client.set("bootstrap.servers", servers);
-        }
-        client
-            .set("group.id", &options.signal_kafka_group_id)
-            .set("enable.auto.commit", "false")
-            .set("auto.offset.reset", "earliest");
+        let mut client = options.kafka_consumer_config(crate::sink::transactional::client_config(
+            &config.producer_config(),
+        ));
+        client.set("auto.offset.reset", "earliest");
         let consumer: StreamConsumer<LoggingContext> = client
             .create_with_context(LoggingContext::for_config(&client))
             .map_err(kafka_error(&topic, "create a consumer"))?;

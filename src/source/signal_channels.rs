@@ -109,6 +109,18 @@ impl SignalChannelOptions {
             .clone()
             .unwrap_or_else(|| format!("{prefix}-signal"))
     }
+
+    /// The kafka channel's consumer settings over `base` (the connector's
+    /// own Kafka connection settings): --signal-kafka-bootstrap-servers
+    /// when given, its group, and offsets committed only by hand.
+    pub fn kafka_consumer_config(&self, mut base: rdkafka::ClientConfig) -> rdkafka::ClientConfig {
+        if let Some(servers) = &self.signal_kafka_bootstrap_servers {
+            base.set("bootstrap.servers", servers);
+        }
+        base.set("group.id", &self.signal_kafka_group_id)
+            .set("enable.auto.commit", "false");
+        base
+    }
 }
 
 #[cfg(test)]

@@ -309,13 +309,9 @@ async fn check_signal_table(
 async fn check_signal_topic(config: &RunConfig, timeout: Duration, report: &mut Report) {
     let options = &config.signal_channels;
     let topic = options.topic(&config.topic_prefix);
-    let mut client = crate::sink::transactional::client_config(&config.producer_config());
-    if let Some(servers) = &options.signal_kafka_bootstrap_servers {
-        client.set("bootstrap.servers", servers);
-    }
-    client
-        .set("group.id", &options.signal_kafka_group_id)
-        .set("enable.auto.commit", "false");
+    let client = options.kafka_consumer_config(crate::sink::transactional::client_config(
+        &config.producer_config(),
+    ));
     let name = topic.clone();
     // librdkafka's metadata and offset calls block: keep them off the runtime.
     let probe = tokio::task::spawn_blocking(move || probe_topic(&client, &name, timeout)).await;
