@@ -138,18 +138,7 @@ async fn several_tables_in_flight_under_load_with_a_restart() {
             round += 1;
             let mut sql = String::from("BEGIN;");
             for (table, rows) in TABLES {
-                let hot = |n: i64| n % (rows / 4) * 4 + 4;
-                let upserted = match round % 2 {
-                    0 => hot(round * 13),
-                    _ => rows + round % 100 + 1,
-                };
-                sql += &format!(
-                    "UPDATE {table} SET v = {round} WHERE id = {}; \
-                     DELETE FROM {table} WHERE id = {}; \
-                     INSERT INTO {table} VALUES ({upserted}, {round}) ON CONFLICT (id) DO UPDATE SET v = {round};",
-                    hot(round * 7919),
-                    hot(round * 31 + 7),
-                );
+                sql += &writer_round(table, rows, round);
             }
             client
                 .batch_execute(&(sql + "COMMIT"))
@@ -290,4 +279,23 @@ async fn several_tables_in_flight_under_load_with_a_restart() {
         summary.join(", "),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// One writer round's statements for `table` of `rows` rows: an update, a
+/// delete and an upsert stamped `v = round`, on ids that are multiples of
+/// 4 and on new ids past the table's end, so the other rows keep `v = 0`
+/// and only a snapshot can bring them.
+pub(super) fn writer_round(table: &str, rows: i64, round: i64) -> String {
+    let hot = |n: i64| n % (rows / 4) * 4 + 4;
+    let upserted = match round % 2 {
+        0 => hot(round * 13),
+        _ => rows + round % 100 + 1,
+    };
+    format!(
+        "UPDATE {table} SET v = {round} WHERE id = {}; \
+         DELETE FROM {table} WHERE id = {}; \
+         INSERT INTO {table} VALUES ({upserted}, {round}) ON CONFLICT (id) DO UPDATE SET v = {round};",
+        hot(round * 7919),
+        hot(round * 31 + 7),
+    )
 }

@@ -213,18 +213,7 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
                 (round * 104_729) % (ROWS + 300) + 1,
             );
             for (table, rows) in OTHERS {
-                let hot = |n: i64| n % (rows / 4) * 4 + 4;
-                let upserted = match round % 2 {
-                    0 => hot(round * 13),
-                    _ => rows + round % 100 + 1,
-                };
-                sql += &format!(
-                    "UPDATE {table} SET v = {round} WHERE id = {}; \
-                     DELETE FROM {table} WHERE id = {}; \
-                     INSERT INTO {table} VALUES ({upserted}, {round}) ON CONFLICT (id) DO UPDATE SET v = {round};",
-                    hot(round * 7919),
-                    hot(round * 31 + 7),
-                );
+                sql += &super::in_flight::writer_round(table, rows, round);
             }
             client
                 .batch_execute(&(sql + "COMMIT"))
