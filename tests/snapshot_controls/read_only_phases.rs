@@ -150,6 +150,27 @@ async fn positions(kafka: &Kafka, topic: &str) -> BTreeSet<(i32, i64)> {
         .collect()
 }
 
+/// Asks, through the kafka channel, for an incremental snapshot of `t`
+/// under signal `id`.
+async fn snapshot_t(kafka: &Kafka, s: &Scenario, signal_topic: &str, id: &str) {
+    kafka_signal(
+        kafka,
+        signal_topic,
+        &s.prefix,
+        json!({"id": id, "type": "execute-snapshot",
+               "data": {"data-collections": ["public.t"], "type": "incremental"}}),
+    )
+    .await;
+}
+
+/// The rows `t` has now.
+fn rows_of_t(s: &Scenario) -> usize {
+    s.query_one("SELECT count(*) FROM t")
+        .expect("a count")
+        .parse()
+        .expect("a number")
+}
+
 /// With no writer, a second snapshot of the table (`chunks` windows): each
 /// window closes as soon as the stream learns it passed the chunk's high
 /// mark, which on an idle server only a keepalive says. The role's
@@ -171,20 +192,9 @@ pub(super) async fn idle_snapshot_does_not_wait_for_keepalives(
     s.sql("VACUUM t");
     s.sql("CHECKPOINT");
     let before = positions(kafka, &s.topic("t")).await;
-    let rows: usize = s
-        .query_one("SELECT count(*) FROM t")
-        .expect("a count")
-        .parse()
-        .expect("a number");
+    let rows = rows_of_t(s);
     let started = Instant::now();
-    kafka_signal(
-        kafka,
-        signal_topic,
-        &s.prefix,
-        json!({"id": "ro-idle", "type": "execute-snapshot",
-               "data": {"data-collections": ["public.t"], "type": "incremental"}}),
-    )
-    .await;
+    snapshot_t(kafka, s, signal_topic, "ro-idle").await;
     notification(kafka, notifications, "COMPLETED", "ro-idle", "").await;
     let took = started.elapsed();
     println!(
@@ -232,19 +242,8 @@ pub(super) async fn crash_resumes_from_the_progress_topic(
     wait_until(TIMEOUT, "the slot released", released).await;
     let run = s.start_args(args.clone());
     let before = positions(kafka, &s.topic("t")).await;
-    let rows: usize = s
-        .query_one("SELECT count(*) FROM t")
-        .expect("a count")
-        .parse()
-        .expect("a number");
-    kafka_signal(
-        kafka,
-        signal_topic,
-        &s.prefix,
-        json!({"id": "ro-crash", "type": "execute-snapshot",
-               "data": {"data-collections": ["public.t"], "type": "incremental"}}),
-    )
-    .await;
+    let rows = rows_of_t(s);
+    snapshot_t(kafka, s, signal_topic, "ro-crash").await;
     // Paused right away (after a chunk or two: the pause is read between
     // steps); the crash comes once Kafka has a record of the pause, maybe
     // with a chunk still in flight.
