@@ -16,8 +16,10 @@ WORKDIR /src
 # The dependencies first, in their own layer, built against stub sources:
 # a change to the connector's code reuses this layer instead of compiling
 # librdkafka and every crate again. Only the manifests, the lock file, the
-# vendored rdkafka-sys and the build script can invalidate it.
+# vendored rdkafka-sys, the build script and .cargo/config.toml (jemalloc's
+# built-in settings) can invalidate it.
 COPY Cargo.toml Cargo.lock build.rs ./
+COPY .cargo .cargo
 COPY vendor vendor
 COPY wire/Cargo.toml wire/Cargo.toml
 COPY testcontainers/Cargo.toml testcontainers/Cargo.toml
