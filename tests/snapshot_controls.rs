@@ -13,8 +13,11 @@
 //!   step's notification is read back from the topic with Debezium's fields;
 //! - `--read-only` takes an incremental snapshot on a SELECT-only role
 //!   under load ([`read_only`]); `check --read-only` reports what the role
-//!   lacks, an idle server's windows do not wait for keepalives, and a
-//!   crash resumes from the progress topic ([`read_only_phases`]);
+//!   lacks, `run --read-only` creates no publication, an idle server's
+//!   windows do not wait for keepalives, and a crash resumes from the
+//!   progress topic ([`read_only_phases`]); an initial snapshot killed
+//!   midway resumes read-only, and under exactly-once a kafka signal
+//!   survives a crash before its Kafka commit ([`read_only_resume`]);
 //! - `--incremental-snapshot-tables-in-flight` reads several tables' chunks
 //!   in each window, under load and across a restart ([`in_flight`]).
 
@@ -25,6 +28,8 @@ mod in_flight;
 mod read_only;
 #[path = "snapshot_controls/read_only_phases.rs"]
 mod read_only_phases;
+#[path = "snapshot_controls/read_only_resume.rs"]
+mod read_only_resume;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -72,6 +72,7 @@ pub async fn run_once(
         name: &config.publication_name,
         options: &config.publication,
         tables: &config.tables,
+        read_only: config.signal_channels.read_only,
     };
     let status = setup::prepare(&sql, &facts, &config.slot_name, &publication, &selection).await?;
     let debezium = takeover_offset(config, &status).await?;

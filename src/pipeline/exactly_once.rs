@@ -78,7 +78,16 @@ impl Stream<'_> {
         let chunk = incremental
             .and_then(|i| i.emitted_chunk_commit())
             .filter(|&lsn| self.delivery.acked() < lsn);
+        let signal = (self.kafka_signals.as_ref()).is_some_and(|s| s.in_open_batch());
+        if signal && self.delivery.batch_deadline().is_some() {
+            fault::signal_commit_due().await;
+        }
         let committed = self.delivery.commit_batch(snapshot, progress).await?;
+        if committed {
+            if let Some(signals) = &mut self.kafka_signals {
+                signals.batch_committed();
+            }
+        }
         if committed && chunk.is_some_and(|lsn| self.delivery.acked() >= lsn) {
             fault::chunk_committed().await;
         }

@@ -1,16 +1,24 @@
 //! Fault injection for tests, compiled into debug builds only (the test
-//! suite runs the debug binary; a release build has none of it).
-//!
-//! `PGCDC_TEST_PAUSE_AFTER_CHUNK_COMMIT=<n>:<marker file>` makes the stream
-//! stop dead right after the Kafka commit of the `n`-th Kafka transaction
-//! that carried an incremental snapshot chunk (counted from 1, per process),
-//! before anything else happens: in particular before the signal table's
-//! progress row records that chunk. It creates the marker file and waits
+//! suite runs the debug binary; a release build has none of it). Each hook
+//! is armed by a variable `<n>:<marker file>`: at its `n`-th passage
+//! (counted from 1, per process) it creates the marker file and waits
 //! forever, so a test can `kill -9` the process in exactly that window,
 //! which no timing can hit reliably.
+//!
+//! - [`PAUSE_AFTER_CHUNK_COMMIT`]: right after the Kafka commit of a
+//!   transaction that carried an incremental snapshot chunk, before
+//!   anything else happens: in particular before the signal table's
+//!   progress row records that chunk.
+//! - [`PAUSE_BEFORE_SIGNAL_COMMIT`]: right before the Kafka commit of a
+//!   transaction that holds the effect of a kafka-channel signal (the
+//!   snapshot's progress it changed): a signal's offset committed before
+//!   that point would be lost with the transaction.
 
-/// The variable that arms the pause (see the module docs).
+/// The variable that arms the pause after a chunk's commit.
 pub const PAUSE_AFTER_CHUNK_COMMIT: &str = "PGCDC_TEST_PAUSE_AFTER_CHUNK_COMMIT";
+
+/// The variable that arms the pause before a signal's commit.
+pub const PAUSE_BEFORE_SIGNAL_COMMIT: &str = "PGCDC_TEST_PAUSE_BEFORE_SIGNAL_COMMIT";
 
 /// A Kafka transaction carrying a chunk was committed.
 #[cfg(debug_assertions)]
@@ -19,7 +27,25 @@ pub(super) async fn chunk_committed() {
 
     static COMMITTED: AtomicU64 = AtomicU64::new(0);
     let count = COMMITTED.fetch_add(1, Ordering::Relaxed) + 1;
-    let Ok(armed) = std::env::var(PAUSE_AFTER_CHUNK_COMMIT) else {
+    pause_if_armed(PAUSE_AFTER_CHUNK_COMMIT, count).await;
+}
+
+/// A Kafka transaction holding a kafka-channel signal's effect is about
+/// to commit.
+#[cfg(debug_assertions)]
+pub(super) async fn signal_commit_due() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static DUE: AtomicU64 = AtomicU64::new(0);
+    let count = DUE.fetch_add(1, Ordering::Relaxed) + 1;
+    pause_if_armed(PAUSE_BEFORE_SIGNAL_COMMIT, count).await;
+}
+
+/// Waits forever, after creating the marker file, if `variable` arms this
+/// hook for its `count`-th passage.
+#[cfg(debug_assertions)]
+async fn pause_if_armed(variable: &str, count: u64) {
+    let Ok(armed) = std::env::var(variable) else {
         return;
     };
     let Some((n, marker)) = armed.split_once(':') else {
@@ -28,7 +54,7 @@ pub(super) async fn chunk_committed() {
     if n.parse() != Ok(count) {
         return;
     }
-    tracing::warn!(chunk_commits = count, %marker, "fault injection: paused after a chunk's kafka commit");
+    tracing::warn!(hook = variable, passage = count, %marker, "fault injection: paused");
     if let Err(error) = std::fs::write(marker, count.to_string()) {
         tracing::warn!(%error, %marker, "fault injection: cannot write the marker file");
     }
@@ -38,3 +64,7 @@ pub(super) async fn chunk_committed() {
 /// A Kafka transaction carrying a chunk was committed (no faults in release builds).
 #[cfg(not(debug_assertions))]
 pub(super) async fn chunk_committed() {}
+
+/// A signal's Kafka transaction is about to commit (no faults in release builds).
+#[cfg(not(debug_assertions))]
+pub(super) async fn signal_commit_due() {}

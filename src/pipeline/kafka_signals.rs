@@ -19,6 +19,26 @@
 //! topic, see `incremental/read_only_progress.rs`), so a crash before that
 //! reads it again; a blocking snapshot's once Kafka has its rows.
 //! Debezium commits the same consumer's offsets automatically, on a timer.
+//! Records skipped (another connector's, unreadable) move the position the
+//! same way, in turn: committed directly, one could overtake an earlier
+//! signal's offset still waiting for its effect to be durable.
+//!
+//! # Under exactly-once: the offset in the Kafka transaction
+//!
+//! There a signal's effect is durable only once the Kafka transaction
+//! holding it commits: the snapshot's progress rides in that transaction's
+//! progress record (`incremental/committed.rs`), and a blocking snapshot's
+//! rows are in it. Committing the offset at once would lose the signal to a
+//! crash before that commit: the restarted connector resumes from the last
+//! committed record, which lacks the signal, and reads the topic after it.
+//! So the offset goes into the same Kafka transaction
+//! (`send_offsets_to_transaction` with this consumer's group metadata,
+//! [`crate::sink::Delivery::commit_offsets_with_batch`]): it moves exactly
+//! when the transaction commits, and an abort takes it back with the
+//! effect. The channel starts only once the delivery is initialized
+//! ([`super::stream::Stream::stream`]): the offset a crashed instance left
+//! pending in its open transaction reads as committed-or-not only after
+//! `init_transactions` aborted that transaction.
 //!
 //! # The blocking snapshot's rows, and the acknowledged position
 //!
@@ -47,7 +67,7 @@ use super::PipelineError;
 use crate::config::RunConfig;
 use crate::lsn::Lsn;
 use crate::sink::client_log::LoggingContext;
-use crate::sink::SinkError;
+use crate::sink::{Delivery, SinkError};
 use crate::source::signal::{Signal, SnapshotKind};
 
 /// A record of the signal topic, as Debezium's channel reads it.
@@ -61,10 +81,17 @@ struct Envelope {
     data: Option<serde_json::Value>,
 }
 
-/// One signal read from the topic, at `offset`.
+/// One record read from the topic, at `offset`: a signal, or (`signal`
+/// `None`) a record without effect that only moves the position.
 #[derive(Debug)]
 pub(super) struct KafkaSignal {
     offset: i64,
+    signal: Option<SignalText>,
+}
+
+/// A signal as the record spells it.
+#[derive(Debug)]
+struct SignalText {
     id: String,
     kind: String,
     data: Option<String>,
@@ -78,6 +105,12 @@ pub(super) struct KafkaSignals {
     /// The offset to commit once Kafka has everything up to the position
     /// (a blocking snapshot's rows, see the module docs).
     awaiting: Option<(i64, Lsn)>,
+    /// Exactly-once: a signal took effect in the open Kafka transaction,
+    /// which has not committed yet.
+    in_open_batch: bool,
+    /// The topic is on the producer's cluster, so its offsets may go into
+    /// the producer's Kafka transactions.
+    same_cluster: bool,
 }
 
 fn kafka_error(
@@ -135,16 +168,24 @@ impl KafkaSignals {
             .and_then(|()| consumer.assign(&assignment))
             .map_err(kafka_error(&topic, "assign partition 0"))?;
         tracing::info!(%topic, group = %options.signal_kafka_group_id, from = ?start, "reading signals from kafka");
+        let servers = |c: &rdkafka::ClientConfig| c.get("bootstrap.servers").map(str::to_owned);
+        let same_cluster = servers(&client) == servers(&config.producer_config());
+        if !same_cluster && config.delivery == crate::config::Delivery::ExactlyOnce {
+            tracing::warn!(%topic, "--signal-kafka-bootstrap-servers names other brokers than --bootstrap-servers: under exactly-once a signal's offset is then committed when it takes effect, not in the kafka transaction that holds its effect, and a crash between the two loses the signal; send signals through the topic on the data cluster");
+        }
         Ok(Some(KafkaSignals {
             consumer,
             topic,
             connector: config.topic_prefix.clone(),
             awaiting: None,
+            in_open_batch: false,
+            same_cluster,
         }))
     }
 
-    /// The next signal for this connector. Errors of the topic (it does not
-    /// exist yet, the broker is away) are retried: signals are optional.
+    /// The next record of the topic: a signal for this connector, or one
+    /// to skip. Errors of the topic (it does not exist yet, the broker is
+    /// away) are retried: signals are optional.
     pub(super) async fn next(&self) -> KafkaSignal {
         loop {
             let message = match self.consumer.recv().await {
@@ -158,42 +199,82 @@ impl KafkaSignals {
             let offset = message.offset();
             if message.key() != Some(self.connector.as_bytes()) {
                 tracing::debug!(topic = %self.topic, offset, "a signal for another connector skipped");
-                self.commit(offset);
-                continue;
+                return KafkaSignal {
+                    offset,
+                    signal: None,
+                };
             }
             let parsed = message
                 .payload()
                 .and_then(|p| serde_json::from_slice::<Envelope>(p).ok());
             let Some(envelope) = parsed else {
                 tracing::warn!(topic = %self.topic, offset, "signal ignored: the value is not JSON {{\"type\": ..., \"data\": {{...}}}}");
-                self.commit(offset);
-                continue;
+                return KafkaSignal {
+                    offset,
+                    signal: None,
+                };
             };
             return KafkaSignal {
                 offset,
-                id: envelope.id.unwrap_or_else(|| format!("kafka-{offset}")),
-                kind: envelope.kind,
-                data: envelope.data.map(|d| d.to_string()),
+                signal: Some(SignalText {
+                    id: envelope.id.unwrap_or_else(|| format!("kafka-{offset}")),
+                    kind: envelope.kind,
+                    data: envelope.data.map(|d| d.to_string()),
+                }),
             };
         }
     }
 
-    /// The signal at `offset` took effect: it is committed now, or with the
-    /// offset awaiting Kafka's acknowledgement, if one does.
-    fn took_effect(&mut self, offset: i64) {
-        match &mut self.awaiting {
-            Some((awaiting, _)) => *awaiting = offset,
-            None => self.commit(offset),
+    /// The record at `offset` took effect (`rows_at`: once Kafka has
+    /// everything up to that position, a blocking snapshot's rows). Under
+    /// exactly-once its offset goes into the open Kafka transaction, which
+    /// holds that effect (module docs); otherwise it is committed now, or
+    /// with the offset awaiting Kafka's acknowledgement, if one does.
+    async fn took_effect(
+        &mut self,
+        offset: i64,
+        rows_at: Option<Lsn>,
+        delivery: &mut dyn Delivery,
+    ) -> Result<(), SinkError> {
+        let group = self.consumer.group_metadata().filter(|_| self.same_cluster);
+        if let Some(group) = group {
+            let next = self.position_after(offset)?;
+            if delivery.commit_offsets_with_batch(next, group).await? {
+                self.in_open_batch = true;
+                return Ok(());
+            }
         }
+        match rows_at {
+            Some(position) => self.awaiting = Some(await_with(self.awaiting, offset, position)),
+            None => match &mut self.awaiting {
+                Some((awaiting, _)) => *awaiting = offset,
+                None => self.commit(offset),
+            },
+        }
+        Ok(())
     }
 
-    /// The signal at `offset` took effect once Kafka has everything up to
-    /// `position`.
-    fn took_effect_at(&mut self, offset: i64, position: Lsn) {
-        self.awaiting = Some(await_with(self.awaiting, offset, position));
+    /// Whether a signal took effect in the open Kafka transaction
+    /// (exactly-once), which has not committed yet.
+    pub(super) fn in_open_batch(&self) -> bool {
+        self.in_open_batch
     }
 
-    /// The signal at `offset` took effect: the next start reads after it.
+    /// The open Kafka transaction committed, with the offsets it held.
+    pub(super) fn batch_committed(&mut self) {
+        self.in_open_batch = false;
+    }
+
+    /// The position after the record at `offset`, as the group commits it.
+    fn position_after(&self, offset: i64) -> Result<TopicPartitionList, SinkError> {
+        let mut position = TopicPartitionList::new();
+        position
+            .add_partition_offset(&self.topic, 0, Offset::Offset(offset + 1))
+            .map_err(kafka_error(&self.topic, "name the position to commit"))?;
+        Ok(position)
+    }
+
+    /// The record at `offset` took effect: the next start reads after it.
     fn commit(&self, offset: i64) {
         let mut position = TopicPartitionList::new();
         let committed = position
@@ -214,13 +295,36 @@ pub(super) async fn next_signal(signals: Option<&KafkaSignals>) -> KafkaSignal {
 }
 
 impl Stream<'_> {
-    /// Acts on a signal read from the topic, between transactions.
+    /// Acts on a record read from the topic, between transactions.
     pub(super) async fn kafka_signal(&mut self, read: KafkaSignal) -> Result<(), PipelineError> {
+        let rows_at = match &read.signal {
+            Some(text) => self.apply_kafka_signal(text, read.offset).await?,
+            None => None,
+        };
+        // Exactly-once: the progress the signal changed rides in the next
+        // Kafka transaction's progress record, and its offset with it.
+        self.delivery.open_batch()?;
+        if let Some(signals) = &mut self.kafka_signals {
+            signals
+                .took_effect(read.offset, rows_at, self.delivery.as_mut())
+                .await?;
+        }
+        self.commit_acknowledged_signals();
+        Ok(())
+    }
+
+    /// Applies a signal read from the topic at `offset`; returns the
+    /// position of its rows, if it emitted some (a blocking snapshot).
+    async fn apply_kafka_signal(
+        &mut self,
+        read: &SignalText,
+        offset: i64,
+    ) -> Result<Option<Lsn>, PipelineError> {
         let Some(incremental) = self.incremental.as_mut() else {
-            return Ok(());
+            return Ok(None);
         };
         let signal = incremental.parse_signal(&read.id, &read.kind, read.data.as_deref());
-        tracing::info!(id = %read.id, kind = %read.kind, offset = read.offset, "signal read from kafka");
+        tracing::info!(id = %read.id, kind = %read.kind, offset, "signal read from kafka");
         let blocking = matches!(
             signal,
             Signal::ExecuteSnapshot {
@@ -254,17 +358,7 @@ impl Stream<'_> {
             self.delivery.commit(txn, self.received);
             rows_at = Some(self.received);
         }
-        // Exactly-once: the progress the signal changed rides in the next
-        // Kafka transaction's progress record.
-        self.delivery.open_batch()?;
-        if let Some(signals) = &mut self.kafka_signals {
-            match rows_at {
-                Some(position) => signals.took_effect_at(read.offset, position),
-                None => signals.took_effect(read.offset),
-            }
-        }
-        self.commit_acknowledged_signals();
-        Ok(())
+        Ok(rows_at)
     }
 
     /// Commits the offset awaiting Kafka's acknowledgement of a blocking

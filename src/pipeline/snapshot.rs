@@ -14,7 +14,7 @@
 //! 4. Once Kafka acknowledged every snapshot record, the working slot is
 //!    copied to the real slot name (same consistent point) and dropped.
 //!
-//! With a signal table (and a run that goes on streaming,
+//! With a signal table or `--read-only` (and a run that goes on streaming,
 //! [`records_progress`]) the emitter takes a checkpoint after every chunk:
 //! everything sent so far is made durable in Kafka together with a progress
 //! record in the progress topic saying, per table, up to which key (under
@@ -24,8 +24,8 @@
 //! point; the next start promotes it and reads what the record says is
 //! missing as an incremental snapshot against the stream from the consistent
 //! point ([`resume`]; docs/SNAPSHOTS.md says why that is consistent).
-//! Without a record for the working slot's consistent point (or without a
-//! signal table) the next start takes the snapshot again from scratch:
+//! Without a record for the working slot's consistent point (or without
+//! either) the next start takes the snapshot again from scratch:
 //! records already sent are sent again, nothing is missed. A crash between
 //! the copy and the drop leaves a working slot next to the real one; it is
 //! dropped at the next start.
@@ -77,7 +77,7 @@ pub enum SnapshotError {
     Read(#[from] SnapshotReadError),
     #[error("a snapshot worker stopped unexpectedly")]
     WorkerGone,
-    #[error("an interrupted initial snapshot can be resumed only as an incremental snapshot that records its progress in the signal table, which needs --signal-data-collection and no --read-only; run with the signal table it was started with, without --read-only, until it completes")]
+    #[error("an interrupted initial snapshot can be resumed only as an incremental snapshot, which needs --signal-data-collection or --read-only; run with the signal table (or --read-only) it was started with until it completes")]
     ResumeWithoutSignalTable,
 }
 
@@ -251,15 +251,13 @@ async fn snapshot_xid(client: &tokio_postgres::Client) -> Result<u32, SetupError
 
 /// Whether this run records the initial snapshot's progress, so that an
 /// interruption resumes it instead of starting over: only when it can be
-/// resumed, which takes an incremental snapshot (a signal table) and a run
-/// that goes on streaming. Without that, exactly-once keeps the whole
-/// snapshot in one Kafka transaction, as a start from scratch would
-/// otherwise duplicate the chunks committed already.
+/// resumed, which takes an incremental snapshot (a signal table, or
+/// `--read-only`'s, whose progress Kafka keeps) and a run that goes on
+/// streaming. Without that, exactly-once keeps the whole snapshot in one
+/// Kafka transaction, as a start from scratch would otherwise duplicate
+/// the chunks committed already.
 pub(super) fn records_progress(config: &RunConfig) -> bool {
-    // Read-only: the resumed part's progress could not be kept in the
-    // signal table, and a second crash would lose it.
-    config.signal_data_collection.is_some()
-        && !config.signal_channels.read_only
+    (config.signal_data_collection.is_some() || config.signal_channels.read_only)
         && config.snapshot_mode != SnapshotMode::InitialOnly
 }
 

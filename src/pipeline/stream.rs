@@ -101,7 +101,8 @@ pub(super) struct Stream<'a> {
     pub(super) incremental: Option<Incremental>,
     /// Snapshot notifications (`--notification-enabled-channels`).
     pub(super) notifier: crate::notification::Notifier,
-    /// Debezium's kafka signal channel (`--signal-enabled-channels kafka`).
+    /// Debezium's kafka signal channel (`--signal-enabled-channels kafka`),
+    /// from the start of [`Stream::stream`].
     pub(super) kafka_signals: Option<super::kafka_signals::KafkaSignals>,
     /// Ends the wait for Kafka's acknowledgements at the end of the attempt
     /// when forced (the binary's second SIGINT/SIGTERM).
@@ -159,7 +160,7 @@ impl<'a> Stream<'a> {
             metadata: metadata::Metadata::new(&config.metadata, &config.names()),
             incremental: Incremental::start(config).await?,
             notifier: crate::notification::Notifier::new(config, metrics)?,
-            kafka_signals: super::kafka_signals::KafkaSignals::start(config).await?,
+            kafka_signals: None,
             shutdown: None,
             takeover: None,
             sql,
@@ -211,6 +212,12 @@ impl Stream<'_> {
         // `--status-interval` (the client reports every FEEDBACK_TICK).
         let mut reported = Instant::now();
         let mut unreported: Option<Lsn> = None;
+        // Only once the delivery is initialized: under exactly-once a
+        // crashed instance's offsets pending in its open transaction read
+        // only once `init_transactions` aborted it (kafka_signals.rs).
+        if self.kafka_signals.is_none() {
+            self.kafka_signals = super::kafka_signals::KafkaSignals::start(self.config).await?;
+        }
         // Idle is measured from here: start-up (a snapshot, exactly-once's
         // progress read) is not time the stream was idle.
         self.last_activity = Instant::now();

@@ -22,6 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use rdkafka::consumer::ConsumerGroupMetadata;
+use rdkafka::TopicPartitionList;
 
 use super::error::SinkError;
 use super::login::LoginRefused;
@@ -166,6 +168,19 @@ pub trait Delivery: Send + Sync {
         record: ProgressRecord,
         timeout: Duration,
     ) -> Result<(), SinkError>;
+
+    /// Exactly-once: makes `offsets` consumer `group`'s committed position
+    /// when the open Kafka transaction (opened if none is) commits, and
+    /// never before; an abort drops them with the rest of it. Returns
+    /// whether it did: `false` without Kafka transactions, when the caller
+    /// commits the offsets itself once Kafka has what they stand for.
+    async fn commit_offsets_with_batch(
+        &mut self,
+        _offsets: TopicPartitionList,
+        _group: ConsumerGroupMetadata,
+    ) -> Result<bool, SinkError> {
+        Ok(false)
+    }
 
     /// Exactly-once: aborts the open Kafka transaction, if any, so
     /// read_committed consumers never see it.

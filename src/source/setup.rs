@@ -53,6 +53,11 @@ pub enum SetupError {
         publication: String,
         statement: String,
     },
+    #[error("publication {publication:?} does not exist, and --read-only never creates it: creating it is a write to the source; have an admin run {statement} then start again")]
+    ReadOnlyPublicationMissing {
+        publication: String,
+        statement: String,
+    },
     #[error("publication {publication:?} is FOR ALL TABLES, so --publication-autocreate-mode filtered cannot narrow it to the selected tables; drop it (DROP PUBLICATION {publication_sql};) to have it recreated, or pass another --publication")]
     PublicationForAllTables {
         publication: String,
@@ -218,6 +223,8 @@ where
 }
 
 pub use super::sql::quote_ident;
+mod unmanaged;
+pub use unmanaged::{check_published, missing_publication};
 
 /// What the slot looks like when the connector starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +243,8 @@ pub struct Publication<'a> {
     pub name: &'a str,
     pub options: &'a PublicationOptions,
     pub tables: &'a [String],
+    /// `--read-only`: never created nor altered, only checked.
+    pub read_only: bool,
 }
 
 /// Makes sure the server can decode logically and the role may replicate
@@ -422,6 +431,9 @@ async fn ensure_publication(
     selection: &Selection,
     version_num: i32,
 ) -> Result<(), SetupError> {
+    if wanted.read_only {
+        return unmanaged::require_read_only(client, wanted, selection).await;
+    }
     let publication = wanted.name;
     let pub_sql = quote_ident(publication);
     let existing = catalog::publication(client, publication)
@@ -619,54 +631,6 @@ pub async fn selected_tables(
         .filter(|r| selection.includes_table(r.get(0), r.get(1)))
         .map(|r| qualified(r.get(0), r.get(1)))
         .collect())
-}
-
-/// An existing publication that the connector does not manage must carry
-/// every table the selection matches, and the selection must match one:
-/// otherwise the slot would stream nothing of them, silently, while it
-/// holds WAL back.
-pub async fn check_published(
-    client: &Client,
-    publication: &str,
-    selection: &Selection,
-    all_tables: bool,
-    via_root: bool,
-) -> Result<(), SetupError> {
-    let selected = selected_tables(client, selection, via_root).await?;
-    if selected.is_empty() {
-        return Err(SetupError::SelectsNothing);
-    }
-    if all_tables {
-        return Ok(());
-    }
-    let rows = client
-        .query(
-            "SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1",
-            &[&publication],
-        )
-        .await
-        .map_err(query_error(format!(
-            "listing the tables of publication {publication:?}"
-        )))?;
-    let published: std::collections::BTreeSet<String> =
-        rows.iter().map(|r| qualified(r.get(0), r.get(1))).collect();
-    let missing: Vec<String> = selected
-        .into_iter()
-        .filter(|t| !published.contains(t))
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let list = missing.join(", ");
-    Err(SetupError::NotPublished {
-        publication: publication.to_owned(),
-        statement: format!(
-            "ALTER PUBLICATION {} ADD TABLE {list};",
-            quote_ident(publication)
-        ),
-        them: if missing.len() == 1 { "it" } else { "them" },
-        tables: list,
-    })
 }
 
 /// The tables named in a publication (not FOR ALL TABLES), quoted and

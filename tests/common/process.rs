@@ -24,10 +24,16 @@ pub struct ConnectorProcess {
 
 impl ConnectorProcess {
     pub fn spawn(args: &[String], log: PathBuf) -> Self {
+        Self::spawn_with_env(args, log, &[])
+    }
+
+    /// [`Self::spawn`], with `env` set for the process (e.g. a fault hook).
+    pub fn spawn_with_env(args: &[String], log: PathBuf, env: &[(&str, String)]) -> Self {
         let stderr = File::create(&log).expect("create connector log");
         let child = Command::new(BIN)
             .arg("run")
             .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("PGCDC_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

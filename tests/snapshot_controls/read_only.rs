@@ -26,8 +26,9 @@ const ROWS: i64 = 3000;
 /// are multiples of 4 and new ids past their end.
 const OTHERS: [(&str, i64); 2] = [("u", 800), ("w", 1600)];
 
-/// Sends `value` through the kafka channel's topic, keyed `connector`.
-pub(super) async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, value: Json) {
+/// Sends `value` through the kafka channel's topic, keyed `connector`;
+/// returns its offset.
+pub(super) async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, value: Json) -> i64 {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", kafka.bootstrap_servers())
         .create()
@@ -37,10 +38,58 @@ pub(super) async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, va
         .partition(0)
         .key(connector)
         .payload(&value);
-    producer
+    let delivered = producer
         .send(record, Duration::from_secs(30))
         .await
         .expect("the signal is written");
+    delivered.offset
+}
+
+/// A new role that may log in, replicate and SELECT from `tables` (a
+/// comma-separated list), nothing else, and whose every transaction is
+/// read-only, so any write the connector tried would fail it; returns its
+/// name and `s`'s URL with it as the user.
+pub(super) async fn select_only_role(s: &Scenario, tables: &str) -> (String, String) {
+    let role = unique_name("ro");
+    s.sql(&format!("CREATE ROLE {role} LOGIN REPLICATION"));
+    s.sql(&format!("GRANT SELECT ON {tables} TO {role}"));
+    s.sql(&format!("REVOKE ALL ON DATABASE {} FROM PUBLIC", s.db));
+    s.sql(&format!("GRANT CONNECT ON DATABASE {} TO {role}", s.db));
+    s.sql("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+    s.sql(&format!(
+        "ALTER ROLE {role} SET default_transaction_read_only = on"
+    ));
+    // The server's default, not the suite's 10 s: the walsender's own
+    // keepalives then come every 30 s at most (read_only_phases.rs).
+    s.sql(&format!("ALTER ROLE {role} SET wal_sender_timeout = '60s'"));
+    let admin_url = s.pg.url(&s.db);
+    let url = admin_url.replacen(&format!("//{}:", s.pg.user()), &format!("//{role}:"), 1);
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("the role connects");
+    tokio::spawn(connection);
+    let first = tables.split(',').next().expect("a table").trim();
+    let write = (client.batch_execute(&format!("INSERT INTO {first} VALUES (-1, 0)"))).await;
+    let refused = write.expect_err("the role cannot write");
+    let refused = refused.as_db_error().map(|e| e.message().to_owned());
+    assert!(
+        refused
+            .as_deref()
+            .is_some_and(|m| m.contains("read-only") || m.contains("permission")),
+        "refused for want of the right, not by a wrong statement: {refused:?}"
+    );
+    let create = client
+        .batch_execute("CREATE TABLE public.scratch (i int)")
+        .await;
+    assert!(create.is_err(), "the role cannot create");
+    (role, url)
+}
+
+/// `args` with `flag`'s value replaced by `value`.
+pub(super) fn with_flag(mut args: Vec<String>, flag: &str, value: &str) -> Vec<String> {
+    let at = args.iter().position(|a| a == flag).expect(flag) + 1;
+    args[at] = value.to_owned();
+    args
 }
 
 /// The incremental snapshot notifications for signal `id` in the topic.
@@ -122,7 +171,6 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     let started = Instant::now();
     let kafka = Kafka::shared();
     let s = Scenario::new(Postgres::shared(), "rosnap");
-    let role = unique_name("ro");
     for (table, rows) in [("t", ROWS)].into_iter().chain(OTHERS) {
         s.sql(&format!(
             "CREATE TABLE {table} (id int PRIMARY KEY, v bigint NOT NULL)"
@@ -139,33 +187,8 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     // A row estimate for the notifications' total_rows.
     s.sql("ANALYZE t");
     // The connector's role: it may read the tables and replicate, nothing
-    // else; and every transaction of its sessions is read-only, so any
-    // write the connector tried would fail it.
-    s.sql(&format!("CREATE ROLE {role} LOGIN REPLICATION"));
-    s.sql(&format!("GRANT SELECT ON t, u, w TO {role}"));
-    s.sql(&format!("REVOKE ALL ON DATABASE {} FROM PUBLIC", s.db));
-    s.sql(&format!("GRANT CONNECT ON DATABASE {} TO {role}", s.db));
-    s.sql("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
-    s.sql(&format!(
-        "ALTER ROLE {role} SET default_transaction_read_only = on"
-    ));
-    // The server's default, not the suite's 10 s: the walsender's own
-    // keepalives then come every 30 s at most (read_only_phases.rs).
-    s.sql(&format!("ALTER ROLE {role} SET wal_sender_timeout = '60s'"));
-    let admin_url = s.pg.url(&s.db);
-    let url = admin_url.replacen(&format!("//{}:", s.pg.user()), &format!("//{role}:"), 1);
-    {
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .expect("the role connects");
-        tokio::spawn(connection);
-        let write = client.batch_execute("INSERT INTO t VALUES (-1, 0)").await;
-        assert!(write.is_err(), "the role cannot write");
-        let create = client
-            .batch_execute("CREATE TABLE public.scratch (i int)")
-            .await;
-        assert!(create.is_err(), "the role cannot create");
-    }
+    // else; and every transaction of its sessions is read-only.
+    let (role, url) = select_only_role(&s, "t, u, w").await;
 
     let signal_topic = format!("{}-signal", s.prefix);
     let notifications = format!("{}.notifications", s.prefix);
@@ -189,8 +212,7 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
             &notifications,
         ],
     );
-    let at = args.iter().position(|a| a == "--pg-url").expect("--pg-url") + 1;
-    args[at] = url.clone();
+    args = with_flag(args, "--pg-url", &url);
     read_only_phases::check_reports_what_the_role_lacks(&s, &role, &args).await;
     let running = s.start_args(args.clone());
     s.await_slot().await;
@@ -352,12 +374,7 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     .await;
     running.stop().await;
     // Small chunks, so the crash comes mid-snapshot.
-    let at = args
-        .iter()
-        .position(|a| a == "--incremental-snapshot-chunk-size")
-        .expect("chunk size")
-        + 1;
-    args[at] = "50".to_owned();
+    args = with_flag(args, "--incremental-snapshot-chunk-size", "50");
     read_only_phases::crash_resumes_from_the_progress_topic(
         kafka,
         &s,

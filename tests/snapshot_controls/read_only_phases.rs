@@ -100,17 +100,41 @@ pub(super) async fn check_reports_what_the_role_lacks(s: &Scenario, role: &str, 
             .any(|l| l.contains("GRANT SELECT ON public.secret TO") && l.contains(role)),
         "the missing SELECT, with the GRANT to run: {lines:#?}"
     );
+    // A missing publication, with the statement an admin runs (every table
+    // of the database, as no selection narrows them).
+    let statement = "CREATE PUBLICATION \"nowhere\" FOR TABLE \"public\".\"secret\", \
+                     \"public\".\"t\", \"public\".\"u\", \"public\".\"w\";";
+    let in_json = serde_json::to_string(statement).expect("a JSON string");
+    let in_json = in_json.trim_matches('"');
+    let missing = "publication \\\"nowhere\\\" does not exist, and --read-only never creates it";
     let (passed, lines) = read_only_findings(&with("nowhere")).await;
     assert!(!passed, "check fails: {lines:#?}");
     assert!(
-        has(
-            &lines,
-            "fail",
-            "publication \\\"nowhere\\\" does not exist; creating it is a write"
-        ) && lines
-            .iter()
-            .any(|l| l.contains("as an admin: CREATE PUBLICATION \\\"nowhere\\\" FOR TABLE")),
+        has(&lines, "fail", missing)
+            && (lines.iter()).any(|l| l.contains(&format!("as an admin: {in_json}"))),
         "the missing publication, with what an admin runs: {lines:#?}"
+    );
+    // A role that could create it (the tests' superuser): `check` fails
+    // the same way, and `run --read-only` stops with the same statement
+    // rather than create it.
+    let admin = super::read_only::with_flag(with("nowhere"), "--pg-url", &s.pg.url(&s.db));
+    let (passed, lines) = read_only_findings(&admin).await;
+    assert!(
+        !passed && has(&lines, "fail", missing),
+        "a superuser is told the same: {lines:#?}"
+    );
+    let error = s.start_args(admin).wait_for_error().await;
+    let error = pgcdc_kafka::error_chain(&error);
+    println!("run --read-only without its publication: {error}");
+    assert!(
+        error.contains("--read-only never creates it") && error.contains(statement),
+        "run names the publication and the statement: {error}"
+    );
+    let created = "SELECT count(*) FROM pg_publication WHERE pubname = 'nowhere'";
+    assert_eq!(
+        s.query_one(created).as_deref(),
+        Some("0"),
+        "nothing created"
     );
     s.sql(&format!("DROP PUBLICATION {more}"));
     s.sql("DROP TABLE secret");

@@ -560,6 +560,10 @@ fn report_missing(
     tables: &[TableInfo],
 ) {
     let publication = &config.publication_name;
+    if config.signal_channels.read_only {
+        // Never created under --read-only: the read-only findings say so.
+        return;
+    }
     match config.publication.publication_autocreate_mode {
         PublicationAutocreateMode::Disabled => {
             report.fail(

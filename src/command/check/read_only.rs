@@ -4,10 +4,10 @@
 //!
 //! - the role: REPLICATION, and SELECT on every captured table (the chunks
 //!   are read with SELECT); nothing else, no signal table to write;
-//! - the publication exists (a read-only run must not create it: that is a
-//!   write to the source, and a SELECT-only role may not), the slot exists
-//!   or can be created (over the replication connection, which REPLICATION
-//!   allows: not a write to the database);
+//! - the publication exists (a read-only run never creates it, whatever the
+//!   role could do: that is a write to the source; `run` stops with the same
+//!   statement), the slot exists or can be created (over the replication
+//!   connection, which REPLICATION allows: not a write to the database);
 //! - `pg_current_snapshot()` and `pg_current_wal_insert_lsn()` answer
 //!   (PostgreSQL 13+, on a primary: on a hot standby the snapshot lists no
 //!   transactions in progress, so a chunk cannot be placed);
@@ -24,7 +24,9 @@ use tokio_postgres::Client;
 use super::postgres::TableInfo;
 use super::Report;
 use crate::config::RunConfig;
+use crate::select::Selection;
 use crate::sink::client_log::LoggingContext;
+use crate::source::setup::SetupError;
 use crate::source::signal::SignalTable;
 use crate::source::{catalog, setup};
 
@@ -71,7 +73,7 @@ async fn check_database(
     if let Some(tables) = tables {
         check_privileges(client, &role, tables, report).await;
     }
-    check_objects(client, config, &role, report).await;
+    check_objects(client, config, report).await;
     check_signal_table(client, config, &role, report).await;
 }
 
@@ -202,27 +204,23 @@ async fn check_privileges(
 }
 
 /// The publication must exist beforehand; the slot may be created.
-async fn check_objects(
-    client: &Client,
-    config: &RunConfig,
-    role: &catalog::Role,
-    report: &mut Report,
-) {
+async fn check_objects(client: &Client, config: &RunConfig, report: &mut Report) {
     let publication = &config.publication_name;
-    // An unreadable catalog was reported by the PostgreSQL checks.
+    // An unreadable catalog was reported by the PostgreSQL checks. A
+    // missing publication fails even for a role that could create it: run
+    // never does under --read-only, and stops with this same error.
     if let Ok(None) = catalog::publication(client, publication).await {
-        let create = format!(
-            "as an admin: CREATE PUBLICATION {} FOR TABLE schema.table, ...",
-            setup::quote_ident(publication)
-        );
-        let problem = format!(
-            "publication {publication:?} does not exist; creating it is a write to the \
-             source, which --read-only is for sources that do not allow"
-        );
-        match role.superuser {
-            true => report.warn(CHECK, format!("{problem} (this superuser could)"), create),
-            false => report.fail(CHECK, problem, create),
-        }
+        let selection = Selection::new(&config.select, &config.tables).unwrap_or_default();
+        let missing =
+            setup::missing_publication(client, publication, &config.publication, &selection).await;
+        let fix = match &missing {
+            Ok(SetupError::ReadOnlyPublicationMissing { statement, .. }) => {
+                format!("as an admin: {statement}")
+            }
+            _ => "connect as a role that may read the catalog".to_owned(),
+        };
+        let (Ok(error) | Err(error)) = missing;
+        report.fail(CHECK, crate::error_chain(&error), fix);
     }
     if let Ok(None) = catalog::slot(client, &config.slot_name).await {
         report.info(

@@ -50,6 +50,14 @@ use crate::source::signal::Progress;
 const RECORD_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl Incremental {
+    /// `progress` is in the progress topic now (a resumed initial
+    /// snapshot's tables, recorded before its slot was promoted).
+    pub(in crate::pipeline) fn recorded_in_kafka(&mut self, progress: Progress) {
+        if let Some(streamed) = self.read_only.as_mut() {
+            streamed.recorded = Some(progress);
+        }
+    }
+
     /// The progress to record, when it differs from the one recorded last
     /// (`None`: unchanged, or not a read-only snapshot).
     fn unrecorded_progress(&self) -> Option<Progress> {

@@ -15,6 +15,19 @@
 //! written into the incremental snapshot's progress row first, and only
 //! then is the working slot promoted. A crash in between resumes again from
 //! the record (the same tables, once).
+//!
+//! With `--read-only` there is no progress row: the snapshot reads its
+//! chunks read-only (`incremental/read_only.rs`) and keeps its progress in
+//! Kafka. So the tables left are written to Kafka first, in a progress
+//! record that is still the initial snapshot's (its consistent point, what
+//! it has left) and also holds the incremental snapshot's progress
+//! (under at-least-once in the progress topic, acknowledged; under
+//! exactly-once committed in a Kafka transaction of its own), and only then
+//! is the working slot promoted. A crash before the promotion finds that
+//! record and resumes the same way; one after it finds the real slot, and
+//! the stream resumes the incremental snapshot from the same record
+//! (`incremental/read_only_progress.rs`, or `incremental/committed.rs`
+//! under exactly-once).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +92,27 @@ pub(in crate::pipeline) async fn interrupted(
     }
 }
 
+/// A transactional producer of this connector's own, for a start that
+/// reads or writes its progress record before the stream's delivery is
+/// initialized; initializing it fences any other instance.
+fn own_transactional(
+    config: &RunConfig,
+    point: Lsn,
+    metrics: &Arc<Metrics>,
+) -> Result<Transactional, SinkError> {
+    Transactional::new(
+        &config.producer_config(),
+        &config.names(),
+        &config.eos,
+        InFlightLimits {
+            messages: 16,
+            bytes: 1 << 20,
+        },
+        point,
+        Arc::clone(metrics),
+    )
+}
+
 /// This connector's latest progress record.
 async fn recorded(
     config: &RunConfig,
@@ -86,17 +120,7 @@ async fn recorded(
     metrics: &Arc<Metrics>,
 ) -> Result<Option<ProgressRecord>, PipelineError> {
     if config.delivery == DeliveryMode::ExactlyOnce {
-        let mut delivery = Transactional::new(
-            &config.producer_config(),
-            &config.names(),
-            &config.eos,
-            InFlightLimits {
-                messages: 1,
-                bytes: 1024,
-            },
-            point,
-            Arc::clone(metrics),
-        )?;
+        let mut delivery = own_transactional(config, point, metrics)?;
         let InKafka::Recorded(record) = delivery.init().await? else {
             return Ok(None);
         };
@@ -113,26 +137,82 @@ async fn recorded(
 
 /// Resumes the interrupted snapshot `progress` left: hands its remaining
 /// tables (each from its recorded key) to the incremental snapshot, records
-/// that in the progress row, then promotes the working slot. The stream
-/// then starts at the consistent point.
+/// that (in the progress row; read-only: in Kafka), then promotes the
+/// working slot. The stream then starts at the consistent point.
 pub(in crate::pipeline) async fn resume(
     stream: &mut Stream<'_>,
     point: Lsn,
     progress: InitialSnapshotProgress,
 ) -> Result<(), PipelineError> {
-    let writable = stream.incremental.as_mut().filter(|i| !i.is_read_only());
-    let Some(incremental) = writable else {
+    let Some(incremental) = stream.incremental.as_mut() else {
         return Err(SnapshotError::ResumeWithoutSignalTable.into());
     };
+    let read_only = incremental.is_read_only();
     tracing::info!(
         lsn = %point,
         tables = ?progress.remaining,
         after = ?progress.after,
+        read_only,
         "resuming the interrupted initial snapshot: its remaining chunks are read as an incremental snapshot while streaming from its consistent point"
     );
     incremental
         .adopt(progress.as_incremental(), &stream.metrics)
         .await?;
+    if read_only {
+        record_in_kafka(stream, point, progress).await?;
+    }
     promote_slot(stream.config, &stream.sql).await?;
     Ok(())
 }
+
+/// Read-only: makes the adopted tables durable in Kafka before the working
+/// slot is promoted (see the module docs), in a record at the consistent
+/// `point` that still says what the initial snapshot has left (`initial`).
+async fn record_in_kafka(
+    stream: &mut Stream<'_>,
+    point: Lsn,
+    initial: InitialSnapshotProgress,
+) -> Result<(), PipelineError> {
+    let Some(incremental) = stream.incremental.as_mut() else {
+        return Ok(());
+    };
+    let progress = incremental.progress_in_kafka();
+    let record = ProgressRecord {
+        lsn: point,
+        snapshot: false,
+        transactions: 0,
+        written_at_ms: transactional::now_ms(),
+        incremental_snapshot: Some(progress.clone()),
+        initial_snapshot: Some(initial),
+        server: None,
+    };
+    let config = stream.config;
+    let names = config.names();
+    let (topic, key) = (names.progress_topic(), names.connector_name());
+    if config.delivery == DeliveryMode::ExactlyOnce {
+        // The stream's producer is initialized only once streaming starts:
+        // a Kafka transaction of a producer of its own, fencing (as the
+        // look-up of the interrupted snapshot did) and fenced in turn.
+        let mut delivery = own_transactional(config, point, &stream.metrics)?;
+        delivery.init().await?;
+        delivery
+            .checkpoint(&topic, &key, record, RECORD_TIMEOUT)
+            .await?;
+    } else {
+        // The progress topic exists: the interrupted snapshot's record is there.
+        (stream.delivery)
+            .checkpoint(&topic, &key, record, RECORD_TIMEOUT)
+            .await?;
+        if let Some(failure) = stream.delivery.failure() {
+            return Err(PipelineError::Delivery(failure));
+        }
+        if let Some(incremental) = stream.incremental.as_mut() {
+            incremental.recorded_in_kafka(progress);
+        }
+    }
+    tracing::info!(lsn = %point, "the resumed snapshot's tables are recorded in kafka; promoting the working slot");
+    Ok(())
+}
+
+/// How long recording the resumed snapshot may wait for Kafka.
+const RECORD_TIMEOUT: Duration = Duration::from_secs(60);

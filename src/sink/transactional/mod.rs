@@ -417,6 +417,7 @@ pub(super) fn transaction_error(
                     e.code(),
                     RDKafkaErrorCode::TransactionalIdAuthorizationFailed
                         | RDKafkaErrorCode::ClusterAuthorizationFailed
+                        | RDKafkaErrorCode::GroupAuthorizationFailed
                 )
         }
         _ => true,

@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rdkafka::config::ClientConfig;
+use rdkafka::consumer::ConsumerGroupMetadata;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::Producer;
+use rdkafka::TopicPartitionList;
 use tokio::sync::watch;
 
 use super::{EosSettings, IncrementalProgress, ProgressRecord, RecordedServer};
@@ -38,7 +40,14 @@ struct Batch {
     bytes: usize,
     /// The end LSN of the last of them.
     last_end: Option<Lsn>,
+    /// It holds a consumer's offsets (a kafka-channel signal's), which
+    /// commit with it: it commits even without a Postgres transaction.
+    offsets: bool,
 }
+
+/// How long handing a consumer's offsets to the open transaction may take
+/// (a round trip to the transaction coordinator and one to the group's).
+const OFFSETS_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// [`Delivery`] in Kafka transactions, each with a progress record.
 pub struct Transactional {
@@ -52,6 +61,10 @@ pub struct Transactional {
     already_in_kafka: Option<Lsn>,
     /// Written into every progress record ([`ProgressRecord::server`]).
     server: Option<RecordedServer>,
+    /// The position of the last progress record committed (or read on
+    /// start): what a record of a Kafka transaction without a Postgres
+    /// transaction repeats.
+    recorded: Lsn,
 }
 
 impl Transactional {
@@ -79,6 +92,7 @@ impl Transactional {
             batch: Batch::default(),
             already_in_kafka: None,
             server: None,
+            recorded: acked,
         })
     }
 
@@ -220,6 +234,7 @@ impl Delivery for Transactional {
         if let Some(record) = &recorded {
             tracing::info!(topic = %self.settings.progress_topic, lsn = %record.lsn, "progress recorded in kafka");
             self.sink.kafka_committed(record.lsn);
+            self.recorded = self.recorded.max(record.lsn);
         }
         Ok(InKafka::Recorded(recorded))
     }
@@ -304,7 +319,8 @@ impl Delivery for Transactional {
     }
 
     fn batch_deadline(&self) -> Option<Instant> {
-        let opened = self.batch.opened.filter(|_| self.batch.transactions > 0)?;
+        let opened =
+            (self.batch.opened).filter(|_| self.batch.transactions > 0 || self.batch.offsets)?;
         Some(opened + self.settings.limits.time)
     }
 
@@ -323,6 +339,11 @@ impl Delivery for Transactional {
             (Some(opened), Some(end)) if self.batch.transactions > 0 => {
                 (opened, self.batch.transactions, end)
             }
+            // Only a signal's offsets (and its effect on the snapshot's
+            // progress): every transaction before is in Kafka already.
+            (Some(opened), _) if self.batch.offsets => {
+                (opened, 0, self.recorded.max(self.sink.acked()))
+            }
             _ => return Ok(false),
         };
         let record = ProgressRecord {
@@ -336,7 +357,36 @@ impl Delivery for Transactional {
         };
         self.commit_with(record, opened).await?;
         self.sink.kafka_committed(last_end);
+        self.recorded = self.recorded.max(last_end);
         tracing::trace!(lsn = %last_end, transactions, "kafka transaction committed");
+        Ok(true)
+    }
+
+    /// Hands `offsets` to the open Kafka transaction
+    /// (`send_offsets_to_transaction`, on a worker thread: it waits for
+    /// the coordinators): they commit with it.
+    async fn commit_offsets_with_batch(
+        &mut self,
+        offsets: TopicPartitionList,
+        group: ConsumerGroupMetadata,
+    ) -> Result<bool, SinkError> {
+        self.open_batch()?;
+        let sink = Arc::clone(&self.sink);
+        let sent = tokio::task::spawn_blocking(move || {
+            (sink.producer()).send_offsets_to_transaction(&offsets, &group, OFFSETS_TIMEOUT)
+        })
+        .await
+        .map_err(|_| SinkError::FlushTimeout(OFFSETS_TIMEOUT))?;
+        if let Err(error) = sent {
+            return Err(self.fatal_error().unwrap_or_else(|| {
+                super::transaction_error(
+                    &self.settings.transactional_id,
+                    "take in the signal topic's consumed offset",
+                    error,
+                )
+            }));
+        }
+        self.batch.offsets = true;
         Ok(true)
     }
 
