@@ -536,13 +536,26 @@ impl Incremental {
                     notifier.notify(self.about_tables(Kind::Started, &self.progress.tables));
                 }
             }
+            Signal::StopSnapshot { tables } if self.progress.tables.is_empty() => {
+                // As Debezium: nothing running, nothing aborted (a stop the
+                // slot replays after the snapshot finished notifies nothing).
+                tracing::warn!(
+                    ?tables,
+                    "no incremental snapshot is running; stop-snapshot signal ignored"
+                );
+            }
             Signal::StopSnapshot { tables } => {
                 let current = self.progress.tables.first().cloned();
                 let stopped = match tables.is_empty() {
                     true => self.progress.tables.clone(),
                     false => tables.clone(),
                 };
-                notifier.notify(self.about_tables(Kind::Aborted, &stopped));
+                // Debezium's ABORTED names the tables a stop named, and
+                // none when the stop named none (the whole snapshot).
+                notifier.notify(match tables.is_empty() {
+                    true => self.notification(Kind::Aborted),
+                    false => self.about_tables(Kind::Aborted, &stopped),
+                });
                 self.progress.tables.retain(|t| !stopped.contains(t));
                 self.progress
                     .resume_after
