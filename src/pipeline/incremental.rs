@@ -39,7 +39,9 @@
 //! lost). Signals update the row as soon as they are read, before their
 //! transaction can be confirmed, so a confirmed signal is never forgotten.
 //! The slot may replay a signal after a restart; a table it names again is
-//! snapshotted again (duplicates, not loss).
+//! snapshotted again (duplicates, not loss), except that the
+//! `execute-snapshot` that started the running snapshot (its id is in the
+//! progress) is not applied twice.
 //!
 //! Under `--delivery exactly-once` the progress also rides in the progress
 //! record of every Kafka transaction and wins on start ([`committed`]).
@@ -507,6 +509,18 @@ impl Incremental {
                     tables,
                     conditions,
                 })
+            }
+            Signal::ExecuteSnapshot {
+                id,
+                kind: SnapshotKind::Incremental,
+                ..
+            } if self.progress.signal_id.as_deref() == Some(id.as_str()) => {
+                // The signal that started the running snapshot, read again:
+                // a restart replays what the slot had not confirmed. Its
+                // tables are in the progress since it was first read;
+                // applied again it would queue the tables finished since
+                // for a whole second read.
+                tracing::info!(%id, "execute-snapshot of the running snapshot read again (replayed after a restart); already applied");
             }
             Signal::ExecuteSnapshot {
                 id,
