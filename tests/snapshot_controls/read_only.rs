@@ -43,6 +43,23 @@ pub(super) async fn kafka_signal(kafka: &Kafka, topic: &str, connector: &str, va
         .expect("the signal is written");
 }
 
+/// Creates `role`, which may read `tables` (a comma-separated list) and
+/// replicate, nothing else; every transaction of its sessions is
+/// read-only, so any write the connector tried would fail it. Returns the
+/// database's URL for the role.
+pub(super) fn select_only_role(s: &Scenario, role: &str, tables: &str) -> String {
+    s.sql(&format!("CREATE ROLE {role} LOGIN REPLICATION"));
+    s.sql(&format!("GRANT SELECT ON {tables} TO {role}"));
+    s.sql(&format!("REVOKE ALL ON DATABASE {} FROM PUBLIC", s.db));
+    s.sql(&format!("GRANT CONNECT ON DATABASE {} TO {role}", s.db));
+    s.sql("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+    s.sql(&format!(
+        "ALTER ROLE {role} SET default_transaction_read_only = on"
+    ));
+    let admin_url = s.pg.url(&s.db);
+    admin_url.replacen(&format!("//{}:", s.pg.user()), &format!("//{role}:"), 1)
+}
+
 /// The incremental snapshot notifications for signal `id` in the topic.
 async fn notifications_of(kafka: &Kafka, topic: &str, id: &str) -> Vec<Json> {
     consume_all(&kafka.bootstrap_servers(), topic, TIMEOUT)
@@ -138,22 +155,10 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
     ));
     // A row estimate for the notifications' total_rows.
     s.sql("ANALYZE t");
-    // The connector's role: it may read the tables and replicate, nothing
-    // else; and every transaction of its sessions is read-only, so any
-    // write the connector tried would fail it.
-    s.sql(&format!("CREATE ROLE {role} LOGIN REPLICATION"));
-    s.sql(&format!("GRANT SELECT ON t, u, w TO {role}"));
-    s.sql(&format!("REVOKE ALL ON DATABASE {} FROM PUBLIC", s.db));
-    s.sql(&format!("GRANT CONNECT ON DATABASE {} TO {role}", s.db));
-    s.sql("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
-    s.sql(&format!(
-        "ALTER ROLE {role} SET default_transaction_read_only = on"
-    ));
+    let url = select_only_role(&s, &role, "t, u, w");
     // The server's default, not the suite's 10 s: the walsender's own
     // keepalives then come every 30 s at most (read_only_phases.rs).
     s.sql(&format!("ALTER ROLE {role} SET wal_sender_timeout = '60s'"));
-    let admin_url = s.pg.url(&s.db);
-    let url = admin_url.replacen(&format!("//{}:", s.pg.user()), &format!("//{role}:"), 1);
     {
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
             .await
