@@ -656,10 +656,10 @@ async fn pause_and_kill_9_with_tables_in_flight_read_only_exactly_once() {
         );
         summary.push(format!("{table}: {reads} read"));
     }
-    let notes = progress_notes(kafka, &notifications, "ro-many").await;
-    for (table, _) in TABLES {
-        first(&notes, "TABLE_SCAN_COMPLETED", table);
-    }
+    // No TABLE_SCAN_COMPLETED checked here: under exactly-once a table's
+    // last chunk is in Kafka (its progress record says done) before the
+    // notification goes, so a kill between them loses it (notifications are
+    // outside the delivery guarantee, docs/SNAPSHOTS.md).
     connector.terminate_cleanly(TIMEOUT).await;
     println!(
         "read-only exactly-once, pause and two kill -9 with {IN_FLIGHT} tables in flight: {}; {rounds} writer rounds, snapshot done at {snapshot_secs:.1}s, {:.1}s in all",
