@@ -19,11 +19,16 @@
 //!   midway resumes read-only, and under exactly-once a kafka signal
 //!   survives a crash before its Kafka commit ([`read_only_resume`]);
 //! - `--incremental-snapshot-tables-in-flight` reads several tables' chunks
-//!   in each window, under load and across a restart ([`in_flight`]).
+//!   in each window, under load and across a restart ([`in_flight`]);
+//!   with it, `stop-snapshot` of a table in flight, pause across a restart,
+//!   and `kill -9` mid-snapshot, at-least-once with watermarks and
+//!   exactly-once read-only ([`in_flight_faults`]).
 
 mod common;
 #[path = "snapshot_controls/in_flight.rs"]
 mod in_flight;
+#[path = "snapshot_controls/in_flight_faults.rs"]
+mod in_flight_faults;
 #[path = "snapshot_controls/read_only.rs"]
 mod read_only;
 #[path = "snapshot_controls/read_only_phases.rs"]

@@ -39,7 +39,9 @@
 //! lost). Signals update the row as soon as they are read, before their
 //! transaction can be confirmed, so a confirmed signal is never forgotten.
 //! The slot may replay a signal after a restart; a table it names again is
-//! snapshotted again (duplicates, not loss).
+//! snapshotted again (duplicates, not loss), except that the
+//! `execute-snapshot` that started the running snapshot (its id is in the
+//! progress) is not applied twice.
 //!
 //! Under `--delivery exactly-once` the progress also rides in the progress
 //! record of every Kafka transaction and wins on start ([`committed`]).
@@ -510,6 +512,18 @@ impl Incremental {
             }
             Signal::ExecuteSnapshot {
                 id,
+                kind: SnapshotKind::Incremental,
+                ..
+            } if self.progress.signal_id.as_deref() == Some(id.as_str()) => {
+                // The signal that started the running snapshot, read again:
+                // a restart replays what the slot had not confirmed. Its
+                // tables are in the progress since it was first read;
+                // applied again it would queue the tables finished since
+                // for a whole second read.
+                tracing::info!(%id, "execute-snapshot of the running snapshot read again (replayed after a restart); already applied");
+            }
+            Signal::ExecuteSnapshot {
+                id,
                 tables,
                 kind: SnapshotKind::Incremental,
                 mut conditions,
@@ -536,13 +550,26 @@ impl Incremental {
                     notifier.notify(self.about_tables(Kind::Started, &self.progress.tables));
                 }
             }
+            Signal::StopSnapshot { tables } if self.progress.tables.is_empty() => {
+                // As Debezium: nothing running, nothing aborted (a stop the
+                // slot replays after the snapshot finished notifies nothing).
+                tracing::warn!(
+                    ?tables,
+                    "no incremental snapshot is running; stop-snapshot signal ignored"
+                );
+            }
             Signal::StopSnapshot { tables } => {
                 let current = self.progress.tables.first().cloned();
                 let stopped = match tables.is_empty() {
                     true => self.progress.tables.clone(),
                     false => tables.clone(),
                 };
-                notifier.notify(self.about_tables(Kind::Aborted, &stopped));
+                // Debezium's ABORTED names the tables a stop named, and
+                // none when the stop named none (the whole snapshot).
+                notifier.notify(match tables.is_empty() {
+                    true => self.notification(Kind::Aborted),
+                    false => self.about_tables(Kind::Aborted, &stopped),
+                });
                 self.progress.tables.retain(|t| !stopped.contains(t));
                 self.progress
                     .resume_after

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::{json, Value as Json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::common::compacted::{latest_by_key, table_state};
 use super::common::{
@@ -30,11 +32,11 @@ use super::{signal, wait_for_notification, SIGNALS};
 
 /// The tables and their sizes: small, medium, large, and one that waits
 /// for a free place.
-const TABLES: [(&str, i64); 4] = [("a", 400), ("b", 1200), ("c", 2400), ("d", 1200)];
+pub(super) const TABLES: [(&str, i64); 4] = [("a", 400), ("b", 1200), ("c", 2400), ("d", 1200)];
 
 /// The incremental notifications of signal `id`, in topic order, as
 /// (type, scanned or in-progress table).
-async fn progress_notes(kafka: &Kafka, topic: &str, id: &str) -> Vec<(String, String)> {
+pub(super) async fn progress_notes(kafka: &Kafka, topic: &str, id: &str) -> Vec<(String, String)> {
     consume_all(&kafka.bootstrap_servers(), topic, TIMEOUT)
         .await
         .into_iter()
@@ -55,7 +57,7 @@ async fn progress_notes(kafka: &Kafka, topic: &str, id: &str) -> Vec<(String, St
 }
 
 /// Where the first note of `kind` about `table` is.
-fn first(notes: &[(String, String)], kind: &str, table: &str) -> usize {
+pub(super) fn first(notes: &[(String, String)], kind: &str, table: &str) -> usize {
     notes
         .iter()
         .position(|(k, t)| k == kind && t == &format!("public.{table}"))
@@ -64,7 +66,7 @@ fn first(notes: &[(String, String)], kind: &str, table: &str) -> usize {
 
 /// A data topic as a read_committed consumer sees it (the topic is
 /// transactional: its offsets count commit markers too).
-async fn committed(kafka: &Kafka, s: &Scenario, table: &str) -> Vec<Record> {
+pub(super) async fn committed(kafka: &Kafka, s: &Scenario, table: &str) -> Vec<Record> {
     consume_until_idle(
         &kafka.bootstrap_servers(),
         &s.topic(table),
@@ -74,7 +76,7 @@ async fn committed(kafka: &Kafka, s: &Scenario, table: &str) -> Vec<Record> {
     .await
 }
 
-fn snapshot_reads(records: &[Record]) -> Vec<(i64, i64)> {
+pub(super) fn snapshot_reads(records: &[Record]) -> Vec<(i64, i64)> {
     records
         .iter()
         .filter_map(|r| {
@@ -85,21 +87,70 @@ fn snapshot_reads(records: &[Record]) -> Vec<(i64, i64)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn several_tables_in_flight_under_load_with_a_restart() {
-    let started = Instant::now();
-    let kafka = Kafka::shared();
-    let s = Scenario::new(Postgres::shared(), "inflight");
+/// Creates the tables of [`TABLES`], `(id int, v bigint)`, every row at
+/// `v = 0`; deletes carry the version they deleted (the staleness check).
+pub(super) fn create_tables(s: &Scenario) {
     for (table, rows) in TABLES {
         s.sql(&format!(
             "CREATE TABLE {table} (id int PRIMARY KEY, v bigint NOT NULL)"
         ));
-        // Deletes carry the version they deleted (the staleness check).
         s.sql(&format!("ALTER TABLE {table} REPLICA IDENTITY FULL"));
         s.sql(&format!(
             "INSERT INTO {table} SELECT g, 0 FROM generate_series(1, {rows}) g"
         ));
     }
+}
+
+/// A writer on [`TABLES`]: each round updates, deletes and upserts rows of
+/// every table in one transaction ([`writer_round`]), stamping `v` with
+/// the round, so versions only grow (a writer started again goes on from
+/// the last round). It touches the ids that are multiples of 4 and new ids
+/// past the table's end; the others keep `v = 0`, so only the snapshot can
+/// bring them.
+pub(super) struct Writer {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<i64>,
+}
+
+impl Writer {
+    /// A writer whose first round comes after round `after`.
+    pub(super) fn start(s: &Scenario, after: i64) -> Self {
+        let (pg, db) = (s.pg, s.db.clone());
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let client = pg.connect(&db).await.expect("writer connects");
+            let mut round = after;
+            while !*stopped.borrow_and_update() {
+                round += 1;
+                let mut sql = String::from("BEGIN;");
+                for (table, rows) in TABLES {
+                    sql += &writer_round(table, rows, round);
+                }
+                client
+                    .batch_execute(&(sql + "COMMIT"))
+                    .await
+                    .expect("write");
+                // Pacing the load, not waiting for anything.
+                tokio::time::sleep(Duration::from_millis(4)).await;
+            }
+            round
+        });
+        Writer { stop, task }
+    }
+
+    /// Stops the writer; returns its last round.
+    pub(super) async fn stop(self) -> i64 {
+        let _ = self.stop.send(true);
+        self.task.await.expect("writer")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_tables_in_flight_under_load_with_a_restart() {
+    let started = Instant::now();
+    let kafka = Kafka::shared();
+    let s = Scenario::new(Postgres::shared(), "inflight");
+    create_tables(&s);
     s.sql(SIGNALS);
     s.sql(&format!(
         "CREATE PUBLICATION {} FOR TABLE a, b, c, d, signals",
@@ -125,30 +176,7 @@ async fn several_tables_in_flight_under_load_with_a_restart() {
     let running = s.start(&kafka.bootstrap_servers(), &args);
     s.await_slot().await;
 
-    // The writer: each round updates, deletes and upserts rows of every
-    // table, stamping `v` with the round, so versions only grow. It touches
-    // the ids that are multiples of 4 and new ids past the table's end; the
-    // others keep `v = 0`, so only the snapshot can bring them.
-    let (pg, db) = (s.pg, s.db.clone());
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let writer = tokio::spawn(async move {
-        let client = pg.connect(&db).await.expect("writer connects");
-        let mut round = 0i64;
-        while !*stop_rx.borrow_and_update() {
-            round += 1;
-            let mut sql = String::from("BEGIN;");
-            for (table, rows) in TABLES {
-                sql += &writer_round(table, rows, round);
-            }
-            client
-                .batch_execute(&(sql + "COMMIT"))
-                .await
-                .expect("write");
-            // Pacing the load, not waiting for anything.
-            tokio::time::sleep(Duration::from_millis(4)).await;
-        }
-        round
-    });
+    let writer = Writer::start(&s, 0);
     tokio::time::sleep(Duration::from_millis(300)).await;
     signal(
         &s,
@@ -193,8 +221,7 @@ async fn several_tables_in_flight_under_load_with_a_restart() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = stop_tx.send(true);
-    let rounds = writer.await.expect("writer");
+    let rounds = writer.stop().await;
     assert!(
         rounds > 50,
         "the writer overlapped the snapshot ({rounds} rounds)"

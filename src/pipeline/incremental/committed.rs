@@ -42,10 +42,22 @@ use crate::source::signal::Progress;
 /// never confirmed past the last Kafka commit while a chunk or a signal is
 /// uncommitted, and passing it idle runs the step that brings the row up to
 /// date first.)
-fn committed_progress(recorded: Option<&ProgressRecord>, slot_start: Lsn) -> Option<&Progress> {
+///
+/// `read_only`: there is no row, and the record always wins. The slot
+/// passes the last record whenever the stream idles with nothing in flight
+/// (a keepalive's WAL end, other databases' WAL), a paused snapshot on a
+/// quiet source for one; nothing changed the progress there (a change opens
+/// a Kafka transaction, with a record), and a read-only run without
+/// exactly-once since would have written a newer record to the same topic.
+/// Rejecting it forgot the snapshot after such a restart.
+fn committed_progress(
+    recorded: Option<&ProgressRecord>,
+    slot_start: Lsn,
+    read_only: bool,
+) -> Option<&Progress> {
     let record = recorded?;
     let committed = record.incremental_snapshot.as_ref()?;
-    if record.lsn < slot_start {
+    if record.lsn < slot_start && !read_only {
         tracing::info!(recorded = %record.lsn, slot_confirmed = %slot_start, "the progress record predates the slot's position; the incremental snapshot resumes from the progress row");
         return None;
     }
@@ -90,7 +102,8 @@ impl Incremental {
         slot_start: Lsn,
         metrics: &crate::metrics::Metrics,
     ) {
-        let Some(committed) = committed_progress(recorded, slot_start) else {
+        let read_only = self.read_only.is_some();
+        let Some(committed) = committed_progress(recorded, slot_start, read_only) else {
             return;
         };
         if committed.same_position(&self.progress) {
@@ -159,25 +172,30 @@ mod tests {
         };
         let current = record(100, Some(progress.clone()));
         assert_eq!(
-            committed_progress(Some(&current), Lsn::new(100)),
+            committed_progress(Some(&current), Lsn::new(100), false),
             Some(&progress),
             "the slot at the record's position: kafka's progress"
         );
         assert_eq!(
-            committed_progress(Some(&current), Lsn::new(40)),
+            committed_progress(Some(&current), Lsn::new(40), false),
             Some(&progress),
             "the slot behind the record (confirm not sent yet): kafka's progress"
         );
         assert_eq!(
-            committed_progress(Some(&current), Lsn::new(101)),
+            committed_progress(Some(&current), Lsn::new(101), false),
             None,
             "the slot past the record: the progress row"
         );
         assert_eq!(
-            committed_progress(Some(&record(100, None)), Lsn::new(10)),
+            committed_progress(Some(&current), Lsn::new(101), true),
+            Some(&progress),
+            "read-only, the slot past the record (idle): no row, kafka's progress"
+        );
+        assert_eq!(
+            committed_progress(Some(&record(100, None)), Lsn::new(10), true),
             None,
             "a record of an earlier version: the progress row"
         );
-        assert_eq!(committed_progress(None, Lsn::new(10)), None);
+        assert_eq!(committed_progress(None, Lsn::new(10), false), None);
     }
 }
