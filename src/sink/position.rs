@@ -207,7 +207,7 @@ fn push_varint(out: &mut Vec<u8>, mut n: u64) {
 /// Takes an unsigned LEB128 varint off the front of `rest`; `None` if it
 /// is cut short or longer than a `u64`.
 fn read_varint(rest: &mut &[u8]) -> Option<u64> {
-    let bytes: &[u8] = *rest;
+    let bytes = *rest;
     let mut n: u64 = 0;
     for (i, &byte) in bytes.iter().enumerate().take(VARINT_MAX) {
         let bits = u64::from(byte & 0x7F);

@@ -120,7 +120,7 @@ fn change_of(topic: &str, record: &Record) -> Change {
         id,
         version: field("version"),
         op: payload["op"].as_str().unwrap_or_default().to_owned(),
-        position: record.header(POSITION_HEADER).map(|v| stamp_text(v)),
+        position: record.header(POSITION_HEADER).map(stamp_text),
     }
 }
 
