@@ -14,10 +14,10 @@ use super::{PipelineError, RunSummary, Shutdown, StopReason, SESSION_OPTIONS};
 use crate::config::{Delivery as DeliveryMode, RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
 use crate::metrics::{Metrics, Phase};
+use crate::select::{Selection, TopicRouter};
 use crate::sink::kafka::InFlightLimits;
 use crate::sink::transactional::{InitialSnapshotProgress, RecordedServer};
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
-use crate::source::binary_mode;
 use crate::source::identity::{self, ServerIdentity, Verdict};
 use crate::source::relation::RowErrorKind;
 use crate::source::replication::{
@@ -27,6 +27,7 @@ use crate::source::replication::{
 use crate::source::setup::{self, SetupError, SlotStatus};
 use crate::source::types::ValueError;
 use crate::source::version::{Feature, ServerVersion};
+use crate::source::{binary_mode, catalog};
 use crate::takeover::{self, DebeziumOffset, Resume, TakeoverError};
 
 /// One attempt: runs until `shutdown` resolves (graceful: in-flight messages
@@ -44,7 +45,7 @@ pub async fn run_once(
     metrics: &Arc<Metrics>,
 ) -> Result<(), PipelineError> {
     // Checked here for the publication; the stream derives its own.
-    let (selection, _) = config.selection()?;
+    let (selection, router) = config.selection()?;
     let sql = setup::connect(&config.pg()).await?;
     metrics.postgres_answered();
     let facts = setup::preflight(&sql, config.metadata.heartbeat_action_query.is_some()).await?;
@@ -128,7 +129,11 @@ pub async fn run_once(
     } else {
         None
     };
-    let (delivery, producer) = delivery_for(config, start, dedupe, server, metrics)?;
+    let ahead = match dedupe {
+        Some(_) => tail_topics(config, &sql, &selection, &router).await,
+        None => Vec::new(),
+    };
+    let (delivery, producer) = delivery_for(config, start, dedupe, ahead, server, metrics)?;
     let mut stream = Stream::new(config, sql, types, delivery, summary, start, metrics).await?;
     stream.resume_read_only_progress().await?;
     stream.target = *target;
@@ -315,14 +320,49 @@ async fn check_server(
     Ok(observed)
 }
 
+/// The topics the publication's captured tables write to (routed and
+/// renamed as their records are), whose partition tails an at-least-once
+/// attempt that skips what Kafka has reads ahead. Best effort: a topic
+/// missed here (a transform's) is read at its first record.
+async fn tail_topics(
+    config: &RunConfig,
+    sql: &tokio_postgres::Client,
+    selection: &Selection,
+    router: &TopicRouter,
+) -> Vec<Arc<str>> {
+    let tables = match catalog::published_tables(sql, &config.publication_name).await {
+        Ok(tables) => tables,
+        Err(error) => {
+            tracing::debug!(%error, "cannot list the publication's tables; each topic's tails are read at its first record");
+            return Vec::new();
+        }
+    };
+    let renames = config.topic_renames().ok();
+    let mut topics: Vec<Arc<str>> = tables
+        .iter()
+        .filter(|(schema, table)| selection.includes_table(schema, table))
+        .map(|(schema, table)| {
+            let topic = Arc::from(router.topic_for(schema, table));
+            match &renames {
+                Some(renames) => renames.apply(topic),
+                None => topic,
+            }
+        })
+        .collect();
+    topics.sort();
+    topics.dedup();
+    topics
+}
+
 /// The delivery `--delivery` asks for, starting at the slot's position
-/// `start` (at-least-once: skipping what `dedupe` allows; exactly-once:
-/// recording `server` with its progress), and its producer (for the
-/// queue gauge).
+/// `start` (at-least-once: skipping what `dedupe` allows, with the tails of
+/// topics `ahead` read in the background; exactly-once: recording `server`
+/// with its progress), and its producer (for the queue gauge).
 fn delivery_for(
     config: &RunConfig,
     start: Lsn,
     dedupe: Option<Dedupe>,
+    ahead: Vec<Arc<str>>,
     server: ServerIdentity,
     metrics: &Arc<Metrics>,
 ) -> Result<(Box<dyn Delivery>, Arc<KafkaSink>), SinkError> {
@@ -332,13 +372,14 @@ fn delivery_for(
     };
     Ok(match config.delivery {
         DeliveryMode::AtLeastOnce => {
-            let delivery = AtLeastOnce::new(
+            let mut delivery = AtLeastOnce::new(
                 &config.producer_config(),
                 limits,
                 start,
                 dedupe,
                 Arc::clone(metrics),
             )?;
+            delivery.read_tails_ahead(ahead);
             let producer = Arc::clone(delivery.producer());
             (Box::new(delivery), producer)
         }

@@ -5,8 +5,9 @@
 //! again (see [`super::tails`]), otherwise a consumer may see them twice.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rdkafka::config::ClientConfig;
@@ -34,6 +35,19 @@ const TAIL_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// created it with.
 const CREATION_POLL: Duration = Duration::from_millis(200);
 const CREATION_POLLS: u32 = 150;
+
+/// What reading one topic's tails gave (or why it could not), and how long
+/// it took.
+type TailRead = (Result<(Tails, Vec<Option<DebeziumTail>>), String>, Duration);
+
+/// One topic's tails, read ahead.
+struct Ahead {
+    /// Set when the background reader starts on the topic: until then its
+    /// first record reads them itself rather than wait for the topics
+    /// queued before it.
+    started: Arc<AtomicBool>,
+    read: oneshot::Receiver<TailRead>,
+}
 
 /// What an attempt may skip (`--skip-delivered`).
 #[derive(Debug, Clone, Copy)]
@@ -68,14 +82,23 @@ pub struct AtLeastOnce {
 struct Positions {
     dedupe: Dedupe,
     client: ClientConfig,
-    /// Made at the first topic this attempt sends to.
+    /// Made when the tails are first read ahead or wanted.
     reader: Option<Arc<TailReader>>,
+    /// Tails being read ahead (see [`AtLeastOnce::read_tails_ahead`]), per
+    /// topic, until the topic's first record takes them.
+    ahead: HashMap<Arc<str>, Ahead>,
     metrics: Arc<Metrics>,
     /// The transaction whose records are being sent: its commit position
     /// and the ordinal of its next record.
     current: Option<(TxnId, Lsn, u32)>,
-    /// Per topic, read at the first record of this attempt sent to it.
-    topics: HashMap<Arc<str>, TopicState>,
+    /// Per topic (an index into `states`), read at the first record of
+    /// this attempt sent to it.
+    topics: HashMap<Arc<str>, usize>,
+    states: Vec<TopicState>,
+    /// The last record's topic and its index: the records of one table
+    /// come in runs, and hashing the topic's name twice for every record
+    /// was a fifth of the stamp's instructions (BENCHMARKS.md).
+    last: Option<(Arc<str>, usize)>,
     /// `--takeover-debezium`: the replayed change the next records are of.
     debezium_change: Option<(TxnPlace, Lsn)>,
 }
@@ -144,12 +167,27 @@ impl AtLeastOnce {
                 dedupe,
                 client: config.clone(),
                 reader: None,
+                ahead: HashMap::new(),
                 metrics,
                 current: None,
                 topics: HashMap::new(),
+                states: Vec::new(),
+                last: None,
                 debezium_change: None,
             }),
         })
+    }
+
+    /// Starts reading the partition tails of `topics` (those the attempt's
+    /// tables write to) in the background, so that the first record of
+    /// each does not wait for them: the reads overlap the replication
+    /// connection's start. A topic read ahead is read with its last records
+    /// whatever its first record's position. Without `--skip-delivered`,
+    /// nothing.
+    pub fn read_tails_ahead(&mut self, topics: impl IntoIterator<Item = Arc<str>>) {
+        if let Some(positions) = &mut self.positions {
+            positions.read_ahead(topics);
+        }
     }
 
     /// The producer underneath (for its queue gauge).
@@ -163,6 +201,16 @@ impl AtLeastOnce {
 pub fn murmur2_partition(key: &[u8], partitions: usize) -> usize {
     let hash = murmur2::murmur2(key, murmur2::KAFKA_SEED) & 0x7fff_ffff;
     usize::try_from(hash).unwrap_or(0) % partitions.max(1)
+}
+
+/// The read of `topic`'s tails started ahead, once it is done.
+async fn take_ahead(topic: &str, ahead: oneshot::Receiver<TailRead>) -> TailRead {
+    let waiting = Instant::now();
+    let read = ahead
+        .await
+        .unwrap_or_else(|_| (Err("the read ahead stopped".to_owned()), Duration::ZERO));
+    tracing::debug!(topic, waited = ?waiting.elapsed(), took = ?read.1, "the topic's first record took its tails, read ahead");
+    read
 }
 
 /// Whether Debezium's last records hold the change at `lsn` of `txn`: its
@@ -206,23 +254,18 @@ impl Positions {
             fingerprint,
             partition_keys,
         } = self.dedupe;
-        if !self.topics.contains_key(&record.topic) {
-            // Only a record an earlier run can have sent needs the tails;
-            // the partition count is wanted for every record.
-            let (tails, debezium) = self
-                .read_tails(&record.topic, position.lsn <= horizon)
-                .await;
-            let created = (partition_keys && tails.partitions() == 0)
-                .then(|| self.learn_partitions(&record.topic))
-                .flatten();
-            let state = TopicState {
-                created,
-                debezium,
-                ..TopicState::new(tails, position, fingerprint)
-            };
-            self.topics.insert(Arc::clone(&record.topic), state);
-        }
-        let Some(state) = self.topics.get_mut(&record.topic) else {
+        let index = match &self.last {
+            Some((last, index)) if Arc::ptr_eq(last, &record.topic) => *index,
+            _ => {
+                let index = match self.topics.get(&record.topic) {
+                    Some(&index) => index,
+                    None => self.first_record(&record.topic, position).await,
+                };
+                self.last = Some((Arc::clone(&record.topic), index));
+                index
+            }
+        };
+        let Some(state) = self.states.get_mut(index) else {
             return false;
         };
         state.catch_up(fingerprint);
@@ -249,6 +292,46 @@ impl Positions {
             .headers
             .push((POSITION_HEADER, suffix.value(position).into()));
         delivered
+    }
+
+    /// Reads what Kafka holds of `topic`, whose first record of this
+    /// attempt is at `position`; returns the topic's index in `states`.
+    async fn first_record(&mut self, topic: &Arc<str>, position: Position) -> usize {
+        let Dedupe {
+            horizon,
+            fingerprint,
+            partition_keys,
+            ..
+        } = self.dedupe;
+        let ahead = match self.ahead.remove(topic) {
+            Some(ahead) if ahead.started.load(Ordering::Acquire) => {
+                Some(take_ahead(topic, ahead.read).await)
+            }
+            // Not started: dropping it tells the reader to pass it by.
+            _ => None,
+        };
+        // A topic missing when it was read ahead may exist by now
+        // (`--topic-partitions` creates it at its table's first Relation
+        // message), and a failed read gets a second chance: both are read
+        // again. Only a record an earlier run can have sent needs the
+        // tails; the partition count is wanted for every record.
+        let (tails, debezium) = match ahead {
+            Some((Ok(read), took)) if read.0.partitions() > 0 => {
+                self.settle(topic, (Ok(read), took), true)
+            }
+            _ => self.read_tails(topic, position.lsn <= horizon).await,
+        };
+        let created = (partition_keys && tails.partitions() == 0)
+            .then(|| self.learn_partitions(topic))
+            .flatten();
+        self.states.push(TopicState {
+            created,
+            debezium,
+            ..TopicState::new(tails, position, fingerprint)
+        });
+        let index = self.states.len() - 1;
+        self.topics.insert(Arc::clone(topic), index);
+        index
     }
 
     /// The partition count of `topic`, which does not exist yet, once the
@@ -279,20 +362,67 @@ impl Positions {
         Some(created)
     }
 
+    /// The attempt's tail reader, made at its first use.
+    fn reader(&mut self) -> Result<Arc<TailReader>, String> {
+        if let Some(reader) = &self.reader {
+            return Ok(Arc::clone(reader));
+        }
+        let reader = Arc::new(TailReader::new(&self.client)?);
+        self.reader = Some(Arc::clone(&reader));
+        Ok(reader)
+    }
+
+    /// See [`AtLeastOnce::read_tails_ahead`]: one background reader reads
+    /// the topics one after another (each one's partitions together); a
+    /// topic's first record that comes before the reader got to it reads
+    /// the topic itself (with many tables, the first records of the last
+    /// ones in line would otherwise wait for all the others).
+    fn read_ahead(&mut self, topics: impl IntoIterator<Item = Arc<str>>) {
+        let mut reads = Vec::new();
+        for topic in topics {
+            if self.topics.contains_key(&topic) || self.ahead.contains_key(&topic) {
+                continue;
+            }
+            let (done, read) = oneshot::channel();
+            let started = Arc::new(AtomicBool::new(false));
+            let ahead = Ahead {
+                started: Arc::clone(&started),
+                read,
+            };
+            self.ahead.insert(Arc::clone(&topic), ahead);
+            reads.push((topic, started, done));
+        }
+        if reads.is_empty() {
+            return;
+        }
+        let reader = self.reader();
+        tokio::task::spawn_blocking(move || {
+            for (topic, started, done) in reads {
+                started.store(true, Ordering::Release);
+                if done.is_closed() {
+                    // Its first record came first and reads it itself, or
+                    // the attempt is over.
+                    continue;
+                }
+                let started = Instant::now();
+                let read = match &reader {
+                    Ok(reader) => reader.read_with_debezium(&topic, true, TAIL_READ_TIMEOUT),
+                    Err(e) => Err(e.clone()),
+                };
+                // A topic whose first record came meanwhile was read there.
+                let _ = done.send((read, started.elapsed()));
+            }
+        });
+    }
+
     async fn read_tails(
         &mut self,
         topic: &Arc<str>,
         last_records: bool,
     ) -> (Tails, Vec<Option<DebeziumTail>>) {
-        let reader = match &self.reader {
-            Some(reader) => Ok(Arc::clone(reader)),
-            None => TailReader::new(&self.client).map(Arc::new),
-        };
-        if let Ok(reader) = &reader {
-            self.reader = Some(Arc::clone(reader));
-        }
+        let reader = self.reader();
         let name = Arc::clone(topic);
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let read = match reader {
             Ok(reader) => tokio::task::spawn_blocking(move || {
                 reader.read_with_debezium(&name, last_records, TAIL_READ_TIMEOUT)
@@ -301,9 +431,21 @@ impl Positions {
             .unwrap_or_else(|e| Err(format!("the reader failed: {e}"))),
             Err(e) => Err(e),
         };
+        self.settle(topic, (read, started.elapsed()), false)
+    }
+
+    /// What a read of `topic`'s tails (`read_ahead`: at the attempt's
+    /// start) says, logged; a failed read proves nothing (everything
+    /// replayed is sent).
+    fn settle(
+        &self,
+        topic: &Arc<str>,
+        (read, took): TailRead,
+        read_ahead: bool,
+    ) -> (Tails, Vec<Option<DebeziumTail>>) {
         match read {
             Ok((tails, debezium)) => {
-                tracing::debug!(topic = %topic, took = ?started.elapsed(), ?tails, "read the topic's partition tails");
+                tracing::debug!(topic = %topic, ?took, read_ahead, ?tails, "read the topic's partition tails");
                 if debezium.iter().any(Option::is_some) {
                     tracing::info!(topic = %topic, "Debezium wrote the last records of this topic: replayed changes they hold are not sent again");
                 }
@@ -317,7 +459,7 @@ impl Positions {
                     .max();
                 match latest {
                     Some(latest) => {
-                        tracing::info!(topic = %topic, %latest, "Kafka holds this topic's records up to {latest} from a run with the same settings: replayed records it holds are not sent again")
+                        tracing::info!(topic = %topic, %latest, read_ahead, "Kafka holds this topic's records up to {latest} from a run with the same settings: replayed records it holds are not sent again")
                     }
                     None => {
                         tracing::debug!(topic = %topic, "no record of this topic from a run with the same settings")
@@ -437,7 +579,6 @@ impl Delivery for AtLeastOnce {
 mod tests {
     use super::*;
     use crate::sink::position::{at, Stamp};
-    use bytes::Bytes;
 
     fn positions(tails: Tails) -> Positions {
         Positions {
@@ -449,9 +590,12 @@ mod tests {
             },
             client: ClientConfig::new(),
             reader: None,
+            ahead: HashMap::new(),
             metrics: Arc::new(Metrics::new()),
             current: None,
-            topics: HashMap::from([(Arc::from("t"), TopicState::new(tails, at(200, 0), 7))]),
+            topics: HashMap::from([(Arc::from("t"), 0)]),
+            states: vec![TopicState::new(tails, at(200, 0), 7)],
+            last: None,
             debezium_change: None,
         }
     }
@@ -503,19 +647,21 @@ mod tests {
         p.stamp(&mut keyed, at(600, 1)).await;
         let partition = murmur2_partition(b"k", 2);
         assert_eq!(keyed.partition, Some(i32::try_from(partition).unwrap()));
+        let written = |r: &EncodedRecord| {
+            assert_eq!(r.headers.len(), 1);
+            assert_eq!(r.headers[0].0, POSITION_HEADER);
+            Stamp::parse(&r.headers[0].1).map(|stamp| stamp.to_string())
+        };
         assert_eq!(
-            keyed.headers,
-            vec![(
-                POSITION_HEADER,
-                Bytes::from_static(b"0/258:1@0000000000000007#2~0/C8:0")
-            )]
+            written(&keyed).as_deref(),
+            Some("0/258:1@0000000000000007#2~0/C8:0")
         );
         let mut unkeyed = record(TxnId::from_u64(1), None);
         p.stamp(&mut unkeyed, at(600, 2)).await;
         assert_eq!(unkeyed.partition, None, "librdkafka spreads them");
         assert_eq!(
-            unkeyed.headers[0].1,
-            b"0/258:2@0000000000000007#0~0/C8:0".to_vec()
+            written(&unkeyed).as_deref(),
+            Some("0/258:2@0000000000000007#0~0/C8:0")
         );
     }
 

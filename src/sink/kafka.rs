@@ -55,6 +55,11 @@ struct Shared {
     metrics: Arc<Metrics>,
     /// The producer's retried requests at its last statistics report.
     retries_seen: AtomicU64,
+    /// How often, and for how long in all (µs), a send waited for the
+    /// in-flight bound: where a drain's wall time goes when Kafka, not the
+    /// connector, sets the pace (logged when the sink is dropped).
+    bound_waits: AtomicU64,
+    bound_waited_us: AtomicU64,
     /// Exactly-once: the producer's transactional.id, named when it is fenced.
     transactional_id: Option<String>,
 }
@@ -138,6 +143,7 @@ impl ClientContext for DeliveryContext {
         self.shared
             .metrics
             .producer_retried(total.saturating_sub(before));
+        log_batching(&statistics);
     }
 }
 
@@ -219,6 +225,35 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
     }
 }
 
+/// librdkafka's batching at a statistics report, at DEBUG: messages and
+/// bytes per produce batch of each topic, and per broker the produce
+/// requests so far and their round trip (average over the report's window,
+/// µs). A drain that Kafka paces shows it here. (librdkafka's queue latency
+/// is left out: it is reckoned from the message timeout, which
+/// `--skip-delivered` turns off.)
+fn log_batching(statistics: &Statistics) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    for topic in statistics.topics.values() {
+        tracing::debug!(
+            topic = %topic.topic,
+            batches = topic.batchcnt.cnt,
+            messages_per_batch = topic.batchcnt.avg,
+            bytes_per_batch = topic.batchsize.avg,
+            "kafka producer batches"
+        );
+    }
+    for broker in statistics.brokers.values().filter(|b| b.nodeid >= 0) {
+        tracing::debug!(
+            broker = %broker.nodename,
+            produce_requests = broker.req.get("Produce").copied().unwrap_or(0),
+            round_trip_us = broker.rtt.as_ref().map_or(0, |w| w.avg),
+            "kafka producer latency"
+        );
+    }
+}
+
 /// Limits on unacknowledged work.
 #[derive(Debug, Clone, Copy)]
 pub struct InFlightLimits {
@@ -275,6 +310,8 @@ impl KafkaSink {
             bytes: Semaphore::new(max_bytes as usize),
             metrics,
             retries_seen: AtomicU64::new(0),
+            bound_waits: AtomicU64::new(0),
+            bound_waited_us: AtomicU64::new(0),
             transactional_id: config.get("transactional.id").map(str::to_owned),
         });
         shared.metrics.acknowledged(acked);
@@ -437,12 +474,28 @@ impl KafkaSink {
         // The usual case, without the refusal's watch on the hot path.
         match semaphore.try_acquire_many(n) {
             Ok(permit) => permit.forget(),
-            Err(_) => tokio::select! {
-                permit = semaphore.acquire_many(n) => permit.map(|p| p.forget()).unwrap_or(()),
-                refused = self.shared.refusal() => return Err(refused),
-            },
+            Err(_) => {
+                let waiting = Instant::now();
+                tokio::select! {
+                    permit = semaphore.acquire_many(n) => permit.map(|p| p.forget()).unwrap_or(()),
+                    refused = self.shared.refusal() => return Err(refused),
+                }
+                let waited = u64::try_from(waiting.elapsed().as_micros()).unwrap_or(u64::MAX);
+                self.shared.bound_waits.fetch_add(1, Ordering::Relaxed);
+                self.shared
+                    .bound_waited_us
+                    .fetch_add(waited, Ordering::Relaxed);
+            }
         }
         Ok(())
+    }
+
+    /// How often a send waited for the in-flight bound, and for how long in all.
+    pub fn bound_waits(&self) -> (u64, Duration) {
+        (
+            self.shared.bound_waits.load(Ordering::Relaxed),
+            Duration::from_micros(self.shared.bound_waited_us.load(Ordering::Relaxed)),
+        )
     }
 
     /// The librdkafka producer, for the transactional calls.
@@ -544,5 +597,16 @@ impl KafkaSink {
             Err(Interrupted::Refused(refused)) => Err(refused.into()),
             Err(Interrupted::Failed(_)) => Err(SinkError::FlushTimeout(timeout)),
         }
+    }
+}
+
+impl Drop for KafkaSink {
+    fn drop(&mut self) {
+        let (waits, waited) = self.bound_waits();
+        tracing::debug!(
+            waits,
+            waited = ?waited,
+            "sends that waited for the in-flight bound in this attempt"
+        );
     }
 }

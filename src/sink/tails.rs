@@ -1,6 +1,7 @@
 //! How far Kafka already has a topic: the last record of each partition,
-//! read when an at-least-once attempt first sends to the topic, so that a
-//! restart does not send again what an earlier run delivered (issue 27).
+//! read ahead at an at-least-once attempt's start for its tables' topics
+//! (or when it first sends to another topic), so that a restart does not
+//! send again what an earlier run delivered (issue 27).
 //!
 //! # What proves a replayed record delivered
 //!
@@ -21,6 +22,7 @@
 //! or without a stamp (a snapshot record, another producer's), and empty
 //! partitions, prove nothing.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -74,6 +76,9 @@ impl Tails {
 /// one topic at a time (blocking: call it off the async runtime).
 pub struct TailReader {
     consumer: BaseConsumer<LoggingContext>,
+    /// Held from a read's assignment to its unassignment: reads ahead and
+    /// a topic's read at its first record may overlap.
+    assigned: Mutex<()>,
 }
 
 impl TailReader {
@@ -90,7 +95,10 @@ impl TailReader {
         let consumer = config
             .create_with_context(LoggingContext::for_config(&config))
             .map_err(|e| format!("cannot create a consumer: {e}"))?;
-        Ok(TailReader { consumer })
+        Ok(TailReader {
+            consumer,
+            assigned: Mutex::new(()),
+        })
     }
 
     /// The partitions of `topic` and, with `last_records`, the stamp of
@@ -158,6 +166,9 @@ impl TailReader {
         if assignment.count() == 0 {
             return Ok((Tails(tails), debezium));
         }
+        // Nothing is left assigned when a read returns, so a poisoned lock
+        // (a panic inside one) leaves nothing to clean up.
+        let _assigned = self.assigned.lock().unwrap_or_else(PoisonError::into_inner);
         self.consumer
             .assign(&assignment)
             .map_err(|e| format!("cannot assign its partitions: {e}"))?;

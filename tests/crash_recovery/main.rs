@@ -120,9 +120,7 @@ fn change_of(topic: &str, record: &Record) -> Change {
         id,
         version: field("version"),
         op: payload["op"].as_str().unwrap_or_default().to_owned(),
-        position: record
-            .header(POSITION_HEADER)
-            .map(|v| String::from_utf8_lossy(v).into_owned()),
+        position: record.header(POSITION_HEADER).map(stamp_text),
     }
 }
 
@@ -433,6 +431,14 @@ fn read_topics_blocking(
 }
 
 /// The record's position header alone (see [`POSITION_HEADER`]).
+/// A `pgcdc.position` value as people read it.
+fn stamp_text(value: &[u8]) -> String {
+    pgcdc_kafka::sink::position::Stamp::parse(value).map_or_else(
+        || format!("not a stamp: {:?}", String::from_utf8_lossy(value)),
+        |stamp| stamp.to_string(),
+    )
+}
+
 fn position_header(message: &rdkafka::message::BorrowedMessage<'_>) -> Vec<(String, Vec<u8>)> {
     use rdkafka::message::Headers;
     message

@@ -167,6 +167,10 @@ async fn a_restart_skips_what_kafka_already_has_and_only_that() {
         log.contains("not sent again"),
         "the restart says what it skipped; log:\n{log}"
     );
+    assert!(
+        log.contains("read_ahead=true"),
+        "the restart read its tables' tails ahead, before their first records; log:\n{log}"
+    );
 
     // 2. Other output settings: the tails prove nothing, the replay is sent.
     let mut connector = ConnectorProcess::spawn(&args, logs.path(2));

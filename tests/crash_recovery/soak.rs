@@ -187,9 +187,7 @@ impl Arrivals {
                 if arrived.examples.len() < 5 {
                     let position = position_header(&message)
                         .pop()
-                        .map_or("no position".to_owned(), |(_, v)| {
-                            String::from_utf8_lossy(&v).into_owned()
-                        });
+                        .map_or("no position".to_owned(), |(_, v)| stamp_text(&v));
                     arrived.examples.push(format!(
                         "{} p{} @{} id {id} v{version} [{position}]",
                         key.0,
