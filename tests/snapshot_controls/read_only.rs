@@ -92,6 +92,33 @@ pub(super) fn with_flag(mut args: Vec<String>, flag: &str, value: &str) -> Vec<S
     args
 }
 
+/// Asserts that the snapshot read every row of `expected` the writer never
+/// touched (`v` still 0) as it is (`read`: id to the `v` read), and returns
+/// how many such rows there are.
+pub(super) fn assert_untouched_rows_read(
+    table: &str,
+    expected: &BTreeMap<i64, Json>,
+    read: &BTreeMap<i64, i64>,
+) -> usize {
+    let untouched: Vec<i64> = expected
+        .iter()
+        .filter(|(_, row)| row["v"] == 0)
+        .map(|(id, _)| *id)
+        .collect();
+    let missing: Vec<&i64> = untouched
+        .iter()
+        .filter(|id| read.get(*id) != Some(&0))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{table}: every untouched row is in the snapshot; missing {} of {}: {:?}",
+        missing.len(),
+        untouched.len(),
+        &missing[..missing.len().min(10)]
+    );
+    untouched.len()
+}
+
 /// The incremental snapshot notifications for signal `id` in the topic.
 async fn notifications_of(kafka: &Kafka, topic: &str, id: &str) -> Vec<Json> {
     consume_all(&kafka.bootstrap_servers(), topic, TIMEOUT)
@@ -318,29 +345,13 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
             .collect();
         let reads: BTreeMap<i64, i64> = read_records.iter().copied().collect();
         // Rows the writer never touched were only ever in the snapshot.
-        let untouched: Vec<i64> = expected
-            .iter()
-            .filter(|(_, row)| row["v"] == 0)
-            .map(|(id, _)| *id)
-            .collect();
-        let missing: Vec<&i64> = untouched
-            .iter()
-            .filter(|id| reads.get(*id) != Some(&0))
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "{table}: every untouched row is in the snapshot; missing {} of {}: {:?}",
-            missing.len(),
-            untouched.len(),
-            &missing[..missing.len().min(10)]
-        );
+        let untouched = assert_untouched_rows_read(table, &expected, &reads);
         // Enough rows the writer never touched for that check to mean
         // something (t: about 1200 of 3000 here, fewer on a slower
         // machine; u and w: three in four, by construction).
         assert!(
-            untouched.len() as i64 > (rows / 2).min(300),
-            "{table}: rows untouched: {}",
-            untouched.len()
+            untouched as i64 > (rows / 2).min(300),
+            "{table}: rows untouched: {untouched}"
         );
         let done = &notes[at("TABLE_SCAN_COMPLETED", &format!("public.{table}"))];
         let scanned: usize = done["additional_data"]["total_rows_scanned"]
@@ -353,9 +364,8 @@ async fn read_only_snapshot_on_a_select_only_role_under_load() {
             "{table}: each row the snapshot read reached Kafka, once"
         );
         summary.push(format!(
-            "{table}: {} rows read, {} untouched",
-            reads.len(),
-            untouched.len()
+            "{table}: {} rows read, {untouched} untouched",
+            reads.len()
         ));
     }
     println!(
