@@ -431,9 +431,6 @@ async fn ensure_publication(
     selection: &Selection,
     version_num: i32,
 ) -> Result<(), SetupError> {
-    if wanted.read_only {
-        return unmanaged::require_read_only(client, wanted, selection).await;
-    }
     let publication = wanted.name;
     let pub_sql = quote_ident(publication);
     let existing = catalog::publication(client, publication)
@@ -452,7 +449,12 @@ async fn ensure_publication(
         )?;
     }
     let with = wanted.options.with_clause();
-    let mode = wanted.options.publication_autocreate_mode;
+    // --read-only never creates nor alters it: it is checked as one made
+    // beforehand is (`unmanaged`'s module docs).
+    let mode = match wanted.read_only {
+        true => PublicationAutocreateMode::Disabled,
+        false => wanted.options.publication_autocreate_mode,
+    };
     match (mode, existing) {
         (
             PublicationAutocreateMode::AllTables | PublicationAutocreateMode::Disabled,
@@ -478,6 +480,9 @@ async fn ensure_publication(
             Ok(())
         }
         (PublicationAutocreateMode::Disabled, Some(_)) => Ok(()),
+        (PublicationAutocreateMode::Disabled, None) if wanted.read_only => {
+            Err(missing_publication(client, publication, wanted.options, selection).await?)
+        }
         (PublicationAutocreateMode::Disabled, None) => {
             let target = if selection.filters_tables() {
                 let tables = selected_tables(client, selection, via_root).await?;

@@ -13,49 +13,9 @@
 
 use tokio_postgres::Client;
 
-use super::{qualified, query_error, quote_ident, selected_tables, Publication, SetupError};
+use super::{qualified, query_error, quote_ident, selected_tables, SetupError};
 use crate::select::Selection;
-use crate::source::catalog;
 use crate::source::options::PublicationOptions;
-
-/// `--read-only`: the publication `wanted` must exist, publish every
-/// selected table, and stored generated columns if asked to; nothing is
-/// created or altered.
-pub(super) async fn require_read_only(
-    client: &Client,
-    wanted: &Publication<'_>,
-    selection: &Selection,
-) -> Result<(), SetupError> {
-    let publication = wanted.name;
-    let found = catalog::publication(client, publication)
-        .await
-        .map_err(query_error(format!(
-            "looking up publication {publication:?}"
-        )))?;
-    let Some(found) = found else {
-        return Err(missing_publication(client, publication, wanted.options, selection).await?);
-    };
-    if wanted.options.publish_generated_columns && !found.generated_columns {
-        return Err(SetupError::GeneratedColumnsNotPublished {
-            publication: publication.to_owned(),
-            statement: format!(
-                "ALTER PUBLICATION {} SET (publish_generated_columns = stored);",
-                quote_ident(publication)
-            ),
-        });
-    }
-    if selection.filters_tables() {
-        check_published(
-            client,
-            publication,
-            selection,
-            found.all_tables,
-            found.via_root,
-        )
-        .await?;
-    }
-    Ok(())
-}
 
 /// The error for a missing `publication` under `--read-only`, with the
 /// statement an admin runs: FOR TABLE the tables the selection matches
