@@ -138,9 +138,9 @@ impl KafkaSignals {
             return Ok(None);
         }
         let topic = options.topic(&config.topic_prefix);
-        let mut client = options.kafka_consumer_config(crate::sink::transactional::client_config(
-            &config.producer_config(),
-        ));
+        let producer = config.producer_config();
+        let mut client =
+            options.kafka_consumer_config(crate::sink::transactional::client_config(&producer));
         client.set("auto.offset.reset", "earliest");
         let consumer: StreamConsumer<LoggingContext> = client
             .create_with_context(LoggingContext::for_config(&client))
@@ -169,7 +169,7 @@ impl KafkaSignals {
             .map_err(kafka_error(&topic, "assign partition 0"))?;
         tracing::info!(%topic, group = %options.signal_kafka_group_id, from = ?start, "reading signals from kafka");
         let servers = |c: &rdkafka::ClientConfig| c.get("bootstrap.servers").map(str::to_owned);
-        let same_cluster = servers(&client) == servers(&config.producer_config());
+        let same_cluster = servers(&client) == servers(&producer);
         if !same_cluster && config.delivery == crate::config::Delivery::ExactlyOnce {
             tracing::warn!(%topic, "--signal-kafka-bootstrap-servers names other brokers than --bootstrap-servers: under exactly-once a signal's offset is then committed when it takes effect, not in the kafka transaction that holds its effect, and a crash between the two loses the signal; send signals through the topic on the data cluster");
         }
@@ -276,10 +276,10 @@ impl KafkaSignals {
 
     /// The record at `offset` took effect: the next start reads after it.
     fn commit(&self, offset: i64) {
-        let mut position = TopicPartitionList::new();
-        let committed = position
-            .add_partition_offset(&self.topic, 0, Offset::Offset(offset + 1))
-            .and_then(|()| self.consumer.commit(&position, CommitMode::Async));
+        let committed = self.position_after(offset).and_then(|position| {
+            (self.consumer.commit(&position, CommitMode::Async))
+                .map_err(kafka_error(&self.topic, "commit the position"))
+        });
         if let Err(error) = committed {
             tracing::warn!(topic = %self.topic, offset, %error, "the signal topic's position was not committed; the signal may be read again");
         }
