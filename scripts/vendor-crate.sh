@@ -22,7 +22,8 @@ fi
 version="${2:-${version:?usage: $0 [--check] <crate> <version>}}"
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 
-crate=$(find "$cargo_home/registry/cache" -name "$name-$version.crate" 2>/dev/null | head -1)
+# (No registry cache at all on a fresh machine: find fails, which is "not there".)
+crate=$( (find "$cargo_home/registry/cache" -name "$name-$version.crate" 2>/dev/null || true) | head -1)
 if [[ -z "$crate" ]]; then
     # Have cargo download it: a throwaway project depending on that version.
     scratch=$(mktemp -d)
