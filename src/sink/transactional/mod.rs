@@ -236,6 +236,11 @@ mod as_text {
 /// settings of the producer's, and none of its producer-only ones.
 pub(crate) fn client_config(producer: &ClientConfig) -> ClientConfig {
     const PRODUCER_ONLY: &[&str] = &[
+        // The producer's statistics feed the metrics; another client's
+        // would only be logged, in full at INFO, by rdkafka's default
+        // context (a `--kafka-property statistics.interval.ms` is meant
+        // for the producer).
+        "statistics.interval.ms",
         "enable.idempotence",
         "enable.gapless.guarantee",
         "acks",
@@ -452,6 +457,7 @@ mod tests {
             .set("sasl.password", "pw")
             .set("ssl.key.password", "kpw")
             .set("enable.idempotence", "true")
+            .set("statistics.interval.ms", "1000")
             .set("transactional.id", "t");
         let client = client_config(&producer);
         assert_eq!(client.get("sasl.password"), Some("pw"));
@@ -459,6 +465,7 @@ mod tests {
         assert_eq!(client.get("bootstrap.servers"), Some("b:9092"));
         assert_eq!(client.get("enable.idempotence"), None);
         assert_eq!(client.get("transactional.id"), None);
+        assert_eq!(client.get("statistics.interval.ms"), None);
     }
 
     #[test]
