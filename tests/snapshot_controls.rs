@@ -22,7 +22,10 @@
 //!   in each window, under load and across a restart ([`in_flight`]);
 //!   with it, `stop-snapshot` of a table in flight, pause across a restart,
 //!   and `kill -9` mid-snapshot, at-least-once with watermarks and
-//!   exactly-once read-only ([`in_flight_faults`]).
+//!   exactly-once read-only ([`in_flight_faults`]);
+//! - `stop-snapshot` under exactly-once, through the signal table and
+//!   through the kafka channel with `--read-only`, then `kill -9`: nothing
+//!   read after the stop, nothing resumed ([`stop_exactly_once`]).
 
 mod common;
 #[path = "snapshot_controls/in_flight.rs"]
@@ -35,6 +38,8 @@ mod read_only;
 mod read_only_phases;
 #[path = "snapshot_controls/read_only_resume.rs"]
 mod read_only_resume;
+#[path = "snapshot_controls/stop_exactly_once.rs"]
+mod stop_exactly_once;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
