@@ -15,7 +15,10 @@
 //!   under load ([`read_only`]); `check --read-only` reports what the role
 //!   lacks, `run --read-only` creates no publication, an idle server's
 //!   windows do not wait for keepalives, and a crash resumes from the
-//!   progress topic ([`read_only_phases`]); an initial snapshot killed
+//!   progress topic ([`read_only_phases`]); a publication with a row
+//!   filter, a column list, `publish = 'insert'` or another partition root
+//!   is reported by `check` and refused or warned about by `run`
+//!   ([`read_only_publication`]); an initial snapshot killed
 //!   midway resumes read-only, and under exactly-once a kafka signal
 //!   survives a crash before its Kafka commit ([`read_only_resume`]);
 //! - `--incremental-snapshot-tables-in-flight` reads several tables' chunks
@@ -36,6 +39,8 @@ mod in_flight_faults;
 mod read_only;
 #[path = "snapshot_controls/read_only_phases.rs"]
 mod read_only_phases;
+#[path = "snapshot_controls/read_only_publication.rs"]
+mod read_only_publication;
 #[path = "snapshot_controls/read_only_resume.rs"]
 mod read_only_resume;
 #[path = "snapshot_controls/stop_exactly_once.rs"]
