@@ -1,8 +1,8 @@
 //! `stop-snapshot` under `--delivery exactly-once`, once per signal
 //! channel: an incremental snapshot of a 2400-row table in chunks of 100,
 //! under a writer updating, deleting and inserting, is stopped a few chunks
-//! in, then the connector (a child process) is killed with `kill -9` and
-//! started again.
+//! in, then the connector (a child process) is killed with `kill -9` under
+//! the writer and started again.
 //!
 //! - through the signal table, read-write watermarks;
 //! - through Debezium's kafka signal topic with `--read-only` (a
@@ -13,8 +13,9 @@
 //!   channel differs from the table only in where the signal is read, and
 //!   the progress row is written as in the first test.
 //!
-//! Both assert, for a read_committed consumer: Debezium's `ABORTED` naming
-//! the table, no chunk after it (no `IN_PROGRESS` note, no row past the
+//! The writer pauses before the stop, so no transaction written after it
+//! can carry the stop into Kafka. Both assert, for a read_committed consumer: Debezium's
+//! `ABORTED` naming the table, no chunk after it (no `IN_PROGRESS` note, no row past the
 //! last chunk notified before it), no partial chunk (every untouched row up
 //! to that chunk's end read, none after), the committed progress record no
 //! longer listing the snapshot (and the progress row gone, read-write), the
@@ -184,6 +185,9 @@ async fn stop_under_exactly_once(channel: Channel) {
         chunks_notified(&notes(kafka, &notifications, "eos-c").await) >= 3
     })
     .await;
+    // The source goes quiet before the stop: no transaction written after
+    // it can carry it into Kafka.
+    let paused_at = writer.stop().await;
     send(
         "eos-stop",
         "stop-snapshot",
@@ -221,25 +225,28 @@ async fn stop_under_exactly_once(channel: Channel) {
         .expect("a chunk before the stop");
     let chunks = chunks_notified(&seen[..stop]);
 
-    // Streaming goes on past the stop: the slot is confirmed past the
-    // writer's transactions after it. Then the writer pauses (reading a
-    // transactional topic to its end needs it idle).
-    s.await_confirmed_past_now("the stream confirmed past the stop")
-        .await;
-    let paused_at = writer.stop().await;
-    // The last Kafka transaction's progress record lists no snapshot;
+    // A Kafka transaction commits a progress record that lists no snapshot
+    // (with the signal's offset, kafka channel);
     // read-write, the progress row is deleted too.
-    let record = newest_progress(kafka, &s.prefix)
-        .await
-        .expect("a progress record");
-    assert!(
-        lists_no_table(&record),
-        "the committed progress no longer lists the snapshot: {record}"
-    );
+    let record = wait_for(
+        TIMEOUT,
+        "a progress record without the snapshot",
+        || async {
+            match newest_progress(kafka, &s.prefix).await {
+                Some(record) if lists_no_table(&record) => Ok(record),
+                other => Err(format!("the newest is {other:?}")),
+            }
+        },
+    )
+    .await;
     if let Channel::SignalTable = channel {
         let row = format!("SELECT data FROM signals WHERE id = 'pgcdc-{}'", s.slot);
         assert_eq!(s.query_one(&row), None, "the progress row is deleted");
     }
+    // Streaming goes on past the stop.
+    let writer = Writer::start(&s, paused_at);
+    s.await_confirmed_past_now("the stream confirmed past the stop")
+        .await;
     let after_stop = notes(kafka, &notifications, "eos-c").await;
     assert!(
         after_stop
@@ -256,7 +263,6 @@ async fn stop_under_exactly_once(channel: Channel) {
         s.slot_active() == Some(false)
     })
     .await;
-    let writer = Writer::start(&s, paused_at);
     let connector = ConnectorProcess::spawn(&args, logs.path(1));
     connector.await_streaming(&s).await;
     hold_for(Duration::from_secs(2), || async {
@@ -277,7 +283,7 @@ async fn stop_under_exactly_once(channel: Channel) {
     let rounds = writer.stop().await;
     assert!(
         paused_at > 20 && rounds - paused_at > 20,
-        "the writer overlapped the snapshot and the restart ({paused_at}, then {rounds} rounds)"
+        "the writer overlapped the snapshot, and the stream after the stop and the restart ({paused_at}, then {rounds} rounds)"
     );
 
     // The stream is complete: the topic equals the table, except the rows
