@@ -15,14 +15,20 @@
 //!   under load ([`read_only`]); `check --read-only` reports what the role
 //!   lacks, `run --read-only` creates no publication, an idle server's
 //!   windows do not wait for keepalives, and a crash resumes from the
-//!   progress topic ([`read_only_phases`]); an initial snapshot killed
+//!   progress topic ([`read_only_phases`]); a publication with a row
+//!   filter, a column list, `publish = 'insert'` or another partition root
+//!   is reported by `check` and refused or warned about by `run`
+//!   ([`read_only_publication`]); an initial snapshot killed
 //!   midway resumes read-only, and under exactly-once a kafka signal
 //!   survives a crash before its Kafka commit ([`read_only_resume`]);
 //! - `--incremental-snapshot-tables-in-flight` reads several tables' chunks
 //!   in each window, under load and across a restart ([`in_flight`]);
 //!   with it, `stop-snapshot` of a table in flight, pause across a restart,
 //!   and `kill -9` mid-snapshot, at-least-once with watermarks and
-//!   exactly-once read-only ([`in_flight_faults`]).
+//!   exactly-once read-only ([`in_flight_faults`]);
+//! - `stop-snapshot` under exactly-once, through the signal table and
+//!   through the kafka channel with `--read-only`, then `kill -9`: nothing
+//!   read after the stop, nothing resumed ([`stop_exactly_once`]).
 
 mod common;
 #[path = "snapshot_controls/in_flight.rs"]
@@ -33,8 +39,12 @@ mod in_flight_faults;
 mod read_only;
 #[path = "snapshot_controls/read_only_phases.rs"]
 mod read_only_phases;
+#[path = "snapshot_controls/read_only_publication.rs"]
+mod read_only_publication;
 #[path = "snapshot_controls/read_only_resume.rs"]
 mod read_only_resume;
+#[path = "snapshot_controls/stop_exactly_once.rs"]
+mod stop_exactly_once;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -74,6 +74,7 @@ pub async fn run_once(
         options: &config.publication,
         tables: &config.tables,
         read_only: config.signal_channels.read_only,
+        captured: setup::shape::Operations::captured(&config.skipped_operations),
     };
     let status = setup::prepare(&sql, &facts, &config.slot_name, &publication, &selection).await?;
     let debezium = takeover_offset(config, &status).await?;

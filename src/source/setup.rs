@@ -58,6 +58,11 @@ pub enum SetupError {
         publication: String,
         statement: String,
     },
+    #[error("publication {publication:?} does not carry what this run would snapshot and capture, and --read-only never alters it (ALTER PUBLICATION is a write to the source): {problems}")]
+    ReadOnlyPublicationShape {
+        publication: String,
+        problems: String,
+    },
     #[error("publication {publication:?} is FOR ALL TABLES, so --publication-autocreate-mode filtered cannot narrow it to the selected tables; drop it (DROP PUBLICATION {publication_sql};) to have it recreated, or pass another --publication")]
     PublicationForAllTables {
         publication: String,
@@ -223,6 +228,7 @@ where
 }
 
 pub use super::sql::quote_ident;
+pub mod shape;
 mod unmanaged;
 pub use unmanaged::{check_published, missing_publication};
 
@@ -243,8 +249,11 @@ pub struct Publication<'a> {
     pub name: &'a str,
     pub options: &'a PublicationOptions,
     pub tables: &'a [String],
-    /// `--read-only`: never created nor altered, only checked.
+    /// `--read-only`: never created nor altered, only checked, its shape
+    /// too ([`shape`]).
     pub read_only: bool,
+    /// The operations the run emits (not in `--skipped-operations`).
+    pub captured: shape::Operations,
 }
 
 /// Makes sure the server can decode logically and the role may replicate
@@ -296,6 +305,20 @@ pub async fn prepare(
     selection: &Selection,
 ) -> Result<SlotStatus, SetupError> {
     ensure_publication(client, publication, selection, server.version_num).await?;
+    if publication.read_only {
+        let name = publication.name;
+        let found = shape::mismatches(
+            client,
+            name,
+            publication.options,
+            publication.captured,
+            selection,
+        )
+        .await?;
+        if let Some(refused) = shape::refuse_or_warn(name, &found) {
+            return Err(refused);
+        }
+    }
     let status = slot_status(client, slot).await?;
     if server.in_recovery && status == SlotStatus::Missing {
         tracing::info!(slot, "creating the slot on a standby: it waits for the primary's next running-transactions record (SELECT pg_log_standby_snapshot() on the primary hurries it)");

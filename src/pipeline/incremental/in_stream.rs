@@ -344,6 +344,11 @@ fn skipped(table: &str, reason: &str) {
 
 /// Every 5 s while a snapshot runs: where it is and how fast.
 fn log_progress(inc: &mut Incremental) {
+    // Read-only steps run without a snapshot too (to prune the streamed
+    // xids): after a stop-snapshot there is nothing to report.
+    if inc.progress.tables.is_empty() {
+        return;
+    }
     if inc.last_log.elapsed() > Duration::from_secs(5) {
         inc.last_log = Instant::now();
         let secs = inc.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
