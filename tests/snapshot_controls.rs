@@ -28,13 +28,18 @@
 //!   exactly-once read-only ([`in_flight_faults`]);
 //! - `stop-snapshot` under exactly-once, through the signal table and
 //!   through the kafka channel with `--read-only`, then `kill -9`: nothing
-//!   read after the stop, nothing resumed ([`stop_exactly_once`]).
+//!   read after the stop, nothing resumed ([`stop_exactly_once`]);
+//! - a snapshot paused with the signal table's watermarks stays paused
+//!   across a graceful restart, streaming meanwhile, until
+//!   `resume-snapshot` ([`pause_restart`]).
 
 mod common;
 #[path = "snapshot_controls/in_flight.rs"]
 mod in_flight;
 #[path = "snapshot_controls/in_flight_faults.rs"]
 mod in_flight_faults;
+#[path = "snapshot_controls/pause_restart.rs"]
+mod pause_restart;
 #[path = "snapshot_controls/read_only.rs"]
 mod read_only;
 #[path = "snapshot_controls/read_only_phases.rs"]

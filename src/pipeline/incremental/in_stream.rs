@@ -197,8 +197,16 @@ impl Stream<'_> {
     }
 
     async fn step(&mut self, inc: &mut Incremental) -> Result<(), PipelineError> {
-        if matches!(inc.window, Window::Emitted { .. }) && !self.record_acked_chunk(inc) {
-            return Ok(());
+        if matches!(inc.window, Window::Emitted { .. }) {
+            if !self.record_acked_chunk(inc) {
+                return Ok(());
+            }
+            if inc.progress.paused && !inc.progress.tables.is_empty() {
+                // The next low watermark, which would carry the chunk just
+                // recorded, waits for the resume: written now, or a stop
+                // or crash while paused reads that chunk again.
+                inc.persist(PROGRESS, None).await?;
+            }
         }
         if matches!(inc.window, Window::Pending { .. }) {
             return self.emit_read_only_chunk(inc).await;
