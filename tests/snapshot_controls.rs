@@ -20,7 +20,10 @@
 //!   is reported by `check` and refused or warned about by `run`
 //!   ([`read_only_publication`]); an initial snapshot killed
 //!   midway resumes read-only, and under exactly-once a kafka signal
-//!   survives a crash before its Kafka commit ([`read_only_resume`]);
+//!   survives a crash before its Kafka commit ([`read_only_resume`]); an
+//!   exactly-once read-only initial snapshot killed after some chunks
+//!   committed resumes, reading again only its uncommitted chunks
+//!   ([`read_only_eos_kill`]);
 //! - `--incremental-snapshot-tables-in-flight` reads several tables' chunks
 //!   in each window, under load and across a restart ([`in_flight`]);
 //!   with it, `stop-snapshot` of a table in flight, pause across a restart,
@@ -42,6 +45,8 @@ mod in_flight_faults;
 mod pause_restart;
 #[path = "snapshot_controls/read_only.rs"]
 mod read_only;
+#[path = "snapshot_controls/read_only_eos_kill.rs"]
+mod read_only_eos_kill;
 #[path = "snapshot_controls/read_only_phases.rs"]
 mod read_only_phases;
 #[path = "snapshot_controls/read_only_publication.rs"]

@@ -13,12 +13,19 @@
 //!   transaction that holds the effect of a kafka-channel signal (the
 //!   snapshot's progress it changed): a signal's offset committed before
 //!   that point would be lost with the transaction.
+//! - [`PAUSE_BEFORE_SNAPSHOT_CHECKPOINT`]: right before a checkpoint of a
+//!   resumable initial snapshot makes the rows sent since the last one
+//!   durable (exactly-once: before their Kafka transaction commits, so a
+//!   kill there leaves it open with a chunk's rows in it).
 
 /// The variable that arms the pause after a chunk's commit.
 pub const PAUSE_AFTER_CHUNK_COMMIT: &str = "PGCDC_TEST_PAUSE_AFTER_CHUNK_COMMIT";
 
 /// The variable that arms the pause before a signal's commit.
 pub const PAUSE_BEFORE_SIGNAL_COMMIT: &str = "PGCDC_TEST_PAUSE_BEFORE_SIGNAL_COMMIT";
+
+/// The variable that arms the pause before an initial snapshot's checkpoint.
+pub const PAUSE_BEFORE_SNAPSHOT_CHECKPOINT: &str = "PGCDC_TEST_PAUSE_BEFORE_SNAPSHOT_CHECKPOINT";
 
 /// A Kafka transaction carrying a chunk was committed.
 #[cfg(debug_assertions)]
@@ -39,6 +46,16 @@ pub(super) async fn signal_commit_due() {
     static DUE: AtomicU64 = AtomicU64::new(0);
     let count = DUE.fetch_add(1, Ordering::Relaxed) + 1;
     pause_if_armed(PAUSE_BEFORE_SIGNAL_COMMIT, count).await;
+}
+
+/// An initial snapshot's checkpoint is about to make its rows durable.
+#[cfg(debug_assertions)]
+pub(super) async fn snapshot_checkpoint_due() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static DUE: AtomicU64 = AtomicU64::new(0);
+    let count = DUE.fetch_add(1, Ordering::Relaxed) + 1;
+    pause_if_armed(PAUSE_BEFORE_SNAPSHOT_CHECKPOINT, count).await;
 }
 
 /// Waits forever, after creating the marker file, if `variable` arms this
@@ -68,3 +85,7 @@ pub(super) async fn chunk_committed() {}
 /// A signal's Kafka transaction is about to commit (no faults in release builds).
 #[cfg(not(debug_assertions))]
 pub(super) async fn signal_commit_due() {}
+
+/// An initial snapshot's checkpoint is due (no faults in release builds).
+#[cfg(not(debug_assertions))]
+pub(super) async fn snapshot_checkpoint_due() {}

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::stream::Stream;
-use super::{PipelineError, StopReason};
+use super::{fault, PipelineError, StopReason};
 use crate::config::{RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
 use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
@@ -372,6 +372,7 @@ async fn checkpoint(
     let Some(sent) = emission.sent() else {
         return Ok(());
     };
+    fault::snapshot_checkpoint_due().await;
     let names = stream.config.names();
     let record = ProgressRecord {
         lsn: emission.point,
