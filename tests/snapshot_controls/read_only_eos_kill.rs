@@ -35,12 +35,13 @@ use super::common::{
     read_raw, record_count, wait_for, wait_until, ReadUntil, Record, Scenario, TIMEOUT,
 };
 use super::in_flight::{committed, create_tables, Writer, TABLES};
-use super::read_only::with_flag;
-use super::read_only::{assert_untouched_rows_read, kafka_signal, select_only_role, stale_keys};
+use super::read_only::{
+    assert_untouched_rows_read, kafka_signal, select_only_role, stale_keys, with_flag,
+};
 use super::wait_for_notification;
 
 /// Rows per chunk of the initial snapshot: small, so that the snapshot is
-/// many Kafka transactions and the kill lands among them.
+/// many Kafka transactions and most of it is still to come at the kill.
 const FETCH_SIZE: usize = 25;
 const WORKERS: usize = 2;
 /// The checkpoint the first run is stopped (then killed) before: the
