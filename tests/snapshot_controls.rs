@@ -21,9 +21,9 @@
 //!   ([`read_only_publication`]); an initial snapshot killed
 //!   midway resumes read-only, and under exactly-once a kafka signal
 //!   survives a crash before its Kafka commit ([`read_only_resume`]); an
-//!   exactly-once read-only initial snapshot killed after some chunks
-//!   committed resumes, reading again only its uncommitted chunks
-//!   ([`read_only_eos_kill`]);
+//!   exactly-once read-only initial snapshot killed with a checkpoint's
+//!   Kafka transaction open resumes, reading again only that
+//!   transaction's rows ([`read_only_eos_kill`]);
 //! - `--incremental-snapshot-tables-in-flight` reads several tables' chunks
 //!   in each window, under load and across a restart ([`in_flight`]);
 //!   with it, `stop-snapshot` of a table in flight, pause across a restart,
