@@ -38,7 +38,16 @@ impl Stream<'_> {
         let mut signal = None;
         if let Some(incremental) = &mut self.incremental {
             match &message {
-                LogicalMessage::Relation(relation) if !incremental.is_signal_relation(relation) => {
+                // pgoutput sends a relation again, unchanged, whenever the
+                // server's cache of it was invalidated (ANALYZE, autovacuum,
+                // a GRANT): only a definition that differs from the known
+                // one makes a chunk read meanwhile suspect. (Dropping it on
+                // every Relation message re-read chunks again and again on
+                // a table under autovacuum.)
+                LogicalMessage::Relation(relation)
+                    if !incremental.is_signal_relation(relation)
+                        && self.relations.relation(relation.id) != Some(relation) =>
+                {
                     incremental.relation_changed(relation.id);
                 }
                 LogicalMessage::Insert(i) if incremental.is_signal(i.relation_id) => {
