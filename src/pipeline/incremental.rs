@@ -65,6 +65,7 @@ mod read_only_io;
 mod read_only_progress;
 mod reply;
 mod table_info;
+mod tally;
 mod window;
 
 pub(super) use window::key_of;
@@ -137,8 +138,6 @@ pub(super) struct Incremental {
     nonce: String,
     /// Windows opened by this attempt (the window ids).
     windows: u64,
-    chunks: u64,
-    rows: u64,
     /// Per table in flight: its largest key, row estimate, and rows and
     /// chunks emitted by this attempt (notifications).
     table_infos: BTreeMap<String, table_info::TableInfo>,
@@ -146,7 +145,8 @@ pub(super) struct Incremental {
     /// its notifications (kept past the progress, which forgets it when
     /// the last table is done).
     correlation_id: Option<String>,
-    started: Option<Instant>,
+    /// The running snapshot's start and counts (its own, not the process's).
+    tally: tally::Tally,
     last_log: Instant,
 }
 
@@ -276,13 +276,17 @@ impl Incremental {
             tables_in_flight: config.incremental_snapshot_tables_in_flight.max(1) as usize,
             publication: config.publication_name.clone(),
             signal_columns: None,
-            started: resuming.then(Instant::now),
             progress,
             window: Window::Idle,
             nonce: format!("{:x}", crate::event::now_micros()),
             windows: 0,
-            chunks: 0,
-            rows: 0,
+            tally: {
+                let mut tally = tally::Tally::default();
+                if resuming {
+                    tally.begin();
+                }
+                tally
+            },
             table_infos: BTreeMap::new(),
             correlation_id,
             last_log: Instant::now(),
@@ -312,7 +316,7 @@ impl Incremental {
         }
         self.progress = progress;
         self.window = Window::Idle;
-        self.started.get_or_insert_with(Instant::now);
+        self.tally.begin();
         metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
         self.persist(PROGRESS, None).await?;
         Ok(())
@@ -412,7 +416,7 @@ impl Incremental {
                 (!self.progress.tables.is_empty()
                     && !self.progress.paused
                     && streamed.is_none_or(|r| r.may_read(Instant::now())))
-                    || (self.progress.tables.is_empty() && self.started.is_some())
+                    || (self.progress.tables.is_empty() && self.tally.running())
                     || streamed.is_some_and(read_only::Streamed::wants_pruning)
             }
             Window::Pending { .. } => streamed.is_some_and(|r| r.passed_high_mark(received)),
@@ -457,8 +461,7 @@ impl Incremental {
     ) {
         for chunk in closed {
             let rows = chunk.rows.len() as u64;
-            self.chunks += 1;
-            self.rows += rows;
+            self.tally.chunk(rows);
             if let Some(info) = self.table_infos.get_mut(&chunk.table) {
                 info.chunks += 1;
                 info.rows += rows;
@@ -539,11 +542,11 @@ impl Incremental {
                     }
                 }
                 tracing::info!(?added, tables = ?self.progress.tables, "incremental snapshot requested");
-                if self.started.is_none() || self.progress.signal_id.is_none() {
+                if !self.tally.running() || self.progress.signal_id.is_none() {
                     self.progress.signal_id = Some(id.clone());
                     self.correlation_id = Some(id);
                 }
-                self.started.get_or_insert_with(Instant::now);
+                self.tally.begin();
                 metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
                 self.persist(PROGRESS, None).await?;
                 if !added.is_empty() {
@@ -586,7 +589,14 @@ impl Incremental {
                 tracing::info!(stopped = ?tables, remaining = ?self.progress.tables, "incremental snapshot stop requested");
                 metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
                 if self.progress.tables.is_empty() {
-                    self.started = None;
+                    if let Some(ended) = self.tally.end() {
+                        tracing::info!(
+                            rows = ended.rows,
+                            chunks = ended.chunks,
+                            secs = ended.elapsed.as_secs_f64(),
+                            "incremental snapshot stopped"
+                        );
+                    }
                     self.progress = Progress::default();
                     self.forget_progress().await?;
                 } else {

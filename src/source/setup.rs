@@ -58,9 +58,10 @@ pub enum SetupError {
         publication: String,
         statement: String,
     },
-    #[error("publication {publication:?} does not carry what this run would snapshot and capture, and --read-only never alters it (ALTER PUBLICATION is a write to the source): {problems}")]
-    ReadOnlyPublicationShape {
+    #[error("publication {publication:?} does not carry what this run would snapshot and capture, and {why}: {problems}")]
+    PublicationShape {
         publication: String,
+        why: &'static str,
         problems: String,
     },
     #[error("publication {publication:?} is FOR ALL TABLES, so --publication-autocreate-mode filtered cannot narrow it to the selected tables; drop it (DROP PUBLICATION {publication_sql};) to have it recreated, or pass another --publication")]
@@ -228,8 +229,10 @@ where
 }
 
 pub use super::sql::quote_ident;
+mod ddl;
 pub mod shape;
 mod unmanaged;
+use ddl::{all_tables_target, run_publication_ddl};
 pub use unmanaged::{check_published, missing_publication};
 
 /// What the slot looks like when the connector starts.
@@ -249,8 +252,8 @@ pub struct Publication<'a> {
     pub name: &'a str,
     pub options: &'a PublicationOptions,
     pub tables: &'a [String],
-    /// `--read-only`: never created nor altered, only checked, its shape
-    /// too ([`shape`]).
+    /// `--read-only`: never created nor altered, only checked (its shape
+    /// too, as every existing publication: [`shape`]).
     pub read_only: bool,
     /// The operations the run emits (not in `--skipped-operations`).
     pub captured: shape::Operations,
@@ -304,18 +307,15 @@ pub async fn prepare(
     publication: &Publication<'_>,
     selection: &Selection,
 ) -> Result<SlotStatus, SetupError> {
-    ensure_publication(client, publication, selection, server.version_num).await?;
-    if publication.read_only {
-        let name = publication.name;
-        let found = shape::mismatches(
-            client,
-            name,
-            publication.options,
-            publication.captured,
-            selection,
-        )
-        .await?;
-        if let Some(refused) = shape::refuse_or_warn(name, &found) {
+    // A publication the run uses as it found it must carry what the run
+    // snapshots and captures (`shape`'s module docs).
+    if let Some(kept) =
+        ensure_publication(client, publication, selection, server.version_num).await?
+    {
+        let (name, options) = (publication.name, publication.options);
+        let found =
+            shape::mismatches(client, name, options, publication.captured, selection, kept).await?;
+        if let Some(refused) = shape::refuse_or_warn(name, kept, &found) {
             return Err(refused);
         }
     }
@@ -448,12 +448,14 @@ fn qualified(schema: &str, table: &str) -> String {
     format!("{}.{}", quote_ident(schema), quote_ident(table))
 }
 
+/// Creates or alters the publication as the mode says; `Some` (what the
+/// mode leaves as it is) when it existed.
 async fn ensure_publication(
     client: &Client,
     wanted: &Publication<'_>,
     selection: &Selection,
     version_num: i32,
-) -> Result<(), SetupError> {
+) -> Result<Option<shape::Kept>, SetupError> {
     let publication = wanted.name;
     let pub_sql = quote_ident(publication);
     let existing = catalog::publication(client, publication)
@@ -474,9 +476,11 @@ async fn ensure_publication(
     let with = wanted.options.with_clause();
     // --read-only never creates nor alters it: it is checked as one made
     // beforehand is (`unmanaged`'s module docs).
-    let mode = match wanted.read_only {
-        true => PublicationAutocreateMode::Disabled,
-        false => wanted.options.publication_autocreate_mode,
+    let (mode, kept) = match (wanted.read_only, wanted.options.publication_autocreate_mode) {
+        (true, _) => (PublicationAutocreateMode::Disabled, shape::Kept::ReadOnly),
+        (false, mode @ PublicationAutocreateMode::Disabled) => (mode, shape::Kept::Disabled),
+        (false, mode @ PublicationAutocreateMode::AllTables) => (mode, shape::Kept::AllTables),
+        (false, mode @ PublicationAutocreateMode::Filtered) => (mode, shape::Kept::Filtered),
     };
     match (mode, existing) {
         (
@@ -492,17 +496,19 @@ async fn ensure_publication(
             PublicationAutocreateMode::AllTables | PublicationAutocreateMode::Disabled,
             Some((all_tables, current_via_root, _)),
         ) if selection.filters_tables() => {
-            check_published(client, publication, selection, all_tables, current_via_root).await
+            check_published(client, publication, selection, all_tables, current_via_root).await?;
+            Ok(Some(kept))
         }
-        (PublicationAutocreateMode::AllTables, Some(_)) => Ok(()),
+        (PublicationAutocreateMode::AllTables | PublicationAutocreateMode::Disabled, Some(_)) => {
+            Ok(Some(kept))
+        }
         (PublicationAutocreateMode::AllTables, None) => {
             let target = all_tables_target(wanted.tables);
             let statement = format!("CREATE PUBLICATION {pub_sql} FOR {target}{with}");
             run_publication_ddl(client, &statement, target == "ALL TABLES").await?;
             tracing::info!(publication, target, "created publication");
-            Ok(())
+            Ok(None)
         }
-        (PublicationAutocreateMode::Disabled, Some(_)) => Ok(()),
         (PublicationAutocreateMode::Disabled, None) if wanted.read_only => {
             Err(missing_publication(client, publication, wanted.options, selection).await?)
         }
@@ -543,12 +549,19 @@ async fn ensure_publication(
                         tables = tables.len(),
                         "created publication for the selected tables"
                     );
+                    Ok(None)
                 }
                 Some((_, current_via_root, current_generated)) => {
                     let current = published_tables(client, publication, version_num).await?;
                     let mut wanted = tables.clone();
                     wanted.sort();
-                    if current != wanted {
+                    // SET TABLE publishes each whole: a row filter or column
+                    // list would hide rows or columns the snapshots read.
+                    let narrowed = shape::narrowed_tables(client, publication, selection).await?;
+                    if !narrowed.is_empty() {
+                        tracing::warn!(publication, tables = ?narrowed, "publishing these tables whole: their row filter or column list would hide from the stream rows or columns the snapshots read");
+                    }
+                    if current != wanted || !narrowed.is_empty() {
                         let statement = format!("ALTER PUBLICATION {pub_sql} SET TABLE {list}");
                         run_publication_ddl(client, &statement, false).await?;
                         tracing::info!(
@@ -570,60 +583,11 @@ async fn ensure_publication(
                         );
                         run_publication_ddl(client, &statement, false).await?;
                     }
+                    Ok(Some(kept))
                 }
             }
-            Ok(())
         }
     }
-}
-
-/// What `--publication-autocreate-mode all_tables` creates the publication
-/// for: the `--table` list when given, else all tables.
-fn all_tables_target(tables: &[String]) -> String {
-    if tables.is_empty() {
-        return "ALL TABLES".to_owned();
-    }
-    let list: Vec<String> = tables
-        .iter()
-        .map(|t| match t.split_once('.') {
-            Some((schema, table)) => qualified(schema, table),
-            None => quote_ident(t),
-        })
-        .collect();
-    format!("TABLE {}", list.join(", "))
-}
-
-/// Runs a CREATE/ALTER PUBLICATION, explaining a missing privilege.
-async fn run_publication_ddl(
-    client: &Client,
-    statement: &str,
-    all_tables: bool,
-) -> Result<(), SetupError> {
-    client.batch_execute(statement).await.map_err(|error| {
-        if error.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
-            SetupError::ReadOnlyServer {
-                statement: format!("{statement};"),
-                error,
-            }
-        } else if error.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
-            SetupError::PublicationPrivilege {
-                statement: format!("{statement};"),
-                needs: if all_tables {
-                    "a publication FOR ALL TABLES needs a superuser"
-                } else {
-                    "creating a publication needs CREATE on the database (GRANT CREATE ON DATABASE \
-                     ... TO role), and publishing a table needs ownership of it (ALTER TABLE ... \
-                     OWNER TO role) and of the publication, or a superuser"
-                },
-                error,
-            }
-        } else {
-            SetupError::Query {
-                action: statement.to_owned(),
-                error,
-            }
-        }
-    })
 }
 
 /// The tables the include/exclude lists select, as quoted `schema.table`,

@@ -407,7 +407,8 @@ async fn stop_and_kill_9_with_tables_in_flight_at_least_once() {
 /// A second snapshot, of c and d, stopped whole while both are in flight:
 /// `ABORTED` without `data_collections` (Debezium's for a stop naming no
 /// table), the progress row deleted, and a graceful restart reads nothing
-/// of it again.
+/// of it again. The process that completed the first snapshot reports the
+/// stopped one's own rows, not the first one's too.
 async fn stop_whole_snapshot_and_restart(
     kafka: &Kafka,
     s: &Scenario,
@@ -416,6 +417,7 @@ async fn stop_whole_snapshot_and_restart(
     logs: &LogDir,
     notifications: &str,
 ) {
+    let starts = futures::future::join_all(["c", "d"].map(|t| record_count_of(kafka, s, t))).await;
     signal(
         s,
         "again",
@@ -443,8 +445,25 @@ async fn stop_whole_snapshot_and_restart(
         progress_row(s).is_none()
     })
     .await;
+    let stopped = wait_for(TIMEOUT, "the stopped snapshot's counts logged", || async {
+        logged_rows(&connector.log_text(), "incremental snapshot stopped")
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+    let first = logged_rows(&connector.log_text(), "incremental snapshot completed")
+        .expect("this process completed the first snapshot");
     connector.terminate_cleanly(TIMEOUT).await;
     let ends = futures::future::join_all(["c", "d"].map(|t| record_count_of(kafka, s, t))).await;
+    let sent = ends.iter().sum::<usize>() - starts.iter().sum::<usize>();
+    println!(
+        "one process, two snapshots: the first logged {first} rows, the stopped second \
+         {stopped} (it sent {sent} records of c and d)"
+    );
+    assert!(
+        stopped > 0 && stopped as usize <= sent,
+        "the stopped snapshot counts its own rows ({stopped}), at most the {sent} records it \
+         sent, not the first snapshot's {first} as well"
+    );
     let connector = ConnectorProcess::spawn(args, logs.path(2));
     wait_until(
         TIMEOUT,
@@ -473,6 +492,13 @@ async fn stop_whole_snapshot_and_restart(
         "nothing to resume after a stop"
     );
     connector.terminate_cleanly(TIMEOUT).await;
+}
+
+/// The `rows` field of the last line of `log` with `message`.
+fn logged_rows(log: &str, message: &str) -> Option<u64> {
+    let line = log.lines().rfind(|l| l.contains(message))?;
+    let (_, after) = line.split_once(" rows=")?;
+    after.split_whitespace().next()?.parse().ok()
 }
 
 async fn record_count_of(kafka: &Kafka, s: &Scenario, table: &str) -> usize {

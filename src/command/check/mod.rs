@@ -17,6 +17,7 @@
 mod failover;
 mod kafka;
 mod postgres;
+mod publication_shape;
 mod read_only;
 mod registry;
 mod takeover;
@@ -165,6 +166,7 @@ pub async fn run(args: &CheckArgs) -> Report {
     failover::check_failover(config, args.timeout, &mut report).await;
     kafka::check_kafka(config, tables.as_deref(), args.timeout, &mut report).await;
     read_only::check_read_only(config, tables.as_deref(), args.timeout, &mut report).await;
+    publication_shape::check_publication_shape(config, args.timeout, &mut report).await;
     if config.encode.format == Format::Avro {
         registry::check_registry(config, args.timeout, &mut report).await;
     }

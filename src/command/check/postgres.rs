@@ -520,23 +520,14 @@ fn report_existing(
     published: usize,
 ) {
     let all = found.all_tables;
-    let (updates, deletes) = (found.updates, found.deletes);
-    let owner = found.owner;
     let scope = if all {
         "FOR ALL TABLES".to_owned()
     } else {
         format!("{published} tables")
     };
-    if !updates || !deletes {
-        report.warn(
-            "publication",
-            format!("{publication:?} ({scope}, owner {owner}) does not publish updates or deletes"),
-            format!(
-                "ALTER PUBLICATION {} SET (publish = 'insert, update, delete, truncate')",
-                setup::quote_ident(publication)
-            ),
-        );
-    } else if !all && published == 0 {
+    // Its publish list, row filters and column lists against the run:
+    // `publication_shape`.
+    if !all && published == 0 {
         report.fail(
             "publication",
             format!("{publication:?} exists but has no tables"),

@@ -226,7 +226,14 @@ async fn check_objects(client: &Client, config: &RunConfig, report: &mut Report)
         let (Ok(error) | Err(error)) = missing;
         report.fail(CHECK, crate::error_chain(&error), fix);
     } else {
-        check_shape(client, config, report).await;
+        super::publication_shape::report_shape(
+            client,
+            config,
+            shape::Kept::ReadOnly,
+            CHECK,
+            report,
+        )
+        .await;
     }
     if let Ok(None) = catalog::slot(client, &config.slot_name).await {
         report.info(
@@ -235,47 +242,6 @@ async fn check_objects(client: &Client, config: &RunConfig, report: &mut Report)
                 "slot {:?} does not exist: run creates it over the replication connection, \
                  which REPLICATION allows (nothing is written to the database)",
                 config.slot_name
-            ),
-        );
-    }
-}
-
-/// The existing publication against what the run snapshots and captures
-/// (`setup::shape`): a FAIL where `run --read-only` refuses, a WARN where
-/// only the records' shape differs.
-async fn check_shape(client: &Client, config: &RunConfig, report: &mut Report) {
-    let publication = &config.publication_name;
-    let selection = Selection::new(&config.select, &config.tables).unwrap_or_default();
-    let captured = shape::Operations::captured(&config.skipped_operations);
-    let found = shape::mismatches(
-        client,
-        publication,
-        &config.publication,
-        captured,
-        &selection,
-    )
-    .await;
-    let found = match found {
-        Ok(found) => found,
-        Err(error) => {
-            let fix = "connect as a role that may read pg_publication and pg_publication_tables";
-            report.fail(CHECK, crate::error_chain(&error), fix);
-            return;
-        }
-    };
-    for mismatch in &found {
-        let (detail, fix) = (mismatch.detail(publication), mismatch.fix(publication));
-        match mismatch.refuses() {
-            true => report.fail(CHECK, detail, fix),
-            false => report.warn(CHECK, detail, fix),
-        }
-    }
-    if found.is_empty() {
-        report.pass(
-            CHECK,
-            format!(
-                "publication {publication:?} carries every row, column and captured operation \
-                 of the selected tables, as the snapshots read them"
             ),
         );
     }

@@ -25,8 +25,6 @@
 //! A record older than the slot's confirmed position is not trusted: runs
 //! without exactly-once came since, and only the row knows what they did.
 
-use std::time::Instant;
-
 use super::{Incremental, Window};
 use crate::lsn::Lsn;
 use crate::pipeline::stream::Stream;
@@ -125,9 +123,9 @@ impl Incremental {
         }
         self.window = Window::Idle;
         if !self.progress.tables.is_empty() {
-            self.started.get_or_insert_with(Instant::now);
+            self.tally.begin();
         }
-        // With no table left and a progress row still there (`started`), the
+        // With no table left and a progress row still there (the tally runs), the
         // next step deletes the row and reports the snapshot complete.
         metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
     }

@@ -187,7 +187,7 @@ impl Stream<'_> {
         let result = match self.record_acked_chunk(&mut inc) {
             false => Ok(()),
             true if inc.progress.tables.is_empty() => {
-                inc.started = None;
+                inc.tally.end();
                 inc.forget_progress().await
             }
             true => inc.persist(PROGRESS, None).await,
@@ -264,14 +264,14 @@ impl Stream<'_> {
         if !targets.is_empty() {
             return select_window(inc, targets).await;
         }
-        if let Some(started) = inc.started.take() {
+        if let Some(ended) = inc.tally.end() {
             inc.forget_progress()
                 .await
                 .map_err(IncrementalError::from)?;
             tracing::info!(
-                rows = inc.rows,
-                chunks = inc.chunks,
-                secs = started.elapsed().as_secs_f64(),
+                rows = ended.rows,
+                chunks = ended.chunks,
+                secs = ended.elapsed.as_secs_f64(),
                 "incremental snapshot completed"
             );
             self.metrics.incremental_tables_remaining(0);
@@ -359,14 +359,14 @@ fn log_progress(inc: &mut Incremental) {
     }
     if inc.last_log.elapsed() > Duration::from_secs(5) {
         inc.last_log = Instant::now();
-        let secs = inc.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        let (rows, chunks, rows_per_sec) = inc.tally.progress();
         let in_flight = inc.progress.tables.len().min(inc.tables_in_flight);
         tracing::info!(
             tables = ?inc.progress.tables.get(..in_flight).unwrap_or_default(),
             tables_remaining = inc.progress.tables.len(),
-            rows = inc.rows,
-            chunks = inc.chunks,
-            rows_per_sec = (inc.rows as f64 / secs.max(0.001)) as u64,
+            rows,
+            chunks,
+            rows_per_sec,
             "incremental snapshot progress"
         );
     }

@@ -36,7 +36,7 @@
 //! the changes the slot replays after a crash are at-least-once's usual
 //! repetition.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Incremental;
 use crate::config::Delivery as DeliveryMode;
@@ -192,7 +192,7 @@ impl Stream<'_> {
             inc.correlation_id.clone_from(&progress.signal_id);
         }
         inc.progress = progress;
-        inc.started.get_or_insert_with(Instant::now);
+        inc.tally.begin();
         self.metrics
             .incremental_tables_remaining(inc.progress.tables.len() as u64);
         Ok(())

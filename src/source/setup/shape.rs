@@ -1,14 +1,18 @@
-//! What an existing publication carries, against what a `--read-only` run
-//! snapshots and captures.
+//! What an existing publication carries, against what a run that does not
+//! alter it snapshots and captures.
 //!
-//! A read-only run never alters its publication ([`super::unmanaged`]), so
-//! it streams whatever an admin defined. Snapshots, initial and
-//! incremental, read the tables with plain SELECTs and know nothing of the
-//! publication's row filters, column lists or `publish` list; Debezium's
-//! `publication.autocreate.mode=disabled` uses an existing publication as it
-//! is and checks none of this, so its topics silently mix the two. Here each
-//! difference is named, with the `ALTER PUBLICATION` an admin runs or the
-//! flag that makes the run agree:
+//! A run streams an existing publication as an admin defined it wherever it
+//! does not manage it ([`Kept`]): `--read-only` never alters it
+//! ([`super::unmanaged`]), `--publication-autocreate-mode disabled` neither,
+//! `all_tables` only creates a missing one, and `filtered` sets its tables
+//! (published whole: row filters and column lists go) and options but never
+//! its `publish` list. A publication the run creates carries everything.
+//! Snapshots, initial and incremental, read the tables with plain SELECTs
+//! and know nothing of the publication's row filters, column lists or
+//! `publish` list; Debezium's `publication.autocreate.mode=disabled` uses an
+//! existing publication as it is and checks none of this, so its topics
+//! silently mix the two. Here each difference is named, with the
+//! `ALTER PUBLICATION` an admin runs or the flag that makes the run agree:
 //!
 //! - **refused**, where the topic would hold wrong data:
 //!   - a row filter (`WHERE`, PostgreSQL 15+) on a selected table: a
@@ -28,6 +32,10 @@
 //!     `pg_publication_tables`), so they agree with each other, but the
 //!     changes go to the root's topic instead of the partitions' (or the
 //!     reverse) from what the flag asked for.
+//!
+//! A publication `FOR ALL TABLES` (or `FOR TABLES IN SCHEMA`) cannot carry a
+//! row filter nor a column list (PostgreSQL's grammar has no place for
+//! them), but its `publish` list and partition root count as any other's.
 
 use tokio_postgres::Client;
 
@@ -35,6 +43,49 @@ use super::{qualified, query_error, quote_ident, SetupError};
 use crate::config::SkippedOperations;
 use crate::select::Selection;
 use crate::source::options::PublicationOptions;
+
+/// Why the run leaves an existing publication (partly) as it is: what its
+/// `--publication-autocreate-mode` (or `--read-only`) does with one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// `--read-only`: never altered, whatever the mode.
+    ReadOnly,
+    /// `disabled`: never created nor altered.
+    Disabled,
+    /// `all_tables`: created when missing, an existing one used as it is.
+    AllTables,
+    /// `filtered`: its tables set to the selected ones, published whole,
+    /// and its options to the flags'; its `publish` list kept.
+    Filtered,
+}
+
+impl Kept {
+    /// What leaves the publication as it is, as the refusal says it.
+    pub fn why(&self) -> &'static str {
+        match self {
+            Kept::ReadOnly => {
+                "--read-only never alters it (ALTER PUBLICATION is a write to the source)"
+            }
+            Kept::Disabled => "--publication-autocreate-mode disabled never alters it",
+            Kept::AllTables => {
+                "--publication-autocreate-mode all_tables never alters an existing publication \
+                 (it only creates a missing one; filtered sets its tables, published whole)"
+            }
+            Kept::Filtered => {
+                "--publication-autocreate-mode filtered sets its tables and options but never \
+                 its publish list"
+            }
+        }
+    }
+
+    /// Whether `mismatch` outlives what the run does to the publication.
+    pub fn keeps(&self, mismatch: &Mismatch) -> bool {
+        match self {
+            Kept::Filtered => matches!(mismatch, Mismatch::Operations { .. }),
+            Kept::ReadOnly | Kept::Disabled | Kept::AllTables => true,
+        }
+    }
+}
 
 /// A set of the four operations a publication may publish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -384,13 +435,15 @@ pub async fn read(client: &Client, publication: &str) -> Result<Shape, SetupErro
 }
 
 /// The differences between existing `publication` and a run with these
-/// `options`, `captured` operations and `selection`.
+/// `options`, `captured` operations and `selection`, as far as they outlive
+/// what the run does to it (`kept`).
 pub async fn mismatches(
     client: &Client,
     publication: &str,
     options: &PublicationOptions,
     captured: Operations,
     selection: &Selection,
+    kept: Kept,
 ) -> Result<Vec<Mismatch>, SetupError> {
     let shape = read(client, publication).await?;
     let expected = Expected {
@@ -398,12 +451,29 @@ pub async fn mismatches(
         via_root: options.publish_via_partition_root,
         selection,
     };
-    Ok(compare(&shape, &expected))
+    let mut found = compare(&shape, &expected);
+    found.retain(|m| kept.keeps(m));
+    Ok(found)
+}
+
+/// The selected tables `publication` publishes with a row filter or a
+/// column list: `filtered` publishes them whole (SET TABLE drops both).
+pub async fn narrowed_tables(
+    client: &Client,
+    publication: &str,
+    selection: &Selection,
+) -> Result<Vec<String>, SetupError> {
+    let shape = read(client, publication).await?;
+    Ok((shape.tables.iter())
+        .filter(|t| selection.includes_table(&t.schema, &t.table))
+        .filter(|t| t.row_filter.is_some() || !t.unpublished_columns.is_empty())
+        .map(|t| qualified(&t.schema, &t.table))
+        .collect())
 }
 
 /// Logs every difference that only changes the records' shape at WARN, and
 /// returns the error listing those that make the data wrong, if any.
-pub fn refuse_or_warn(publication: &str, found: &[Mismatch]) -> Option<SetupError> {
+pub fn refuse_or_warn(publication: &str, kept: Kept, found: &[Mismatch]) -> Option<SetupError> {
     let mut refused = Vec::new();
     for mismatch in found {
         let (detail, fix) = (mismatch.detail(publication), mismatch.fix(publication));
@@ -412,8 +482,9 @@ pub fn refuse_or_warn(publication: &str, found: &[Mismatch]) -> Option<SetupErro
             false => tracing::warn!(publication, fix = %fix, "{detail}"),
         }
     }
-    (!refused.is_empty()).then(|| SetupError::ReadOnlyPublicationShape {
+    (!refused.is_empty()).then(|| SetupError::PublicationShape {
         publication: publication.to_owned(),
+        why: kept.why(),
         problems: refused.join(". "),
     })
 }
@@ -609,13 +680,46 @@ mod tests {
                 filter: "(id > 10)".into(),
             },
         ];
-        assert!(refuse_or_warn("pub", &found[..1]).is_none());
-        let error = refuse_or_warn("pub", &found).expect("refused");
+        assert!(refuse_or_warn("pub", Kept::ReadOnly, &found[..1]).is_none());
+        let error = refuse_or_warn("pub", Kept::ReadOnly, &found).expect("refused");
         let text = error.to_string();
         assert!(
-            text.contains("row filter") && !text.contains("publish_via_partition_root"),
+            text.contains("row filter")
+                && text.contains("--read-only never alters it")
+                && !text.contains("publish_via_partition_root"),
             "{text}"
         );
         assert!(!error.is_retryable());
+        let error = refuse_or_warn("pub", Kept::Disabled, &found).expect("refused");
+        let text = error.to_string();
+        assert!(
+            text.contains("--publication-autocreate-mode disabled never alters it"),
+            "the refusal names the mode that keeps the publication: {text}"
+        );
+    }
+
+    #[test]
+    fn filtered_keeps_only_the_publish_list() {
+        let all = Selection::default();
+        let inserts = Operations {
+            insert: true,
+            ..Operations::default()
+        };
+        let published = shape(
+            inserts,
+            true,
+            vec![table("t", Some("(id > 10)"), &["note"]), partitioned("p")],
+        );
+        let found = compare(&published, &expected(&all));
+        assert_eq!(found.len(), 4, "{found:?}");
+        for kept in [Kept::ReadOnly, Kept::Disabled, Kept::AllTables] {
+            assert!(found.iter().all(|m| kept.keeps(m)), "{kept:?} keeps all");
+        }
+        // filtered sets the tables (whole) and publish_via_partition_root.
+        let kept: Vec<&Mismatch> = found.iter().filter(|m| Kept::Filtered.keeps(m)).collect();
+        assert!(
+            matches!(kept[..], [Mismatch::Operations { .. }]),
+            "filtered keeps only the publish list: {kept:?}"
+        );
     }
 }
