@@ -271,6 +271,9 @@ impl Positions {
         state.catch_up(fingerprint);
         let partitions = state.tails.partitions();
         let partition = match &record.key {
+            // The usual topic: no hash to compute (a JSON key with its
+            // schema is a few hundred bytes).
+            Some(_) if partition_keys && partitions == 1 => Some(0),
             Some(key) if partition_keys && partitions > 0 => {
                 Some(murmur2_partition(key, partitions))
             }
