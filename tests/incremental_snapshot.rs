@@ -175,7 +175,10 @@ async fn added_table_is_snapshotted_while_another_streams_under_load() {
     // One window per 100-key chunk of at most 4,200 keys, and the last,
     // empty one: none opened again for a chunk dropped on a Relation message
     // that changed nothing.
-    let windows = kinds.iter().filter(|&&k| k == "snapshot-window-open").count();
+    let windows = kinds
+        .iter()
+        .filter(|&&k| k == "snapshot-window-open")
+        .count();
     assert!(
         windows <= 4200 / 100 + 1,
         "{windows} chunk windows for at most 42 chunks: chunks were read again"
