@@ -600,6 +600,21 @@ impl RunConfig {
         }
     }
 
+    /// Whether incremental snapshots can be asked for: a signal table, or
+    /// `--read-only`'s kafka channel.
+    pub fn takes_incremental_snapshots(&self) -> bool {
+        self.signal_data_collection.is_some() || self.signal_channels.read_only
+    }
+
+    /// Whether the run can ever read rows by snapshot (an initial one, or
+    /// an incremental or blocking one on a signal), rather than only stream.
+    pub fn may_snapshot(&self) -> bool {
+        !matches!(
+            self.snapshot_mode,
+            SnapshotMode::Never | SnapshotMode::NoData
+        ) || self.takes_incremental_snapshots()
+    }
+
     /// Whether an at-least-once restart skips what Kafka already has
     /// (`--skip-delivered`): not with a delivery timeout, which can leave a
     /// record out of a partition that holds later ones.

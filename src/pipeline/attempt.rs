@@ -75,6 +75,7 @@ pub async fn run_once(
         tables: &config.tables,
         read_only: config.signal_channels.read_only,
         captured: setup::shape::Operations::captured(&config.skipped_operations),
+        snapshots: config.may_snapshot(),
     };
     let status = setup::prepare(&sql, &facts, &config.slot_name, &publication, &selection).await?;
     let debezium = takeover_offset(config, &status).await?;
@@ -94,7 +95,7 @@ pub async fn run_once(
         &types,
         // Incremental snapshots read streamed keys as text, with a signal
         // table or read-only alike.
-        config.signal_data_collection.is_some() || config.signal_channels.read_only,
+        config.takes_incremental_snapshots(),
     )
     .await?;
     let plugin = PluginRequest { binary, ..plugin };

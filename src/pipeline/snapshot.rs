@@ -257,8 +257,7 @@ async fn snapshot_xid(client: &tokio_postgres::Client) -> Result<u32, SetupError
 /// Kafka transaction, as a start from scratch would otherwise duplicate
 /// the chunks committed already.
 pub(super) fn records_progress(config: &RunConfig) -> bool {
-    (config.signal_data_collection.is_some() || config.signal_channels.read_only)
-        && config.snapshot_mode != SnapshotMode::InitialOnly
+    config.takes_incremental_snapshots() && config.snapshot_mode != SnapshotMode::InitialOnly
 }
 
 /// How long a checkpoint may wait for Kafka's acknowledgements.

@@ -257,6 +257,11 @@ pub struct Publication<'a> {
     pub read_only: bool,
     /// The operations the run emits (not in `--skipped-operations`).
     pub captured: shape::Operations,
+    /// Whether the run can read rows by snapshot ([`RunConfig::may_snapshot`]):
+    /// without one, a publication that streams less only streams less.
+    ///
+    /// [`RunConfig::may_snapshot`]: crate::config::RunConfig::may_snapshot
+    pub snapshots: bool,
 }
 
 /// Makes sure the server can decode logically and the role may replicate
@@ -315,7 +320,7 @@ pub async fn prepare(
         let (name, options) = (publication.name, publication.options);
         let found =
             shape::mismatches(client, name, options, publication.captured, selection, kept).await?;
-        if let Some(refused) = shape::refuse_or_warn(name, kept, &found) {
+        if let Some(refused) = shape::refuse_or_warn(name, kept, &found, publication.snapshots) {
             return Err(refused);
         }
     }

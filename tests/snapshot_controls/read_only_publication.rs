@@ -214,6 +214,28 @@ async fn modes_that_keep_a_publication_report_what_differs() {
         assert_eq!(s.query_one(&slots).as_deref(), Some("0"), "no slot created");
     }
 
+    // A run that never snapshots streams what the publication carries: a
+    // row filter (one tenant's rows) or an insert-only publication is then
+    // the admin's choice, warned about, not refused.
+    let mut streaming_only = mode("all_tables");
+    streaming_only.extend(["--snapshot-mode", "never"].map(String::from));
+    let (_, findings) = findings_of(&streaming_only, "publication").await;
+    for what in ["row filter", "publishes only inserts"] {
+        let (_, detail, _) = finding(&findings, "warn", what);
+        assert!(
+            detail.contains("takes no snapshot"),
+            "says why it only warns: {detail}"
+        );
+    }
+    assert!(
+        !findings.iter().any(|(status, _, _)| status == "fail"),
+        "nothing refused without a snapshot: {findings:#?}"
+    );
+    let running = s.start_args(streaming_only);
+    s.await_slot().await;
+    running.stop().await;
+    s.sql(&format!("SELECT pg_drop_replication_slot('{}')", s.slot));
+
     // filtered publishes the tables whole and refuses only the publish list.
     let (_, findings) = findings_of(&mode("filtered"), "publication").await;
     let (_, detail, _) = finding(&findings, "fail", "publishes only inserts");

@@ -70,9 +70,11 @@ pub(super) async fn report_shape(
             return;
         }
     };
+    let snapshots = config.may_snapshot();
     for mismatch in &found {
-        let (detail, fix) = (mismatch.detail(publication), mismatch.fix(publication));
-        match mismatch.refuses() {
+        let detail = mismatch.detail_for(publication, snapshots);
+        let fix = mismatch.fix(publication);
+        match mismatch.refuses(snapshots) {
             true => report.fail(check, format!("{detail}; {}", kept.why()), fix),
             false => report.warn(check, detail, fix),
         }

@@ -14,7 +14,10 @@
 //! silently mix the two. Here each difference is named, with the
 //! `ALTER PUBLICATION` an admin runs or the flag that makes the run agree:
 //!
-//! - **refused**, where the topic would hold wrong data:
+//! - **refused**, where the topic would hold wrong data once a snapshot
+//!   reads the table (a run that never snapshots, `--snapshot-mode never`
+//!   without a signal table or `--read-only`, streams what the publication
+//!   carries, as its admin chose, and is only warned):
 //!   - a row filter (`WHERE`, PostgreSQL 15+) on a selected table: a
 //!     snapshot reads every row, the stream only the matching ones, so a
 //!     row outside the filter stays in the topic as the snapshot read it,
@@ -208,13 +211,35 @@ pub enum Mismatch {
 }
 
 impl Mismatch {
-    /// Whether the run must not start: the topic would hold wrong data, not
-    /// only differently shaped records.
-    pub fn refuses(&self) -> bool {
+    /// Whether the topic would hold wrong data, not only differently
+    /// shaped records, once a snapshot reads the table.
+    pub fn spoils_snapshots(&self) -> bool {
         matches!(
             self,
             Mismatch::RowFilter { .. } | Mismatch::Operations { .. }
         )
+    }
+
+    /// Whether the run must not start: it may snapshot (`snapshots`, see
+    /// `RunConfig::may_snapshot`) and a snapshot would make the topic wrong.
+    /// A run that only streams carries what the publication publishes, as
+    /// its admin chose (a row filter to stream one tenant, inserts only).
+    pub fn refuses(&self, snapshots: bool) -> bool {
+        snapshots && self.spoils_snapshots()
+    }
+
+    /// [`Self::detail`], saying so where only taking no snapshot keeps the
+    /// difference from refusing the run.
+    pub fn detail_for(&self, publication: &str, snapshots: bool) -> String {
+        let detail = self.detail(publication);
+        match self.spoils_snapshots() && !snapshots {
+            true => format!(
+                "{detail}. This run takes no snapshot (--snapshot-mode never, no signal table, \
+                 not --read-only), so it streams what the publication carries; a snapshot \
+                 taken later would not agree with it"
+            ),
+            false => detail,
+        }
     }
 
     /// What differs and what it does to the topic.
@@ -472,12 +497,19 @@ pub async fn narrowed_tables(
 }
 
 /// Logs every difference that only changes the records' shape at WARN, and
-/// returns the error listing those that make the data wrong, if any.
-pub fn refuse_or_warn(publication: &str, kept: Kept, found: &[Mismatch]) -> Option<SetupError> {
+/// returns the error listing those that make the data wrong, if any
+/// (`snapshots`: whether the run may snapshot, [`Mismatch::refuses`]).
+pub fn refuse_or_warn(
+    publication: &str,
+    kept: Kept,
+    found: &[Mismatch],
+    snapshots: bool,
+) -> Option<SetupError> {
     let mut refused = Vec::new();
     for mismatch in found {
-        let (detail, fix) = (mismatch.detail(publication), mismatch.fix(publication));
-        match mismatch.refuses() {
+        let detail = mismatch.detail_for(publication, snapshots);
+        let fix = mismatch.fix(publication);
+        match mismatch.refuses(snapshots) {
             true => refused.push(format!("{detail}; {fix}")),
             false => tracing::warn!(publication, fix = %fix, "{detail}"),
         }
@@ -569,7 +601,7 @@ mod tests {
                 filter: "(id > 10)".into()
             }]
         );
-        assert!(found[0].refuses());
+        assert!(found[0].refuses(true));
         let detail = found[0].detail("pub");
         assert!(
             detail.contains("WHERE (id > 10) on \"public\".\"t\""),
@@ -609,7 +641,7 @@ mod tests {
                 columns: vec!["note".into()]
             }]
         );
-        assert!(!found[0].refuses(), "a column list only warns");
+        assert!(!found[0].refuses(true), "a column list only warns");
         assert!(
             found[0]
                 .fix("pub")
@@ -629,7 +661,7 @@ mod tests {
         let published = shape(inserts, false, vec![table("t", None, &[])]);
         let found = compare(&published, &expected(&all));
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].refuses());
+        assert!(found[0].refuses(true));
         let detail = found[0].detail("pub");
         assert!(
             detail.contains("publishes only inserts (publish = 'insert'), not update, delete"),
@@ -664,7 +696,7 @@ mod tests {
         assert_eq!(compare(&published, &expected(&without_p)), vec![]);
         let found = compare(&published, &expected(&all));
         assert_eq!(found, vec![Mismatch::PartitionRoot { published: true }]);
-        assert!(!found[0].refuses());
+        assert!(!found[0].refuses(true));
         assert!(found[0].detail("pub").contains("go to the root's topics"));
         assert!(found[0]
             .fix("pub")
@@ -680,8 +712,18 @@ mod tests {
                 filter: "(id > 10)".into(),
             },
         ];
-        assert!(refuse_or_warn("pub", Kept::ReadOnly, &found[..1]).is_none());
-        let error = refuse_or_warn("pub", Kept::ReadOnly, &found).expect("refused");
+        assert!(refuse_or_warn("pub", Kept::ReadOnly, &found[..1], true).is_none());
+        assert!(
+            refuse_or_warn("pub", Kept::AllTables, &found, false).is_none(),
+            "a run that never snapshots streams what a row filter lets through"
+        );
+        assert!(found[1]
+            .detail_for("pub", false)
+            .contains("takes no snapshot"));
+        assert!(!found[1]
+            .detail_for("pub", true)
+            .contains("takes no snapshot"));
+        let error = refuse_or_warn("pub", Kept::ReadOnly, &found, true).expect("refused");
         let text = error.to_string();
         assert!(
             text.contains("row filter")
@@ -690,7 +732,7 @@ mod tests {
             "{text}"
         );
         assert!(!error.is_retryable());
-        let error = refuse_or_warn("pub", Kept::Disabled, &found).expect("refused");
+        let error = refuse_or_warn("pub", Kept::Disabled, &found, true).expect("refused");
         let text = error.to_string();
         assert!(
             text.contains("--publication-autocreate-mode disabled never alters it"),
