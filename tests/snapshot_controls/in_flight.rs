@@ -76,6 +76,29 @@ pub(super) async fn committed(kafka: &Kafka, s: &Scenario, table: &str) -> Vec<R
     .await
 }
 
+/// The tables' rows, and their topics as a read_committed consumer sees
+/// them once they caught up: every writer transaction touched every table,
+/// so once d's topic holds its last one, so do the others' (one Kafka
+/// transaction each).
+pub(super) async fn committed_tables(
+    kafka: &Kafka,
+    s: &Scenario,
+) -> (Vec<BTreeMap<i64, Json>>, Vec<Vec<Record>>) {
+    let expected: Vec<_> = TABLES.map(|(table, _)| table_state(s, table)).to_vec();
+    let d = wait_for(TIMEOUT, "topic of d to equal the table", || async {
+        let records = committed(kafka, s, "d").await;
+        match latest_by_key(&records) == expected[3] {
+            true => Ok(records),
+            false => Err(format!("{} records", records.len())),
+        }
+    })
+    .await;
+    let mut topics =
+        futures::future::join_all(["a", "b", "c"].map(|table| committed(kafka, s, table))).await;
+    topics.push(d);
+    (expected, topics)
+}
+
 pub(super) fn snapshot_reads(records: &[Record]) -> Vec<(i64, i64)> {
     records
         .iter()
@@ -229,20 +252,7 @@ async fn several_tables_in_flight_under_load_with_a_restart() {
 
     let snapshot_secs = started.elapsed().as_secs_f64();
 
-    // Every writer transaction touched every table: once d's topic holds
-    // its last one, so do the others' (one Kafka transaction each).
-    let expected: Vec<_> = TABLES.map(|(table, _)| table_state(&s, table)).to_vec();
-    let d = wait_for(TIMEOUT, "topic of d to equal the table", || async {
-        let records = committed(kafka, &s, "d").await;
-        match latest_by_key(&records) == expected[3] {
-            true => Ok(records),
-            false => Err(format!("{} records", records.len())),
-        }
-    })
-    .await;
-    let mut topics =
-        futures::future::join_all(["a", "b", "c"].map(|table| committed(kafka, &s, table))).await;
-    topics.push(d);
+    let (expected, topics) = committed_tables(kafka, &s).await;
     let mut summary = Vec::new();
     for (((table, _), expected), records) in TABLES.iter().zip(expected).zip(topics) {
         assert!(

@@ -41,7 +41,7 @@ use super::common::{
     wait_until, ReadUntil, Record, Scenario, TIMEOUT,
 };
 use super::in_flight::{
-    committed, create_tables, first, progress_notes, snapshot_reads, Writer, TABLES,
+    committed_tables, create_tables, first, progress_notes, snapshot_reads, Writer, TABLES,
 };
 use super::read_only::{
     assert_untouched_rows_read, kafka_signal, notification, select_only_role, stale_keys,
@@ -647,20 +647,7 @@ async fn pause_and_kill_9_with_tables_in_flight_read_only_exactly_once() {
     );
     let snapshot_secs = started.elapsed().as_secs_f64();
 
-    // Every writer transaction touched every table: once d's topic holds
-    // its last one, so do the others' (one Kafka transaction each).
-    let expected: Vec<_> = TABLES.map(|(table, _)| table_state(&s, table)).to_vec();
-    let d = wait_for(TIMEOUT, "topic of d to equal the table", || async {
-        let records = committed(kafka, &s, "d").await;
-        match latest_by_key(&records) == expected[3] {
-            true => Ok(records),
-            false => Err(format!("{} records", records.len())),
-        }
-    })
-    .await;
-    let mut topics =
-        futures::future::join_all(["a", "b", "c"].map(|table| committed(kafka, &s, table))).await;
-    topics.push(d);
+    let (expected, topics) = committed_tables(kafka, &s).await;
     let mut summary = Vec::new();
     for (((table, _), expected), records) in TABLES.iter().zip(&expected).zip(&topics) {
         let (reads, again) = check_table(table, expected, records, &[]);

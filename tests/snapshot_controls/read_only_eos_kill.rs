@@ -29,12 +29,12 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde_json::{json, Value as Json};
 
-use super::common::compacted::{latest_by_key, table_state};
+use super::common::compacted::latest_by_key;
 use super::common::process::{ConnectorProcess, LogDir};
 use super::common::{
     read_raw, record_count, wait_for, wait_until, ReadUntil, Record, Scenario, TIMEOUT,
 };
-use super::in_flight::{committed, create_tables, Writer, TABLES};
+use super::in_flight::{committed, committed_tables, create_tables, Writer, TABLES};
 use super::read_only::{
     assert_untouched_rows_read, kafka_signal, select_only_role, stale_keys, with_flag,
 };
@@ -304,20 +304,7 @@ async fn kill_9_during_a_read_only_exactly_once_initial_snapshot_then_resume() {
     );
     let snapshot_secs = started.elapsed().as_secs_f64();
 
-    // Every writer transaction touched every table: once d's topic holds
-    // its last one, so do the others' (one Kafka transaction each).
-    let expected: Vec<_> = TABLES.map(|(table, _)| table_state(&s, table)).to_vec();
-    let d = wait_for(TIMEOUT, "topic of d to equal the table", || async {
-        let records = committed(kafka, &s, "d").await;
-        match latest_by_key(&records) == expected[3] {
-            true => Ok(records),
-            false => Err(format!("{} records", records.len())),
-        }
-    })
-    .await;
-    let mut topics =
-        futures::future::join_all(["a", "b", "c"].map(|table| committed(kafka, &s, table))).await;
-    topics.push(d);
+    let (expected, topics) = committed_tables(kafka, &s).await;
 
     let (mut open_total, mut again_total) = (0, 0);
     let mut summary = Vec::new();
