@@ -37,11 +37,12 @@ use serde_json::{json, Value as Json};
 use super::common::compacted::{latest_by_key, table_state};
 use super::common::process::{ConnectorProcess, LogDir};
 use super::common::{
-    consume_all, hold_for, read_raw, read_raw_from, record_count, topics_matching, wait_for,
-    wait_until, ReadUntil, Record, Scenario, TIMEOUT,
+    consume_all, hold_for, read_raw_from, record_count, topics_matching, wait_for, wait_until,
+    ReadUntil, Record, Scenario, TIMEOUT,
 };
 use super::in_flight::{
-    committed_tables, create_tables, first, progress_notes, snapshot_reads, Writer, TABLES,
+    committed_progress, committed_tables, create_tables, first, progress_notes, snapshot_reads,
+    Writer, TABLES,
 };
 use super::read_only::{
     assert_untouched_rows_read, kafka_signal, notification, select_only_role, stale_keys,
@@ -180,23 +181,11 @@ fn check_table(
 }
 
 /// The newest progress record of connector `prefix` a read_committed
-/// consumer sees, once no record came for a while (the progress topic is
-/// transactional under exactly-once: its offsets count commit markers).
+/// consumer sees, once no record came for a while.
 async fn newest_committed_progress(kafka: &Kafka, prefix: &str) -> Option<Json> {
-    let until = ReadUntil {
-        idle: Some(Duration::from_millis(500)),
-        ..ReadUntil::count(usize::MAX, TIMEOUT)
-    };
-    read_raw(
-        &kafka.bootstrap_servers(),
-        &format!("{prefix}.progress"),
-        until,
-    )
-    .await
-    .into_iter()
-    .filter(|r| r.key.as_deref() == Some(prefix.as_bytes()))
-    .filter_map(|r| serde_json::from_slice(r.value.as_deref()?).ok())
-    .next_back()
+    committed_progress(kafka, prefix, Duration::from_millis(500))
+        .await
+        .pop()
 }
 
 /// Where the progress topic of connector `prefix` ends now, per partition.

@@ -31,10 +31,10 @@ use serde_json::{json, Value as Json};
 
 use super::common::compacted::latest_by_key;
 use super::common::process::{ConnectorProcess, LogDir};
-use super::common::{
-    read_raw, record_count, wait_for, wait_until, ReadUntil, Record, Scenario, TIMEOUT,
+use super::common::{record_count, wait_for, wait_until, Record, Scenario, TIMEOUT};
+use super::in_flight::{
+    committed, committed_progress, committed_tables, create_tables, Writer, TABLES,
 };
-use super::in_flight::{committed, committed_tables, create_tables, Writer, TABLES};
 use super::read_only::{
     assert_untouched_rows_read, kafka_signal, select_only_role, stale_keys, with_flag,
 };
@@ -121,25 +121,6 @@ async fn uncommitted(kafka: &Kafka, topic: &str, idle: Duration) -> Vec<Record> 
     })
     .await
     .expect("consumer thread")
-}
-
-/// The committed records of the progress topic of connector `prefix`
-/// (read_committed, until idle).
-async fn committed_progress(kafka: &Kafka, prefix: &str) -> Vec<Json> {
-    let until = ReadUntil {
-        idle: Some(Duration::from_secs(1)),
-        ..ReadUntil::count(usize::MAX, TIMEOUT)
-    };
-    read_raw(
-        &kafka.bootstrap_servers(),
-        &format!("{prefix}.progress"),
-        until,
-    )
-    .await
-    .into_iter()
-    .filter(|r| r.key.as_deref() == Some(prefix.as_bytes()))
-    .filter_map(|r| serde_json::from_slice(r.value.as_deref()?).ok())
-    .collect()
 }
 
 /// Per table, the initial snapshot rows Kafka holds: committed (what a
@@ -244,7 +225,7 @@ async fn kill_9_during_a_read_only_exactly_once_initial_snapshot_then_resume() {
 
     // What Kafka has of the killed run: the checkpoints before the pause
     // committed, and a transaction left open with the rows sent since.
-    let checkpoints: Vec<Json> = committed_progress(kafka, &s.prefix).await;
+    let checkpoints: Vec<Json> = committed_progress(kafka, &s.prefix, Duration::from_secs(1)).await;
     assert_eq!(
         checkpoints.len(),
         KILL_AT - 1,
