@@ -199,8 +199,13 @@ impl AtLeastOnce {
 /// The partition Kafka's murmur2 partitioner (Java's default, librdkafka's
 /// `murmur2_random` for keyed records) gives `key` among `partitions`.
 pub fn murmur2_partition(key: &[u8], partitions: usize) -> usize {
+    if partitions <= 1 {
+        // The usual topic: no hash to compute (a JSON key with its schema
+        // is a few hundred bytes).
+        return 0;
+    }
     let hash = murmur2::murmur2(key, murmur2::KAFKA_SEED) & 0x7fff_ffff;
-    usize::try_from(hash).unwrap_or(0) % partitions.max(1)
+    usize::try_from(hash).unwrap_or(0) % partitions
 }
 
 /// The read of `topic`'s tails started ahead, once it is done.
@@ -271,9 +276,6 @@ impl Positions {
         state.catch_up(fingerprint);
         let partitions = state.tails.partitions();
         let partition = match &record.key {
-            // The usual topic: no hash to compute (a JSON key with its
-            // schema is a few hundred bytes).
-            Some(_) if partition_keys && partitions == 1 => Some(0),
             Some(key) if partition_keys && partitions > 0 => {
                 Some(murmur2_partition(key, partitions))
             }
