@@ -481,12 +481,11 @@ async fn ensure_publication(
     let with = wanted.options.with_clause();
     // --read-only never creates nor alters it: it is checked as one made
     // beforehand is (`unmanaged`'s module docs).
-    let (mode, kept) = match (wanted.read_only, wanted.options.publication_autocreate_mode) {
-        (true, _) => (PublicationAutocreateMode::Disabled, shape::Kept::ReadOnly),
-        (false, mode @ PublicationAutocreateMode::Disabled) => (mode, shape::Kept::Disabled),
-        (false, mode @ PublicationAutocreateMode::AllTables) => (mode, shape::Kept::AllTables),
-        (false, mode @ PublicationAutocreateMode::Filtered) => (mode, shape::Kept::Filtered),
+    let mode = match wanted.read_only {
+        true => PublicationAutocreateMode::Disabled,
+        false => wanted.options.publication_autocreate_mode,
     };
+    let kept = shape::Kept::of(wanted.read_only, mode);
     match (mode, existing) {
         (
             PublicationAutocreateMode::AllTables | PublicationAutocreateMode::Disabled,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio_postgres::Client;
 
 use super::Report;
-use crate::config::{PublicationAutocreateMode, RunConfig};
+use crate::config::RunConfig;
 use crate::select::Selection;
 use crate::source::setup::shape::{self, Kept};
 use crate::source::{catalog, setup};
@@ -39,11 +39,7 @@ pub(super) async fn check_publication_shape(
     ) {
         return;
     }
-    let kept = match config.publication.publication_autocreate_mode {
-        PublicationAutocreateMode::Disabled => Kept::Disabled,
-        PublicationAutocreateMode::AllTables => Kept::AllTables,
-        PublicationAutocreateMode::Filtered => Kept::Filtered,
-    };
+    let kept = Kept::of(false, config.publication.publication_autocreate_mode);
     report_shape(&client, config, kept, CHECK, report).await;
 }
 

@@ -43,7 +43,7 @@
 use tokio_postgres::Client;
 
 use super::{qualified, query_error, quote_ident, SetupError};
-use crate::config::SkippedOperations;
+use crate::config::{PublicationAutocreateMode, SkippedOperations};
 use crate::select::Selection;
 use crate::source::options::PublicationOptions;
 
@@ -63,6 +63,17 @@ pub enum Kept {
 }
 
 impl Kept {
+    /// What a run in `mode` leaves of an existing publication, or under
+    /// `read_only` (whatever the mode) all of it.
+    pub fn of(read_only: bool, mode: PublicationAutocreateMode) -> Kept {
+        match (read_only, mode) {
+            (true, _) => Kept::ReadOnly,
+            (false, PublicationAutocreateMode::Disabled) => Kept::Disabled,
+            (false, PublicationAutocreateMode::AllTables) => Kept::AllTables,
+            (false, PublicationAutocreateMode::Filtered) => Kept::Filtered,
+        }
+    }
+
     /// What leaves the publication as it is, as the refusal says it.
     pub fn why(&self) -> &'static str {
         match self {
