@@ -11,14 +11,12 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::compacted::{latest_by_key, table_state};
+use common::compacted::{latest_by_key, reads_per_key, records_in, table_state};
 use common::process::{ConnectorProcess, LogDir};
-use common::{
-    consume_all, consume_until_idle, record_count, wait_until, Record, Scenario, TIMEOUT,
-};
+use common::{consume_all, consume_until_idle, wait_until, Record, Scenario, TIMEOUT};
 use pgcdc_testcontainers::{Kafka, Postgres};
 
 const TABLES: [&str; 3] = ["orders", "lines", "parts"];
@@ -40,35 +38,6 @@ async fn read_topic(kafka: &Kafka, topic: &str, exactly_once: bool) -> Vec<Recor
     } else {
         consume_all(&bootstrap, topic, TIMEOUT).await
     }
-}
-
-async fn records_in(kafka: &Kafka, s: &Scenario) -> usize {
-    let mut total = 0;
-    for table in TABLES {
-        total += record_count(&kafka.bootstrap_servers(), &s.topic(table)).await;
-    }
-    total
-}
-
-/// Snapshot reads per key: `(initial, incremental)` counts.
-fn reads_per_key(records: &[Record]) -> BTreeMap<i64, (usize, usize)> {
-    let mut reads: BTreeMap<i64, (usize, usize)> = BTreeMap::new();
-    for r in records {
-        let Some(payload) = r.value.as_ref().map(|v| &v["payload"]) else {
-            continue;
-        };
-        if payload["op"] != "r" {
-            continue;
-        }
-        let id = payload["after"]["id"].as_i64().expect("integer id");
-        let entry = reads.entry(id).or_default();
-        if payload["source"]["snapshot"] == "incremental" {
-            entry.1 += 1;
-        } else {
-            entry.0 += 1;
-        }
-    }
-    reads
 }
 
 async fn kill_9_during_a_snapshot_under_load(name: &str, delivery: &str) {
@@ -148,12 +117,12 @@ async fn kill_9_during_a_snapshot_under_load(name: &str, delivery: &str) {
             &format!("{target} records before kill {kill}"),
             || async {
                 connector.assert_running(&format!("before kill {kill}"));
-                records_in(kafka, &s).await >= target
+                records_in(kafka, &s, &TABLES).await >= target
             },
         )
         .await;
         connector.kill_9();
-        reached = records_in(kafka, &s).await;
+        reached = records_in(kafka, &s, &TABLES).await;
         println!("[{name}] kill {kill}: {reached} records in the topics");
         // This scenario's slots only (the snapshot's working slot is
         // `<slot>_snapshot`): the other test of this file runs beside it on

@@ -7,7 +7,7 @@ use serde_json::{json, Value as Json};
 
 use pgcdc_testcontainers::Kafka;
 
-use super::{consume_all, wait_until, Record, Scenario, TIMEOUT};
+use super::{consume_all, record_count, wait_until, Record, Scenario, TIMEOUT};
 
 /// The latest state per key a compacting consumer would keep: the last
 /// create/update/read wins, a delete or tombstone removes the key.
@@ -61,4 +61,34 @@ pub async fn wait_for_topic_to_equal_table(kafka: &Kafka, s: &Scenario, table: &
         },
     )
     .await;
+}
+
+/// Snapshot reads (`op: "r"`) per key: `(initial, incremental)` counts.
+pub fn reads_per_key(records: &[Record]) -> BTreeMap<i64, (usize, usize)> {
+    let mut reads: BTreeMap<i64, (usize, usize)> = BTreeMap::new();
+    for r in records {
+        let Some(payload) = r.value.as_ref().map(|v| &v["payload"]) else {
+            continue;
+        };
+        if payload["op"] != "r" {
+            continue;
+        }
+        let id = payload["after"]["id"].as_i64().expect("integer id");
+        let entry = reads.entry(id).or_default();
+        match payload["source"]["snapshot"] == "incremental" {
+            true => entry.1 += 1,
+            false => entry.0 += 1,
+        }
+    }
+    reads
+}
+
+/// The records in the topics of `tables` (offsets: under exactly-once,
+/// commit markers and aborted records count too).
+pub async fn records_in(kafka: &Kafka, s: &Scenario, tables: &[&str]) -> usize {
+    let mut total = 0;
+    for table in tables {
+        total += record_count(&kafka.bootstrap_servers(), &s.topic(table)).await;
+    }
+    total
 }

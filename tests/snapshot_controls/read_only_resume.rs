@@ -13,7 +13,7 @@
 //!    killed: the signal's offset must not have been committed, and after
 //!    the restart the snapshot happens, every row of the table once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use pgcdc_kafka::pipeline::fault::PAUSE_BEFORE_SIGNAL_COMMIT;
@@ -23,11 +23,11 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::json;
 
-use super::common::compacted::{latest_by_key, table_state, wait_for_topic_to_equal_table};
-use super::common::process::{ConnectorProcess, LogDir};
-use super::common::{
-    consume_all, consume_until_idle, record_count, wait_until, Record, Scenario, TIMEOUT,
+use super::common::compacted::{
+    latest_by_key, reads_per_key, records_in, table_state, wait_for_topic_to_equal_table,
 };
+use super::common::process::{ConnectorProcess, LogDir};
+use super::common::{consume_all, consume_until_idle, wait_until, Record, Scenario, TIMEOUT};
 use super::read_only::{kafka_signal, select_only_role, with_flag};
 
 const TABLES: [&str; 3] = ["a", "b", "c"];
@@ -36,34 +36,6 @@ const ROWS: i64 = 3_000;
 const FETCH_SIZE: usize = 100;
 const WORKERS: usize = 2;
 const INCREMENTAL_CHUNK: usize = 200;
-
-/// Snapshot reads per key: `(initial, incremental)` counts.
-fn reads_per_key(records: &[Record]) -> BTreeMap<i64, (usize, usize)> {
-    let mut reads: BTreeMap<i64, (usize, usize)> = BTreeMap::new();
-    for r in records {
-        let Some(payload) = r.value.as_ref().map(|v| &v["payload"]) else {
-            continue;
-        };
-        if payload["op"] != "r" {
-            continue;
-        }
-        let id = payload["after"]["id"].as_i64().expect("integer id");
-        let entry = reads.entry(id).or_default();
-        match payload["source"]["snapshot"] == "incremental" {
-            true => entry.1 += 1,
-            false => entry.0 += 1,
-        }
-    }
-    reads
-}
-
-async fn records_in(kafka: &Kafka, s: &Scenario) -> usize {
-    let mut total = 0;
-    for table in TABLES {
-        total += record_count(&kafka.bootstrap_servers(), &s.topic(table)).await;
-    }
-    total
-}
 
 /// Waits until no walsender holds the slot or the snapshot's working slot.
 async fn slots_released(s: &Scenario) {
@@ -184,11 +156,11 @@ async fn read_only_resumes_its_initial_snapshot_and_keeps_a_kafka_signal_across_
     let first = ConnectorProcess::spawn(&args, logs.path(0));
     wait_until(TIMEOUT, "a quarter of the snapshot in kafka", || async {
         first.assert_running("during the initial snapshot");
-        records_in(kafka, &s).await >= total / 4
+        records_in(kafka, &s, &TABLES).await >= total / 4
     })
     .await;
     first.kill_9();
-    let reached = records_in(kafka, &s).await;
+    let reached = records_in(kafka, &s, &TABLES).await;
     assert!(reached < total, "killed mid-snapshot: {reached} records");
     slots_released(&s).await;
     let resumed = ConnectorProcess::spawn(&args, logs.path(1));
