@@ -153,6 +153,25 @@ async fn snapshot_then_stream_equals_the_final_table_under_concurrent_writes() {
         markers.iter().all(|m| *m != "false"),
         "read events carry a snapshot marker"
     );
+    // In the topic's order (one partition): the table's first read says so,
+    // its last too, and every read between them is "true", whichever worker
+    // wrote it and wherever its batch ended.
+    let (first, rest) = markers.split_first().expect("reads");
+    let (last, middle) = rest.split_last().expect("more than one read");
+    assert!(
+        matches!(*first, "first" | "first_in_data_collection"),
+        "the table's first read: {first}"
+    );
+    assert!(
+        matches!(*last, "last" | "last_in_data_collection"),
+        "the table's last read: {last}"
+    );
+    let odd: Vec<(usize, &&str)> = middle
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| **m != "true")
+        .collect();
+    assert!(odd.is_empty(), "reads between first and last: {odd:?}");
     let streamed = records
         .iter()
         .filter(|r| r.value.as_ref().is_some_and(|v| v["payload"]["op"] != "r"))

@@ -153,6 +153,20 @@ impl AvroEncoder {
         }
     }
 
+    /// An encoder with the same settings, registry (whose id cache they
+    /// share) and metrics, and caches of its own: for another task.
+    pub fn fork(&self) -> Self {
+        let mut fork = AvroEncoder::new(
+            self.info.clone(),
+            self.registry.clone(),
+            self.logical,
+            self.subjects,
+        )
+        .with_headers(self.headers.clone());
+        fork.metrics = self.metrics.clone();
+        fork
+    }
+
     /// `value` under a schema a transform derived (an unwrapped row, an
     /// outbox payload or envelope), as `part` of a record on `topic`; `what`
     /// names the records in errors. The schema is registered when it differs

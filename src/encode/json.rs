@@ -151,6 +151,17 @@ impl JsonEncoder {
         self.encode(topic, part, &data.schema, &data.value)
     }
 
+    /// An encoder with the same settings and caches of its own: for
+    /// another task.
+    pub fn fork(&self) -> Self {
+        JsonEncoder::new(
+            self.info.clone(),
+            self.key_schemas,
+            self.value_schemas,
+            self.headers.clone(),
+        )
+    }
+
     /// `value` under a schema a transform derived (an unwrapped row, an
     /// outbox envelope), as `part` of a record on `topic`. The schema is
     /// serialized when it differs from the one last used for that topic and

@@ -161,6 +161,16 @@ impl Encoder {
         }
     }
 
+    /// An encoder writing exactly as this one, for another task (a
+    /// snapshot worker): the same settings, metrics and schema ids, caches
+    /// of its own.
+    pub fn fork(&self) -> Self {
+        match self {
+            Encoder::Json(json) => Encoder::Json(json.fork()),
+            Encoder::Avro(avro) => Encoder::Avro(Box::new(avro.fork())),
+        }
+    }
+
     /// The bytes of `record`, tagged with its transaction `txn`: the one
     /// place where records become bytes. The key is encoded first, then the
     /// value, then the headers (with Avro, each schema is registered the

@@ -31,6 +31,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
@@ -228,7 +229,12 @@ struct BasicAuth {
     password: Secret,
 }
 
-/// A schema registry client with its id cache.
+/// Schema ids by subject, then by schema text.
+type Ids = HashMap<String, HashMap<String, SchemaId>>;
+
+/// A schema registry client with its id cache. Clones share the cache (an
+/// encoder's forks register a schema once between them).
+#[derive(Clone)]
 pub struct SchemaRegistry {
     http: reqwest::Client,
     /// The API base, as configured (with any credentials).
@@ -236,8 +242,15 @@ pub struct SchemaRegistry {
     /// The API base without credentials, for messages.
     shown: String,
     auth: Option<BasicAuth>,
-    /// Ids by subject, then by schema text.
-    ids: HashMap<String, HashMap<String, SchemaId>>,
+    ids: Arc<Mutex<Ids>>,
+}
+
+/// A schema's id, and whether this registration was the first of it by
+/// this client and its clones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    pub id: SchemaId,
+    pub first: bool,
 }
 
 impl fmt::Debug for SchemaRegistry {
@@ -246,7 +259,7 @@ impl fmt::Debug for SchemaRegistry {
         f.debug_struct("SchemaRegistry")
             .field("url", &self.shown)
             .field("user", &self.auth.as_ref().map(|a| a.user.as_str()))
-            .field("subjects_cached", &self.ids.len())
+            .field("subjects_cached", &self.ids().len())
             .finish_non_exhaustive()
     }
 }
@@ -312,7 +325,7 @@ impl SchemaRegistry {
             base,
             shown: shown.to_string(),
             auth,
-            ids: HashMap::new(),
+            ids: Arc::default(),
         })
     }
 
@@ -321,31 +334,41 @@ impl SchemaRegistry {
         &self.shown
     }
 
+    fn ids(&self) -> std::sync::MutexGuard<'_, Ids> {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The cached id of `schema` under `subject`, if it was registered.
     pub fn cached(&self, subject: &str, schema: &str) -> Option<SchemaId> {
-        self.ids.get(subject)?.get(schema).copied()
+        self.ids().get(subject)?.get(schema).copied()
     }
 
     /// Registers `schema` (Avro JSON) under `subject`, or finds it there,
-    /// and returns its id; from the cache when this client did so before.
+    /// and returns its id; from the cache when this client or a clone did
+    /// so before. Clones registering the same new schema at once each ask
+    /// the registry (which gives both the same id); one of them is `first`.
     ///
     /// # Errors
     /// See [`RegistryError`]; [`RegistryError::is_retryable`] tells whether
     /// the registry may accept it later.
     pub async fn register(
-        &mut self,
+        &self,
         subject: &str,
         schema: &str,
-    ) -> Result<SchemaId, RegistryError> {
+    ) -> Result<Registration, RegistryError> {
         if let Some(id) = self.cached(subject, schema) {
-            return Ok(id);
+            return Ok(Registration { id, first: false });
         }
         let id = self.post_version(subject, schema).await?;
-        self.ids
+        let earlier = self
+            .ids()
             .entry(subject.to_owned())
             .or_default()
             .insert(schema.to_owned(), id);
-        Ok(id)
+        Ok(Registration {
+            id,
+            first: earlier.is_none(),
+        })
     }
 
     async fn post_version(&self, subject: &str, schema: &str) -> Result<SchemaId, RegistryError> {
@@ -511,15 +534,21 @@ mod tests {
         ])
         .await;
         let auth: Secret = "alice:s3cr:et".parse().expect("secret");
-        let mut registry = SchemaRegistry::new(&url, Some(&auth), None)
+        let registry = SchemaRegistry::new(&url, Some(&auth), None)
             .await
             .expect("client");
         assert!(!format!("{registry:?}").contains("s3cr"));
-        let id = registry
+        let first = registry
             .register("app.public.t-value", "\"int\"")
             .await
             .expect("registered");
-        assert_eq!(id, SchemaId(7));
+        assert_eq!(
+            first,
+            Registration {
+                id: SchemaId(7),
+                first: true
+            }
+        );
         let request = requests.recv().await.expect("request");
         assert!(
             request
@@ -532,20 +561,26 @@ mod tests {
             "{request}"
         );
         assert!(request.ends_with(r#"{"schema":"\"int\""}"#), "{request}");
-        // Cached: no second request for the same subject and schema.
+        // Cached, in a clone too: no second request for the same subject
+        // and schema, and not the first registration.
         assert_eq!(
             registry
+                .clone()
                 .register("app.public.t-value", "\"int\"")
                 .await
                 .expect("cached"),
-            SchemaId(7)
+            Registration {
+                id: SchemaId(7),
+                first: false
+            }
         );
         // A new schema for the same subject is registered; subjects are escaped.
         assert_eq!(
             registry
                 .register("a b/c-value", "\"long\"")
                 .await
-                .expect("registered"),
+                .expect("registered")
+                .id,
             SchemaId(8)
         );
         let request = requests.recv().await.expect("request");
@@ -568,7 +603,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         drop(listener);
-        let mut registry = SchemaRegistry::new(&url, None, None).await.expect("client");
+        let registry = SchemaRegistry::new(&url, None, None).await.expect("client");
         let error = registry
             .register("s", "\"int\"")
             .await
@@ -599,7 +634,7 @@ mod tests {
     async fn credentials_in_the_url_become_basic_auth() {
         let (url, mut requests) = fake_registry(vec![r#"200 {"id":1}"#]).await;
         let url = url.replacen("http://", "http://bob:p%40ss@", 1);
-        let mut registry = SchemaRegistry::new(&url, None, None).await.expect("client");
+        let registry = SchemaRegistry::new(&url, None, None).await.expect("client");
         assert!(!registry.url().contains("bob"), "{}", registry.url());
         assert!(!format!("{registry:?}").contains("p%40ss"), "{registry:?}");
         registry.register("s", "\"int\"").await.expect("registered");

@@ -51,9 +51,11 @@ use crate::source::snapshot_select::SnapshotSelect;
 
 mod emission;
 mod resume;
+mod writing;
 
 use emission::{spawn_readers, Emission, Job, TableProgress, Work};
 pub(super) use resume::{interrupted, resume, Interrupted};
+use writing::{RowSource, RowWriter};
 
 /// A slot created with an exported snapshot, and the session that exports it.
 pub(super) struct ExportedSlot {
@@ -77,6 +79,8 @@ pub enum SnapshotError {
     Read(#[from] SnapshotReadError),
     #[error("a snapshot worker stopped unexpectedly")]
     WorkerGone,
+    #[error("a snapshot row's record had to be written again with another marker, but the row was not kept; this is a bug in pgcdc-kafka")]
+    RowNotKept,
     #[error("an interrupted initial snapshot can be resumed only as an incremental snapshot, which needs --signal-data-collection or --read-only; run with the signal table (or --read-only) it was started with until it completes")]
     ResumeWithoutSignalTable,
 }
@@ -91,7 +95,8 @@ impl SnapshotError {
             }
             SnapshotError::Read(SnapshotReadError::Format(_))
             | SnapshotError::UnexpectedReply { .. }
-            | SnapshotError::ResumeWithoutSignalTable => false,
+            | SnapshotError::ResumeWithoutSignalTable
+            | SnapshotError::RowNotKept => false,
             SnapshotError::WorkerGone => true,
         }
     }
@@ -297,17 +302,21 @@ pub(super) async fn emit_snapshot(
         resumable = checkpoints,
         "snapshot started"
     );
-    let xid = snapshot_xid(&clients[0]).await?;
+    let source = RowSource {
+        point: exported.consistent_point,
+        xid: snapshot_xid(&clients[0]).await?,
+        txn: stream.delivery.begin(),
+    };
     let relations: Arc<Vec<Relation>> =
         Arc::new(tables.iter().map(|t| t.relation.clone()).collect());
-    let (mut rx, handles) = spawn_readers(clients, jobs, &relations);
+    let relation_ids: Vec<u32> = relations.iter().map(|r| r.id).collect();
+    let writers = RowWriter::for_workers(stream, &relation_ids, source, clients.len())?;
+    let (mut rx, handles) = spawn_readers(clients, writers, jobs, &relations);
 
     let mut emission = Emission {
-        relation_ids: relations.iter().map(|r| r.id).collect(),
+        relation_ids,
         tables,
-        txn: stream.delivery.begin(),
-        point: exported.consistent_point,
-        xid,
+        source,
         rows: 0,
         held_last: None,
         first_overall: true,
@@ -330,8 +339,8 @@ pub(super) async fn emit_snapshot(
         let Some(work) = work else { break };
         match work? {
             Work::Rows { table, rows } => {
-                for tuple in rows {
-                    emission.row(stream, table, tuple).await?;
+                for row in rows {
+                    emission.row(stream, table, row).await?;
                 }
             }
             Work::ChunkDone { table, last } => {
@@ -350,7 +359,9 @@ pub(super) async fn emit_snapshot(
     // The snapshot's own Kafka transaction (exactly-once) holds at least
     // its commit, even when a checkpoint just committed every row.
     stream.delivery.open_batch()?;
-    stream.delivery.commit(emission.txn, emission.point);
+    stream
+        .delivery
+        .commit(emission.source.txn, emission.source.point);
     tracing::info!(
         rows = emission.rows,
         tables = total_tables,
@@ -374,7 +385,7 @@ async fn checkpoint(
     fault::snapshot_checkpoint_due().await;
     let names = stream.config.names();
     let record = ProgressRecord {
-        lsn: emission.point,
+        lsn: emission.source.point,
         snapshot: false,
         transactions: 0,
         written_at_ms: now_ms(),

@@ -34,10 +34,12 @@ mod spool;
 mod streamed;
 #[cfg(test)]
 mod tests;
+mod writer;
 
 pub use metadata::HeartbeatError;
 pub use spool::SpoolError;
 pub use streamed::StreamedError;
+pub(super) use writer::ChangeWriter;
 
 /// The transaction being read (between Begin and Commit).
 struct OpenTxn {

@@ -94,7 +94,7 @@ pub enum RowErrorKind {
 }
 
 /// The tables seen on the stream, by relation id.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RelationCache {
     options: ValueOptions,
     types: TypeRegistry,

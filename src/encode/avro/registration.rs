@@ -20,7 +20,7 @@ use futures::future::BoxFuture;
 use super::evolution;
 use super::{schema, AvroEncoder, EncodeError, RecordPart};
 use crate::encode::options::SubjectNameStrategy;
-use crate::encode::registry::{RegistryError, SchemaId};
+use crate::encode::registry::{Registration, RegistryError, SchemaId};
 use crate::event::envelope;
 use crate::event::metadata::MetadataKind;
 use crate::event::value::{ConnectSchema, ConnectType};
@@ -228,19 +228,18 @@ impl AvroEncoder {
                 source,
             })?;
         let subject = self.subject(target.topic, part, connect);
-        let known = self.registry.cached(&subject, &avro.json).is_some();
         // Boxed: the HTTP future is large and registering is rare; inline, it
         // would be copied with every encode future, on the hot path too.
         let registered = Box::pin(self.registry.register(&subject, &avro.json)).await;
         if let Some(metrics) = &self.metrics {
             match &registered {
-                Ok(_) if !known => metrics.schema_registered(),
+                Ok(registration) if registration.first => metrics.schema_registered(),
                 Ok(_) => {}
                 Err(_) => metrics.schema_registry_error(),
             }
         }
-        let id = match registered {
-            Ok(id) => id,
+        let Registration { id, first } = match registered {
+            Ok(registration) => registration,
             Err(RegistryError::Incompatible { message, .. }) => {
                 return Err(EncodeError::Incompatible {
                     part,
@@ -260,7 +259,7 @@ impl AvroEncoder {
                 })
             }
         };
-        if !known {
+        if first {
             tracing::debug!(%subject, schema_id = %id, "schema registered");
         }
         Ok(Registered {

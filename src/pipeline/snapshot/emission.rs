@@ -28,10 +28,10 @@ use tokio::sync::mpsc;
 
 use super::super::incremental::{chunk_query, key_of};
 use super::super::stream::{now_micros, Stream};
+use super::writing::{read_event, Batch, ReadRow, RowSource, RowWriter};
 use super::{PipelineError, SnapshotError};
 use crate::checkpoint::TxnId;
-use crate::event::{ChangeEvent, Op, SnapshotMarker, SnapshotPosition, SourceInfo, UnmappedKey};
-use crate::lsn::Lsn;
+use crate::event::{Op, SnapshotMarker, SnapshotPosition, SourceInfo};
 use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
 use crate::progress::SnapshotProgress;
 use crate::sink::transactional::InitialSnapshotProgress;
@@ -49,8 +49,9 @@ const ROW_BATCHES_QUEUED: usize = 8;
 /// What workers send the emitter.
 pub(super) enum Work {
     /// Rows in the order read, up to [`ROW_BATCH`] (one channel send per
-    /// batch, not per row: the per-row wake-ups cost more than the rows).
-    Rows { table: usize, rows: Vec<Tuple> },
+    /// batch, not per row: the per-row wake-ups cost more than the rows),
+    /// most of them written already ([`super::writing`]).
+    Rows { table: usize, rows: Vec<ReadRow> },
     /// A chunk of `table` was read; `last`: it was the table's last (known
     /// to the reader of a keyed table; a page range says `false` and the
     /// emitter counts them).
@@ -91,8 +92,9 @@ pub(super) struct TableProgress {
     pub rows: u64,
     /// The key of the last row handed to Kafka: every row up to it was.
     pub sent_key: Option<KeyText>,
-    /// The newest row, held back until we know whether it is the table's last.
-    pub pending: Option<(Tuple, bool)>,
+    /// The newest row, held back until we know whether it is the table's
+    /// last; whether it is the table's first.
+    pub pending: Option<(ReadRow, bool)>,
 }
 
 impl TableProgress {
@@ -112,21 +114,22 @@ impl TableProgress {
     }
 }
 
-/// One reader task per client, each taking jobs off the end of the shared
-/// queue until it is empty and sending their rows (and a `ChunkDone` per chunk) to the
-/// channel returned.
+/// What workers send, or why one stopped.
+type Sent = Result<Work, PipelineError>;
+
+/// One reader task per client (each with its writer), each taking jobs off
+/// the end of the shared queue until it is empty and sending their rows
+/// (and a `ChunkDone` per chunk) to the channel returned.
 pub(super) fn spawn_readers(
     clients: Vec<tokio_postgres::Client>,
+    writers: Vec<RowWriter>,
     jobs: Vec<Job>,
     relations: &Arc<Vec<Relation>>,
-) -> (
-    mpsc::Receiver<Result<Work, SnapshotError>>,
-    Vec<tokio::task::JoinHandle<()>>,
-) {
+) -> (mpsc::Receiver<Sent>, Vec<tokio::task::JoinHandle<()>>) {
     let queue = Arc::new(Mutex::new(jobs));
-    let (tx, rx) = mpsc::channel::<Result<Work, SnapshotError>>(ROW_BATCHES_QUEUED);
+    let (tx, rx) = mpsc::channel::<Sent>(ROW_BATCHES_QUEUED);
     let mut handles = Vec::new();
-    for client in clients {
+    for (client, mut writer) in clients.into_iter().zip(writers) {
         let queue = Arc::clone(&queue);
         let relations = Arc::clone(relations);
         let tx = tx.clone();
@@ -134,7 +137,12 @@ pub(super) fn spawn_readers(
             loop {
                 let job = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
                 let Some(job) = job else { break };
-                if let Err(error) = read_job(&client, &relations, job, &tx).await {
+                let reader = Reader {
+                    client: &client,
+                    writer: &mut writer,
+                    tx: &tx,
+                };
+                if let Err(error) = reader.read_job(&relations, job).await {
                     let _ = tx.send(Err(error)).await;
                     break;
                 }
@@ -145,100 +153,112 @@ pub(super) fn spawn_readers(
     (rx, handles)
 }
 
-async fn read_job(
-    client: &tokio_postgres::Client,
-    relations: &[Relation],
-    job: Job,
-    tx: &mpsc::Sender<Result<Work, SnapshotError>>,
-) -> Result<(), SnapshotError> {
-    match job {
-        Job::Pages { table, range } => {
-            let relation = &relations[table];
-            let statement = reader::copy_statement(relation, range);
-            read_chunk(client, relation, table, statement, None, tx).await?;
-            send(tx, Work::ChunkDone { table, last: false }).await
-        }
-        Job::Statement { table, copy } => {
-            read_chunk(client, &relations[table], table, copy, None, tx).await?;
-            send(tx, Work::ChunkDone { table, last: false }).await
-        }
-        Job::Keyed {
-            table,
-            key_positions,
-            mut after,
-            fetch_size,
-        } => {
-            let relation = &relations[table];
-            let key_names: Vec<&str> = key_positions
-                .iter()
-                .map(|&p| relation.columns[p].name.as_str())
-                .collect();
-            loop {
-                let select = chunk_query(relation, &key_names, after.as_ref(), fetch_size, None);
-                let statement = format!("COPY ({select}) TO STDOUT");
-                let (rows, last_key) =
-                    read_chunk(client, relation, table, statement, Some(&key_positions), tx)
+/// One worker at a job: its connection, its writer, the emitter's channel.
+struct Reader<'a> {
+    client: &'a tokio_postgres::Client,
+    writer: &'a mut RowWriter,
+    tx: &'a mpsc::Sender<Sent>,
+}
+
+impl Reader<'_> {
+    async fn read_job(mut self, relations: &[Relation], job: Job) -> Result<(), PipelineError> {
+        match job {
+            Job::Pages { table, range } => {
+                let relation = &relations[table];
+                let statement = reader::copy_statement(relation, range);
+                self.read_chunk(relation, table, statement, None).await?;
+                self.send(Work::ChunkDone { table, last: false }).await
+            }
+            Job::Statement { table, copy } => {
+                self.read_chunk(&relations[table], table, copy, None)
+                    .await?;
+                self.send(Work::ChunkDone { table, last: false }).await
+            }
+            Job::Keyed {
+                table,
+                key_positions,
+                mut after,
+                fetch_size,
+            } => {
+                let relation = &relations[table];
+                let key_names: Vec<&str> = key_positions
+                    .iter()
+                    .map(|&p| relation.columns[p].name.as_str())
+                    .collect();
+                loop {
+                    let select =
+                        chunk_query(relation, &key_names, after.as_ref(), fetch_size, None);
+                    let statement = format!("COPY ({select}) TO STDOUT");
+                    let (rows, last_key) = self
+                        .read_chunk(relation, table, statement, Some(&key_positions))
                         .await?;
-                let last = rows < u64::from(fetch_size) || last_key.is_none();
-                send(tx, Work::ChunkDone { table, last }).await?;
-                if last {
-                    return Ok(());
+                    let last = rows < u64::from(fetch_size) || last_key.is_none();
+                    self.send(Work::ChunkDone { table, last }).await?;
+                    if last {
+                        return Ok(());
+                    }
+                    after = last_key;
                 }
-                after = last_key;
             }
         }
     }
-}
 
-async fn send(
-    tx: &mpsc::Sender<Result<Work, SnapshotError>>,
-    work: Work,
-) -> Result<(), SnapshotError> {
-    tx.send(Ok(work))
-        .await
-        .map_err(|_| SnapshotError::WorkerGone)
-}
+    async fn send(&self, work: Work) -> Result<(), PipelineError> {
+        self.tx
+            .send(Ok(work))
+            .await
+            .map_err(|_| SnapshotError::WorkerGone.into())
+    }
 
-/// Reads one chunk with `statement` (a COPY of `relation`'s columns) and
-/// sends its rows; returns how many, and the key of the last one when
-/// `key_positions` are given.
-async fn read_chunk(
-    client: &tokio_postgres::Client,
-    relation: &Relation,
-    table: usize,
-    statement: String,
-    key_positions: Option<&[usize]>,
-    tx: &mpsc::Sender<Result<Work, SnapshotError>>,
-) -> Result<(u64, Option<KeyText>), SnapshotError> {
-    let rows = reader::copy_select(client, relation, statement)
-        .await
-        .map_err(|e| match e {
-            SetupError::Query { action, error } => SnapshotError::Read(SnapshotReadError::Copy {
-                table: action,
-                error,
-            }),
-            _ => SnapshotError::WorkerGone,
-        })?;
-    futures::pin_mut!(rows);
-    let mut batch = Vec::with_capacity(ROW_BATCH);
-    let mut count = 0u64;
-    let mut last_key = None;
-    while let Some(row) = rows.next().await {
-        let row = row?;
-        count += 1;
-        if batch.len() == ROW_BATCH {
-            let rows = std::mem::replace(&mut batch, Vec::with_capacity(ROW_BATCH));
-            send(tx, Work::Rows { table, rows }).await?;
+    /// Reads one chunk with `statement` (a COPY of `relation`'s columns)
+    /// and sends its rows, written; returns how many, and the key of the
+    /// last one when `key_positions` are given.
+    async fn read_chunk(
+        &mut self,
+        relation: &Relation,
+        table: usize,
+        statement: String,
+        key_positions: Option<&[usize]>,
+    ) -> Result<(u64, Option<KeyText>), PipelineError> {
+        let rows = reader::copy_select(self.client, relation, statement)
+            .await
+            .map_err(|e| match e {
+                SetupError::Query { action, error } => {
+                    SnapshotError::Read(SnapshotReadError::Copy {
+                        table: action,
+                        error,
+                    })
+                }
+                _ => SnapshotError::WorkerGone,
+            })?;
+        futures::pin_mut!(rows);
+        let mut batch = Batch::with_capacity(ROW_BATCH);
+        let mut count = 0u64;
+        while let Some(row) = rows.next().await {
+            let row = row.map_err(SnapshotError::from)?;
+            count += 1;
+            if batch.len() == ROW_BATCH {
+                let rows = batch.take(key_positions);
+                self.send(Work::Rows { table, rows }).await?;
+            }
+            if self.writer.writes(table) {
+                let record = self.writer.write(table, &row).await?;
+                batch.push_written(record, row);
+            } else {
+                batch.push_read(row);
+            }
         }
-        batch.push(row);
+        // A batch is sent before a row is added, so the chunk's last row is
+        // in it.
+        let last_key = key_positions
+            .zip(batch.last())
+            .and_then(|(positions, row)| key_of(row, positions));
+        if batch.len() > 0 {
+            let rows = batch.take(key_positions);
+            self.send(Work::Rows { table, rows }).await?;
+        }
+        Ok((count, last_key))
     }
-    if let (Some(positions), Some(row)) = (key_positions, batch.last()) {
-        last_key = key_of(row, positions);
-    }
-    if !batch.is_empty() {
-        send(tx, Work::Rows { table, rows: batch }).await?;
-    }
-    Ok((count, last_key))
 }
 
 /// The snapshot's rows on their way out, with what their markers need: a
@@ -249,36 +269,48 @@ async fn read_chunk(
 pub(super) struct Emission {
     pub tables: Vec<TableProgress>,
     pub relation_ids: Vec<u32>,
-    pub txn: TxnId,
-    pub point: Lsn,
-    /// `source.txId` of every row: the oldest transaction the snapshot does not see.
-    pub xid: u32,
+    pub source: RowSource,
     pub rows: u64,
-    pub held_last: Option<(usize, Tuple)>,
+    pub held_last: Option<(usize, ReadRow)>,
     pub first_overall: bool,
     pub progress: SnapshotProgress,
 }
 
 impl Emission {
+    /// Hands `row` of `table` to Kafka as a row at `marker`: the record a
+    /// worker wrote when that is a row in the middle, else a record written
+    /// here from the row as read.
     async fn emit(
         &mut self,
         stream: &mut Stream<'_>,
         table: usize,
-        row: &Tuple,
+        row: ReadRow,
         marker: SnapshotMarker,
     ) -> Result<(), PipelineError> {
-        let source = SourceInfo {
-            origin: None,
-            commit_time_micros: now_micros(),
-            xid: self.xid,
-            lsn: self.point,
-            last_commit_lsn: None,
-            snapshot: marker,
-        };
-        emit_row(stream, self.relation_ids[table], row, source, self.txn).await?;
         let t = &mut self.tables[table];
-        if let Some(positions) = &t.key_positions {
-            t.sent_key = key_of(row, positions);
+        let key = match row {
+            ReadRow::Written { record, tuple, key } if marker == SnapshotMarker::True => {
+                stream
+                    .send_written(&t.name, Op::Read, record, false)
+                    .await?;
+                key.or_else(|| {
+                    tuple
+                        .zip(t.key_positions.as_ref())
+                        .and_then(|(r, p)| key_of(&r, p))
+                })
+            }
+            row => {
+                let tuple = row.tuple().ok_or(SnapshotError::RowNotKept)?;
+                let source = self.source.at(now_micros(), marker);
+                let txn = self.source.txn;
+                emit_row(stream, self.relation_ids[table], tuple, source, txn).await?;
+                t.key_positions.as_ref().and_then(|p| key_of(tuple, p))
+            }
+        };
+        // A row written in the middle of a batch keeps no key: the batch's
+        // row before its last, emitted before the next checkpoint, does.
+        if key.is_some() {
+            t.sent_key = key;
         }
         Ok(())
     }
@@ -289,7 +321,7 @@ impl Emission {
         &mut self,
         stream: &mut Stream<'_>,
         table: usize,
-        tuple: Tuple,
+        row: ReadRow,
     ) -> Result<(), PipelineError> {
         let t = &mut self.tables[table];
         t.rows += 1;
@@ -301,7 +333,7 @@ impl Emission {
             );
         }
         let t = &mut self.tables[table];
-        let previous = t.pending.replace((tuple, t.rows == 1));
+        let previous = t.pending.replace((row, t.rows == 1));
         self.rows += 1;
         self.progress.row();
         if let Some((row, first_in_table)) = previous {
@@ -311,7 +343,7 @@ impl Emission {
                 first_in_table,
                 ..SnapshotPosition::default()
             });
-            self.emit(stream, table, &row, marker).await?;
+            self.emit(stream, table, row, marker).await?;
         }
         Ok(())
     }
@@ -346,12 +378,11 @@ impl Emission {
             // The previously completed table's last row is no longer the snapshot's last.
             if let Some((held_table, held_row)) = self.held_last.take() {
                 let marker = SnapshotMarker::LastInDataCollection;
-                self.emit(stream, held_table, &held_row, marker).await?;
+                self.emit(stream, held_table, held_row, marker).await?;
             }
             if first_in_table && std::mem::take(&mut self.first_overall) {
                 // A one-row table that is also the first: emit now, as "first".
-                self.emit(stream, table, &row, SnapshotMarker::First)
-                    .await?;
+                self.emit(stream, table, row, SnapshotMarker::First).await?;
             } else {
                 self.held_last = Some((table, row));
             }
@@ -376,7 +407,7 @@ impl Emission {
     /// Every table was read: the row held last is the snapshot's last.
     pub async fn last(&mut self, stream: &mut Stream<'_>) -> Result<(), PipelineError> {
         if let Some((table, row)) = self.held_last.take() {
-            self.emit(stream, table, &row, SnapshotMarker::Last).await?;
+            self.emit(stream, table, row, SnapshotMarker::Last).await?;
         }
         Ok(())
     }
@@ -401,6 +432,8 @@ impl Emission {
     }
 }
 
+/// Writes the record of `tuple`, a row of relation `relation_id`, here
+/// (with its `source`) and sends it.
 async fn emit_row(
     stream: &mut Stream<'_>,
     relation_id: u32,
@@ -409,23 +442,7 @@ async fn emit_row(
     txn: TxnId,
 ) -> Result<(), PipelineError> {
     let schema = Arc::clone(stream.relations.get(relation_id, source.lsn)?);
-    let row = stream
-        .relations
-        .decode_read_row(&schema, tuple, source.lsn)?;
-    let unmapped_key = UnmappedKey {
-        before: None,
-        after: stream
-            .relations
-            .unmapped_key(&schema, Some(tuple), source.lsn)?,
-    };
-    let event = ChangeEvent {
-        table: schema,
-        op: Op::Read,
-        before: None,
-        after: Some(row),
-        source,
-        unmapped_key,
-    };
+    let event = read_event(&stream.relations, &schema, tuple, source)?;
     stream.send_event(&event, Vec::new(), false, txn).await
 }
 
@@ -436,6 +453,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
+    use crate::lsn::Lsn;
     use crate::source::pgoutput::{Datum, ReplicaIdentity};
 
     fn table(name: &str, keyed: bool) -> TableProgress {
@@ -449,17 +467,21 @@ mod tests {
         TableProgress::new(relation, keyed.then(|| vec![0]), 0)
     }
 
-    fn row(id: &str) -> Tuple {
-        Tuple(vec![Datum::Text(Bytes::copy_from_slice(id.as_bytes()))])
+    fn row(id: &str) -> ReadRow {
+        ReadRow::Read(Tuple(vec![Datum::Text(Bytes::copy_from_slice(
+            id.as_bytes(),
+        ))]))
     }
 
     fn emission(tables: Vec<TableProgress>) -> Emission {
         Emission {
             relation_ids: tables.iter().map(|t| t.relation.id).collect(),
             tables,
-            txn: TxnId::from_u64(1),
-            point: Lsn::new(16),
-            xid: 0,
+            source: RowSource {
+                point: Lsn::new(16),
+                xid: 0,
+                txn: TxnId::from_u64(1),
+            },
             rows: 0,
             held_last: None,
             first_overall: false,

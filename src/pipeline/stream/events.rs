@@ -18,7 +18,6 @@ use crate::event::{
     UnmappedKey,
 };
 use crate::lsn::Lsn;
-use crate::sink::EncodedRecord;
 use crate::source::pgoutput::{LogicalMessage, OldTuple, Tuple};
 use crate::source::relation::{RelationCache, RowError};
 use crate::source::setup;
@@ -310,28 +309,8 @@ impl Stream<'_> {
             .encoder
             .encode(super::renamed(&self.renames, record), txn)
             .await?;
-        let key_bytes = record.key.as_ref().map_or(0, Vec::len);
-        let mut bytes = key_bytes + record.value.as_ref().map_or(0, Vec::len);
-        // The tombstone: the same key and headers, encoded once, and no
-        // value (Debezium's tombstone is its delete's `newRecord` with the
-        // delete's headers).
-        let tombstone = tombstone.then(|| EncodedRecord {
-            topic: Arc::clone(&record.topic),
-            key: record.key.clone(),
-            value: None,
-            headers: record.headers.clone(),
-            txn,
-            partition: None,
-        });
-        self.delivery.send(record).await?;
-        self.summary.events += 1;
-        if let Some(tombstone) = tombstone {
-            self.delivery.send(tombstone).await?;
-            bytes += key_bytes;
-        }
-        self.metrics
-            .event(&event.table.qualified_name, event.op.code(), bytes);
-        Ok(())
+        self.send_written(&event.table.qualified_name, event.op, record, tombstone)
+            .await
     }
 
     /// The records a transform (outbox, unwrap) makes of `event`, all in
