@@ -11,6 +11,7 @@
 //! Schemas are serialized once per table version and spliced into each
 //! message, so the hot path only serializes payloads.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -28,7 +29,7 @@ use crate::sink::EncodedRecord;
 pub(super) mod connect;
 pub(super) mod write;
 
-use connect::enveloped;
+use connect::{enveloped, enveloped_in};
 pub use connect::{schema_json, value_json};
 
 /// Serialized key and value schemas of records that do not depend on a
@@ -52,6 +53,10 @@ struct CachedSchemas {
     table: Arc<TableSchema>,
     key: Option<String>,
     envelope: String,
+    /// What the table's last envelope held besides its schema: the next
+    /// one's buffer is sized from it, so rows of a similar size never grow
+    /// (and copy) theirs.
+    payload: usize,
 }
 
 /// Writes records as Kafka Connect's JsonConverter does.
@@ -293,13 +298,20 @@ impl JsonEncoder {
         transaction: Option<&TransactionBlock>,
         now_micros: i64,
     ) -> Vec<u8> {
-        let schema = cached(&mut self.cache, &event.table).envelope.as_str();
+        let value_schemas = self.value_schemas;
         let info = &self.info;
-        enveloped(Some(schema).filter(|_| self.value_schemas), |out| {
+        let cached = cached(&mut self.cache, &event.table);
+        let schema = Some(cached.envelope.as_str()).filter(|_| value_schemas);
+        let schema_len = schema.map_or(0, str::len);
+        // An eighth more than the last one: most rows then fit.
+        let capacity = cached.payload + cached.payload / 8;
+        let out = enveloped_in(schema, capacity, |out| {
             write::write_envelope(out, event, info, transaction, now_micros);
             true
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+        cached.payload = out.len().saturating_sub(schema_len);
+        out
     }
 }
 
@@ -307,22 +319,24 @@ impl JsonEncoder {
 fn cached<'a>(
     cache: &'a mut HashMap<u32, CachedSchemas>,
     table: &Arc<TableSchema>,
-) -> &'a CachedSchemas {
-    let stale = cache
-        .get(&table.relation_id)
-        .is_none_or(|c| !Arc::ptr_eq(&c.table, table));
-    if stale {
-        let cached = CachedSchemas {
-            table: Arc::clone(table),
-            key: table
-                .key_schema
-                .as_ref()
-                .map(|k| schema_json(k, None).to_string()),
-            envelope: schema_json(&table.envelope_schema, None).to_string(),
-        };
-        cache.insert(table.relation_id, cached);
+) -> &'a mut CachedSchemas {
+    let fresh = || CachedSchemas {
+        table: Arc::clone(table),
+        key: table
+            .key_schema
+            .as_ref()
+            .map(|k| schema_json(k, None).to_string()),
+        envelope: schema_json(&table.envelope_schema, None).to_string(),
+        payload: 512,
+    };
+    match cache.entry(table.relation_id) {
+        Entry::Occupied(entry) if Arc::ptr_eq(&entry.get().table, table) => entry.into_mut(),
+        Entry::Occupied(mut entry) => {
+            entry.insert(fresh());
+            entry.into_mut()
+        }
+        Entry::Vacant(entry) => entry.insert(fresh()),
     }
-    &cache[&table.relation_id]
 }
 
 #[cfg(test)]

@@ -72,7 +72,17 @@ pub(in crate::encode) fn enveloped(
     schema: Option<&str>,
     payload: impl FnOnce(&mut Vec<u8>) -> bool,
 ) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(schema.map_or(0, str::len) + 512);
+    enveloped_in(schema, 512, payload)
+}
+
+/// As [`enveloped`], in a buffer with room for `payload_capacity` bytes
+/// besides the schema (a buffer that grows copies what it holds).
+pub(in crate::encode) fn enveloped_in(
+    schema: Option<&str>,
+    payload_capacity: usize,
+    payload: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(schema.map_or(0, str::len) + payload_capacity);
     if let Some(schema) = schema {
         out.extend_from_slice(b"{\"schema\":");
         out.extend_from_slice(schema.as_bytes());
