@@ -332,15 +332,17 @@ impl AvroEncoder {
         now_micros: i64,
     ) -> Result<Vec<u8>, EncodeError> {
         let logical = self.logical;
-        let info = self.info.clone();
-        let schemas = self.table_schemas(&event.table).await?;
+        self.table_schemas(&event.table).await?;
+        // Looked up again beside the connector info, which the lookup's
+        // borrow of the whole encoder would otherwise make a clone of.
+        let (schemas, info) = (&self.tables[&event.table.relation_id], &self.info);
         let registered = &schemas.value;
         let mut out = wire_header(registered);
         let direct = write::write_envelope(
             &mut out,
             &registered.connect,
             event,
-            &info,
+            info,
             transaction,
             now_micros,
             logical,
@@ -348,7 +350,7 @@ impl AvroEncoder {
         if direct.is_ok() {
             return Ok(out);
         }
-        let value = envelope::envelope_value(event, &info, transaction, now_micros);
+        let value = envelope::envelope_value(event, info, transaction, now_micros);
         write(
             registered,
             value,

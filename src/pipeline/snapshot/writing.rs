@@ -107,8 +107,9 @@ impl RowSource {
 pub(super) struct RowWriter {
     relations: Arc<RelationCache>,
     /// By table index: the schema of a table whose records the worker
-    /// writes (its own copy, so the workers do not share its reference
-    /// count); `None` for a table a transform rewrites.
+    /// writes (its own copy, topic name included, so the workers do not
+    /// share the reference counts every record touches); `None` for a
+    /// table a transform rewrites.
     tables: Vec<Option<Arc<TableSchema>>>,
     writer: ChangeWriter,
     source: RowSource,
@@ -132,7 +133,17 @@ impl RowWriter {
         Ok((0..workers)
             .map(|_| RowWriter {
                 relations: Arc::clone(&relations),
-                tables: schemas.iter().map(|s| s.clone().map(Arc::new)).collect(),
+                tables: schemas
+                    .iter()
+                    .map(|schema| {
+                        schema.as_ref().map(|schema| {
+                            Arc::new(TableSchema {
+                                topic: Arc::from(&*schema.topic),
+                                ..schema.clone()
+                            })
+                        })
+                    })
+                    .collect(),
                 writer: stream.change_writer(),
                 source,
             })
