@@ -241,11 +241,9 @@ impl Reader<'_> {
                 let rows = batch.take(key_positions);
                 self.send(Work::Rows { table, rows }).await?;
             }
-            if self.writer.writes(table) {
-                let record = self.writer.write(table, &row).await?;
-                batch.push_written(record, row);
-            } else {
-                batch.push_read(row);
+            match self.writer.write(table, &row).await? {
+                Some(record) => batch.push_written(record, row),
+                None => batch.push_read(row),
             }
         }
         // A batch is sent before a row is added, so the chunk's last row is

@@ -125,50 +125,42 @@ impl RowWriter {
         workers: usize,
     ) -> Result<Vec<RowWriter>, RowError> {
         let relations = Arc::new(stream.relations.clone());
-        let mut schemas = Vec::with_capacity(relation_ids.len());
+        let mut written = Vec::with_capacity(relation_ids.len());
         for &id in relation_ids {
             let schema = stream.relations.get(id, source.point)?;
-            schemas.push((!stream.transforms(schema)).then(|| TableSchema::clone(schema)));
+            written.push((!stream.transforms(schema)).then_some(schema));
         }
+        let own_copy = |schema: &Arc<TableSchema>| {
+            Arc::new(TableSchema {
+                topic: Arc::from(&*schema.topic),
+                ..TableSchema::clone(schema)
+            })
+        };
         Ok((0..workers)
             .map(|_| RowWriter {
                 relations: Arc::clone(&relations),
-                tables: schemas
-                    .iter()
-                    .map(|schema| {
-                        schema.as_ref().map(|schema| {
-                            Arc::new(TableSchema {
-                                topic: Arc::from(&*schema.topic),
-                                ..schema.clone()
-                            })
-                        })
-                    })
-                    .collect(),
+                tables: written.iter().map(|s| s.map(own_copy)).collect(),
                 writer: stream.change_writer(),
                 source,
             })
             .collect())
     }
 
-    /// Whether this worker writes the records of `table`.
-    pub fn writes(&self, table: usize) -> bool {
-        self.tables.get(table).is_some_and(Option::is_some)
-    }
-
-    /// The record of `tuple`, a row of `table` (which [`Self::writes`]), as
-    /// a row in the middle of the snapshot.
+    /// The record of `tuple`, a row of `table`, as a row in the middle of
+    /// the snapshot; `None` when a transform rewrites the table's rows
+    /// (the emitter writes those).
     pub async fn write(
         &mut self,
         table: usize,
         tuple: &Tuple,
-    ) -> Result<EncodedRecord, PipelineError> {
+    ) -> Result<Option<EncodedRecord>, PipelineError> {
         let Some(Some(schema)) = self.tables.get(table) else {
-            unreachable!("a worker writes only the rows of the tables it `writes`");
+            return Ok(None);
         };
         let now = now_micros();
         let source = self.source.at(now, SnapshotMarker::True);
         let event = read_event(&self.relations, schema, tuple, source)?;
-        Ok(self.writer.write(&event, now, self.source.txn).await?)
+        Ok(Some(self.writer.write(&event, now, self.source.txn).await?))
     }
 }
 
