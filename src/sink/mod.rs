@@ -8,6 +8,7 @@ pub mod kafka;
 pub mod login;
 pub mod options;
 pub mod position;
+pub mod reader;
 pub mod record;
 pub mod tails;
 pub mod transactional;

@@ -33,6 +33,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::client_log::LoggingContext;
 use super::position::{Position, Stamp, POSITION_HEADER};
+use super::reader::Reader;
 use super::transactional::client_config;
 use crate::takeover::tails::DebeziumTail;
 
@@ -75,29 +76,10 @@ impl Tails {
 /// Reads the last records of topics: one consumer for an attempt, used
 /// one topic at a time (blocking: call it off the async runtime).
 pub struct TailReader {
-    consumer: BaseConsumer<LoggingContext>,
+    consumer: Reader,
     /// Held from a read's assignment to its unassignment: reads ahead and
     /// a topic's read at its first record may overlap.
     assigned: Mutex<()>,
-}
-
-/// How long a dropped reader waits for its consumer to close (it is
-/// assigned at most one topic, and never joins a group).
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
-
-impl Drop for TailReader {
-    /// Closes the consumer in short polls: rust-rdkafka's own drop polls
-    /// in 100 ms steps until the close is done, which is nearly always
-    /// one whole step at every run's exit.
-    fn drop(&mut self) {
-        if self.consumer.close_queue().is_err() {
-            return;
-        }
-        let deadline = Instant::now() + CLOSE_TIMEOUT;
-        while !self.consumer.closed() && Instant::now() < deadline {
-            let _ = self.consumer.poll(Duration::from_millis(1));
-        }
-    }
 }
 
 impl TailReader {
@@ -112,8 +94,9 @@ impl TailReader {
             .set("fetch.wait.max.ms", "10")
             .clone();
         let consumer = config
-            .create_with_context(LoggingContext::for_config(&config))
-            .map_err(|e| format!("cannot create a consumer: {e}"))?;
+            .create_with_context::<_, BaseConsumer<_>>(LoggingContext::for_config(&config))
+            .map_err(|e| format!("cannot create a consumer: {e}"))?
+            .into();
         Ok(TailReader {
             consumer,
             assigned: Mutex::new(()),

@@ -44,6 +44,7 @@ use super::client_log::LoggingContext;
 use super::error::SinkError;
 mod producer;
 use super::options::EosOptions;
+use super::reader::Reader;
 use super::record::EncodedRecord;
 use crate::checkpoint::TxnId;
 use crate::lsn::Lsn;
@@ -333,9 +334,10 @@ pub fn read_progress(
         .set("enable.partition.eof", "true")
         .set("isolation.level", "read_committed")
         .clone();
-    let consumer: BaseConsumer<LoggingContext> = config
-        .create_with_context(LoggingContext::for_config(&config))
-        .map_err(|e| progress_error(topic, "create a consumer for", e))?;
+    let consumer: Reader = config
+        .create_with_context::<_, BaseConsumer<_>>(LoggingContext::for_config(&config))
+        .map_err(|e| progress_error(topic, "create a consumer for", e))?
+        .into();
     let metadata = consumer
         .fetch_metadata(Some(topic), Duration::from_secs(30))
         .map_err(|e| progress_error(topic, "read the metadata of", e))?;
