@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use crate::event::envelope;
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
-use crate::event::{ColumnSchema, Row, TableSchema};
+use crate::event::{ChangeEvent, ColumnSchema, Op, Row, SourceInfo, TableSchema, UnmappedKey};
 use crate::lsn::Lsn;
 use crate::naming::{adjust_schema_name, is_topic_char, is_valid_topic, SchemaNameAdjustment};
 use crate::select::{Selection, SelectionError, TopicRouter};
@@ -574,6 +574,27 @@ impl RelationCache {
             }
         }
         Ok(row)
+    }
+
+    /// The `op: "r"` event of `tuple`, a row of `table` read by a snapshot
+    /// query (initial, incremental or blocking), with `source`.
+    pub fn read_event(
+        &self,
+        table: &Arc<TableSchema>,
+        tuple: &Tuple,
+        source: SourceInfo,
+    ) -> Result<ChangeEvent, RowError> {
+        Ok(ChangeEvent {
+            after: Some(self.decode_read_row(table, tuple, source.lsn)?),
+            unmapped_key: UnmappedKey {
+                before: None,
+                after: self.unmapped_key(table, Some(tuple), source.lsn)?,
+            },
+            table: Arc::clone(table),
+            op: Op::Read,
+            before: None,
+            source,
+        })
     }
 
     /// Decodes a tuple of `table` into a row. `old` marks a before-image,

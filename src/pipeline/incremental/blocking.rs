@@ -30,7 +30,7 @@ use futures::StreamExt;
 
 use super::{Incremental, IncrementalError};
 use crate::checkpoint::TxnId;
-use crate::event::{ChangeEvent, Op, SnapshotMarker, SourceInfo, UnmappedKey};
+use crate::event::{SnapshotMarker, SourceInfo};
 use crate::lsn::Lsn;
 use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
 use crate::pipeline::stream::Stream;
@@ -153,24 +153,15 @@ impl Stream<'_> {
             let mut count = 0u64;
             while let Some(row) = rows.next().await {
                 let tuple = row.map_err(super::super::snapshot::SnapshotError::from)?;
-                let event = ChangeEvent {
-                    unmapped_key: UnmappedKey {
-                        before: None,
-                        after: self.relations.unmapped_key(&schema, Some(&tuple), lsn)?,
-                    },
-                    after: Some(self.relations.decode_read_row(&schema, &tuple, lsn)?),
-                    table: Arc::clone(&schema),
-                    op: Op::Read,
-                    before: None,
-                    source: SourceInfo {
-                        origin: None,
-                        commit_time_micros: crate::event::now_micros(),
-                        xid,
-                        lsn,
-                        last_commit_lsn: self.last_commit_lsn,
-                        snapshot: SnapshotMarker::True,
-                    },
+                let source = SourceInfo {
+                    origin: None,
+                    commit_time_micros: crate::event::now_micros(),
+                    xid,
+                    lsn,
+                    last_commit_lsn: self.last_commit_lsn,
+                    snapshot: SnapshotMarker::True,
                 };
+                let event = self.relations.read_event(&schema, &tuple, source)?;
                 self.send_event(&event, Vec::new(), false, txn).await?;
                 count += 1;
             }

@@ -16,7 +16,7 @@ use super::table_info::TableInfo;
 use super::window::{key_of, Chunk, Window};
 use super::{chunk_query, Action, Incremental, IncrementalError};
 use crate::checkpoint::TxnId;
-use crate::event::{ChangeEvent, Op, SnapshotMarker, SourceInfo, UnmappedKey};
+use crate::event::{SnapshotMarker, SourceInfo};
 use crate::lsn::Lsn;
 use crate::notification::Kind;
 use crate::pipeline::stream::Stream;
@@ -93,26 +93,15 @@ impl Stream<'_> {
     ) -> Result<(), PipelineError> {
         let schema = Arc::clone(self.relations.get(relation_id, lsn)?);
         for tuple in rows {
-            let row = self.relations.decode_read_row(&schema, tuple, lsn)?;
-            let unmapped_key = UnmappedKey {
-                before: None,
-                after: self.relations.unmapped_key(&schema, Some(tuple), lsn)?,
+            let source = SourceInfo {
+                origin: None,
+                commit_time_micros,
+                xid,
+                lsn,
+                last_commit_lsn: self.last_commit_lsn,
+                snapshot: SnapshotMarker::Incremental,
             };
-            let event = ChangeEvent {
-                unmapped_key,
-                table: Arc::clone(&schema),
-                op: Op::Read,
-                before: None,
-                after: Some(row),
-                source: SourceInfo {
-                    origin: None,
-                    commit_time_micros,
-                    xid,
-                    lsn,
-                    last_commit_lsn: self.last_commit_lsn,
-                    snapshot: SnapshotMarker::Incremental,
-                },
-            };
+            let event = self.relations.read_event(&schema, tuple, source)?;
             self.send_event(&event, Vec::new(), false, txn).await?;
         }
         tracing::debug!(table = %format!("{}.{}", schema.schema, schema.table), rows = rows.len(), %lsn, "incremental snapshot chunk emitted");

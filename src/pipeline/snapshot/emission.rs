@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 
 use super::super::incremental::{chunk_query, key_of};
 use super::super::stream::{now_micros, Stream};
-use super::writing::{read_event, Batch, ReadRow, RowSource, RowWriter};
+use super::writing::{Batch, ReadRow, RowSource, RowWriter};
 use super::{PipelineError, SnapshotError};
 use crate::checkpoint::TxnId;
 use crate::event::{Op, SnapshotMarker, SnapshotPosition, SourceInfo};
@@ -440,7 +440,7 @@ async fn emit_row(
     txn: TxnId,
 ) -> Result<(), PipelineError> {
     let schema = Arc::clone(stream.relations.get(relation_id, source.lsn)?);
-    let event = read_event(&stream.relations, &schema, tuple, source)?;
+    let event = stream.relations.read_event(&schema, tuple, source)?;
     stream.send_event(&event, Vec::new(), false, txn).await
 }
 

@@ -23,7 +23,7 @@ use super::super::incremental::key_of;
 use super::super::stream::{now_micros, ChangeWriter, Stream};
 use super::PipelineError;
 use crate::checkpoint::TxnId;
-use crate::event::{ChangeEvent, Op, SnapshotMarker, SourceInfo, TableSchema, UnmappedKey};
+use crate::event::{SnapshotMarker, SourceInfo, TableSchema};
 use crate::lsn::Lsn;
 use crate::sink::EncodedRecord;
 use crate::source::pgoutput::Tuple;
@@ -53,29 +53,6 @@ impl ReadRow {
             ReadRow::Written { tuple, .. } => tuple.as_ref(),
         }
     }
-}
-
-/// The read event of `tuple`, a row of `schema` read in a snapshot; the
-/// one place the workers and the emitter make it.
-pub(super) fn read_event(
-    relations: &RelationCache,
-    schema: &Arc<TableSchema>,
-    tuple: &Tuple,
-    source: SourceInfo,
-) -> Result<ChangeEvent, RowError> {
-    let row = relations.decode_read_row(schema, tuple, source.lsn)?;
-    let unmapped_key = UnmappedKey {
-        before: None,
-        after: relations.unmapped_key(schema, Some(tuple), source.lsn)?,
-    };
-    Ok(ChangeEvent {
-        table: Arc::clone(schema),
-        op: Op::Read,
-        before: None,
-        after: Some(row),
-        source,
-        unmapped_key,
-    })
 }
 
 /// What a snapshot's rows share: their position, transaction id and Kafka
@@ -159,7 +136,7 @@ impl RowWriter {
         };
         let now = now_micros();
         let source = self.source.at(now, SnapshotMarker::True);
-        let event = read_event(&self.relations, schema, tuple, source)?;
+        let event = self.relations.read_event(schema, tuple, source)?;
         Ok(Some(self.writer.write(&event, now, self.source.txn).await?))
     }
 }
