@@ -34,13 +34,18 @@
 //!   read after the stop, nothing resumed ([`stop_exactly_once`]);
 //! - a snapshot paused with the signal table's watermarks stays paused
 //!   across a graceful restart, streaming meanwhile, until
-//!   `resume-snapshot` ([`pause_restart`]).
+//!   `resume-snapshot` ([`pause_restart`]);
+//! - a change streamed before its transaction is visible (waiting for a
+//!   synchronous standby) is never followed by an older chunk row, with
+//!   watermarks and read-only ([`invisible_commit`]).
 
 mod common;
 #[path = "snapshot_controls/in_flight.rs"]
 mod in_flight;
 #[path = "snapshot_controls/in_flight_faults.rs"]
 mod in_flight_faults;
+#[path = "snapshot_controls/invisible_commit.rs"]
+mod invisible_commit;
 #[path = "snapshot_controls/pause_restart.rs"]
 mod pause_restart;
 #[path = "snapshot_controls/read_only.rs"]

@@ -10,8 +10,8 @@
 //! 2. a chunk of each table in flight (the first
 //!    `--incremental-snapshot-tables-in-flight` tables of the list, 1 by
 //!    default) is selected on a plain SQL connection (`key > last key ORDER
-//!    BY key LIMIT n`, READ COMMITTED, so each sees at least everything
-//!    committed before the low watermark) and buffered;
+//!    BY key LIMIT n`), all in one REPEATABLE READ transaction whose
+//!    snapshot is kept ([`visibility`]), and buffered;
 //! 3. the high watermark: the progress row is upserted with type
 //!    `snapshot-window-close`.
 //!
@@ -19,11 +19,16 @@
 //! every change to a key of a table in the window removes that key from its
 //! table's buffer: the streamed change is at least as new as the selected
 //! row (every select ran before the high watermark committed) and is
-//! emitted in its place. At the high watermark the remaining rows are emitted
-//! as `op: "r"` events with `source.snapshot = "incremental"`, inside the
-//! high watermark's transaction, so the ack tracker does not confirm past it
-//! before Kafka has them. Changes after the high watermark are newer than the
-//! selected rows and follow them. So for every key the stream's later change
+//! emitted in its place. So does a change streamed before the low
+//! watermark by a transaction the selects' snapshot does not see: its
+//! commit is in the WAL before the low watermark's, but it was not visible
+//! yet when the chunk was read ([`visibility`] tells those apart, and drops
+//! a chunk whose snapshot misses a transaction already emitted). At the
+//! high watermark the remaining rows are emitted as `op: "r"` events with
+//! `source.snapshot = "incremental"`, inside the high watermark's
+//! transaction, so the ack tracker does not confirm past it before Kafka
+//! has them. Changes after the high watermark are newer than the selected
+//! rows and follow them. So for every key the stream's later change
 //! wins, and a key deleted during the window is not brought back. Nothing
 //! in that argument is about one table: the chunks of several tables share
 //! one window, and a table that finishes leaves its slot to the next one.
@@ -58,6 +63,7 @@ use std::time::Instant;
 use tokio_postgres::Client;
 
 mod blocking;
+mod chunk_read;
 mod committed;
 mod in_stream;
 mod read_only;
@@ -66,10 +72,11 @@ mod read_only_progress;
 mod reply;
 mod table_info;
 mod tally;
+mod visibility;
 mod window;
 
 pub(super) use window::key_of;
-use window::{Closed, Window};
+use window::{Closed, Reach, Window};
 
 use crate::config::RunConfig;
 use crate::lsn::Lsn;
@@ -116,9 +123,11 @@ struct SignalColumns {
 pub(super) struct Incremental {
     /// The signal table, when there is one (`--read-only` may go without).
     signal: Option<SignalTable>,
-    /// `--read-only`: the streamed xids and the chunk's marks; `None` when
-    /// the chunk's window is watermarks in the signal table.
+    /// `--read-only`: the chunk's high mark and the recorded progress;
+    /// `None` when the chunk's window is watermarks in the signal table.
     read_only: Option<read_only::Streamed>,
+    /// The streamed xids no snapshot saw yet, and the chunk's snapshot.
+    visibility: visibility::Visibility,
     /// `--read-only`: the server's WAL page and segment sizes (see
     /// [`read_only::high_mark`]).
     wal_sizes: (u64, u64),
@@ -269,6 +278,7 @@ impl Incremental {
         Ok(Some(Incremental {
             signal,
             read_only: writes_nothing.then(read_only::Streamed::default),
+            visibility: visibility::Visibility::default(),
             wal_sizes,
             progress_id,
             sql,
@@ -374,36 +384,38 @@ impl Incremental {
 
     /// A transaction `xid` begins in the stream.
     pub(super) fn began(&mut self, xid: u32) {
-        if let Some(read_only) = &mut self.read_only {
-            read_only.began(xid);
-        }
+        self.visibility.began(xid);
     }
 
-    /// Whether the open transaction's changes leave the read-only chunk
-    /// alone: its snapshot saw the transaction ([`read_only`]).
-    fn chunk_has_current(&self) -> bool {
-        (self.read_only.as_ref()).is_some_and(read_only::Streamed::chunk_has_current)
+    /// Where the open transaction's changes touch the window's chunks
+    /// ([`visibility`]): not at all when the chunks' snapshot saw the
+    /// transaction; anywhere before the chunks are emitted when it did not;
+    /// without a snapshot to tell, between the watermarks.
+    fn reach(&self) -> Option<Reach> {
+        match self.visibility.chunk_sees_current() {
+            Some(true) => None,
+            Some(false) => Some(Reach::Unseen),
+            None => Some(Reach::Open),
+        }
     }
 
     /// A streamed change (see [`Window::observe`]).
     pub(super) fn observe(&mut self, relation_id: u32, tuples: &[&Tuple]) {
-        if !self.chunk_has_current() {
-            self.window.observe(relation_id, tuples);
+        if let Some(reach) = self.reach() {
+            self.window.observe(reach, relation_id, tuples);
         }
     }
 
     /// A streamed TRUNCATE of `relation_id`.
     pub(super) fn truncated(&mut self, relation_id: u32) {
-        if !self.chunk_has_current() {
-            self.window.truncated(relation_id);
+        if let Some(reach) = self.reach() {
+            self.window.truncated(reach, relation_id);
         }
     }
 
     /// The Commit of a transaction ending at `end_lsn` was read.
     pub(super) fn committed(&mut self, end_lsn: Lsn) {
-        if let Some(read_only) = &mut self.read_only {
-            read_only.committed();
-        }
+        self.visibility.committed();
         self.window.committed(end_lsn);
     }
 
@@ -415,9 +427,9 @@ impl Incremental {
             Window::Idle => {
                 (!self.progress.tables.is_empty()
                     && !self.progress.paused
-                    && streamed.is_none_or(|r| r.may_read(Instant::now())))
+                    && self.visibility.may_read(Instant::now()))
                     || (self.progress.tables.is_empty() && self.tally.running())
-                    || streamed.is_some_and(read_only::Streamed::wants_pruning)
+                    || self.visibility.wants_pruning()
             }
             Window::Pending { .. } => streamed.is_some_and(|r| r.passed_high_mark(received)),
             Window::Emitted {
@@ -459,6 +471,7 @@ impl Incremental {
         metrics: &crate::metrics::Metrics,
         notifier: &Notifier,
     ) {
+        self.visibility.chunk_read_with(None);
         for chunk in closed {
             let rows = chunk.rows.len() as u64;
             self.tally.chunk(rows);

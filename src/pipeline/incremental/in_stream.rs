@@ -203,7 +203,7 @@ impl Stream<'_> {
         if !matches!(inc.window, Window::Idle) {
             return Ok(());
         }
-        if inc.read_only.as_ref().is_some_and(|r| r.wants_pruning()) {
+        if inc.visibility.wants_pruning() {
             inc.read_snapshot().await?;
         }
         log_progress(inc);
@@ -408,32 +408,24 @@ async fn select_window(inc: &mut Incremental, targets: Vec<Target>) -> Result<()
     let names: Vec<&str> = targets.iter().map(|t| t.table.as_str()).collect();
     let window_id = format!("{}-{}", inc.nonce, inc.windows);
     inc.windows += 1;
-    let results = match inc.read_only.is_some() {
-        true => match inc.read_chunks_read_only(&queries, &names).await? {
-            Some(results) => results,
-            // Read with a snapshot that misses a streamed transaction.
-            None => return Ok(()),
-        },
-        false => {
-            inc.persist(WINDOW_OPEN, Some(&window_id))
-                .await
-                .map_err(IncrementalError::from)?;
-            let mut results = Vec::with_capacity(queries.len());
-            for (query, table) in queries.iter().zip(&names) {
-                let messages = inc.sql.simple_query(query).await.map_err(|error| {
-                    IncrementalError::from(SetupError::Query {
-                        action: format!("reading a chunk of {table}"),
-                        error,
-                    })
-                })?;
-                results.push(messages);
-            }
-            inc.persist(WINDOW_CLOSE, Some(&window_id))
-                .await
-                .map_err(IncrementalError::from)?;
-            results
-        }
+    let read_only = inc.read_only.is_some();
+    if !read_only {
+        inc.persist(WINDOW_OPEN, Some(&window_id))
+            .await
+            .map_err(IncrementalError::from)?;
+    }
+    let Some((high, results)) = inc.read_chunks(&queries, &names).await? else {
+        // Read with a snapshot that misses a streamed transaction; this
+        // window's watermark, if written, matches no window.
+        return Ok(());
     };
+    match inc.read_only.as_mut() {
+        Some(streamed) => streamed.high = Some(high),
+        None => inc
+            .persist(WINDOW_CLOSE, Some(&window_id))
+            .await
+            .map_err(IncrementalError::from)?,
+    }
     let chunks = targets
         .into_iter()
         .zip(results)
@@ -443,7 +435,7 @@ async fn select_window(inc: &mut Incremental, targets: Vec<Target>) -> Result<()
         id: window_id,
         // Read-only: no low watermark to wait for; the window is open
         // from the read on ([`super::read_only`]).
-        open: inc.read_only.is_some(),
+        open: read_only,
         chunks,
     };
     Ok(())

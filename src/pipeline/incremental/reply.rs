@@ -94,9 +94,8 @@ impl Incremental {
     /// read up to `received`) has not reached it yet.
     fn waited_high_mark(&self, received: Lsn) -> Option<Lsn> {
         let streamed = self.read_only.as_ref()?;
-        let marks = streamed.marks.as_ref()?;
-        (matches!(self.window, Window::Pending { .. }) && received < marks.high)
-            .then_some(marks.high)
+        let high = streamed.high?;
+        (matches!(self.window, Window::Pending { .. }) && received < high).then_some(high)
     }
 
     /// When the stream, between transactions at `received`, should ask

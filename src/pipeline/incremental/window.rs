@@ -41,6 +41,17 @@ pub(super) struct ChunkEnd {
     pub(super) end: Option<KeyText>,
 }
 
+/// Which pending chunks a streamed change touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reach {
+    /// Those of an open window (the stream passed the low watermark).
+    Open,
+    /// Any pending one: the chunks' snapshot did not see the change's
+    /// transaction, so it is newer than their rows wherever it is streamed
+    /// ([`super::visibility`]).
+    Unseen,
+}
+
 /// The window in flight, DBLog's; sans-IO.
 pub(super) enum Window {
     /// No window in flight.
@@ -89,20 +100,22 @@ impl Window {
         }
     }
 
-    /// The pending chunk of `relation_id`, once the window is open.
-    fn open_chunk(&mut self, relation_id: u32) -> Option<&mut Chunk> {
+    /// The pending chunk of `relation_id`, if a change with `reach`
+    /// touches it.
+    fn chunk_in_reach(&mut self, reach: Reach, relation_id: u32) -> Option<&mut Chunk> {
         match self {
-            Window::Pending {
-                open: true, chunks, ..
-            } => chunks.iter_mut().find(|c| c.relation_id == relation_id),
+            Window::Pending { open, chunks, .. } if *open || reach == Reach::Unseen => {
+                chunks.iter_mut().find(|c| c.relation_id == relation_id)
+            }
             _ => None,
         }
     }
 
     /// A streamed change of `relation_id` with these tuples (before and
-    /// after images): inside a window, their keys leave its chunk.
-    pub(super) fn observe(&mut self, relation_id: u32, tuples: &[&Tuple]) {
-        let Some(chunk) = self.open_chunk(relation_id) else {
+    /// after images): inside a window (or before it, when the chunk's
+    /// snapshot did not see it: `reach`), their keys leave its chunk.
+    pub(super) fn observe(&mut self, reach: Reach, relation_id: u32, tuples: &[&Tuple]) {
+        let Some(chunk) = self.chunk_in_reach(reach, relation_id) else {
             return;
         };
         for tuple in tuples {
@@ -128,9 +141,10 @@ impl Window {
         }
     }
 
-    /// A streamed TRUNCATE of `relation_id`: inside a window, its chunk empties.
-    pub(super) fn truncated(&mut self, relation_id: u32) {
-        if let Some(chunk) = self.open_chunk(relation_id) {
+    /// A streamed TRUNCATE of `relation_id`: inside a window (or before
+    /// it: `reach`), its chunk empties.
+    pub(super) fn truncated(&mut self, reach: Reach, relation_id: u32) {
+        if let Some(chunk) = self.chunk_in_reach(reach, relation_id) {
             chunk.rows.iter_mut().for_each(|r| *r = None);
         }
     }
@@ -280,17 +294,17 @@ mod tests {
     fn changes_inside_the_window_win_over_the_chunk() {
         let mut window = pending();
         // Before the low watermark: the select already saw it.
-        window.observe(7, &[&text(&["1", "x"])]);
+        window.observe(Reach::Open, 7, &[&text(&["1", "x"])]);
         assert!(
             window.watermark(WINDOW_CLOSE, Some("c1")).is_none(),
             "closing needs an open window"
         );
         assert!(window.watermark(WINDOW_OPEN, Some("other")).is_none());
         window.watermark(WINDOW_OPEN, Some("c1"));
-        window.observe(7, &[&text(&["2", "x"])]);
-        window.observe(8, &[&text(&["3", "x"])]);
+        window.observe(Reach::Open, 7, &[&text(&["2", "x"])]);
+        window.observe(Reach::Open, 8, &[&text(&["3", "x"])]);
         let old_key = text(&["4", "v"]);
-        window.observe(7, &[&old_key, &text(&["9", "v"])]);
+        window.observe(Reach::Open, 7, &[&old_key, &text(&["9", "v"])]);
         let closed = window
             .watermark(WINDOW_CLOSE, Some("c1"))
             .expect("the high watermark emits");
@@ -308,6 +322,27 @@ mod tests {
     }
 
     #[test]
+    fn changes_the_snapshot_did_not_see_win_before_the_low_watermark_too() {
+        let mut window = pending();
+        // Committed in the WAL before the low watermark, invisible to the
+        // select: its key leaves the chunk although the window is not open.
+        window.observe(Reach::Unseen, 7, &[&text(&["2", "x"])]);
+        window.truncated(Reach::Open, 7);
+        window.watermark(WINDOW_OPEN, Some("c1"));
+        let closed = window.watermark(WINDOW_CLOSE, Some("c1")).expect("closes");
+        assert_eq!(
+            keys(&closed[0].rows),
+            ["1", "3", "4"],
+            "2 left the chunk; a seen TRUNCATE before the low watermark did nothing"
+        );
+        window.observe(Reach::Unseen, 7, &[&text(&["1", "x"])]);
+        assert!(
+            matches!(window, Window::Emitted { .. }),
+            "an emitted window is past reach"
+        );
+    }
+
+    #[test]
     fn a_window_of_several_tables_keeps_each_tables_changes_to_its_chunk() {
         let mut window = Window::Pending {
             id: "w".into(),
@@ -318,16 +353,16 @@ mod tests {
                 chunk("public.c", 9, 1..=2),
             ],
         };
-        window.observe(8, &[&text(&["1", "x"])]);
+        window.observe(Reach::Open, 8, &[&text(&["1", "x"])]);
         window.watermark(WINDOW_OPEN, Some("w"));
         // Key 2 of a, key 3 of b, and a delete then reinsert of c's 1.
-        window.observe(7, &[&text(&["2", "x"])]);
-        window.observe(8, &[&text(&["3", "x"])]);
-        window.observe(9, &[&text(&["1", "v"])]);
-        window.observe(9, &[&text(&["1", "y"])]);
+        window.observe(Reach::Open, 7, &[&text(&["2", "x"])]);
+        window.observe(Reach::Open, 8, &[&text(&["3", "x"])]);
+        window.observe(Reach::Open, 9, &[&text(&["1", "v"])]);
+        window.observe(Reach::Open, 9, &[&text(&["1", "y"])]);
         // A new definition of b: its chunk is read again, the others go on.
         window.relation_changed(8);
-        window.truncated(10);
+        window.truncated(Reach::Open, 10);
         let closed = window.watermark(WINDOW_CLOSE, Some("w")).expect("closes");
         let by_table: Vec<(&str, Vec<String>, Option<KeyText>)> = closed
             .iter()
@@ -363,7 +398,7 @@ mod tests {
             chunks: vec![chunk("public.a", 7, 1..=2), chunk("public.b", 8, 1..=2)],
         };
         window.forget(&["public.a".into()]);
-        window.observe(8, &[&text(&["1", "x"])]);
+        window.observe(Reach::Open, 8, &[&text(&["1", "x"])]);
         let closed = window.close_at(Lsn::new(10)).expect("closes");
         assert_eq!(closed.len(), 1);
         assert_eq!(
@@ -381,7 +416,7 @@ mod tests {
     fn unreadable_keys_truncates_and_new_definitions_reset_the_window() {
         let mut window = pending();
         window.watermark(WINDOW_OPEN, Some("c1"));
-        window.observe(7, &[&Tuple(vec![Datum::Null, Datum::Null])]);
+        window.observe(Reach::Open, 7, &[&Tuple(vec![Datum::Null, Datum::Null])]);
         assert!(
             matches!(window, Window::Idle),
             "a null key may be any row: read again"
@@ -389,7 +424,7 @@ mod tests {
 
         let mut window = pending();
         window.watermark(WINDOW_OPEN, Some("c1"));
-        window.truncated(7);
+        window.truncated(Reach::Open, 7);
         let closed = window.watermark(WINDOW_CLOSE, Some("c1")).expect("closes");
         assert!(
             closed[0].rows.is_empty(),
@@ -412,7 +447,7 @@ mod tests {
         if let Window::Pending { open, .. } = &mut window {
             *open = true;
         }
-        window.observe(7, &[&text(&["3", "x"])]);
+        window.observe(Reach::Open, 7, &[&text(&["3", "x"])]);
         let closed = window.close_at(Lsn::new(500)).expect("closes");
         assert_eq!(
             (closed[0].relation_id, keys(&closed[0].rows)),

@@ -1,0 +1,164 @@
+//! A transaction the stream carries before it is visible: its commit record
+//! is flushed (so streamed and emitted), but it then waits for a synchronous
+//! standby that never answers, and every snapshot, a chunk's too, still sees
+//! the row it changed as it was. A chunk read meanwhile must not follow the
+//! streamed change with that older row: in a compacted topic the older
+//! version would win. Both windows are checked, the signal table's
+//! watermarks and `--read-only`'s snapshot marks; each time the topic must
+//! end equal to the table, no key going back to an older version, every
+//! other row read by the snapshot.
+//!
+//! The server is this test's own, with `synchronous_standby_names` naming a
+//! standby that never connects and `synchronous_commit = local` for every
+//! session but the writer's, which sets it `on` and so waits at its commit
+//! until it is cancelled (the commit then stands, and becomes visible).
+
+use std::time::Duration;
+
+use pgcdc_testcontainers::{Kafka, Postgres, PostgresOptions};
+use serde_json::json;
+
+use super::common::compacted::wait_for_topic_to_equal_table;
+use super::common::{consume_all, wait_for, wait_until, Scenario, TIMEOUT};
+use super::in_flight::snapshot_reads;
+use super::read_only::{kafka_signal, notification, stale_keys};
+use super::{signal, SIGNALS};
+
+const ROWS: i64 = 20;
+/// The row the held transaction updates.
+const HELD: i64 = 7;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_streamed_before_it_is_visible_is_never_followed_by_an_older_chunk_row() {
+    let kafka = Kafka::shared();
+    let options = PostgresOptions {
+        settings: vec![
+            ("synchronous_standby_names".into(), "nobody".into()),
+            ("synchronous_commit".into(), "local".into()),
+        ],
+        ..Default::default()
+    };
+    let pg: &'static Postgres = Box::leak(Box::new(
+        Postgres::launch_with(&options).expect("a private postgres"),
+    ));
+    for read_only in [false, true] {
+        held_commit_under_a_chunk(kafka, pg, read_only).await;
+    }
+}
+
+async fn held_commit_under_a_chunk(kafka: &Kafka, pg: &'static Postgres, read_only: bool) {
+    let mode = if read_only { "read-only" } else { "watermarks" };
+    let s = Scenario::new(pg, if read_only { "heldro" } else { "heldrw" });
+    s.sql("CREATE TABLE t (id int PRIMARY KEY, v bigint NOT NULL)");
+    s.sql("ALTER TABLE t REPLICA IDENTITY FULL");
+    s.sql(&format!(
+        "INSERT INTO t SELECT g, 0 FROM generate_series(1, {ROWS}) g"
+    ));
+    let notifications = format!("{}.notifications", s.prefix);
+    let signal_topic = format!("{}-signal", s.prefix);
+    let mut extra = vec![
+        "--snapshot-mode",
+        "no_data",
+        "--notification-enabled-channels",
+        "sink",
+        "--notification-sink-topic-name",
+        &notifications,
+    ];
+    if read_only {
+        s.sql(&format!("CREATE PUBLICATION {} FOR TABLE t", s.publication));
+        // The signal topic exists before the connector reads it.
+        kafka_signal(kafka, &signal_topic, "someone-else", json!({"type": "log"})).await;
+        extra.extend(["--read-only", "--signal-enabled-channels", "kafka"]);
+    } else {
+        s.sql(SIGNALS);
+        s.sql(&format!(
+            "CREATE PUBLICATION {} FOR TABLE t, signals",
+            s.publication
+        ));
+        extra.extend(["--signal-data-collection", "public.signals"]);
+    }
+    let running = s.start_args(s.args(&kafka.bootstrap_servers(), &extra));
+    s.await_slot().await;
+
+    // The writer's commit waits for the standby: streamed, not visible.
+    let writer = pg.connect(&s.db).await.expect("the writer connects");
+    writer
+        .batch_execute("SET synchronous_commit = on")
+        .await
+        .expect("synchronous commit for the writer");
+    let pid: i32 = (writer.query_one("SELECT pg_backend_pid()", &[]).await)
+        .expect("the writer's pid")
+        .get(0);
+    let held = tokio::spawn(async move {
+        writer
+            .batch_execute(&format!("UPDATE t SET v = 1 WHERE id = {HELD}"))
+            .await
+    });
+    let topic = s.topic("t");
+    wait_until(TIMEOUT, "the held update in the topic", || async {
+        consume_all(&kafka.bootstrap_servers(), &topic, TIMEOUT)
+            .await
+            .iter()
+            .any(|r| {
+                r.value.as_ref().is_some_and(|v| {
+                    v["payload"]["op"] == "u" && v["payload"]["after"]["id"] == HELD
+                })
+            })
+    })
+    .await;
+    assert_eq!(
+        s.query_one(&format!("SELECT v::text FROM t WHERE id = {HELD}")),
+        Some("0".to_owned()),
+        "{mode}: the update is streamed but not visible yet"
+    );
+    assert!(
+        !held.is_finished(),
+        "{mode}: the writer waits for the standby"
+    );
+
+    let data = json!({"data-collections": ["public.t"], "type": "incremental"});
+    match read_only {
+        true => {
+            let value = json!({"id": "held-1", "type": "execute-snapshot", "data": data});
+            kafka_signal(kafka, &signal_topic, &s.prefix, value).await;
+        }
+        false => signal(&s, "held-1", "execute-snapshot", data),
+    }
+    // Chunks are read while the update stays invisible.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    s.sql(&format!("SELECT pg_cancel_backend({pid})"));
+    held.await
+        .expect("the writer's task")
+        .expect("a cancelled wait for the standby leaves the commit standing");
+    assert_eq!(
+        s.query_one(&format!("SELECT v::text FROM t WHERE id = {HELD}")),
+        Some("1".to_owned()),
+        "{mode}: visible once the wait is cancelled"
+    );
+
+    notification(kafka, &notifications, "COMPLETED", "held-1", "").await;
+    let records = wait_for(TIMEOUT, "the snapshot's rows", || async {
+        let records = consume_all(&kafka.bootstrap_servers(), &topic, TIMEOUT).await;
+        match snapshot_reads(&records).len() >= ROWS as usize - 1 {
+            true => Ok(records),
+            false => Err(format!("{} records", records.len())),
+        }
+    })
+    .await;
+    let stale = stale_keys(&records);
+    assert!(
+        stale.is_empty(),
+        "{mode}: no older version after a newer one: {stale:?}"
+    );
+    wait_for_topic_to_equal_table(kafka, &s, "t").await;
+    let mut read: Vec<i64> = snapshot_reads(&records).iter().map(|(id, _)| *id).collect();
+    read.sort_unstable();
+    read.dedup();
+    read.retain(|&id| id != HELD);
+    assert_eq!(
+        read,
+        (1..=ROWS).filter(|&id| id != HELD).collect::<Vec<_>>(),
+        "{mode}: every row the writer did not touch is read"
+    );
+    running.stop().await;
+}
