@@ -199,6 +199,14 @@ pub(in crate::source::types) fn timestamp_value(micros: i128, millis: bool) -> P
 /// TIMESTAMPTZ as Debezium's `ZonedTimestamp`: ISO-8601 in UTC with exactly as many
 /// fraction digits as the column's precision (6 by default; none for precision 0).
 pub(super) fn decode_timestamptz(text: &str, type_modifier: i32) -> Parsed<String> {
+    match utc_timestamptz(text, type_modifier) {
+        Some(zoned) => Ok(zoned),
+        None => any_timestamptz(text, type_modifier),
+    }
+}
+
+/// [`decode_timestamptz`] of any offset, era and infinity.
+pub(super) fn any_timestamptz(text: &str, type_modifier: i32) -> Parsed<String> {
     if text == "infinity" || text == "-infinity" {
         return Ok(text.to_owned());
     }
@@ -213,6 +221,70 @@ pub(super) fn decode_timestamptz(text: &str, type_modifier: i32) -> Parsed<Strin
         local - i128::from(parse_offset(offset)?) * 1_000_000,
         type_modifier,
     )
+}
+
+/// The shape a UTC session prints nearly every TIMESTAMPTZ in,
+/// `YYYY-MM-DD HH:MM:SS[.f]+00` (years 1 to 9999), rearranged into
+/// Debezium's `ZonedTimestamp` without the calendar arithmetic of
+/// [`any_timestamptz`], whose output it equals; `None`
+/// for any other shape or an invalid field, which that decides.
+/// A snapshot's COPY rows arrive as text, so this is on its hot path.
+pub(super) fn utc_timestamptz(text: &str, type_modifier: i32) -> Option<String> {
+    let b = text.as_bytes().strip_suffix(b"+00")?;
+    if b.len() < 19 {
+        return None;
+    }
+    let (date_time, frac) = b.split_at(19);
+    let frac = match frac {
+        [] => &[][..],
+        [b'.', digits @ ..] if (1..=6).contains(&digits.len()) => digits,
+        _ => return None,
+    };
+    let number = |range: std::ops::Range<usize>| -> Option<u32> {
+        let field = &date_time[range];
+        (field.iter().all(u8::is_ascii_digit))
+            .then(|| (field.iter()).fold(0, |n, d| n * 10 + u32::from(d - b'0')))
+    };
+    let separators = [(4, b'-'), (7, b'-'), (10, b' '), (13, b':'), (16, b':')];
+    if !separators.iter().all(|&(at, c)| date_time[at] == c) || !frac.iter().all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    let month_days = match month {
+        2 if is_leap(i64::from(year)) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        1..=12 => 31,
+        _ => return None,
+    };
+    if year == 0 || day == 0 || day > month_days || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let mut out = String::with_capacity(32);
+    // ASCII throughout: checked above.
+    out.push_str(std::str::from_utf8(&date_time[..10]).ok()?);
+    out.push('T');
+    out.push_str(std::str::from_utf8(&date_time[11..]).ok()?);
+    match time_precision(type_modifier) {
+        // Java's ISO_LOCAL_TIME: trailing zeros trimmed, nothing for zero.
+        0 => {
+            let end = frac.iter().rposition(|d| *d != b'0').map_or(0, |i| i + 1);
+            if end > 0 {
+                out.push('.');
+                out.push_str(std::str::from_utf8(&frac[..end]).ok()?);
+            }
+        }
+        digits => {
+            out.push('.');
+            for i in 0..digits as usize {
+                out.push(char::from(*frac.get(i).unwrap_or(&b'0')));
+            }
+        }
+    }
+    out.push('Z');
+    Some(out)
 }
 
 /// A finite TIMESTAMPTZ of `utc` µs since 1970 as Debezium's `ZonedTimestamp`.

@@ -607,4 +607,37 @@ proptest! {
         let value = ok(&PgType::Numeric, numeric(38, scale), &text);
         prop_assert_eq!(value, Value::Bytes(i128_bytes(i128::from(unscaled))));
     }
+
+    #[test]
+    fn utc_timestamptz_shortcut_equals_the_general_path(
+        days in -800_000i64..=2_932_896,
+        micros in 0i64..86_400_000_000,
+        shown in 0usize..=6,
+        typmod in -1i32..=6,
+    ) {
+        // Postgres's UTC output: years 1-9999 (others BC or 5 digits),
+        // up to six fraction digits, trailing zeros trimmed.
+        let (y, m, d) = civil_from_days(days);
+        let mut time = String::new();
+        push_time(&mut time, micros, None);
+        let (hms, frac) = time.split_once('.').unwrap_or((&time, ""));
+        let frac = &frac[..frac.len().min(shown)];
+        let frac = frac.trim_end_matches('0');
+        let dot = if frac.is_empty() { "" } else { "." };
+        let era = if y <= 0 { " BC" } else { "" };
+        let year = if y <= 0 { 1 - y } else { y };
+        let text = format!("{year:04}-{m:02}-{d:02} {hms}{dot}{frac}+00{era}");
+        let general = any_timestamptz(&text, typmod).expect("valid");
+        match utc_timestamptz(&text, typmod) {
+            Some(short) => prop_assert_eq!(short, general),
+            None => prop_assert!(y <= 0 || y > 9999, "{} took the general path", text),
+        }
+    }
+
+    #[test]
+    fn utc_timestamptz_shortcut_refuses_what_it_cannot_vouch_for(text in "[0-9 :.+-]{19,30}", typmod in -1i32..=6) {
+        if let Some(short) = utc_timestamptz(&text, typmod) {
+            prop_assert_eq!(Ok(short), any_timestamptz(&text, typmod));
+        }
+    }
 }
