@@ -56,6 +56,17 @@ async fn run_args_exit(s: &Scenario, run_args: Vec<String>) -> (Option<i32>, Jso
         .unwrap_or_else(|| panic!("a summary on stdout; stderr:\n{stderr}"));
     let summary: Json =
         serde_json::from_str(line).unwrap_or_else(|e| panic!("summary is JSON ({e}): {line}"));
+    // A run that ends well logs nothing at ERROR on its way out (a
+    // consumer closed twice did, on every exit).
+    if output.status.code() == Some(0) {
+        let errors: Vec<&str> = (stderr.lines())
+            .filter(|l| l.contains(r#""level":"ERROR""#))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "a run that exits 0 logs no ERROR: {errors:?}"
+        );
+    }
     let slot = s.positions_if_up().and_then(|(_, slot)| slot);
     // A run that never reached the server knows no position.
     let reported = summary["confirmed_lsn"].is_string();

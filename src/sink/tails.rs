@@ -26,7 +26,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
@@ -94,9 +94,8 @@ impl TailReader {
             .set("fetch.wait.max.ms", "10")
             .clone();
         let consumer = config
-            .create_with_context::<_, BaseConsumer<_>>(LoggingContext::for_config(&config))
-            .map_err(|e| format!("cannot create a consumer: {e}"))?
-            .into();
+            .create_with_context::<_, Reader>(LoggingContext::for_config(&config))
+            .map_err(|e| format!("cannot create a consumer: {e}"))?;
         Ok(TailReader {
             consumer,
             assigned: Mutex::new(()),

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
@@ -334,10 +334,9 @@ pub fn read_progress(
         .set("enable.partition.eof", "true")
         .set("isolation.level", "read_committed")
         .clone();
-    let consumer: Reader = config
-        .create_with_context::<_, BaseConsumer<_>>(LoggingContext::for_config(&config))
-        .map_err(|e| progress_error(topic, "create a consumer for", e))?
-        .into();
+    let consumer = config
+        .create_with_context::<_, Reader>(LoggingContext::for_config(&config))
+        .map_err(|e| progress_error(topic, "create a consumer for", e))?;
     let metadata = consumer
         .fetch_metadata(Some(topic), Duration::from_secs(30))
         .map_err(|e| progress_error(topic, "read the metadata of", e))?;
