@@ -390,12 +390,12 @@ impl Metrics {
             .fetch_add(i64::try_from(bytes).unwrap_or(i64::MAX), Ordering::Relaxed);
     }
 
-    /// Kafka acknowledged a record of `bytes`, `latency` after it was enqueued.
-    pub fn record_delivered(&self, bytes: u64, latency: Duration) {
+    /// Kafka acknowledged a record of `bytes` `now`, `latency` after it was
+    /// enqueued (one clock read per record, the caller's).
+    pub fn record_delivered(&self, bytes: u64, latency: Duration, now: Instant) {
         self.records_acknowledged.inc();
         self.ack_latency.observe(latency);
-        self.delivery_progress_at
-            .store(self.now_mark(), Ordering::Relaxed);
+        (self.delivery_progress_at).store(self.mark_at(now), Ordering::Relaxed);
         self.leave_flight(bytes);
     }
 
@@ -751,7 +751,7 @@ mod tests {
         let s = m.snapshot();
         assert_eq!((s.in_flight_records, s.in_flight_bytes), (2, 150));
         assert!(s.since_delivery_progress.is_some());
-        m.record_delivered(100, Duration::from_millis(3));
+        m.record_delivered(100, Duration::from_millis(3), Instant::now());
         m.record_failed(50);
         let s = m.snapshot();
         assert_eq!((s.in_flight_records, s.in_flight_bytes), (0, 0));

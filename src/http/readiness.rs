@@ -98,6 +98,7 @@ impl HealthPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn readiness_reports_each_phase() {
@@ -132,7 +133,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         let r = policy.evaluate(&metrics);
         assert!(!r.ready && r.reason.contains("Kafka"), "{}", r.reason);
-        metrics.record_delivered(10, Duration::from_millis(1));
+        metrics.record_delivered(10, Duration::from_millis(1), Instant::now());
         assert!(policy.evaluate(&metrics).ready);
     }
 }

@@ -168,9 +168,9 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
         let outcome = match result {
             Ok(_) => {
                 self.shared.metrics.kafka_answered();
-                self.shared
-                    .metrics
-                    .record_delivered(u64::from(byte_permits), enqueued.elapsed());
+                let now = Instant::now();
+                let latency = now.saturating_duration_since(enqueued);
+                (self.shared.metrics).record_delivered(u64::from(byte_permits), latency, now);
                 txn.and_then(|txn| {
                     let mut tracker = self.shared.tracker();
                     // The last record of a transaction at an already
