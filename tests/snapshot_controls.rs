@@ -36,8 +36,9 @@
 //!   across a graceful restart, streaming meanwhile, until
 //!   `resume-snapshot` ([`pause_restart`]);
 //! - a change streamed before its transaction is visible (waiting for a
-//!   synchronous standby) is never followed by an older chunk row, with
-//!   watermarks and read-only ([`invisible_commit`]).
+//!   synchronous standby) is never followed by an older snapshot row:
+//!   incremental with watermarks and read-only, and blocking
+//!   ([`invisible_commit`]).
 
 mod common;
 #[path = "snapshot_controls/in_flight.rs"]

@@ -1,12 +1,12 @@
 //! A transaction the stream carries before it is visible: its commit record
 //! is flushed (so streamed and emitted), but it then waits for a synchronous
 //! standby that never answers, and every snapshot, a chunk's too, still sees
-//! the row it changed as it was. A chunk read meanwhile must not follow the
-//! streamed change with that older row: in a compacted topic the older
-//! version would win. Both windows are checked, the signal table's
-//! watermarks and `--read-only`'s snapshot marks; each time the topic must
-//! end equal to the table, no key going back to an older version, every
-//! other row read by the snapshot.
+//! the row it changed as it was. A snapshot read meanwhile must not follow
+//! the streamed change with that older row: in a compacted topic the older
+//! version would win. Both incremental windows are checked, the signal
+//! table's watermarks and `--read-only`'s snapshot marks, and a blocking
+//! snapshot; each time the topic must end equal to the table, no key going
+//! back to an older version, every other row read by the snapshot.
 //!
 //! The server is this test's own, with `synchronous_standby_names` naming a
 //! standby that never connects and `synchronous_commit = local` for every
@@ -19,17 +19,40 @@ use pgcdc_testcontainers::{Kafka, Postgres, PostgresOptions};
 use serde_json::json;
 
 use super::common::compacted::wait_for_topic_to_equal_table;
-use super::common::{consume_all, wait_for, wait_until, Scenario, TIMEOUT};
-use super::in_flight::snapshot_reads;
+use super::common::{consume_all, wait_for, wait_until, Record, Scenario, TIMEOUT};
 use super::read_only::{kafka_signal, notification, stale_keys};
-use super::{signal, SIGNALS};
+use super::{signal, wait_for_notification, SIGNALS};
 
 const ROWS: i64 = 20;
+
+/// How the snapshot is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Incremental, the signal table's watermarks.
+    Watermarks,
+    /// Incremental, `--read-only` (signals through Kafka).
+    ReadOnly,
+    /// Blocking (`"type": "blocking"`), through the signal table.
+    Blocking,
+}
 /// The row the held transaction updates.
 const HELD: i64 = 7;
 
+/// The blocking snapshot's notifications' `aggregate_type`.
+const INITIAL: &str = "Initial Snapshot";
+
+/// The ids the snapshot read (`op: "r"`, any marker).
+fn reads(records: &[Record]) -> Vec<i64> {
+    (records.iter())
+        .filter_map(|r| {
+            let p = &r.value.as_ref()?["payload"];
+            (p["op"] == "r").then(|| p["after"]["id"].as_i64())?
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_change_streamed_before_it_is_visible_is_never_followed_by_an_older_chunk_row() {
+async fn a_change_streamed_before_it_is_visible_is_never_followed_by_an_older_snapshot_row() {
     let kafka = Kafka::shared();
     let options = PostgresOptions {
         settings: vec![
@@ -41,14 +64,14 @@ async fn a_change_streamed_before_it_is_visible_is_never_followed_by_an_older_ch
     let pg: &'static Postgres = Box::leak(Box::new(
         Postgres::launch_with(&options).expect("a private postgres"),
     ));
-    for read_only in [false, true] {
-        held_commit_under_a_chunk(kafka, pg, read_only).await;
+    for mode in [Mode::Watermarks, Mode::ReadOnly, Mode::Blocking] {
+        held_commit_under_a_snapshot(kafka, pg, mode).await;
     }
 }
 
-async fn held_commit_under_a_chunk(kafka: &Kafka, pg: &'static Postgres, read_only: bool) {
-    let mode = if read_only { "read-only" } else { "watermarks" };
-    let s = Scenario::new(pg, if read_only { "heldro" } else { "heldrw" });
+async fn held_commit_under_a_snapshot(kafka: &Kafka, pg: &'static Postgres, mode: Mode) {
+    let read_only = mode == Mode::ReadOnly;
+    let s = Scenario::new(pg, &format!("held{mode:?}").to_lowercase());
     s.sql("CREATE TABLE t (id int PRIMARY KEY, v bigint NOT NULL)");
     s.sql("ALTER TABLE t REPLICA IDENTITY FULL");
     s.sql(&format!(
@@ -109,14 +132,18 @@ async fn held_commit_under_a_chunk(kafka: &Kafka, pg: &'static Postgres, read_on
     assert_eq!(
         s.query_one(&format!("SELECT v::text FROM t WHERE id = {HELD}")),
         Some("0".to_owned()),
-        "{mode}: the update is streamed but not visible yet"
+        "{mode:?}: the update is streamed but not visible yet"
     );
     assert!(
         !held.is_finished(),
-        "{mode}: the writer waits for the standby"
+        "{mode:?}: the writer waits for the standby"
     );
 
-    let data = json!({"data-collections": ["public.t"], "type": "incremental"});
+    let kind = match mode {
+        Mode::Blocking => "blocking",
+        _ => "incremental",
+    };
+    let data = json!({"data-collections": ["public.t"], "type": kind});
     match read_only {
         true => {
             let value = json!({"id": "held-1", "type": "execute-snapshot", "data": data});
@@ -124,7 +151,7 @@ async fn held_commit_under_a_chunk(kafka: &Kafka, pg: &'static Postgres, read_on
         }
         false => signal(&s, "held-1", "execute-snapshot", data),
     }
-    // Chunks are read while the update stays invisible.
+    // Snapshots are taken while the update stays invisible.
     tokio::time::sleep(Duration::from_secs(2)).await;
     s.sql(&format!("SELECT pg_cancel_backend({pid})"));
     held.await
@@ -133,13 +160,20 @@ async fn held_commit_under_a_chunk(kafka: &Kafka, pg: &'static Postgres, read_on
     assert_eq!(
         s.query_one(&format!("SELECT v::text FROM t WHERE id = {HELD}")),
         Some("1".to_owned()),
-        "{mode}: visible once the wait is cancelled"
+        "{mode:?}: visible once the wait is cancelled"
     );
 
-    notification(kafka, &notifications, "COMPLETED", "held-1", "").await;
+    match mode {
+        Mode::Blocking => {
+            wait_for_notification(kafka, &notifications, INITIAL, "COMPLETED", "held-1").await;
+        }
+        _ => {
+            notification(kafka, &notifications, "COMPLETED", "held-1", "").await;
+        }
+    }
     let records = wait_for(TIMEOUT, "the snapshot's rows", || async {
         let records = consume_all(&kafka.bootstrap_servers(), &topic, TIMEOUT).await;
-        match snapshot_reads(&records).len() >= ROWS as usize - 1 {
+        match reads(&records).len() >= ROWS as usize - 1 {
             true => Ok(records),
             false => Err(format!("{} records", records.len())),
         }
@@ -148,17 +182,17 @@ async fn held_commit_under_a_chunk(kafka: &Kafka, pg: &'static Postgres, read_on
     let stale = stale_keys(&records);
     assert!(
         stale.is_empty(),
-        "{mode}: no older version after a newer one: {stale:?}"
+        "{mode:?}: no older version after a newer one: {stale:?}"
     );
     wait_for_topic_to_equal_table(kafka, &s, "t").await;
-    let mut read: Vec<i64> = snapshot_reads(&records).iter().map(|(id, _)| *id).collect();
+    let mut read = reads(&records);
     read.sort_unstable();
     read.dedup();
     read.retain(|&id| id != HELD);
     assert_eq!(
         read,
         (1..=ROWS).filter(|&id| id != HELD).collect::<Vec<_>>(),
-        "{mode}: every row the writer did not touch is read"
+        "{mode:?}: every row the writer did not touch is read"
     );
     running.stop().await;
 }

@@ -7,7 +7,10 @@
 //!
 //! The rows are read in one REPEATABLE READ transaction taken when the
 //! stream reaches the signal, so they are the tables as of a moment *after*
-//! the signal's commit. They are emitted as `op: "r"` records
+//! the signal's commit, and after every transaction streamed before it: a
+//! transaction's commit can be streamed before it is visible (see
+//! [`super::visibility`]), so a snapshot that does not see one of them yet
+//! is dropped and taken again a little later, the stream waiting. They are emitted as `op: "r"` records
 //! (`source.snapshot = "true"`) inside the signal's own transaction: the
 //! ack tracker cannot confirm the slot past the signal before Kafka has
 //! every row, so a crash replays the signal and the snapshot is taken
@@ -53,7 +56,7 @@ impl Stream<'_> {
         conditions: &BTreeMap<String, String>,
         source: SignalSource,
     ) -> Result<(), PipelineError> {
-        let Some(inc) = self.incremental.take() else {
+        let Some(mut inc) = self.incremental.take() else {
             return Ok(());
         };
         let notification = |kind| {
@@ -68,7 +71,7 @@ impl Stream<'_> {
         self.notifier.notify(notification(Kind::Started));
         let started = std::time::Instant::now();
         let result = self
-            .read_in_transaction(&inc, tables, conditions, source, &notification)
+            .read_in_transaction(&mut inc, tables, conditions, source, &notification)
             .await;
         self.incremental = Some(inc);
         match &result {
@@ -85,11 +88,12 @@ impl Stream<'_> {
         result.map(|_| ())
     }
 
-    /// [`Self::read_tables`] in one REPEATABLE READ transaction, ended
-    /// whatever happens (COMMIT, or ROLLBACK after a failure).
+    /// [`Self::read_tables`] in one REPEATABLE READ transaction that sees
+    /// every transaction streamed before it, ended whatever happens
+    /// (COMMIT, or ROLLBACK after a failure).
     async fn read_in_transaction(
         &mut self,
-        inc: &Incremental,
+        inc: &mut Incremental,
         tables: &[String],
         conditions: &BTreeMap<String, String>,
         source: SignalSource,
@@ -99,10 +103,7 @@ impl Stream<'_> {
             let action = action.to_owned();
             move |error| IncrementalError::from(SetupError::Query { action, error })
         };
-        inc.sql
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await
-            .map_err(sql_error("starting the blocking snapshot's transaction"))?;
+        inc.begin_seeing_the_stream().await?;
         let read = self
             .read_tables(inc, tables, conditions, source, notification)
             .await;

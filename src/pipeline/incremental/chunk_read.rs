@@ -66,6 +66,39 @@ impl Incremental {
         Ok(Some((marks.high, messages)))
     }
 
+    /// Begins a REPEATABLE READ, READ ONLY transaction whose snapshot sees
+    /// every transaction the stream carried, waiting (and the stream with
+    /// it) while one is not visible yet: the blocking snapshot reads its
+    /// tables in it, and emits them after what the stream emitted.
+    pub(super) async fn begin_seeing_the_stream(&mut self) -> Result<(), IncrementalError> {
+        loop {
+            self.sql
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .await
+                .map_err(query_error("starting the blocking snapshot's transaction"))?;
+            let unseen = match self.marks().await {
+                Ok(marks) => (self.visibility).snapshot_taken(&marks.snapshot, Instant::now()),
+                Err(error) => {
+                    let _ = self.sql.batch_execute("ROLLBACK").await;
+                    return Err(error);
+                }
+            };
+            if unseen == 0 {
+                return Ok(());
+            }
+            tracing::debug!(unseen, "a streamed transaction is not visible to the blocking snapshot's snapshot yet; waiting");
+            self.sql
+                .batch_execute("ROLLBACK")
+                .await
+                .map_err(query_error(
+                    "ending a snapshot that misses a streamed transaction",
+                ))?;
+            if let Some(at) = self.visibility.retry_at() {
+                tokio::time::sleep_until(at.into()).await;
+            }
+        }
+    }
+
     async fn marks_and_rows(
         &self,
         queries: &[String],

@@ -32,6 +32,11 @@
 //!   at all. So the xids of streamed transactions are remembered until a
 //!   snapshot sees them ([`Visibility`]); a chunk whose snapshot misses one
 //!   of them is dropped and read again a little later.
+//!
+//! The blocking snapshot ([`super::blocking`]) reads whole tables with the
+//! stream waiting at the signal: its snapshot must see every transaction
+//! streamed before the signal, so one that does not is taken again after
+//! the same pause.
 
 use std::time::{Duration, Instant};
 
@@ -161,6 +166,12 @@ impl Visibility {
     /// Whether a chunk may be read now (not in the pause after a dropped one).
     pub(super) fn may_read(&self, now: Instant) -> bool {
         self.not_before.is_none_or(|t| now >= t)
+    }
+
+    /// When the pause after a snapshot that missed a streamed transaction
+    /// ends, if one was missed.
+    pub(super) fn retry_at(&self) -> Option<Instant> {
+        self.not_before
     }
 }
 
