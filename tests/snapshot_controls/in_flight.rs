@@ -28,7 +28,7 @@ use super::common::{
     consume_all, consume_until_idle, read_raw, wait_for, wait_until, ReadUntil, Record, Scenario,
     TIMEOUT,
 };
-use super::read_only::{assert_untouched_rows_read, stale_keys};
+use super::read_only::{assert_never_older, assert_untouched_rows_read};
 use super::{signal, wait_for_notification, SIGNALS};
 
 /// The tables and their sizes: small, medium, large, and one that waits
@@ -280,11 +280,7 @@ async fn several_tables_in_flight_under_load_with_a_restart() {
             latest_by_key(&records) == expected,
             "{table}: the topic ends equal to the table"
         );
-        let stale = stale_keys(&records);
-        assert!(
-            stale.is_empty(),
-            "{table}: no older version after a newer one: {stale:?}"
-        );
+        assert_never_older(&records, table);
         let reads = snapshot_reads(&records);
         let read: BTreeMap<i64, i64> = reads.iter().copied().collect();
         assert_eq!(

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::common::compacted::wait_for_topic_to_equal_table;
 use super::common::{consume_all, wait_for, wait_until, Record, Scenario, TIMEOUT};
-use super::read_only::{kafka_signal, notification, stale_keys};
+use super::read_only::{assert_never_older, kafka_signal, notification};
 use super::{signal, wait_for_notification, SIGNALS};
 
 const ROWS: i64 = 20;
@@ -179,11 +179,7 @@ async fn held_commit_under_a_snapshot(kafka: &Kafka, pg: &'static Postgres, mode
         }
     })
     .await;
-    let stale = stale_keys(&records);
-    assert!(
-        stale.is_empty(),
-        "{mode:?}: no older version after a newer one: {stale:?}"
-    );
+    assert_never_older(&records, &format!("{mode:?}"));
     wait_for_topic_to_equal_table(kafka, &s, "t").await;
     let mut read = reads(&records);
     read.sort_unstable();

@@ -22,7 +22,7 @@ use super::common::{
     consume_all, hold_for, record_count, wait_for, wait_until, Record, Scenario, TIMEOUT,
 };
 use super::in_flight::{create_tables, progress_notes, snapshot_reads, Writer, TABLES};
-use super::read_only::{assert_untouched_rows_read, notification, stale_keys};
+use super::read_only::{assert_never_older, assert_untouched_rows_read, notification};
 use super::{signal, SIGNALS};
 
 /// Rows per chunk: small, so the pause comes with most chunks to go.
@@ -200,11 +200,7 @@ async fn a_paused_snapshot_stays_paused_across_a_graceful_restart() {
             },
         )
         .await;
-        let stale = stale_keys(&records);
-        assert!(
-            stale.is_empty(),
-            "{table}: no older version after a newer one, across the graceful restart: {stale:?}"
-        );
+        assert_never_older(&records, &format!("{table}, across the graceful restart"));
         assert!(
             records.iter().all(|r| r.partition == 0),
             "{table}: one partition, so its record count is its next offset"

@@ -193,6 +193,16 @@ pub(super) fn stale_keys(records: &[Record]) -> Vec<String> {
     stale
 }
 
+/// Asserts that no key of `records` goes back to an older version
+/// ([`stale_keys`]); `what` leads the message.
+pub(super) fn assert_never_older(records: &[Record], what: &str) {
+    let stale = stale_keys(records);
+    assert!(
+        stale.is_empty(),
+        "{what}: no older version after a newer one: {stale:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_snapshot_on_a_select_only_role_under_load() {
     let started = Instant::now();

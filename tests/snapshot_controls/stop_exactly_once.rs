@@ -35,7 +35,7 @@ use super::common::{
     consume_all, hold_for, read_raw, wait_for, wait_until, ReadUntil, Scenario, TIMEOUT,
 };
 use super::in_flight::{committed, create_tables, snapshot_reads, Writer};
-use super::read_only::{kafka_signal, select_only_role, stale_keys, with_flag};
+use super::read_only::{assert_never_older, kafka_signal, select_only_role, with_flag};
 use super::{signal, SIGNALS};
 
 /// Rows per chunk.
@@ -301,11 +301,7 @@ async fn stop_under_exactly_once(channel: Channel) {
         }
     })
     .await;
-    let stale = stale_keys(&records);
-    assert!(
-        stale.is_empty(),
-        "no older version after a newer one: {stale:?}"
-    );
+    assert_never_older(&records, "c");
     let reads = snapshot_reads(&records);
     let read: BTreeMap<i64, i64> = reads.iter().copied().collect();
     assert_eq!(read.len(), reads.len(), "no snapshot row twice");
