@@ -93,7 +93,7 @@ pub enum IncrementalError {
     SignalTableNotPublished { table: String, publication: String },
     #[error("--read-only incremental snapshots need a primary server: on a standby pg_current_snapshot() does not list the transactions in progress, so a chunk cannot be placed in the stream; point --pg-url at the primary, or run without --read-only")]
     ReadOnlyOnStandby,
-    #[error("the server answered {0:?} for pg_current_snapshot() or pg_current_wal_insert_lsn(), which is not their text form; read-only incremental snapshots need PostgreSQL's own")]
+    #[error("the server answered {0:?} for pg_current_snapshot() or pg_current_wal_insert_lsn(), which is not their text form; incremental and blocking snapshots need PostgreSQL's own")]
     UnreadableSnapshot(String),
     #[error(transparent)]
     Sql(#[from] SetupError),

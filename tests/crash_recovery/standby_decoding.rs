@@ -1,7 +1,10 @@
 //! Logical decoding from a hot standby (PostgreSQL 16+): the connector's
 //! `--pg-url` names the standby, writes go to the primary. The initial
 //! snapshot is read on the standby, changes stream, and an idle stream
-//! still advances the standby's slot.
+//! still advances the standby's slot. A signal table is read there too:
+//! thousands of streamed transactions later (each one remembered until a
+//! snapshot sees it, for incremental snapshots' sake) the run has not
+//! restarted once.
 
 use super::*;
 use pgcdc_testcontainers::StandbyOptions;
@@ -37,6 +40,7 @@ async fn a_hot_standby_snapshots_streams_and_advances_when_idle() {
     let s = Scenario::new(primary, "standbydecoding");
     create_tables(&s, &TABLES);
     s.sql("CREATE TABLE seeded (id bigint PRIMARY KEY, note text)");
+    s.sql("CREATE TABLE signals (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))");
     s.sql(&format!(
         "INSERT INTO seeded SELECT g, 'row ' || g FROM generate_series(1, {SEEDED}) g"
     ));
@@ -67,7 +71,15 @@ async fn a_hot_standby_snapshots_streams_and_advances_when_idle() {
     })
     .await;
 
-    let running = on_standby.start(&bootstrap, &["--status-interval", "200ms"]);
+    let running = on_standby.start(
+        &bootstrap,
+        &[
+            "--status-interval",
+            "200ms",
+            "--signal-data-collection",
+            "public.signals",
+        ],
+    );
     // A slot on a standby waits for the primary's next running-transactions
     // record; the primary logs one every 15 s while busy, this asks at once.
     wait_until(TIMEOUT, "the slot on the standby", || async {
@@ -95,6 +107,13 @@ async fn a_hot_standby_snapshots_streams_and_advances_when_idle() {
     // Changes written on the primary stream from the standby.
     let mut workload = Workload::new(&TABLES, 31);
     let written = workload.run_blocking(&s, 60);
+    // More transactions than the connector remembers before it takes a
+    // snapshot to forget the ones it sees (4,096): on a standby that must
+    // not call what only a primary can (pg_current_wal_insert_lsn()).
+    s.sql(
+        "DO $$ BEGIN FOR i IN 1..4500 LOOP \
+         INSERT INTO seeded VALUES (1000 + i, 'burst'); COMMIT; END LOOP; END $$",
+    );
     let end = primary_lsn().expect("primary position");
     wait_until(
         TIMEOUT,
@@ -122,7 +141,11 @@ async fn a_hot_standby_snapshots_streams_and_advances_when_idle() {
     )
     .await;
 
-    running.stop().await;
+    let summary = running.stop().await;
+    assert_eq!(
+        summary.restarts, 0,
+        "no attempt failed on the standby, signal table and all: {summary:?}"
+    );
 
     // What a standby cannot do stops a run with the fix: a heartbeat that
     // writes, and a publication to create.

@@ -1,7 +1,7 @@
 //! Reading a window's chunks (one per table in flight), in both modes: one
 //! REPEATABLE READ, READ ONLY transaction whose first statement returns its
-//! snapshot and the server's insert position (the read-only high mark), so
-//! the stream can tell which transactions the rows hold
+//! snapshot (and, read-only, the server's insert position: the high mark),
+//! so the stream can tell which transactions the rows hold
 //! ([`super::visibility`]).
 
 use std::time::Instant;
@@ -18,14 +18,19 @@ use crate::source::setup::SetupError;
 /// first statement of the chunk's transaction (so after its snapshot).
 const MARKS: &str = "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text";
 
+/// The snapshot alone, for the read-write mode: the insert position is a
+/// WAL control function, an error on a standby, where a run that decodes
+/// may still read signals and prune its streamed xids.
+const SNAPSHOT: &str = "SELECT pg_current_snapshot()::text";
+
 /// What a window's read knows about its chunks.
 #[derive(Debug, Clone)]
 struct Marks {
     /// The snapshot the chunks were read with.
     snapshot: PgSnapshot,
-    /// Once the stream has read this far, every transaction the snapshot
-    /// sees has been streamed ([`super::read_only`]).
-    high: Lsn,
+    /// Read-only: once the stream has read this far, every transaction
+    /// the snapshot sees has been streamed ([`super::read_only`]).
+    high: Option<Lsn>,
 }
 
 fn query_error(
@@ -45,7 +50,7 @@ impl Incremental {
         &mut self,
         queries: &[String],
         tables: &[&str],
-    ) -> Result<Option<(Lsn, Vec<Vec<SimpleQueryMessage>>)>, IncrementalError> {
+    ) -> Result<Option<(Option<Lsn>, Vec<Vec<SimpleQueryMessage>>)>, IncrementalError> {
         self.visibility.chunk_read_with(None);
         self.sql
             .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -61,7 +66,7 @@ impl Incremental {
             tracing::debug!(?tables, unseen, "a streamed transaction is not visible to the window's snapshot yet; reading its chunks again");
             return Ok(None);
         }
-        tracing::trace!(?tables, high_mark = %marks.high, "chunks read");
+        tracing::trace!(?tables, high_mark = ?marks.high, "chunks read");
         self.visibility.chunk_read_with(Some(marks.snapshot));
         Ok(Some((marks.high, messages)))
     }
@@ -117,17 +122,22 @@ impl Incremental {
         Ok((marks, results))
     }
 
-    /// The current snapshot and high mark (inside the chunk's transaction:
-    /// the transaction's snapshot).
+    /// The current snapshot, and read-only its high mark (inside the chunk's
+    /// transaction: the transaction's snapshot).
     async fn marks(&self) -> Result<Marks, IncrementalError> {
-        let row = self
-            .sql
-            .query_one(MARKS, &[])
-            .await
+        let read_only = self.read_only.is_some();
+        let query = if read_only { MARKS } else { SNAPSHOT };
+        let row = (self.sql.query_one(query, &[]).await)
             .map_err(query_error("reading pg_current_snapshot()"))?;
         let text: String = row.get(0);
         let snapshot = PgSnapshot::parse(&text)
             .ok_or_else(|| IncrementalError::UnreadableSnapshot(text.clone()))?;
+        if !read_only {
+            return Ok(Marks {
+                snapshot,
+                high: None,
+            });
+        }
         let insert: String = row.get(1);
         let insert: Lsn = insert
             .parse()
@@ -135,7 +145,7 @@ impl Incremental {
         let (block, segment) = self.wal_sizes;
         Ok(Marks {
             snapshot,
-            high: high_mark(insert, block, segment),
+            high: Some(high_mark(insert, block, segment)),
         })
     }
 

@@ -420,7 +420,7 @@ async fn select_window(inc: &mut Incremental, targets: Vec<Target>) -> Result<()
         return Ok(());
     };
     match inc.read_only.as_mut() {
-        Some(streamed) => streamed.high = Some(high),
+        Some(streamed) => streamed.high = high,
         None => inc
             .persist(WINDOW_CLOSE, Some(&window_id))
             .await
