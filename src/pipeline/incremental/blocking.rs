@@ -10,16 +10,17 @@
 //! the signal's commit, and after every transaction streamed before it: a
 //! transaction's commit can be streamed before it is visible (see
 //! [`super::visibility`]), so a snapshot that does not see one of them yet
-//! is dropped and taken again a little later, the stream waiting. They are emitted as `op: "r"` records
-//! (`source.snapshot = "true"`) inside the signal's own transaction: the
-//! ack tracker cannot confirm the slot past the signal before Kafka has
-//! every row, so a crash replays the signal and the snapshot is taken
-//! again (duplicates, never a gap). Then the stream resumes at the signal:
-//! the changes committed between the signal and the read are streamed
-//! after the rows that already contain them. For every key the last record
-//! a consumer sees is therefore its newest version (or its delete), as in
-//! Debezium, whose blocking snapshot also re-reads the tables while its
-//! stream waits and then replays from the signal's position.
+//! is dropped and taken again a little later, the stream waiting. They are
+//! emitted as `op: "r"` records (`source.snapshot = "true"`) inside the
+//! signal's own transaction: the ack tracker cannot confirm the slot past
+//! the signal before Kafka has every row, so a crash replays the signal and
+//! the snapshot is taken again (duplicates, never a gap). Then the stream
+//! resumes at the signal: the changes committed between the signal and the
+//! read are streamed after the rows that already contain them. For every
+//! key the last record a consumer sees is therefore its newest version (or
+//! its delete), as in Debezium, whose blocking snapshot also re-reads the
+//! tables while its stream waits and then replays from the signal's
+//! position.
 //!
 //! While the tables are read the stream does not advance: its lag grows
 //! by what is written meanwhile. Under exactly-once every row is in the
