@@ -24,7 +24,7 @@ const MARKS: &str = "SELECT pg_current_snapshot()::text, pg_current_wal_insert_l
 const SNAPSHOT: &str = "SELECT pg_current_snapshot()::text";
 
 /// What a window's read knows about its chunks.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Marks {
     /// The snapshot the chunks were read with.
     snapshot: PgSnapshot,
@@ -45,27 +45,23 @@ impl Incremental {
     /// snapshot, which the stream then places its transactions against;
     /// returns the rows and the high mark. `None` when that snapshot misses
     /// a transaction the stream already carried: the chunks may be older
-    /// than what was emitted, and are read again shortly.
+    /// than what was emitted, and are read again shortly (not read at all
+    /// with this snapshot).
     pub(super) async fn read_chunks(
         &mut self,
         queries: &[String],
         tables: &[&str],
     ) -> Result<Option<(Option<Lsn>, Vec<Vec<SimpleQueryMessage>>)>, IncrementalError> {
         self.visibility.chunk_read_with(None);
-        self.sql
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await
-            .map_err(query_error("starting a chunk's transaction"))?;
-        let read = self.marks_and_rows(queries, tables).await;
+        let Some(marks) = self.begin_seeing("a chunk's transaction").await? else {
+            tracing::debug!(?tables, "a streamed transaction is not visible to the window's snapshot yet; reading its chunks again");
+            return Ok(None);
+        };
+        let read = self.rows(queries, tables).await;
         let end = if read.is_ok() { "COMMIT" } else { "ROLLBACK" };
         let ended = self.sql.batch_execute(end).await;
-        let (marks, messages) = read?;
+        let messages = read?;
         ended.map_err(query_error("ending a chunk's transaction"))?;
-        let unseen = (self.visibility).snapshot_taken(&marks.snapshot, Instant::now());
-        if unseen > 0 {
-            tracing::debug!(?tables, unseen, "a streamed transaction is not visible to the window's snapshot yet; reading its chunks again");
-            return Ok(None);
-        }
         tracing::trace!(?tables, high_mark = ?marks.high, "chunks read");
         self.visibility.chunk_read_with(Some(marks.snapshot));
         Ok(Some((marks.high, messages)))
@@ -76,40 +72,58 @@ impl Incremental {
     /// it) while one is not visible yet: the blocking snapshot reads its
     /// tables in it, and emits them after what the stream emitted.
     pub(super) async fn begin_seeing_the_stream(&mut self) -> Result<(), IncrementalError> {
-        loop {
-            self.sql
-                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                .await
-                .map_err(query_error("starting the blocking snapshot's transaction"))?;
-            let unseen = match self.marks().await {
-                Ok(marks) => (self.visibility).snapshot_taken(&marks.snapshot, Instant::now()),
-                Err(error) => {
-                    let _ = self.sql.batch_execute("ROLLBACK").await;
-                    return Err(error);
-                }
-            };
-            if unseen == 0 {
-                return Ok(());
-            }
-            tracing::debug!(unseen, "a streamed transaction is not visible to the blocking snapshot's snapshot yet; waiting");
-            self.sql
-                .batch_execute("ROLLBACK")
-                .await
-                .map_err(query_error(
-                    "ending a snapshot that misses a streamed transaction",
-                ))?;
+        while self
+            .begin_seeing("the blocking snapshot's transaction")
+            .await?
+            .is_none()
+        {
+            tracing::debug!("a streamed transaction is not visible to the blocking snapshot's snapshot yet; waiting");
             if let Some(at) = self.visibility.retry_at() {
                 tokio::time::sleep_until(at.into()).await;
             }
         }
+        Ok(())
     }
 
-    async fn marks_and_rows(
+    /// Begins `what`, a REPEATABLE READ, READ ONLY transaction, and takes
+    /// its marks. `None`, the transaction rolled back, when its snapshot
+    /// misses a transaction the stream already carried (the pause before
+    /// the next try is set, [`super::visibility`]).
+    async fn begin_seeing(&mut self, what: &str) -> Result<Option<Marks>, IncrementalError> {
+        self.sql
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await
+            .map_err(query_error(format!("starting {what}")))?;
+        let marks = match self.marks().await {
+            Ok(marks) => marks,
+            Err(error) => {
+                let _ = self.sql.batch_execute("ROLLBACK").await;
+                return Err(error);
+            }
+        };
+        let unseen = (self.visibility).snapshot_taken(&marks.snapshot, Instant::now());
+        if unseen == 0 {
+            return Ok(Some(marks));
+        }
+        tracing::debug!(
+            unseen,
+            "streamed transactions not visible to a snapshot yet"
+        );
+        self.sql
+            .batch_execute("ROLLBACK")
+            .await
+            .map_err(query_error(format!(
+                "ending {what}, whose snapshot misses a streamed transaction"
+            )))?;
+        Ok(None)
+    }
+
+    /// The rows of each chunk query, in the open transaction.
+    async fn rows(
         &self,
         queries: &[String],
         tables: &[&str],
-    ) -> Result<(Marks, Vec<Vec<SimpleQueryMessage>>), IncrementalError> {
-        let marks = self.marks().await?;
+    ) -> Result<Vec<Vec<SimpleQueryMessage>>, IncrementalError> {
         let mut results = Vec::with_capacity(queries.len());
         for (query, table) in queries.iter().zip(tables) {
             let messages = self
@@ -119,7 +133,7 @@ impl Incremental {
                 .map_err(query_error(format!("reading a chunk of {table}")))?;
             results.push(messages);
         }
-        Ok((marks, results))
+        Ok(results)
     }
 
     /// The current snapshot, and read-only its high mark (inside the chunk's
