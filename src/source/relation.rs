@@ -99,21 +99,36 @@ pub struct RelationCache {
     options: ValueOptions,
     types: TypeRegistry,
     tables: HashMap<u32, Arc<TableSchema>>,
-    /// Each relation's resolved column types, in column order.
-    column_types: HashMap<u32, Vec<PgType>>,
-    /// Each relation's column mappings, in column order (empty without rules).
-    mappings: HashMap<u32, Vec<Option<ColumnMapping>>>,
+    /// How each relation's tuples become rows: one lookup per tuple.
+    decoding: HashMap<u32, Decoding>,
     mappers: Arc<ColumnMappers>,
     schema_names: SchemaNameAdjustment,
-    /// Each relation's column count on the wire, and the positions of the
-    /// captured columns among them.
-    positions: HashMap<u32, (usize, Vec<usize>)>,
     /// What each schema was built from, to rebuild it when types change.
     definitions: HashMap<u32, (Relation, Vec<CatalogColumn>)>,
     /// Relations the table filters leave out.
     excluded: HashSet<u32>,
     selection: Arc<Selection>,
     router: Arc<TopicRouter>,
+}
+
+/// How the tuples of one relation become rows.
+#[derive(Debug, Clone)]
+struct Decoding {
+    /// The relation's column count on the wire.
+    width: usize,
+    /// The positions of the captured columns among them.
+    positions: Vec<usize>,
+    /// The captured columns' resolved types, in column order.
+    types: Vec<PgType>,
+    /// Their mappings, in column order (empty without rules).
+    mappings: Vec<Option<ColumnMapping>>,
+}
+
+impl Decoding {
+    /// The mapping of captured column `i`, if a rule maps it.
+    fn mapping(&self, i: usize) -> Option<&ColumnMapping> {
+        self.mappings.get(i).and_then(Option::as_ref)
+    }
 }
 
 impl RelationCache {
@@ -124,11 +139,9 @@ impl RelationCache {
             options,
             types,
             tables: HashMap::new(),
-            column_types: HashMap::new(),
-            mappings: HashMap::new(),
+            decoding: HashMap::new(),
             mappers: Arc::default(),
             schema_names: SchemaNameAdjustment::None,
-            positions: HashMap::new(),
             definitions: HashMap::new(),
             excluded: HashSet::new(),
             selection: Arc::default(),
@@ -299,10 +312,13 @@ impl RelationCache {
         });
         self.excluded.remove(&relation.id);
         self.tables.insert(relation.id, Arc::clone(&table));
-        self.column_types.insert(relation.id, column_types);
-        self.mappings.insert(relation.id, mappings);
-        self.positions
-            .insert(relation.id, (relation.columns.len(), positions));
+        let decoding = Decoding {
+            width: relation.columns.len(),
+            positions,
+            types: column_types,
+            mappings,
+        };
+        self.decoding.insert(relation.id, decoding);
         self.definitions
             .insert(relation.id, (relation.clone(), catalog.to_vec()));
         Ok(table)
@@ -478,11 +494,14 @@ impl RelationCache {
     /// The names of the captured columns of `tuple` that are TOASTed and
     /// unchanged (sent without their value).
     pub fn unchanged_columns<'t>(&self, table: &'t TableSchema, tuple: &Tuple) -> Vec<&'t str> {
-        let Some((_, positions)) = self.positions.get(&table.relation_id) else {
+        // Most tuples have none: no lookup for them.
+        if !tuple.0.iter().any(|d| matches!(d, Datum::UnchangedToast)) {
+            return Vec::new();
+        }
+        let Some(decoding) = self.decoding.get(&table.relation_id) else {
             return Vec::new();
         };
-        positions
-            .iter()
+        (decoding.positions.iter())
             .zip(&table.columns)
             .filter(|(&p, _)| matches!(tuple.0.get(p), Some(Datum::UnchangedToast)))
             .map(|(_, c)| c.name.as_str())
@@ -514,19 +533,12 @@ impl RelationCache {
                 _ => false,
             }
         }
-        // A mapped (masked, hashed, truncated) value is no label any more.
-        let mapped = |i: usize| {
-            self.mappings
-                .get(&relation_id)
-                .is_some_and(|m| m.get(i).is_some_and(Option::is_some))
+        let Some(decoding) = self.decoding.get(&relation_id) else {
+            return false;
         };
-        self.column_types.get(&relation_id).is_some_and(|types| {
-            types
-                .iter()
-                .zip(row)
-                .enumerate()
-                .any(|(i, (ty, v))| !mapped(i) && unknown(ty, v))
-        })
+        // A mapped (masked, hashed, truncated) value is no label any more.
+        (decoding.types.iter().zip(row).enumerate())
+            .any(|(i, (ty, v))| unknown(ty, v) && decoding.mapping(i).is_none())
     }
 
     /// The Relation message (or catalog reading) the schema of `relation_id`
@@ -537,7 +549,7 @@ impl RelationCache {
 
     /// Positions in a tuple of `table` of its key columns, in key order.
     pub fn key_positions(&self, table: &TableSchema) -> Option<Vec<usize>> {
-        let (_, positions) = self.positions.get(&table.relation_id)?;
+        let positions = &self.decoding.get(&table.relation_id)?.positions;
         table
             .key_columns
             .iter()
@@ -565,8 +577,8 @@ impl RelationCache {
     ) -> Result<Row, RowError> {
         let mut row = self.decode_row(table, tuple, lsn)?;
         if self.options.compat.date_infinity {
-            if let Some(column_types) = self.column_types.get(&table.relation_id) {
-                for (value, ty) in row.iter_mut().zip(column_types) {
+            if let Some(decoding) = self.decoding.get(&table.relation_id) {
+                for (value, ty) in row.iter_mut().zip(&decoding.types) {
                     if matches!(ty, PgType::Date) {
                         types::compat::snapshot_date(value);
                     }
@@ -605,47 +617,37 @@ impl RelationCache {
         tuple: &Tuple,
         lsn: Lsn,
     ) -> Result<Row, RowError> {
-        let (width, positions) =
-            self.positions
+        let decoding =
+            self.decoding
                 .get(&table.relation_id)
                 .ok_or(RowErrorKind::UnknownRelation {
                     relation_id: table.relation_id,
                     lsn,
                 })?;
-        if tuple.0.len() != *width {
+        if tuple.0.len() != decoding.width {
             return Err(RowErrorKind::ColumnCount {
                 lsn,
                 schema: table.schema.clone(),
                 table: table.table.clone(),
-                expected: *width,
+                expected: decoding.width,
                 found: tuple.0.len(),
             }
             .into());
         }
-        let types =
-            self.column_types
-                .get(&table.relation_id)
-                .ok_or(RowErrorKind::UnknownRelation {
-                    relation_id: table.relation_id,
-                    lsn,
-                })?;
-        let mappings = self.mappings.get(&table.relation_id);
-        table
+        (table
             .columns
             .iter()
-            .zip(types)
-            .zip(positions)
-            .enumerate()
-            .map(|(i, ((column, ty), &p))| {
-                let value = self.decode_datum(table, column, ty, &tuple.0[p], lsn)?;
-                Ok(
-                    match mappings.and_then(|m| m.get(i)).and_then(Option::as_ref) {
-                        Some(mapping) => mapping.apply(value),
-                        None => value,
-                    },
-                )
+            .zip(&decoding.types)
+            .zip(&decoding.positions))
+        .enumerate()
+        .map(|(i, ((column, ty), &p))| {
+            let value = self.decode_datum(table, column, ty, &tuple.0[p], lsn)?;
+            Ok(match decoding.mapping(i) {
+                Some(mapping) => mapping.apply(value),
+                None => value,
             })
-            .collect()
+        })
+        .collect()
     }
 
     /// The key columns' values of `tuple` before the column mappers, when
@@ -660,23 +662,13 @@ impl RelationCache {
         let Some(tuple) = tuple else {
             return Ok(None);
         };
-        let Some(mappings) = self.mappings.get(&table.relation_id) else {
+        let Some(decoding) = self.decoding.get(&table.relation_id) else {
             return Ok(None);
         };
-        if !table
-            .key_columns
-            .iter()
-            .any(|&i| mappings.get(i).is_some_and(Option::is_some))
-        {
+        if !(table.key_columns.iter()).any(|&i| decoding.mapping(i).is_some()) {
             return Ok(None);
         }
-        let (types, positions) = match (
-            self.column_types.get(&table.relation_id),
-            self.positions.get(&table.relation_id),
-        ) {
-            (Some(types), Some((_, positions))) => (types, positions),
-            _ => return Ok(None),
-        };
+        let (types, positions) = (&decoding.types, &decoding.positions);
         table
             .key_columns
             .iter()
