@@ -86,7 +86,7 @@ fn write_required(
         (C::String, Value::String(s)) => write_bytes(out, s.as_bytes()),
         // A decimal's unscaled value is already the big-endian two's
         // complement bytes Avro's decimal logical type holds.
-        (C::Bytes, Value::Bytes(b)) if is_avro_decimal(schema) && b.is_empty() => {
+        (C::Bytes, Value::Bytes(b)) if b.is_empty() && is_avro_decimal(schema) => {
             return Err(Unfit)
         }
         (C::Bytes, Value::Bytes(b)) => write_bytes(out, b),
