@@ -44,10 +44,13 @@
 //! then per pair int32 length and key, int32 length (-1 for NULL) and value.
 
 use super::text::{
-    decode_bits, decode_money, decode_numeric, encode_binary, hstore_value, interval_value,
-    timestamp_value, zoned_time, zoned_timestamp, Fault, IntervalFields, Parsed,
+    decimal_bytes, decode_bits, decode_money, decode_numeric, encode_binary, hstore_value,
+    interval_value, timestamp_value, zoned_time, zoned_timestamp, Fault, IntervalFields, Parsed,
 };
-use super::{bit_length, compat, temporal_unit, PgType, TemporalUnit, ValueError, ValueOptions};
+use super::{
+    bit_length, compat, decimal_precision_scale, temporal_unit, DecimalHandling, PgType,
+    TemporalUnit, ValueError, ValueOptions,
+};
 use crate::event::value::Value;
 
 mod network;
@@ -187,7 +190,12 @@ fn decode(ty: &PgType, type_modifier: i32, bytes: &[u8], opts: &ValueOptions) ->
             f => f,
         }),
         Bytea => encode_binary(bytes.to_vec(), opts.binary_handling),
-        Numeric => decode_numeric(&numeric::to_text(bytes)?, type_modifier, opts)?,
+        Numeric => {
+            match precise_scale(type_modifier, opts).and_then(|s| numeric::unscaled(bytes, s)) {
+                Some((negative, unscaled)) => Value::Bytes(decimal_bytes(negative, unscaled)),
+                None => decode_numeric(&numeric::to_text(bytes)?, type_modifier, opts)?,
+            }
+        }
         Bit | Varbit => decode_bits(&bit_text(bytes)?, bit_length(ty, type_modifier) == 1)?,
         Date => Value::Int32(match i32::from_be_bytes(be(bytes)?) {
             i32::MAX => i32::MAX,
@@ -422,4 +430,15 @@ fn elements(bytes: &[u8]) -> Parsed<Vec<Option<&[u8]>>> {
         return Err(bad);
     }
     Ok(out)
+}
+
+/// The scale a NUMERIC of `type_modifier` is written at as a precise
+/// decimal, when it is (`None`: a string, a double, or an unconstrained
+/// column's variable scale).
+fn precise_scale(type_modifier: i32, opts: &ValueOptions) -> Option<u32> {
+    let precise = matches!(opts.decimal_handling, DecimalHandling::Precise);
+    precise
+        .then(|| decimal_precision_scale(type_modifier))
+        .flatten()
+        .map(|(_, scale)| scale)
 }

@@ -313,6 +313,9 @@ pub(super) fn decode_numeric(text: &str, type_modifier: i32, opts: &ValueOptions
                         ));
                     }
                     let frac = &frac[..frac.len().min(scale)];
+                    if let Some(unscaled) = unscaled_digits(int, frac, scale) {
+                        return Ok(Value::Bytes(decimal_bytes(negative, unscaled)));
+                    }
                     let unscaled = format!("{int}{frac}{}", "0".repeat(scale - frac.len()));
                     Ok(Value::Bytes(twos_complement(negative, &unscaled)))
                 }
@@ -395,6 +398,35 @@ pub(super) fn decode_money(text: &str, opts: &ValueOptions) -> Parsed<Value> {
 
 /// The minimal big-endian two's complement bytes of the integer `±digits`, as Java's
 /// `BigInteger.toByteArray` gives them (zero is one zero byte). `digits` are ASCII digits.
+/// `int` and `frac` (ASCII digits, `frac` at most `scale` of them) as the
+/// count of `10^-scale` they make, when it fits an `i128` (38 digits and
+/// more may not: `None`, for [`twos_complement`]).
+fn unscaled_digits(int: &str, frac: &str, scale: usize) -> Option<i128> {
+    if int.len() + scale > 38 {
+        return None;
+    }
+    let digits = int
+        .bytes()
+        .chain(frac.bytes())
+        .map(|d| i128::from(d - b'0'));
+    let value = digits.fold(0i128, |acc, d| acc * 10 + d);
+    // At most 38 digits in all, so no step overflows.
+    Some(value * 10i128.pow((scale - frac.len()) as u32))
+}
+
+/// What [`twos_complement`] makes of the magnitude `unscaled` (made negative
+/// when `negative`): the shortest big-endian two's complement bytes, as
+/// Java's `BigInteger.toByteArray()`.
+pub(super) fn decimal_bytes(negative: bool, unscaled: i128) -> Vec<u8> {
+    let value = if negative { -unscaled } else { unscaled };
+    let bytes = value.to_be_bytes();
+    let sign = if value < 0 { 0xff } else { 0 };
+    // A leading byte is redundant while it only repeats the next one's sign bit.
+    let redundant = |i: usize| bytes[i] == sign && (bytes[i + 1] & 0x80) == (sign & 0x80);
+    let start = (0..bytes.len() - 1).take_while(|&i| redundant(i)).count();
+    bytes[start..].to_vec()
+}
+
 pub(crate) fn twos_complement(negative: bool, digits: &str) -> Vec<u8> {
     // Little-endian base-2^32 limbs, fed nine decimal digits at a time.
     let mut limbs: Vec<u32> = Vec::new();

@@ -83,3 +83,43 @@ fn push_group(out: &mut String, group: u16, trim: bool) {
         out.push(char::from(b'0' + *d as u8));
     }
 }
+
+/// The count of `10^-scale` a finite NUMERIC's `numeric_send` bytes hold,
+/// straight from its base-10000 digits, when that is exact and fits an
+/// `i128`: what the text path computes from [`to_text`]'s digits. `None`
+/// for everything else (special values, a nonzero digit beyond `scale`,
+/// more than 38 digits, malformed bytes), which the text path decides.
+pub(super) fn unscaled(bytes: &[u8], scale: u32) -> Option<(bool, i128)> {
+    let (header, rest) = bytes.split_first_chunk::<8>()?;
+    let [n0, n1, w0, w1, s0, s1, _, _] = *header;
+    let ndigits = usize::try_from(i16::from_be_bytes([n0, n1])).ok()?;
+    let weight = i64::from(i16::from_be_bytes([w0, w1]));
+    let negative = match u16::from_be_bytes([s0, s1]) {
+        NUMERIC_POS => false,
+        NUMERIC_NEG => true,
+        _ => return None,
+    };
+    if rest.len() != ndigits * 2 {
+        return None;
+    }
+    let mut groups: i128 = 0;
+    for d in rest.chunks_exact(2) {
+        let group = u16::from_be_bytes([d[0], d[1]]);
+        if group > 9999 {
+            return None;
+        }
+        groups = groups.checked_mul(10_000)?.checked_add(i128::from(group))?;
+    }
+    // The last digit sent has weight `weight - ndigits + 1` (in groups).
+    let exponent = 4 * (weight - ndigits as i64 + 1) + i64::from(scale);
+    let power = |e: i64| u32::try_from(e).ok().and_then(|e| 10i128.checked_pow(e));
+    let value = match exponent {
+        _ if groups == 0 => 0,
+        e if e >= 0 => groups.checked_mul(power(e)?)?,
+        e => {
+            let divisor = power(-e)?;
+            (groups % divisor == 0).then_some(groups / divisor)?
+        }
+    };
+    Some((negative, value))
+}

@@ -477,6 +477,30 @@ proptest::proptest! {
     }
 
     #[test]
+    fn numerics_at_any_scale_match_their_text(
+        negative in proptest::prelude::any::<bool>(),
+        int in "(0|[1-9][0-9]{0,24})",
+        frac in "[0-9]{0,20}",
+        scale in 0i32..=30,
+    ) {
+        // Digits beyond the column's scale are refused on both paths alike.
+        let text = format!("{}{int}{}{frac}", if negative { "-" } else { "" }, if frac.is_empty() { "" } else { "." });
+        let zero = int == "0" && frac.bytes().all(|b| b == b'0');
+        let text = if zero { text.trim_start_matches('-').to_owned() } else { text };
+        let bytes = numeric_send(negative, &int, &frac);
+        let type_modifier = numeric(38, scale);
+        for opts in all_options() {
+            let binary = decode_binary(&PgType::Numeric, type_modifier, &bytes, &opts);
+            let from_text = decode_text(&PgType::Numeric, type_modifier, &text, &opts);
+            // The two errors name their form; the reason is the same.
+            let reason = |e: String| e.split_once(": ").map(|(_, r)| r.split(';').next().unwrap_or(r).to_owned());
+            let binary = bits(binary.map_err(|e| e.to_string())).map_err(reason);
+            let from_text = bits(from_text.map_err(|e| e.to_string())).map_err(reason);
+            proptest::prop_assert_eq!(binary, from_text, "{} under {:?}", text, opts);
+        }
+    }
+
+    #[test]
     fn timestamps_match_their_text(
         micros in -211_813_488_000_000_000i64..=9_223_371_331_199_999_999,
         type_modifier in -1i32..=6,
@@ -523,4 +547,22 @@ proptest::proptest! {
         bytes.extend(months.to_be_bytes());
         proptest::prop_assert_eq!(same_bytes(&PgType::Interval, -1, &bytes, &parts.join(" ")), Ok(()));
     }
+}
+
+#[test]
+fn constrained_numerics_skip_the_text() {
+    use super::numeric::unscaled;
+    assert_eq!(
+        unscaled(&numeric_send(false, "12", "5"), 2),
+        Some((false, 1250))
+    );
+    assert_eq!(
+        unscaled(&numeric_send(true, "123456789", "0123"), 4),
+        Some((true, 1_234_567_890_123))
+    );
+    assert_eq!(unscaled(&numeric_send(false, "0", ""), 3), Some((false, 0)));
+    // A digit beyond the scale, or more than an i128 holds: the text path's to decide.
+    assert_eq!(unscaled(&numeric_send(false, "1", "25"), 1), None);
+    assert_eq!(unscaled(&numeric_send(false, &"9".repeat(40), ""), 0), None);
+    assert_eq!(unscaled(&hex("0000 0000 C000 0000"), 2), None, "NaN");
 }

@@ -594,6 +594,25 @@ proptest! {
     }
 
     #[test]
+    fn decimal_bytes_match_twos_complement(negative in any::<bool>(), digits in "[0-9]{1,38}") {
+        let unscaled: i128 = digits.parse().expect("38 digits fit an i128");
+        prop_assert_eq!(decimal_bytes(negative, unscaled), twos_complement(negative, &digits));
+    }
+
+    #[test]
+    fn unscaled_digits_match_the_padded_text(int in "[0-9]{0,40}", frac in "[0-9]{0,20}", extra in 0usize..20) {
+        let scale = frac.len() + extra;
+        match unscaled_digits(&int, &frac, scale) {
+            Some(value) => {
+                let padded = format!("{int}{frac}{}", "0".repeat(extra));
+                let expected = if padded.is_empty() { 0 } else { padded.parse::<i128>().expect("fits") };
+                prop_assert_eq!(value, expected);
+            }
+            None => prop_assert!(int.len() + scale > 38),
+        }
+    }
+
+    #[test]
     fn numeric_text_decodes_at_column_scale(unscaled in any::<i64>(), scale in 0i32..=18, shown in 0usize..=18) {
         // Postgres prints up to `scale` digits; fewer are padded with zeros.
         let shown = shown.min(scale as usize);
