@@ -289,8 +289,19 @@ pub(super) fn utc_timestamptz(text: &str, type_modifier: i32) -> Option<String> 
 
 /// A finite TIMESTAMPTZ of `utc` µs since 1970 as Debezium's `ZonedTimestamp`.
 pub(in crate::source::types) fn zoned_timestamp(utc: i128, type_modifier: i32) -> Parsed<String> {
-    let days = i64::try_from(utc.div_euclid(i128::from(MICROS_PER_DAY)))
-        .map_err(|_| Fault::OutOfRange("a date"))?;
+    // In i64 when it fits (every binary value does): 128-bit division is
+    // a visible share of a row of timestamps.
+    let (days, micros) = match i64::try_from(utc) {
+        Ok(utc) => (
+            utc.div_euclid(MICROS_PER_DAY),
+            utc.rem_euclid(MICROS_PER_DAY),
+        ),
+        Err(_) => (
+            i64::try_from(utc.div_euclid(i128::from(MICROS_PER_DAY)))
+                .map_err(|_| Fault::OutOfRange("a date"))?,
+            utc.rem_euclid(i128::from(MICROS_PER_DAY)) as i64,
+        ),
+    };
     let (year, month, day) = civil_from_days(days);
     let mut out = String::with_capacity(32);
     if year > 9999 {
@@ -305,11 +316,7 @@ pub(in crate::source::types) fn zoned_timestamp(utc: i128, type_modifier: i32) -
     push_padded(&mut out, u64::from(day), 2);
     out.push('T');
     let digits = Some(time_precision(type_modifier)).filter(|p| *p > 0);
-    push_time(
-        &mut out,
-        utc.rem_euclid(i128::from(MICROS_PER_DAY)) as i64,
-        digits,
-    );
+    push_time(&mut out, micros, digits);
     out.push('Z');
     Ok(out)
 }
@@ -350,7 +357,14 @@ pub(super) fn push_time(out: &mut String, micros: i64, digits: Option<u32>) {
 /// (`format!("{value:0width$}")` without the formatting machinery, which
 /// was a visible share of decoding a row with timestamps).
 pub(super) fn push_padded(out: &mut String, value: u64, width: usize) {
-    let mut digits = [0u8; 20];
+    let digit = |d: u64| char::from(b'0' + d as u8);
+    // Most fields are two digits: no loop for them.
+    if width == 2 && value < 100 {
+        out.push(digit(value / 10));
+        out.push(digit(value % 10));
+        return;
+    }
+    let mut digits = [b'0'; 20];
     let mut at = digits.len();
     let mut rest = value;
     loop {
@@ -361,10 +375,8 @@ pub(super) fn push_padded(out: &mut String, value: u64, width: usize) {
             break;
         }
     }
-    for _ in (digits.len() - at)..width {
-        out.push('0');
-    }
-    out.extend(digits[at..].iter().map(|d| char::from(*d)));
+    let start = at.min(digits.len().saturating_sub(width));
+    out.extend(digits[start..].iter().map(|d| char::from(*d)));
 }
 
 /// TIMETZ as Debezium's `ZonedTime`: shifted to UTC (wrapping around midnight), e.g.
