@@ -468,6 +468,12 @@ impl Exposition {
         );
         counter(
             &mut r,
+            names::SNAPSHOT_READS_DEFERRED,
+            "Snapshot reads put off: their snapshot did not see yet a transaction the stream had carried.",
+            m.snapshot_reads_deferred.clone(),
+        );
+        counter(
+            &mut r,
             names::INCREMENTAL_SNAPSHOT_TABLES_DONE,
             "Tables incremental snapshots have finished.",
             m.incremental_tables_done.clone(),

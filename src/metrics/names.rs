@@ -85,6 +85,10 @@ pub const INCREMENTAL_SNAPSHOT_TABLES_DONE: &str = "pgcdc_incremental_snapshot_t
 /// Tables the running incremental snapshot still has to read (the current one included).
 pub const INCREMENTAL_SNAPSHOT_TABLES_REMAINING: &str =
     "pgcdc_incremental_snapshot_tables_remaining";
+/// Snapshot reads put off because their snapshot did not yet see a
+/// transaction the stream had carried (docs/SNAPSHOTS.md, "Commits the
+/// stream carries before they are visible").
+pub const SNAPSHOT_READS_DEFERRED: &str = "pgcdc_snapshot_reads_deferred_total";
 /// Snapshot notifications sent, labelled `aggregate_type` and `type` (Debezium's).
 pub const SNAPSHOT_NOTIFICATIONS: &str = "pgcdc_snapshot_notifications_total";
 /// Streamed transactions (`--stream-in-progress`) that ended, labelled

@@ -58,6 +58,7 @@
 //! progress record (exactly-once).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio_postgres::Client;
@@ -80,6 +81,7 @@ use window::{Closed, Reach, Window};
 
 use crate::config::RunConfig;
 use crate::lsn::Lsn;
+use crate::metrics::Metrics;
 use crate::notification::{Kind, Notification, Notifier, INCREMENTAL_SNAPSHOT};
 use crate::source::pgoutput::{Datum, Relation, Tuple};
 use crate::source::setup::{self, quote_ident, SetupError};
@@ -128,6 +130,8 @@ pub(super) struct Incremental {
     read_only: Option<read_only::Streamed>,
     /// The streamed xids no snapshot saw yet, and the chunk's snapshot.
     visibility: visibility::Visibility,
+    /// Counts the reads put off for a transaction not visible yet.
+    metrics: Arc<Metrics>,
     /// `--read-only`: the server's WAL page and segment sizes (see
     /// [`read_only::high_mark`]).
     wal_sizes: (u64, u64),
@@ -228,7 +232,10 @@ impl Incremental {
     /// loads recorded progress (read-only: checks the server is a primary;
     /// its progress starts empty, or from the progress record under
     /// exactly-once).
-    pub(super) async fn start(config: &RunConfig) -> Result<Option<Self>, IncrementalError> {
+    pub(super) async fn start(
+        config: &RunConfig,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Option<Self>, IncrementalError> {
         let signal = config
             .signal_data_collection
             .as_deref()
@@ -279,6 +286,7 @@ impl Incremental {
             signal,
             read_only: writes_nothing.then(read_only::Streamed::default),
             visibility: visibility::Visibility::default(),
+            metrics: Arc::clone(metrics),
             wal_sizes,
             progress_id,
             sql,
@@ -309,7 +317,7 @@ impl Incremental {
     pub(super) async fn adopt(
         &mut self,
         resumed: Progress,
-        metrics: &crate::metrics::Metrics,
+        metrics: &Metrics,
     ) -> Result<(), IncrementalError> {
         let mut queued = std::mem::take(&mut self.progress);
         let mut progress = resumed;
@@ -465,12 +473,7 @@ impl Incremental {
 
     /// The chunks of a window were emitted: counts them and notifies, one
     /// `IN_PROGRESS` per table.
-    fn chunks_emitted(
-        &mut self,
-        closed: &[Closed],
-        metrics: &crate::metrics::Metrics,
-        notifier: &Notifier,
-    ) {
+    fn chunks_emitted(&mut self, closed: &[Closed], metrics: &Metrics, notifier: &Notifier) {
         self.visibility.chunk_read_with(None);
         for chunk in closed {
             let rows = chunk.rows.len() as u64;
@@ -510,7 +513,7 @@ impl Incremental {
     pub(super) async fn on_signal(
         &mut self,
         signal: Signal,
-        metrics: &crate::metrics::Metrics,
+        metrics: &Metrics,
         notifier: &Notifier,
     ) -> Result<Action, SetupError> {
         match signal {

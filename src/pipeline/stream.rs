@@ -160,7 +160,7 @@ impl<'a> Stream<'a> {
             idle_wal_end: start,
             last_activity: Instant::now(),
             metadata: metadata::Metadata::new(&config.metadata, &config.names()),
-            incremental: Incremental::start(config).await?,
+            incremental: Incremental::start(config, metrics).await?,
             notifier: crate::notification::Notifier::new(config, metrics)?,
             kafka_signals: None,
             shutdown: None,

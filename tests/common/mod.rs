@@ -189,6 +189,19 @@ impl Scenario {
         let task = tokio::spawn(pipeline::run(config, shutdown));
         Running { stop, task }
     }
+
+    /// Starts the connector in-process, counting into `metrics`.
+    pub fn start_with_metrics(
+        &self,
+        args: Vec<String>,
+        metrics: std::sync::Arc<pgcdc_kafka::metrics::Metrics>,
+    ) -> Running {
+        let config = RunConfig::from_args(args).expect("valid flags");
+        config.validate().expect("valid config");
+        let (stop, shutdown) = Shutdown::new();
+        let task = tokio::spawn(pipeline::run_with_metrics(config, shutdown, metrics));
+        Running { stop, task }
+    }
 }
 
 /// A connector running in-process.

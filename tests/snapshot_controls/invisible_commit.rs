@@ -8,12 +8,18 @@
 //! snapshot; each time the topic must end equal to the table, no key going
 //! back to an older version, every other row read by the snapshot.
 //!
+//! Each snapshot read put off for the invisible commit is counted
+//! (`pgcdc_snapshot_reads_deferred_total`).
+//!
 //! The server is this test's own, with `synchronous_standby_names` naming a
 //! standby that never connects and `synchronous_commit = local` for every
 //! session but the writer's, which sets it `on` and so waits at its commit
 //! until it is cancelled (the commit then stands, and becomes visible).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use pgcdc_kafka::metrics::Metrics;
 
 use pgcdc_testcontainers::{Kafka, Postgres, PostgresOptions};
 use serde_json::json;
@@ -100,7 +106,11 @@ async fn held_commit_under_a_snapshot(kafka: &Kafka, pg: &'static Postgres, mode
         ));
         extra.extend(["--signal-data-collection", "public.signals"]);
     }
-    let running = s.start_args(s.args(&kafka.bootstrap_servers(), &extra));
+    let metrics = Arc::new(Metrics::new());
+    let running = s.start_with_metrics(
+        s.args(&kafka.bootstrap_servers(), &extra),
+        Arc::clone(&metrics),
+    );
     s.await_slot().await;
 
     // The writer's commit waits for the standby: streamed, not visible.
@@ -180,6 +190,17 @@ async fn held_commit_under_a_snapshot(kafka: &Kafka, pg: &'static Postgres, mode
     })
     .await;
     assert_never_older(&records, &format!("{mode:?}"));
+    let deferred = (metrics.render(true).lines())
+        .find_map(|l| {
+            l.strip_prefix("pgcdc_snapshot_reads_deferred_total ")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0);
+    assert!(
+        deferred >= 1.0,
+        "{mode:?}: the reads put off for the held commit are counted ({deferred})"
+    );
     wait_for_topic_to_equal_table(kafka, &s, "t").await;
     let mut read = reads(&records);
     read.sort_unstable();

@@ -109,6 +109,7 @@ impl Incremental {
             unseen,
             "streamed transactions not visible to a snapshot yet"
         );
+        self.metrics.snapshot_read_deferred();
         self.sql
             .batch_execute("ROLLBACK")
             .await
