@@ -174,35 +174,33 @@ fn info() -> ConnectorInfo {
 }
 
 fn decode(c: &mut Criterion) {
-    let (relations, table) = setup();
     let message = insert_message();
     let mut group = c.benchmark_group("decode");
     group.throughput(Throughput::Elements(1));
     group.bench_function("pgoutput insert", |b| {
         b.iter(|| pgoutput::decode(black_box(&message), LSN).expect("decodes"))
     });
-    let LogicalMessage::Insert(insert) = pgoutput::decode(&message, LSN).expect("decodes") else {
-        unreachable!("an insert")
-    };
-    group.bench_function("row values (text to Connect)", |b| {
-        b.iter(|| {
-            relations
-                .decode_row(&table, black_box(&insert.new), LSN)
-                .expect("row")
-        })
-    });
-    let (relations, table) = setup_table(wide_relation());
-    let message = wide_insert_message();
-    let LogicalMessage::Insert(insert) = pgoutput::decode(&message, LSN).expect("decodes") else {
-        unreachable!("an insert")
-    };
-    group.bench_function("wide row values (binary to Connect)", |b| {
-        b.iter(|| {
-            relations
-                .decode_row(&table, black_box(&insert.new), LSN)
-                .expect("row")
-        })
-    });
+    let rows = [
+        ("row values (text to Connect)", setup(), message),
+        (
+            "wide row values (binary to Connect)",
+            setup_table(wide_relation()),
+            wide_insert_message(),
+        ),
+    ];
+    for (name, (relations, table), message) in rows {
+        let LogicalMessage::Insert(insert) = pgoutput::decode(&message, LSN).expect("decodes")
+        else {
+            unreachable!("an insert")
+        };
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                relations
+                    .decode_row(&table, black_box(&insert.new), LSN)
+                    .expect("row")
+            })
+        });
+    }
     group.finish();
 }
 
