@@ -634,20 +634,18 @@ impl RelationCache {
             }
             .into());
         }
-        (table
-            .columns
-            .iter()
-            .zip(&decoding.types)
-            .zip(&decoding.positions))
-        .enumerate()
-        .map(|(i, ((column, ty), &p))| {
+        // Sized up front: collecting Results would grow the row from 4
+        // values by doubling, copying a wide row four times.
+        let mut row = Vec::with_capacity(table.columns.len());
+        let columns = table.columns.iter().zip(&decoding.types);
+        for (i, ((column, ty), &p)) in columns.zip(&decoding.positions).enumerate() {
             let value = self.decode_datum(table, column, ty, &tuple.0[p], lsn)?;
-            Ok(match decoding.mapping(i) {
+            row.push(match decoding.mapping(i) {
                 Some(mapping) => mapping.apply(value),
                 None => value,
-            })
-        })
-        .collect()
+            });
+        }
+        Ok(row)
     }
 
     /// The key columns' values of `tuple` before the column mappers, when
