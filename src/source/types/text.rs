@@ -396,8 +396,6 @@ pub(super) fn decode_money(text: &str, opts: &ValueOptions) -> Parsed<Value> {
     }
 }
 
-/// The minimal big-endian two's complement bytes of the integer `±digits`, as Java's
-/// `BigInteger.toByteArray` gives them (zero is one zero byte). `digits` are ASCII digits.
 /// `int` and `frac` (ASCII digits, `frac` at most `scale` of them) as the
 /// count of `10^-scale` they make, when it fits an `i128` (38 digits and
 /// more may not: `None`, for [`twos_complement`]).
@@ -427,6 +425,8 @@ pub(super) fn decimal_bytes(negative: bool, unscaled: i128) -> Vec<u8> {
     bytes[start..].to_vec()
 }
 
+/// The minimal big-endian two's complement bytes of the integer `±digits`, as Java's
+/// `BigInteger.toByteArray` gives them (zero is one zero byte). `digits` are ASCII digits.
 pub(crate) fn twos_complement(negative: bool, digits: &str) -> Vec<u8> {
     // Little-endian base-2^32 limbs, fed nine decimal digits at a time.
     let mut limbs: Vec<u32> = Vec::new();
