@@ -130,7 +130,8 @@ pub(super) struct Incremental {
     read_only: Option<read_only::Streamed>,
     /// The streamed xids no snapshot saw yet, and the chunk's snapshot.
     visibility: visibility::Visibility,
-    /// Counts the reads put off for a transaction not visible yet.
+    /// The run's metrics (the stream's): chunks, tables remaining, reads
+    /// put off for a transaction not visible yet.
     metrics: Arc<Metrics>,
     /// `--read-only`: the server's WAL page and segment sizes (see
     /// [`read_only::high_mark`]).
@@ -314,11 +315,7 @@ impl Incremental {
     /// Puts `resumed`, the rest of an interrupted initial snapshot, ahead
     /// of what this snapshot has queued (which goes on after it, from where
     /// it was), and records that in the progress row before returning.
-    pub(super) async fn adopt(
-        &mut self,
-        resumed: Progress,
-        metrics: &Metrics,
-    ) -> Result<(), IncrementalError> {
+    pub(super) async fn adopt(&mut self, resumed: Progress) -> Result<(), IncrementalError> {
         let mut queued = std::mem::take(&mut self.progress);
         let mut progress = resumed;
         if let (Some(current), Some(key)) = (queued.tables.first(), queued.last_key.take()) {
@@ -335,7 +332,7 @@ impl Incremental {
         self.progress = progress;
         self.window = Window::Idle;
         self.tally.begin();
-        metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
+        (self.metrics).incremental_tables_remaining(self.progress.tables.len() as u64);
         self.persist(PROGRESS, None).await?;
         Ok(())
     }
@@ -473,7 +470,7 @@ impl Incremental {
 
     /// The chunks of a window were emitted: counts them and notifies, one
     /// `IN_PROGRESS` per table.
-    fn chunks_emitted(&mut self, closed: &[Closed], metrics: &Metrics, notifier: &Notifier) {
+    fn chunks_emitted(&mut self, closed: &[Closed], notifier: &Notifier) {
         self.visibility.chunk_read_with(None);
         for chunk in closed {
             let rows = chunk.rows.len() as u64;
@@ -482,7 +479,7 @@ impl Incremental {
                 info.chunks += 1;
                 info.rows += rows;
             }
-            metrics.incremental_chunk(rows);
+            self.metrics.incremental_chunk(rows);
             notifier.notify(self.in_progress(&chunk.table, chunk.end.as_ref()));
         }
     }
@@ -513,7 +510,6 @@ impl Incremental {
     pub(super) async fn on_signal(
         &mut self,
         signal: Signal,
-        metrics: &Metrics,
         notifier: &Notifier,
     ) -> Result<Action, SetupError> {
         match signal {
@@ -563,7 +559,8 @@ impl Incremental {
                     self.correlation_id = Some(id);
                 }
                 self.tally.begin();
-                metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
+                self.metrics
+                    .incremental_tables_remaining(self.progress.tables.len() as u64);
                 self.persist(PROGRESS, None).await?;
                 if !added.is_empty() {
                     notifier.notify(self.about_tables(Kind::Started, &self.progress.tables));
@@ -603,7 +600,8 @@ impl Incremental {
                 self.window.forget(&stopped);
                 self.table_infos.retain(|t, _| !stopped.contains(t));
                 tracing::info!(stopped = ?tables, remaining = ?self.progress.tables, "incremental snapshot stop requested");
-                metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
+                self.metrics
+                    .incremental_tables_remaining(self.progress.tables.len() as u64);
                 if self.progress.tables.is_empty() {
                     if let Some(ended) = self.tally.end() {
                         tracing::info!(
@@ -641,7 +639,7 @@ impl Incremental {
                 }
                 let emitted = self.window.watermark(&kind, progress.chunk.as_deref());
                 if let Some(closed) = &emitted {
-                    self.chunks_emitted(closed, metrics, notifier);
+                    self.chunks_emitted(closed, notifier);
                 }
                 return Ok(emitted.map_or(Action::Nothing, Action::Emit));
             }

@@ -335,7 +335,7 @@ impl Stream<'_> {
         let mut rows_at = None;
         if !blocking {
             incremental
-                .on_signal(signal, &self.metrics, &self.notifier)
+                .on_signal(signal, &self.notifier)
                 .await
                 .map_err(super::incremental::IncrementalError::from)?;
             // Read-only under at-least-once: recorded in the progress topic

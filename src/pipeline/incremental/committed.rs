@@ -98,7 +98,6 @@ impl Incremental {
         &mut self,
         recorded: Option<&ProgressRecord>,
         slot_start: Lsn,
-        metrics: &crate::metrics::Metrics,
     ) {
         let read_only = self.read_only.is_some();
         let Some(committed) = committed_progress(recorded, slot_start, read_only) else {
@@ -127,7 +126,7 @@ impl Incremental {
         }
         // With no table left and a progress row still there (the tally runs), the
         // next step deletes the row and reports the snapshot complete.
-        metrics.incremental_tables_remaining(self.progress.tables.len() as u64);
+        (self.metrics).incremental_tables_remaining(self.progress.tables.len() as u64);
     }
 }
 
@@ -140,7 +139,7 @@ impl Stream<'_> {
         slot_start: Lsn,
     ) {
         if let Some(incremental) = &mut self.incremental {
-            incremental.resume_from_kafka(recorded, slot_start, &self.metrics);
+            incremental.resume_from_kafka(recorded, slot_start);
         }
     }
 }

@@ -52,7 +52,7 @@ impl Stream<'_> {
                 | Signal::ResumeSnapshot
         );
         let action = incremental
-            .on_signal(signal, &self.metrics, &self.notifier)
+            .on_signal(signal, &self.notifier)
             .await
             .map_err(IncrementalError::from)?;
         if changes_progress || matches!(action, Action::Emit(..)) {

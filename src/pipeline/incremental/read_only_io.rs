@@ -29,7 +29,7 @@ impl Stream<'_> {
         if let Some(streamed) = inc.read_only.as_mut() {
             streamed.high = None;
         }
-        inc.chunks_emitted(&closed, &self.metrics, &self.notifier);
+        inc.chunks_emitted(&closed, &self.notifier);
         let txn = self.delivery.begin();
         self.delivery.open_batch()?;
         let source = (position, txn, 0, crate::event::now_micros());

@@ -155,9 +155,7 @@ pub(in crate::pipeline) async fn resume(
         read_only,
         "resuming the interrupted initial snapshot: its remaining chunks are read as an incremental snapshot while streaming from its consistent point"
     );
-    incremental
-        .adopt(progress.as_incremental(), &stream.metrics)
-        .await?;
+    incremental.adopt(progress.as_incremental()).await?;
     if read_only {
         record_in_kafka(stream, point, progress).await?;
     }
