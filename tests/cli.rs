@@ -6,7 +6,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{consume, wait_until, Scenario};
+use common::{consume, metric_sample, wait_until, Scenario};
 use pgcdc_testcontainers::{Kafka, Postgres};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
@@ -357,9 +357,7 @@ fn scrape(addr: &str) -> Option<String> {
 /// binary labels every series with its pipeline, `default` for a
 /// configuration without pipelines.
 fn sample(page: &str, name: &str) -> Option<f64> {
-    let series = format!("{name}{{pipeline=\"default\"}}");
-    page.lines()
-        .find_map(|l| l.strip_prefix(&series)?.strip_prefix(' ')?.parse().ok())
+    metric_sample(page, &format!("{name}{{pipeline=\"default\"}}"))
 }
 
 /// Issue 26 item 6: a stop while Kafka is frozen says how long it waits

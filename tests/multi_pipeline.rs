@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::process::{run_binary, ConnectorProcess, LogDir};
-use common::{consume_all, wait_for, wait_until, Scenario, TIMEOUT};
+use common::{consume_all, metric_sample, wait_for, wait_until, Scenario, TIMEOUT};
 use pgcdc_testcontainers::{Kafka, Postgres, StopMode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -48,9 +48,7 @@ async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
 /// The value of one series (`name{labels}`) of the endpoint's page.
 async fn value(addr: SocketAddr, series: &str) -> Option<f64> {
     let (_, page) = get(addr, "/metrics").await?;
-    page.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    metric_sample(&page, series)
 }
 
 /// Waits until `/readyz` answers `status` with a body that contains every

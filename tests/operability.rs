@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::process::run_binary;
-use common::{wait_for, wait_until, Scenario, TIMEOUT};
+use common::{metric_sample as sample, wait_for, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::http::{HealthPolicy, HttpServer};
 use pgcdc_kafka::metrics::Metrics;
@@ -42,13 +42,6 @@ async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let (head, body) = response.split_once("\r\n\r\n")?;
     let status = head.split(' ').nth(1)?.parse().ok()?;
     Some((status, body.to_owned()))
-}
-
-/// The value of one series (`name{labels}`) in a metrics page.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// A connector running in-process with its metrics endpoint.

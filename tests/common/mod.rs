@@ -183,11 +183,7 @@ impl Scenario {
     /// Starts the connector in-process with exactly `args` (for flags that
     /// [`Scenario::args`] sets differently, e.g. a proxied `--pg-url`).
     pub fn start_args(&self, args: Vec<String>) -> Running {
-        let config = RunConfig::from_args(args).expect("valid flags");
-        config.validate().expect("valid config");
-        let (stop, shutdown) = Shutdown::new();
-        let task = tokio::spawn(pipeline::run(config, shutdown));
-        Running { stop, task }
+        self.start_with_metrics(args, std::sync::Arc::default())
     }
 
     /// Starts the connector in-process, counting into `metrics`.
@@ -629,4 +625,12 @@ fn read_blocking(bootstrap: &str, topic: &str, until: ReadUntil, from: &[i64]) -
         });
     }
     records
+}
+
+/// The value of one series of a metrics page, `series` written as the
+/// page writes it (`name{label="value",...}`).
+pub fn metric_sample(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }

@@ -24,6 +24,7 @@
 use std::collections::HashSet;
 use std::io::{Read, Write};
 
+use super::common::metric_sample;
 use super::*;
 
 /// How many records a connector may have handed to Kafka unacknowledged
@@ -216,10 +217,7 @@ fn scrape(addr: &str) -> Option<String> {
 
 /// A series of the metrics page (labelled with the default pipeline).
 fn sample(page: &str, name: &str) -> u64 {
-    let series = format!("{name}{{pipeline=\"default\"}} ");
-    page.lines()
-        .find_map(|l| l.strip_prefix(&series)?.trim().parse::<f64>().ok())
-        .map_or(0, |v| v as u64)
+    metric_sample(page, &format!("{name}{{pipeline=\"default\"}}")).map_or(0, |v| v as u64)
 }
 
 /// The connector's counters of records skipped as already in Kafka and of

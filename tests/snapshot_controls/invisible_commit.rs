@@ -25,7 +25,7 @@ use pgcdc_testcontainers::{Kafka, Postgres, PostgresOptions};
 use serde_json::json;
 
 use super::common::compacted::wait_for_topic_to_equal_table;
-use super::common::{consume_all, wait_for, wait_until, Record, Scenario, TIMEOUT};
+use super::common::{consume_all, metric_sample, wait_for, wait_until, Record, Scenario, TIMEOUT};
 use super::read_only::{assert_never_older, kafka_signal, notification};
 use super::{signal, wait_for_notification, SIGNALS};
 
@@ -190,13 +190,8 @@ async fn held_commit_under_a_snapshot(kafka: &Kafka, pg: &'static Postgres, mode
     })
     .await;
     assert_never_older(&records, &format!("{mode:?}"));
-    let deferred = (metrics.render(true).lines())
-        .find_map(|l| {
-            l.strip_prefix("pgcdc_snapshot_reads_deferred_total ")?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0);
+    let deferred =
+        metric_sample(&metrics.render(true), "pgcdc_snapshot_reads_deferred_total").unwrap_or(0.0);
     assert!(
         deferred >= 1.0,
         "{mode:?}: the reads put off for the held commit are counted ({deferred})"
