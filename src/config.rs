@@ -250,10 +250,11 @@ pub struct RunConfig {
 
     /// Most bytes (keys + values) handed to Kafka and not yet acknowledged.
     /// Peak memory follows it (librdkafka holds a copy of each record until
-    /// it is acknowledged). 32 MiB, the Java producer's `buffer.memory`,
-    /// keeps a fast backlog of JSON records with embedded schemas at about
-    /// 100 MB RSS with the same drain rate as 64 MiB (BENCHMARKS.md, "Memory").
-    #[arg(help_heading = DELIVERY, long, env = "PGCDC_MAX_IN_FLIGHT_BYTES", default_value_t = 32 * 1024 * 1024)]
+    /// it is acknowledged). 16 MiB keeps a fast backlog, a snapshot or one
+    /// large transaction of JSON records with embedded schemas under 100 MB
+    /// RSS at the drain rate of 32 MiB (BENCHMARKS.md, "Memory" and "The
+    /// in-flight bound lowered to 16 MiB").
+    #[arg(help_heading = DELIVERY, long, env = "PGCDC_MAX_IN_FLIGHT_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_in_flight_bytes: usize,
 
     /// How often the confirmed position is reported to Postgres.
