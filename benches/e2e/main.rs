@@ -478,6 +478,10 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         let recv_rate = changes as f64 / recv_s;
         let alone_rate = alone.as_ref().map(|a| changes as f64 / a.wall_s);
         let limit_rate = alone_rate.map_or(recv_rate, |a| a.min(recv_rate));
+        // One transaction: none of its records may reach Kafka before the
+        // server has sent its commit, so reading it and producing it cannot
+        // overlap. Its limit is the two one after the other.
+        let serial_s = alone.as_ref().filter(|_| kind == 'd').map(|a| recv_s + a.wall_s);
         out.push(json!({
             "workload": name,
             "format": format,
@@ -520,6 +524,8 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             "limit_rows_per_s": round(limit_rate),
             "limit": if alone_rate.is_some_and(|a| a < recv_rate) { "kafka alone" } else { "pg_recvlogical" },
             "ratio_to_limit": round(changes as f64 / run.wall_s / limit_rate),
+            "serial_limit_s": serial_s.map(round),
+            "ratio_to_serial_limit": serial_s.map(|s| round(s / run.wall_s)),
             "connector_idle_run_s": round(idle.wall_s),
             "debezium_s": dbz.as_ref().map(|d| round(d.wall_s)),
             "debezium_rows_per_s": dbz.as_ref().map(|d| round(changes as f64 / d.wall_s)),

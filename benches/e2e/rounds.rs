@@ -14,6 +14,7 @@ const FIGURES: &[&str] = &[
     "ratio_to_recvlogical",
     "ratio_to_kafka_alone",
     "ratio_to_limit",
+    "ratio_to_serial_limit",
     "connector_us_per_change",
     "walsender_us_per_change.recvlogical",
     "walsender_us_per_change.recvlogical_tcp",
@@ -149,6 +150,18 @@ pub fn print_medians(medians: &[Json]) {
             num(m, "broker_us_per_change", 2),
             num(m, "kafka_alone_broker_us_per_change", 2),
             num(m, "connector_peak_rss_mb", 0),
+        );
+    }
+    for m in medians
+        .iter()
+        .filter(|m| m["ratio_to_serial_limit"].is_number())
+    {
+        println!(
+            "\n{} ({}): nothing may reach Kafka before the server sent the commit, so its serial limit is pg_recvlogical then Kafka alone: ratio {} ({})",
+            m["workload"].as_str().unwrap_or_default(),
+            m["format"].as_str().unwrap_or_default(),
+            num(m, "ratio_to_serial_limit", 2),
+            rounds(m, "ratio_to_serial_limit"),
         );
     }
     if medians.iter().any(|m| m["debezium_rows_per_s"].is_number()) {
