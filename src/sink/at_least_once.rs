@@ -81,9 +81,10 @@ pub struct AtLeastOnce {
 /// The position stamping and skipping of one attempt.
 struct Positions {
     dedupe: Dedupe,
+    /// Each read makes its own consumer and closes it after answering
+    /// (`sink::reader`: a close takes about 0.1 s), so the closes overlap
+    /// the stream instead of adding to a bounded run's exit.
     client: ClientConfig,
-    /// Made when the tails are first read ahead or wanted.
-    reader: Option<Arc<TailReader>>,
     /// Tails being read ahead (see [`AtLeastOnce::read_tails_ahead`]), per
     /// topic, until the topic's first record takes them.
     ahead: HashMap<Arc<str>, Ahead>,
@@ -166,7 +167,6 @@ impl AtLeastOnce {
             positions: dedupe.map(|dedupe| Positions {
                 dedupe,
                 client: config.clone(),
-                reader: None,
                 ahead: HashMap::new(),
                 metrics,
                 current: None,
@@ -346,10 +346,13 @@ impl Positions {
     /// with the same murmur2 once it knows the count, so they count as
     /// partitioned with it (`since` stays the attempt's first record).
     fn learn_partitions(&self, topic: &Arc<str>) -> Option<oneshot::Receiver<Tails>> {
-        let reader = Arc::clone(self.reader.as_ref()?);
+        let client = self.client.clone();
         let (found, created) = oneshot::channel();
         let name = Arc::clone(topic);
         tokio::task::spawn_blocking(move || {
+            let Ok(reader) = TailReader::new(&client) else {
+                return;
+            };
             for _ in 0..CREATION_POLLS {
                 std::thread::sleep(CREATION_POLL);
                 if found.is_closed() {
@@ -365,16 +368,6 @@ impl Positions {
             }
         });
         Some(created)
-    }
-
-    /// The attempt's tail reader, made at its first use.
-    fn reader(&mut self) -> Result<Arc<TailReader>, String> {
-        if let Some(reader) = &self.reader {
-            return Ok(Arc::clone(reader));
-        }
-        let reader = Arc::new(TailReader::new(&self.client)?);
-        self.reader = Some(Arc::clone(&reader));
-        Ok(reader)
     }
 
     /// See [`AtLeastOnce::read_tails_ahead`]: one background reader reads
@@ -400,8 +393,9 @@ impl Positions {
         if reads.is_empty() {
             return;
         }
-        let reader = self.reader();
+        let client = self.client.clone();
         tokio::task::spawn_blocking(move || {
+            let reader = TailReader::new(&client);
             for (topic, started, done) in reads {
                 started.store(true, Ordering::Release);
                 if done.is_closed() {
@@ -425,17 +419,20 @@ impl Positions {
         topic: &Arc<str>,
         last_records: bool,
     ) -> (Tails, Vec<Option<DebeziumTail>>) {
-        let reader = self.reader();
-        let name = Arc::clone(topic);
+        let (client, name) = (self.client.clone(), Arc::clone(topic));
         let started = Instant::now();
-        let read = match reader {
-            Ok(reader) => tokio::task::spawn_blocking(move || {
+        let (answer, answered) = oneshot::channel();
+        tokio::task::spawn_blocking(move || {
+            let reader = TailReader::new(&client);
+            let read = reader.as_ref().map_err(String::clone).and_then(|reader| {
                 reader.read_with_debezium(&name, last_records, TAIL_READ_TIMEOUT)
-            })
+            });
+            // Answered before the reader closes (`client`'s comment).
+            let _ = answer.send(read);
+        });
+        let read = answered
             .await
-            .unwrap_or_else(|e| Err(format!("the reader failed: {e}"))),
-            Err(e) => Err(e),
-        };
+            .unwrap_or_else(|_| Err("the reader stopped without an answer".to_owned()));
         self.settle(topic, (read, started.elapsed()), false)
     }
 
@@ -594,7 +591,6 @@ mod tests {
                 partition_keys: true,
             },
             client: ClientConfig::new(),
-            reader: None,
             ahead: HashMap::new(),
             metrics: Arc::new(Metrics::new()),
             current: None,

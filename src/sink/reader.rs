@@ -8,7 +8,9 @@
 //! time and logged `Failed to close consumer queue on drop` at ERROR on
 //! every exit; dropping it on a thread of its own would race the
 //! process's exit (and TLS's cleanup) with librdkafka's. So the close is
-//! rust-rdkafka's.
+//! rust-rdkafka's, and each read of the tails makes its own consumer and
+//! drops it on its blocking thread after answering
+//! (`sink::at_least_once`): the close then overlaps the stream.
 
 use rdkafka::consumer::BaseConsumer;
 
