@@ -1,9 +1,8 @@
 //! The Kafka producer and its delivery tracking.
 //!
 //! Records are handed to librdkafka without blocking the async runtime
-//! (`BaseProducer::send` only enqueues). librdkafka calls
-//! [`DeliveryContext::delivery`] on the polling thread ([`super::poller`])
-//! once the broker has
+//! (`ThreadedProducer::send` only enqueues). librdkafka calls
+//! [`DeliveryContext::delivery`] on its polling thread once the broker has
 //! acknowledged a message (`acks=all`, idempotent producer, so retries keep
 //! per-partition order and never duplicate) or it has given up on it. That
 //! callback is the only place that feeds acknowledgements into the
@@ -28,8 +27,8 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{
-    BaseProducer, BaseRecord, DeliveryResult, NoCustomPartitioner, Producer, ProducerContext,
-    PurgeConfig,
+    BaseRecord, DeliveryResult, NoCustomPartitioner, Producer, ProducerContext, PurgeConfig,
+    ThreadedProducer,
 };
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
@@ -38,7 +37,6 @@ use tokio::sync::{watch, Semaphore};
 use super::client_log::KafkaLog;
 use super::error::{delivery_error, SinkError};
 use super::login::{self, Interrupted, LoginRefused};
-use super::poller::PolledProducer;
 use super::record::{EncodedRecord, Progress};
 use super::transactional;
 use crate::checkpoint::{AckTracker, TxnId};
@@ -265,7 +263,7 @@ pub struct InFlightLimits {
 
 /// The producer plus the tracker of what it has not yet delivered.
 pub struct KafkaSink {
-    producer: PolledProducer<DeliveryContext>,
+    producer: ThreadedProducer<DeliveryContext>,
     shared: Arc<Shared>,
     max_bytes: u32,
 }
@@ -327,7 +325,6 @@ impl KafkaSink {
                 log: KafkaLog::for_config(&config),
             })
             .map_err(|e| SinkError::Config(Box::new(e)))?;
-        let producer = PolledProducer::start(producer).map_err(SinkError::Poller)?;
         Ok((
             KafkaSink {
                 producer,
@@ -502,7 +499,7 @@ impl KafkaSink {
     }
 
     /// The librdkafka producer, for the transactional calls.
-    pub(super) fn producer(&self) -> &BaseProducer<DeliveryContext> {
+    pub(super) fn producer(&self) -> &ThreadedProducer<DeliveryContext> {
         &self.producer
     }
 
