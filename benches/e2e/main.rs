@@ -481,7 +481,10 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         // One transaction: none of its records may reach Kafka before the
         // server has sent its commit, so reading it and producing it cannot
         // overlap. Its limit is the two one after the other.
-        let serial_s = alone.as_ref().filter(|_| kind == 'd').map(|a| recv_s + a.wall_s);
+        let serial_s = alone
+            .as_ref()
+            .filter(|_| kind == 'd')
+            .map(|a| recv_s + a.wall_s);
         out.push(json!({
             "workload": name,
             "format": format,
