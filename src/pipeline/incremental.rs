@@ -332,7 +332,7 @@ impl Incremental {
         self.progress = progress;
         self.window = Window::Idle;
         self.tally.begin();
-        (self.metrics).incremental_tables_remaining(self.progress.tables.len() as u64);
+        self.count_tables_remaining();
         self.persist(PROGRESS, None).await?;
         Ok(())
     }
@@ -468,6 +468,11 @@ impl Incremental {
         self.read_only.is_some()
     }
 
+    /// Sets the tables-remaining gauge from the queue.
+    fn count_tables_remaining(&self) {
+        (self.metrics).incremental_tables_remaining(self.progress.tables.len() as u64);
+    }
+
     /// The chunks of a window were emitted: counts them and notifies, one
     /// `IN_PROGRESS` per table.
     fn chunks_emitted(&mut self, closed: &[Closed], notifier: &Notifier) {
@@ -559,8 +564,7 @@ impl Incremental {
                     self.correlation_id = Some(id);
                 }
                 self.tally.begin();
-                self.metrics
-                    .incremental_tables_remaining(self.progress.tables.len() as u64);
+                self.count_tables_remaining();
                 self.persist(PROGRESS, None).await?;
                 if !added.is_empty() {
                     notifier.notify(self.about_tables(Kind::Started, &self.progress.tables));
@@ -600,8 +604,7 @@ impl Incremental {
                 self.window.forget(&stopped);
                 self.table_infos.retain(|t, _| !stopped.contains(t));
                 tracing::info!(stopped = ?tables, remaining = ?self.progress.tables, "incremental snapshot stop requested");
-                self.metrics
-                    .incremental_tables_remaining(self.progress.tables.len() as u64);
+                self.count_tables_remaining();
                 if self.progress.tables.is_empty() {
                     if let Some(ended) = self.tally.end() {
                         tracing::info!(

@@ -126,7 +126,7 @@ impl Incremental {
         }
         // With no table left and a progress row still there (the tally runs), the
         // next step deletes the row and reports the snapshot complete.
-        (self.metrics).incremental_tables_remaining(self.progress.tables.len() as u64);
+        self.count_tables_remaining();
     }
 }
 

@@ -150,8 +150,7 @@ impl Stream<'_> {
             let rows = inc.table_rows(&chunk.table);
             inc.table_infos.remove(&chunk.table);
             self.metrics.incremental_table_done();
-            self.metrics
-                .incremental_tables_remaining(inc.progress.tables.len() as u64);
+            inc.count_tables_remaining();
             tracing::info!(table = %chunk.table, rows, remaining = inc.progress.tables.len(), "incremental snapshot of table done");
             self.notifier.notify(
                 inc.about_tables(Kind::TableScanCompleted, &tables)
@@ -242,8 +241,7 @@ impl Stream<'_> {
                     );
                     inc.progress.table_chunk_done(&table, None);
                     inc.table_infos.remove(&table);
-                    self.metrics
-                        .incremental_tables_remaining(inc.progress.tables.len() as u64);
+                    inc.count_tables_remaining();
                     inc.persist(PROGRESS, None)
                         .await
                         .map_err(IncrementalError::from)?;

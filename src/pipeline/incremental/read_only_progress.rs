@@ -193,8 +193,7 @@ impl Stream<'_> {
         }
         inc.progress = progress;
         inc.tally.begin();
-        self.metrics
-            .incremental_tables_remaining(inc.progress.tables.len() as u64);
+        inc.count_tables_remaining();
         Ok(())
     }
 }
