@@ -41,7 +41,9 @@ use crate::config::{RunConfig, SnapshotMode};
 use crate::lsn::Lsn;
 use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
 use crate::progress::SnapshotProgress;
-use crate::sink::transactional::{ensure_progress_topic, now_ms, ProgressRecord};
+use crate::sink::transactional::{
+    ensure_progress_topic, now_ms, InitialSnapshotProgress, ProgressRecord,
+};
 use crate::sink::{InKafka, SinkError};
 use crate::source::pgoutput::Relation;
 use crate::source::replication::{ReplicationError, Session, SlotSnapshot};
@@ -324,6 +326,7 @@ pub(super) async fn emit_snapshot(
     };
     let started = Instant::now();
     let mut last_log = Instant::now();
+    let mut checkpointed = None;
     loop {
         let work = tokio::select! {
             biased;
@@ -346,7 +349,7 @@ pub(super) async fn emit_snapshot(
             Work::ChunkDone { table, last } => {
                 emission.chunk_done(stream, table, last).await?;
                 if checkpoints {
-                    checkpoint(stream, &emission, &mut last_log).await?;
+                    checkpoint(stream, &emission, &mut checkpointed, &mut last_log).await?;
                 }
             }
         }
@@ -373,15 +376,23 @@ pub(super) async fn emit_snapshot(
 
 /// Makes every row sent so far durable in Kafka with the progress record
 /// that says which (see [`emission`]); skipped while a table without a key
-/// is unfinished. Logs the progress every 5 s.
+/// is unfinished, and when nothing was sent since the `last` checkpoint
+/// (two workers' chunks often end back to back, the second with no row
+/// left to send: an empty Kafka transaction would only cost a commit).
+/// Logs the progress every 5 s.
 async fn checkpoint(
     stream: &mut Stream<'_>,
     emission: &Emission,
+    last: &mut Option<InitialSnapshotProgress>,
     last_log: &mut Instant,
 ) -> Result<(), PipelineError> {
     let Some(sent) = emission.sent() else {
         return Ok(());
     };
+    if last.as_ref() == Some(&sent) {
+        return Ok(());
+    }
+    *last = Some(sent.clone());
     fault::snapshot_checkpoint_due().await;
     let names = stream.config.names();
     let record = ProgressRecord {
