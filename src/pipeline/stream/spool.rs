@@ -45,7 +45,9 @@
 //! is removed when its transaction commits (after the replay) or aborts,
 //! when the attempt ends (the server sends open transactions again from
 //! their start on the next connection), and every leftover of an earlier
-//! process (a `kill -9`) when a spool is created. Writes go to the page
+//! process (a `kill -9`) when a spool is created. The directory is made
+//! when the spool is (so an unwritable one fails the start, not the first
+//! large transaction) and removed with it when empty. Writes go to the page
 //! cache through a buffer, so they are made from the async task directly:
 //! a hand-over to a blocking thread per buffer would cost more than the
 //! write.
@@ -338,6 +340,9 @@ impl Drop for Spool {
         // The files go with their transactions; the gauges go to zero.
         self.open.clear();
         self.metrics.streamed().spooled(0, 0);
+        // An empty directory is of no use after the run (one per slot
+        // would pile up); `remove_dir` leaves one that holds anything.
+        let _ = fs::remove_dir(&self.dir);
     }
 }
 

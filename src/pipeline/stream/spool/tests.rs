@@ -208,6 +208,23 @@ fn a_new_spool_removes_the_leftovers_of_an_earlier_process() {
 }
 
 #[test]
+fn the_directory_goes_with_the_spool_when_empty() {
+    let dir = TempDir::new();
+    let mut kept = spool(&dir, 0);
+    assert!(dir.0.is_dir(), "made when the spool is");
+    assert!(kept.start(1, true));
+    kept.append(1, Some(1), Lsn::new(1), &insert(1, 1))
+        .expect("append");
+    drop(kept);
+    assert!(!dir.0.exists(), "its open transaction's file went, then it");
+
+    let other = spool(&dir, 0);
+    fs::write(dir.0.join("notes.txt"), "kept").expect("write");
+    drop(other);
+    assert_eq!(dir.files(), [dir.0.join("notes.txt")], "not emptied by us");
+}
+
+#[test]
 fn a_replay_survives_its_file_being_unlinked() {
     let dir = TempDir::new();
     let mut spool = spool(&dir, 0);
