@@ -15,8 +15,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::{consume, Scenario};
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres};
+use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::json;
+use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
@@ -43,11 +44,9 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A file in a fresh temp directory.
-fn write(name: &str, contents: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(unique_name("pgcdc_config_test"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join(name);
+/// A file in the test's temp directory (removed when the test ends).
+fn write(dir: &TempDir, name: &str, contents: &str) -> PathBuf {
+    let path = dir.path().join(name);
     std::fs::write(&path, contents).expect("write");
     path
 }
@@ -80,7 +79,9 @@ fn parse_show(stdout: &str) -> BTreeMap<String, (String, String)> {
 
 #[test]
 fn flags_beat_env_beat_file_beat_debezium_beat_defaults() {
+    let dir = tempfile::tempdir().expect("temp dir");
     let debezium = write(
+        &dir,
         "connector.json",
         &json!({
             "name": "precedence",
@@ -104,6 +105,7 @@ fn flags_beat_env_beat_file_beat_debezium_beat_defaults() {
         .to_string(),
     );
     let file = write(
+        &dir,
         "pgcdc.toml",
         r#"
 bootstrap_servers = "file:9092"
@@ -186,7 +188,7 @@ json_value_schemas = false
 
     // What `config show` prints is a file `--config` accepts, and it means
     // the same (secrets aside, which the environment supplies again).
-    let shown = write("shown.toml", &stdout);
+    let shown = write(&dir, "shown.toml", &stdout);
     let again = pgcdc(
         &["config", "show", "--config", path(&shown)],
         &[("PGCDC_PG_URL", "postgres://cdc:pw@db.example:5433/shop")],
@@ -214,6 +216,7 @@ fn has_flag(name: &str) -> bool {
 
 #[test]
 fn every_problem_of_every_layer_is_reported_at_once_before_connecting() {
+    let dir = tempfile::tempdir().expect("temp dir");
     let mut toml = r#"
 topc_prefix = "app"
 snapshot_mode = "sometimes"
@@ -227,8 +230,9 @@ idle_timeout = 5
         toml.push_str("topic_route = [\"[unclosed=x\"]\n");
     }
     toml.push_str("[kafka]\nacks = \"1\"\n");
-    let file = write("bad.toml", &toml);
+    let file = write(&dir, "bad.toml", &toml);
     let debezium = write(
+        &dir,
         "bad.json",
         &json!({
             "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
@@ -290,7 +294,9 @@ fn a_missing_required_setting_names_every_way_to_set_it() {
 
 #[test]
 fn unsupported_debezium_properties_are_each_listed_with_a_reason() {
+    let dir = tempfile::tempdir().expect("temp dir");
     let debezium = write(
+        &dir,
         "unsupported.json",
         &json!({
             "name": "unsupported",
@@ -366,6 +372,7 @@ fn fulfillment_connector(s: &Scenario, with_table_list: bool) -> serde_json::Val
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debeziums_documentation_example_imports_and_runs_end_to_end() {
+    let dir = tempfile::tempdir().expect("temp dir");
     let pg = Postgres::shared();
     let kafka = Kafka::shared();
     let s = Scenario::new(pg, "dbzimport");
@@ -376,6 +383,7 @@ async fn debeziums_documentation_example_imports_and_runs_end_to_end() {
     // flag says so instead of ignoring it, and the rest is imported.
     let has_table_list = has_flag("table-include-list");
     let full = write(
+        &dir,
         "fulfillment.json",
         &fulfillment_connector(&s, true).to_string(),
     );
@@ -390,6 +398,7 @@ async fn debeziums_documentation_example_imports_and_runs_end_to_end() {
             "{stderr}"
         );
         write(
+            &dir,
             "fulfillment.json",
             &fulfillment_connector(&s, false).to_string(),
         )
@@ -506,6 +515,7 @@ fn outbox_and_unwrap_connector(s: &Scenario) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_debezium_connector_with_outbox_and_unwrap_imports_and_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
     let pg = Postgres::shared();
     let kafka = Kafka::shared();
     let s = Scenario::new(pg, "dbzsmt");
@@ -515,6 +525,7 @@ async fn a_debezium_connector_with_outbox_and_unwrap_imports_and_runs() {
          aggregateid text NOT NULL, type text NOT NULL, payload jsonb)",
     );
     let connector = write(
+        &dir,
         "orders-connector.json",
         &outbox_and_unwrap_connector(&s).to_string(),
     );
@@ -720,9 +731,11 @@ fn topic_prefix_follows_kafkas_rules_and_avros_only_with_avro() {
 
 #[test]
 fn status_and_snapshot_read_runs_config_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
     let pg = Postgres::shared();
     let s = Scenario::new(pg, "cfg_status");
     let file = write(
+        &dir,
         "run.toml",
         &format!(
             "pg_url = {:?}\nslot = {:?}\ntopic_prefix = \"app\"\n\
@@ -769,7 +782,7 @@ fn status_and_snapshot_read_runs_config_file() {
         "{out}"
     );
     // A key neither command knows is still an error.
-    let typo = write("typo.toml", "slott = \"x\"\n");
+    let typo = write(&dir, "typo.toml", "slott = \"x\"\n");
     let status = pgcdc(
         &["status", "--config", path(&typo), "--pg-url", NOWHERE],
         &[],

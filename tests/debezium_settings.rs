@@ -15,8 +15,9 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::process::LogDir;
 use common::{consume, Scenario};
-use pgcdc_testcontainers::{unique_name, Kafka, Postgres};
+use pgcdc_testcontainers::{Kafka, Postgres};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pgcdc-kafka");
 
@@ -115,8 +116,9 @@ async fn a_debezium_3_server_config_with_masks_heartbeats_and_regex_router_runs(
          (1, 'ann@example.com', '+1 555 0100', '123-45-6789', 'hello world', 'gold')",
     );
 
-    let dir = std::env::temp_dir().join(unique_name("dbzset"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    // The properties and the connector's log: kept when the test fails.
+    let logs = LogDir::new("dbzset");
+    let dir = logs.dir();
     let file = dir.join("application.properties");
     std::fs::write(&file, properties(&s, &bootstrap)).expect("write the properties");
     let log = std::fs::File::create(dir.join("pgcdc.log")).expect("log file");

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::process::ConnectorProcess;
+use common::process::{ConnectorProcess, LogDir};
 use common::{wait_for, wait_until, TIMEOUT};
 use pgcdc_testcontainers::{unique_name, Postgres};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -395,8 +395,9 @@ async fn a_fleet_fails_over_rebalances_and_never_runs_a_pipeline_twice() {
     let proxied = kafka.proxied_bootstrap_servers().expect("proxied listener");
     let proxy = kafka.proxy().expect("proxy");
     let run = unique_name("fl");
-    let dir = std::env::temp_dir().join(&run);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    // Config files and every instance's logs: kept when the test fails.
+    let logs = LogDir::new("fleet");
+    let dir = logs.dir().to_path_buf();
     let password = dir.join("pg-password");
     std::fs::write(&password, format!("{}\n", pg.password())).expect("password file");
 

@@ -436,9 +436,8 @@ mod tests {
 
     #[test]
     fn run_config_load_layers_the_file_under_flags() {
-        let dir = std::env::temp_dir().join(format!("pgcdc_layers_{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let file = dir.join("c.toml");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("c.toml");
         std::fs::write(
             &file,
             "topic_prefix = \"from_file\"\nslot = \"file_slot\"\nskipped_operations = \"none\"\n[kafka]\n\"linger.ms\" = 9\n",

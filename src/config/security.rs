@@ -460,14 +460,12 @@ mod tests {
 
     #[test]
     fn secret_files_lose_their_newline() {
-        let dir = std::env::temp_dir().join(format!("pgcdc-secret-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let file = dir.join("pw");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("pw");
         std::fs::write(&file, "s3cret\n").expect("write");
         let secret = read_secret_file(file.to_str().expect("utf-8")).expect("read");
         assert_eq!(secret.expose(), "s3cret");
         let missing = read_secret_file("/nonexistent/pw").expect_err("missing");
         assert!(missing.contains("/nonexistent/pw"), "{missing}");
-        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }

@@ -109,13 +109,14 @@ const COLUMN_MAPPERS: &[(&str, &str)] = &[
 const REGEX_ROUTER: &str = "org.apache.kafka.connect.transforms.RegexRouter";
 
 /// [`COLUMN_MAPPERS`] as a Kafka Connect connector file for pgcdc-kafka's
-/// `--debezium-config` (its flags override the slot and publication).
-fn column_mapper_config() -> String {
+/// `--debezium-config` (its flags override the slot and publication),
+/// written into `work`.
+fn column_mapper_config(work: &Path) -> String {
     let config: serde_json::Map<String, serde_json::Value> = COLUMN_MAPPERS
         .iter()
         .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
         .collect();
-    let path = std::env::temp_dir().join(format!("{}.json", unique_name("dbzdiff-mappers")));
+    let path = work.join("column-mappers.json");
     std::fs::write(&path, serde_json::json!({ "config": config }).to_string())
         .expect("write the column mapper config");
     path.display().to_string()
@@ -166,7 +167,7 @@ fn avro_converters(registry: &str) -> Vec<(String, String)> {
     ])
 }
 
-fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
+fn cases(prefix: &str, outbox_type: &str, registry: &str, work: &Path) -> Vec<Case> {
     let case = |output, avro, pgcdc: &[&str], debezium| Case {
         output,
         avro,
@@ -184,7 +185,7 @@ fn cases(prefix: &str, outbox_type: &str, registry: &str) -> Vec<Case> {
     };
     let schemas = |on: &'static str| json_converters(on, on, false);
     let outbox_topics = format!("{}\\.public\\.outbox", regex::escape(prefix));
-    let mappers = column_mapper_config();
+    let mappers = column_mapper_config(work);
     let route_regex = format!("{}\\.public\\.(accounts|audit)", regex::escape(prefix));
     let route_replacement = format!("{prefix}.routed.$1");
     let rename = format!("{route_regex}={route_replacement}");
@@ -358,7 +359,9 @@ async fn same_records_as_debezium_except_documented_deviations() {
     let s = Scenario::new(pg, "dbzdiff");
     let outbox_type = unique_name("order");
     let registry = SchemaRegistry::shared();
-    let cases = cases(&s.prefix, &outbox_type, &registry.url());
+    let work = std::env::temp_dir().join(unique_name("dbzdiff"));
+    std::fs::create_dir_all(&work).expect("work dir");
+    let cases = cases(&s.prefix, &outbox_type, &registry.url(), &work);
 
     let (ddl, extensions) = workload::schema(|ext| {
         pg.execute(&s.db, &format!("CREATE EXTENSION IF NOT EXISTS {ext}"))
@@ -386,8 +389,6 @@ async fn same_records_as_debezium_except_documented_deviations() {
         s.sql(&statement);
     }
 
-    let work = std::env::temp_dir().join(unique_name("dbzdiff"));
-    std::fs::create_dir_all(&work).expect("work dir");
     let started = std::time::Instant::now();
     let engines = runs.len();
     let debezium = spawn_debezium(&s, runs, work.clone());

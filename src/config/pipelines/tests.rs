@@ -2,23 +2,12 @@ use super::*;
 
 /// Writes `text` as a config file of its own and loads it with `flags`.
 fn load_file(text: &str, flags: &[&str]) -> Result<Vec<Pipeline>, crate::config::LoadError> {
-    let dir = std::env::temp_dir().join(format!(
-        "pgcdc_pipelines_{}_{}",
-        std::process::id(),
-        unique()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("pipelines.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("pipelines.toml");
     std::fs::write(&file, text).expect("write the config file");
     let mut args = vec!["--config".to_owned(), file.display().to_string()];
     args.extend(flags.iter().map(|f| (*f).to_owned()));
     load(args)
-}
-
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The problems' lines, as the operator reads them.
