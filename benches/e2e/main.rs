@@ -730,6 +730,7 @@ fn run_connector(args: &[String], wrap: &[String]) -> Result<Run> {
             .stderr(stderr)
             .output()?;
         let report = std::fs::read_to_string(&rusage)?;
+        let _ = std::fs::remove_file(&rusage);
         let field = |name: &str| -> f64 {
             report
                 .lines()
@@ -770,6 +771,8 @@ fn run_connector(args: &[String], wrap: &[String]) -> Result<Run> {
     if !status.success() {
         return Err(format!("connector failed ({status}); its log: {}", log.display()).into());
     }
+    // Kept only when the run failed: one per benchmark process piled up.
+    let _ = std::fs::remove_file(&log);
     let stdout = String::from_utf8_lossy(&stdout);
     let summary = serde_json::from_str(stdout.lines().last().unwrap_or("null"))?;
     Ok(Run {
