@@ -136,6 +136,14 @@ pub struct RunConfig {
     #[arg(help_heading = SNAPSHOT, long, env = "PGCDC_SNAPSHOT_FETCH_SIZE", default_value_t = 10240)]
     pub snapshot_fetch_size: u32,
 
+    /// How often a resumable initial snapshot takes a checkpoint: after the
+    /// first chunk done this long after the last one, everything sent is
+    /// made durable in Kafka with its progress (under exactly-once, a Kafka
+    /// transaction commits). Each costs a wait for Kafka; a crash re-sends
+    /// at most the rows since the last. 0 takes one after every chunk.
+    #[arg(help_heading = SNAPSHOT, long, env = "PGCDC_SNAPSHOT_CHECKPOINT_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub snapshot_checkpoint_interval: Duration,
+
     /// The signal table, schema.table (Debezium's signal.data.collection),
     /// with columns (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL,
     /// data varchar(2048)); it must be in the publication. A row of type

@@ -69,6 +69,9 @@ async fn kill_9_during_a_snapshot_under_load(name: &str, delivery: &str) {
             "public.signals",
             "--snapshot-fetch-size",
             &FETCH_SIZE.to_string(),
+            // A checkpoint after every chunk: what the kill lands between.
+            "--snapshot-checkpoint-interval",
+            "0",
             "--snapshot-workers",
             &WORKERS.to_string(),
             "--incremental-snapshot-chunk-size",
@@ -214,4 +217,79 @@ async fn at_least_once_kill_9_resends_only_unacknowledged_chunks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_kill_9_commits_every_snapshot_row_once() {
     kill_9_during_a_snapshot_under_load("resumeeos", "exactly-once").await;
+}
+
+/// `--snapshot-checkpoint-interval`: at 0 a checkpoint follows every chunk
+/// that sent rows; at an interval longer than the snapshot none is taken
+/// before it ends (the snapshot is then one Kafka wait, and a crash would
+/// start it over).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_are_taken_at_most_once_per_interval() {
+    const ROWS: usize = 200;
+    const FETCH: usize = 10;
+    let kafka = Kafka::shared();
+    for (interval, name) in [("0", "ckptevery"), ("1h", "ckpthour")] {
+        let s = Scenario::new(Postgres::shared(), name);
+        s.sql("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)");
+        s.sql(&format!(
+            "INSERT INTO t SELECT g, 0 FROM generate_series(1, {ROWS}) g"
+        ));
+        s.sql(SIGNALS);
+        s.sql(&format!(
+            "CREATE PUBLICATION {} FOR TABLE t, signals",
+            s.publication
+        ));
+        let mut args = vec!["run".to_owned()];
+        args.extend(s.args(
+            &kafka.bootstrap_servers(),
+            &[
+                "--signal-data-collection",
+                "public.signals",
+                "--snapshot-fetch-size",
+                &FETCH.to_string(),
+                "--snapshot-workers",
+                "1",
+                "--snapshot-checkpoint-interval",
+                interval,
+                "--stop-when-caught-up",
+            ],
+        ));
+        let (code, _, stderr) = common::process::run_binary(args).await;
+        assert_eq!(code, Some(0), "[{name}] the bounded run succeeds: {stderr}");
+        let topic = s.topic("t");
+        assert_eq!(
+            consume_all(&kafka.bootstrap_servers(), &topic, TIMEOUT)
+                .await
+                .len(),
+            ROWS,
+            "[{name}] every row in its topic"
+        );
+        let until = common::ReadUntil {
+            idle: Some(Duration::from_secs(1)),
+            ..common::ReadUntil::count(usize::MAX, TIMEOUT)
+        };
+        let checkpoints = common::read_raw(
+            &kafka.bootstrap_servers(),
+            &format!("{}.progress", s.prefix),
+            until,
+        )
+        .await
+        .into_iter()
+        .filter_map(|r| serde_json::from_slice::<serde_json::Value>(r.value.as_deref()?).ok())
+        .filter(|progress| !progress["initial_snapshot"].is_null())
+        .count();
+        println!(
+            "[{name}] {checkpoints} checkpoints for {} chunks",
+            ROWS / FETCH
+        );
+        match interval {
+            // Each of the 20 full chunks sent rows; the last, empty one
+            // only finishes the table, which changes the progress too.
+            "0" => assert!(
+                (ROWS / FETCH..=ROWS / FETCH + 1).contains(&checkpoints),
+                "[{name}] one checkpoint per chunk: {checkpoints}"
+            ),
+            _ => assert_eq!(checkpoints, 0, "[{name}] none within the hour"),
+        }
+    }
 }

@@ -326,7 +326,10 @@ pub(super) async fn emit_snapshot(
     };
     let started = Instant::now();
     let mut last_log = Instant::now();
-    let mut checkpointed = None;
+    let mut checkpointed = Checkpointed {
+        progress: None,
+        at: Instant::now(),
+    };
     loop {
         let work = tokio::select! {
             biased;
@@ -374,25 +377,37 @@ pub(super) async fn emit_snapshot(
     Ok(Some(emission.rows))
 }
 
+/// The last checkpoint taken: what it recorded, and when.
+struct Checkpointed {
+    progress: Option<InitialSnapshotProgress>,
+    at: Instant,
+}
+
 /// Makes every row sent so far durable in Kafka with the progress record
-/// that says which (see [`emission`]); skipped while a table without a key
-/// is unfinished, and when nothing was sent since the `last` checkpoint
-/// (two workers' chunks often end back to back, the second with no row
-/// left to send: an empty Kafka transaction would only cost a commit).
-/// Logs the progress every 5 s.
+/// that says which (see [`emission`]), at most once per
+/// `--snapshot-checkpoint-interval`: each waits for Kafka (at-least-once:
+/// for every acknowledgement; exactly-once: a transaction's commit), which
+/// after every chunk took a sixth of a 1M-row snapshot's time
+/// (BENCHMARKS.md). Skipped while a table without a key is unfinished, and
+/// when nothing was sent since the `last` checkpoint (two workers' chunks
+/// often end back to back, the second with no row left to send: an empty
+/// Kafka transaction would only cost a commit). Logs the progress every 5 s.
 async fn checkpoint(
     stream: &mut Stream<'_>,
     emission: &Emission,
-    last: &mut Option<InitialSnapshotProgress>,
+    last: &mut Checkpointed,
     last_log: &mut Instant,
 ) -> Result<(), PipelineError> {
+    if last.at.elapsed() < stream.config.snapshot_checkpoint_interval {
+        return Ok(());
+    }
     let Some(sent) = emission.sent() else {
         return Ok(());
     };
-    if last.as_ref() == Some(&sent) {
+    if last.progress.as_ref() == Some(&sent) {
         return Ok(());
     }
-    *last = Some(sent.clone());
+    last.progress = Some(sent.clone());
     fault::snapshot_checkpoint_due().await;
     let names = stream.config.names();
     let record = ProgressRecord {
@@ -413,6 +428,7 @@ async fn checkpoint(
             CHECKPOINT_TIMEOUT,
         )
         .await?;
+    last.at = Instant::now();
     if let Some(failure) = stream.delivery.failure() {
         return Err(PipelineError::Delivery(failure));
     }

@@ -188,6 +188,9 @@ async fn kill_9_during_a_read_only_exactly_once_initial_snapshot_then_resume() {
             "exactly-once",
             "--snapshot-fetch-size",
             &FETCH_SIZE.to_string(),
+            // A checkpoint after every chunk: what the kill lands between.
+            "--snapshot-checkpoint-interval",
+            "0",
             "--snapshot-workers",
             &WORKERS.to_string(),
             "--incremental-snapshot-chunk-size",

@@ -112,6 +112,9 @@ async fn read_only_resumes_its_initial_snapshot_and_keeps_a_kafka_signal_across_
             "kafka",
             "--snapshot-fetch-size",
             &FETCH_SIZE.to_string(),
+            // A checkpoint after every chunk: what the kill lands between.
+            "--snapshot-checkpoint-interval",
+            "0",
             "--snapshot-workers",
             &WORKERS.to_string(),
             "--incremental-snapshot-chunk-size",
