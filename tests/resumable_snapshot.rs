@@ -230,13 +230,10 @@ async fn checkpoints_are_taken_at_most_once_per_interval() {
     let kafka = Kafka::shared();
     for (interval, name) in [("0", "ckptevery"), ("1h", "ckpthour")] {
         let s = Scenario::new(Postgres::shared(), name);
-        s.sql("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)");
         s.sql(&format!(
-            "INSERT INTO t SELECT g, 0 FROM generate_series(1, {ROWS}) g"
-        ));
-        s.sql(SIGNALS);
-        s.sql(&format!(
-            "CREATE PUBLICATION {} FOR TABLE t, signals",
+            "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL); \
+             INSERT INTO t SELECT g, 0 FROM generate_series(1, {ROWS}) g; \
+             {SIGNALS}; CREATE PUBLICATION {} FOR TABLE t, signals",
             s.publication
         ));
         let mut args = vec!["run".to_owned()];
