@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use common::compacted::{latest_by_key, reads_per_key, records_in, table_state};
 use common::process::{ConnectorProcess, LogDir};
-use common::{consume_all, consume_until_idle, wait_until, Record, Scenario, TIMEOUT};
+use common::{
+    committed_progress, consume_all, consume_until_idle, wait_until, Record, Scenario, TIMEOUT,
+};
 use pgcdc_testcontainers::{Kafka, Postgres};
 
 const TABLES: [&str; 3] = ["orders", "lines", "parts"];
@@ -261,20 +263,11 @@ async fn checkpoints_are_taken_at_most_once_per_interval() {
             ROWS,
             "[{name}] every row in its topic"
         );
-        let until = common::ReadUntil {
-            idle: Some(Duration::from_secs(1)),
-            ..common::ReadUntil::count(usize::MAX, TIMEOUT)
-        };
-        let checkpoints = common::read_raw(
-            &kafka.bootstrap_servers(),
-            &format!("{}.progress", s.prefix),
-            until,
-        )
-        .await
-        .into_iter()
-        .filter_map(|r| serde_json::from_slice::<serde_json::Value>(r.value.as_deref()?).ok())
-        .filter(|progress| !progress["initial_snapshot"].is_null())
-        .count();
+        let checkpoints = committed_progress(kafka, &s.prefix, Duration::from_secs(1))
+            .await
+            .iter()
+            .filter(|progress| !progress["initial_snapshot"].is_null())
+            .count();
         println!(
             "[{name}] {checkpoints} checkpoints for {} chunks",
             ROWS / FETCH

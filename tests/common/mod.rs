@@ -397,6 +397,26 @@ pub async fn consume_raw(
     read_raw(bootstrap_servers, topic, ReadUntil::count(count, timeout)).await
 }
 
+/// The committed records of the progress topic of connector `prefix`, in
+/// order: read_committed, until no record came for `idle` (the topic is
+/// transactional under exactly-once: its offsets count commit markers).
+pub async fn committed_progress(kafka: &Kafka, prefix: &str, idle: Duration) -> Vec<Json> {
+    let until = ReadUntil {
+        idle: Some(idle),
+        ..ReadUntil::count(usize::MAX, TIMEOUT)
+    };
+    read_raw(
+        &kafka.bootstrap_servers(),
+        &format!("{prefix}.progress"),
+        until,
+    )
+    .await
+    .into_iter()
+    .filter(|r| r.key.as_deref() == Some(prefix.as_bytes()))
+    .filter_map(|r| serde_json::from_slice(r.value.as_deref()?).ok())
+    .collect()
+}
+
 /// Reads `topic` from the beginning (all partitions) as `until` says, as
 /// bytes, in the order the records arrived (per partition, offset order).
 /// Empty if the topic does not appear before the timeout.

@@ -25,8 +25,7 @@ use tokio::task::JoinHandle;
 
 use super::common::compacted::{latest_by_key, table_state};
 use super::common::{
-    consume_all, consume_until_idle, read_raw, wait_for, wait_until, ReadUntil, Record, Scenario,
-    TIMEOUT,
+    consume_all, consume_until_idle, wait_for, wait_until, Record, Scenario, TIMEOUT,
 };
 use super::read_only::{assert_never_older, assert_untouched_rows_read};
 use super::{signal, wait_for_notification, SIGNALS};
@@ -98,26 +97,6 @@ pub(super) async fn committed_tables(
         futures::future::join_all(["a", "b", "c"].map(|table| committed(kafka, s, table))).await;
     topics.push(d);
     (expected, topics)
-}
-
-/// The committed records of the progress topic of connector `prefix`, in
-/// order: read_committed, until no record came for `idle` (the topic is
-/// transactional under exactly-once: its offsets count commit markers).
-pub(super) async fn committed_progress(kafka: &Kafka, prefix: &str, idle: Duration) -> Vec<Json> {
-    let until = ReadUntil {
-        idle: Some(idle),
-        ..ReadUntil::count(usize::MAX, TIMEOUT)
-    };
-    read_raw(
-        &kafka.bootstrap_servers(),
-        &format!("{prefix}.progress"),
-        until,
-    )
-    .await
-    .into_iter()
-    .filter(|r| r.key.as_deref() == Some(prefix.as_bytes()))
-    .filter_map(|r| serde_json::from_slice(r.value.as_deref()?).ok())
-    .collect()
 }
 
 pub(super) fn snapshot_reads(records: &[Record]) -> Vec<(i64, i64)> {

@@ -37,12 +37,11 @@ use serde_json::{json, Value as Json};
 use super::common::compacted::{latest_by_key, table_state};
 use super::common::process::{ConnectorProcess, LogDir};
 use super::common::{
-    consume_all, hold_for, read_raw_from, record_count, topics_matching, wait_for, wait_until,
-    ReadUntil, Record, Scenario, TIMEOUT,
+    committed_progress, consume_all, hold_for, read_raw_from, record_count, topics_matching,
+    wait_for, wait_until, ReadUntil, Record, Scenario, TIMEOUT,
 };
 use super::in_flight::{
-    committed_progress, committed_tables, create_tables, first, progress_notes, snapshot_reads,
-    Writer, TABLES,
+    committed_tables, create_tables, first, progress_notes, snapshot_reads, Writer, TABLES,
 };
 use super::read_only::{
     assert_untouched_rows_read, kafka_signal, notification, select_only_role, stale_keys,

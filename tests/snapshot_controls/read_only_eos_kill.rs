@@ -6,8 +6,9 @@
 //! while a writer updates, deletes and inserts in all of them. A
 //! debug-build hook stops the connector before its eighth checkpoint: seven
 //! checkpoints' Kafka transactions committed (the progress topic says so),
-//! the eighth open with rows in it; there it is killed. The restart resumes the rest as a read-only incremental
-//! snapshot. For a read_committed consumer:
+//! the eighth open with rows in it; there it is killed. The restart
+//! resumes the rest as a read-only incremental snapshot. For a
+//! read_committed consumer:
 //!
 //! - every topic ends equal to its table (the snapshot rows and the
 //!   streamed changes reconstruct it), no key's events go back to an older
@@ -31,10 +32,10 @@ use serde_json::{json, Value as Json};
 
 use super::common::compacted::latest_by_key;
 use super::common::process::{ConnectorProcess, LogDir};
-use super::common::{record_count, wait_for, wait_until, Record, Scenario, TIMEOUT};
-use super::in_flight::{
-    committed, committed_progress, committed_tables, create_tables, Writer, TABLES,
+use super::common::{
+    committed_progress, record_count, wait_for, wait_until, Record, Scenario, TIMEOUT,
 };
+use super::in_flight::{committed, committed_tables, create_tables, Writer, TABLES};
 use super::read_only::{
     assert_untouched_rows_read, kafka_signal, select_only_role, stale_keys, with_flag,
 };
