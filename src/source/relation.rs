@@ -639,11 +639,10 @@ impl RelationCache {
         let mut row = Vec::with_capacity(table.columns.len());
         let columns = table.columns.iter().zip(&decoding.types);
         for (i, ((column, ty), &p)) in columns.zip(&decoding.positions).enumerate() {
-            let value = self.decode_datum(table, column, ty, &tuple.0[p], lsn)?;
-            row.push(match decoding.mapping(i) {
-                Some(mapping) => mapping.apply(value),
-                None => value,
-            });
+            self.decode_datum_into(table, column, ty, &tuple.0[p], lsn, &mut row)?;
+            if let (Some(mapping), Some(value)) = (decoding.mapping(i), row.last_mut()) {
+                *value = mapping.apply(std::mem::replace(value, Value::Null));
+            }
         }
         Ok(row)
     }
@@ -667,30 +666,34 @@ impl RelationCache {
             return Ok(None);
         }
         let (types, positions) = (&decoding.types, &decoding.positions);
-        table
-            .key_columns
-            .iter()
-            .map(
-                |&i| match (table.columns.get(i), types.get(i), positions.get(i)) {
-                    (Some(column), Some(ty), Some(&p)) => match tuple.0.get(p) {
-                        Some(datum) => self.decode_datum(table, column, ty, datum, lsn),
-                        None => Ok(Value::Null),
-                    },
-                    _ => Ok(Value::Null),
+        let mut key = Vec::with_capacity(table.key_columns.len());
+        for &i in &table.key_columns {
+            match (table.columns.get(i), types.get(i), positions.get(i)) {
+                (Some(column), Some(ty), Some(&p)) => match tuple.0.get(p) {
+                    Some(datum) => {
+                        self.decode_datum_into(table, column, ty, datum, lsn, &mut key)?
+                    }
+                    None => key.push(Value::Null),
                 },
-            )
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
+                _ => key.push(Value::Null),
+            }
+        }
+        Ok(Some(key))
     }
 
-    fn decode_datum(
+    /// Decodes `datum`, a value of `column`, onto the end of `values`. The
+    /// value is written in place rather than returned: moving each of a wide
+    /// row's values up through layers of `Result` cost a visible share of
+    /// decoding it (BENCHMARKS.md, "Wide rows").
+    fn decode_datum_into(
         &self,
         table: &TableSchema,
         column: &ColumnSchema,
         ty: &PgType,
         datum: &Datum,
         lsn: Lsn,
-    ) -> Result<Value, RowError> {
+        values: &mut Vec<Value>,
+    ) -> Result<(), RowError> {
         let failed = |error| RowErrorKind::Value {
             lsn,
             schema: table.schema.clone(),
@@ -698,55 +701,51 @@ impl RelationCache {
             column: column.name.clone(),
             error,
         };
-        match datum {
+        let value = match datum {
             // Only a before-image leaves a required column null: the column is
             // outside the replica identity, and NOT NULL made it required
             // under `--debezium-compat before-image-unknown-columns`.
             Datum::Null
                 if self.options.compat.before_image_unknown_columns && !column.schema.optional =>
             {
-                Ok(types::compat::unknown_column_value(
-                    ty,
-                    column.type_modifier,
-                    &self.options,
-                ))
+                types::compat::unknown_column_value(ty, column.type_modifier, &self.options)
             }
-            Datum::Null => Ok(match &column.schema.default {
+            Datum::Null => match &column.schema.default {
                 // What Connect's converters write for it (`types::compat`).
                 Some(default) if self.options.compat.explicit_null_with_default => default.clone(),
                 _ => Value::Null,
-            }),
-            Datum::UnchangedToast => Ok(types::unavailable_value(
-                ty,
-                column.type_modifier,
-                &self.options,
-            )),
+            },
+            Datum::UnchangedToast => {
+                types::unavailable_value(ty, column.type_modifier, &self.options)
+            }
             Datum::Text(bytes) => {
                 let text = std::str::from_utf8(bytes).map_err(|_| failed(ValueError::NotUtf8))?;
-                let value = types::decode_text(ty, column.type_modifier, text, &self.options)
+                types::decode_text_into(ty, column.type_modifier, text, &self.options, values)
                     .map_err(failed)?;
-                if value == Value::Null {
-                    return self
-                        .special_numeric(table, column, |strict| {
-                            types::decode_text(ty, column.type_modifier, text, strict)
-                        })
-                        .map_err(|error| failed(error).into());
+                if values.last() != Some(&Value::Null) {
+                    return Ok(());
                 }
-                Ok(value)
+                values.pop();
+                self.special_numeric(table, column, |strict| {
+                    types::decode_text(ty, column.type_modifier, text, strict)
+                })
+                .map_err(failed)?
             }
             Datum::Binary(bytes) => {
-                let value = types::decode_binary(ty, column.type_modifier, bytes, &self.options)
+                types::decode_binary_into(ty, column.type_modifier, bytes, &self.options, values)
                     .map_err(failed)?;
-                if value == Value::Null {
-                    return self
-                        .special_numeric(table, column, |strict| {
-                            types::decode_binary(ty, column.type_modifier, bytes, strict)
-                        })
-                        .map_err(|error| failed(error).into());
+                if values.last() != Some(&Value::Null) {
+                    return Ok(());
                 }
-                Ok(value)
+                values.pop();
+                self.special_numeric(table, column, |strict| {
+                    types::decode_binary(ty, column.type_modifier, bytes, strict)
+                })
+                .map_err(failed)?
             }
-        }
+        };
+        values.push(value);
+        Ok(())
     }
 
     /// A NUMERIC `NaN` / `±Infinity` that `--debezium-compat

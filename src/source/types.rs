@@ -48,15 +48,15 @@ mod options;
 mod registry;
 mod text;
 
-pub use binary::{decode_binary, supports_binary};
+pub use binary::{decode_binary, decode_binary_into, supports_binary};
 pub use defaults::column_default;
 pub use options::{
     BinaryHandling, DecimalHandling, HstoreHandling, IntervalHandling, SpecialNumeric,
     TimePrecision, ValueOptions,
 };
 pub use registry::{CatalogError, CatalogRow, TypeRegistry, UserType, CATALOG_QUERY};
-pub use text::decode_text;
 pub(crate) use text::java_big_decimal_string;
+pub use text::{decode_text, decode_text_into};
 
 /// Debezium's default `unavailable.value.placeholder`.
 pub const DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER: &str = "__debezium_unavailable_value";

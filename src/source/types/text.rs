@@ -62,16 +62,35 @@ pub fn decode_text(
     text: &str,
     opts: &ValueOptions,
 ) -> Result<Value, ValueError> {
+    let mut value = Vec::with_capacity(1);
+    decode_text_into(ty, type_modifier, text, opts, &mut value)?;
+    Ok(value.pop().unwrap_or(Value::Null))
+}
+
+/// [`decode_text`], with the value pushed onto `out`: a row's decoder
+/// writes each value into its place instead of moving it up through a
+/// `Result` at every layer (BENCHMARKS.md, "Wide rows").
+pub fn decode_text_into(
+    ty: &PgType,
+    type_modifier: i32,
+    text: &str,
+    opts: &ValueOptions,
+    out: &mut Vec<Value>,
+) -> Result<(), ValueError> {
     // A scalar DATE only: Debezium reads array elements through pgjdbc,
     // which gives other (time zone dependent) numbers.
     if opts.compat.date_infinity && matches!(ty, PgType::Date) {
-        match text {
-            "infinity" => return Ok(Value::Int32(compat::DATE_POSITIVE_INFINITY_DAYS)),
-            "-infinity" => return Ok(Value::Int32(compat::DATE_NEGATIVE_INFINITY_DAYS)),
-            _ => {}
+        let days = match text {
+            "infinity" => Some(compat::DATE_POSITIVE_INFINITY_DAYS),
+            "-infinity" => Some(compat::DATE_NEGATIVE_INFINITY_DAYS),
+            _ => None,
+        };
+        if let Some(days) = days {
+            out.push(Value::Int32(days));
+            return Ok(());
         }
     }
-    decode(ty, type_modifier, text, opts).map_err(|fault| {
+    decode_into(ty, type_modifier, text, opts, out).map_err(|fault| {
         let type_name = ty.display(type_modifier);
         match fault {
             Fault::Malformed(reason) => ValueError::Malformed { type_name, reason },
@@ -81,10 +100,18 @@ pub fn decode_text(
     })
 }
 
-fn decode(ty: &PgType, type_modifier: i32, text: &str, opts: &ValueOptions) -> Parsed<Value> {
+/// Decodes a value of `ty` onto the end of `out` (in place, like
+/// [`decode_text_into`]).
+fn decode_into(
+    ty: &PgType,
+    type_modifier: i32,
+    text: &str,
+    opts: &ValueOptions,
+    out: &mut Vec<Value>,
+) -> Parsed<()> {
     use PgType::*;
     let int = |reason| Fault::Malformed(reason);
-    Ok(match ty {
+    let value = match ty {
         Bool => match text {
             "t" | "true" => Value::Boolean(true),
             "f" | "false" => Value::Boolean(false),
@@ -121,22 +148,26 @@ fn decode(ty: &PgType, type_modifier: i32, text: &str, opts: &ValueOptions) -> P
         Timestamptz => Value::String(decode_timestamptz(text, type_modifier)?),
         Interval => decode_interval(text, opts.interval_handling)?,
         Hstore => decode_hstore(text, opts.hstore_handling)?,
-        Array(element) => Value::Array(
-            parse_array(text)?
-                .into_iter()
-                .map(|item| match item {
-                    None => Ok(Value::Null),
-                    Some(item) => decode(element, type_modifier, &item, opts),
-                })
-                .collect::<Parsed<_>>()?,
-        ),
+        Array(element) => {
+            let items = parse_array(text)?;
+            let mut values = Vec::with_capacity(items.len());
+            for item in items {
+                match item {
+                    None => values.push(Value::Null),
+                    Some(item) => decode_into(element, type_modifier, &item, opts, &mut values)?,
+                }
+            }
+            Value::Array(values)
+        }
         Modified {
             base,
             type_modifier,
-        } => decode(base, *type_modifier, text, opts)?,
+        } => return decode_into(base, *type_modifier, text, opts, out),
         // Text-like types, enums and unknown types: Postgres's text is the value.
         _ => Value::String(text.to_owned()),
-    })
+    };
+    out.push(value);
+    Ok(())
 }
 
 /// TIMESTAMP `infinity` (`positive`) or `-infinity`, as the text side writes it.
