@@ -122,6 +122,9 @@ struct Decoding {
     types: Vec<PgType>,
     /// Their mappings, in column order (empty without rules).
     mappings: Vec<Option<ColumnMapping>>,
+    /// Whether a column's type is or holds an enum: the only rows
+    /// [`RelationCache::has_unknown_enum_label`] has to look through.
+    enums: bool,
 }
 
 impl Decoding {
@@ -315,6 +318,7 @@ impl RelationCache {
         let decoding = Decoding {
             width: relation.columns.len(),
             positions,
+            enums: column_types.iter().any(PgType::holds_enum),
             types: column_types,
             mappings,
         };
@@ -533,7 +537,7 @@ impl RelationCache {
                 _ => false,
             }
         }
-        let Some(decoding) = self.decoding.get(&relation_id) else {
+        let Some(decoding) = self.decoding.get(&relation_id).filter(|d| d.enums) else {
             return false;
         };
         // A mapped (masked, hashed, truncated) value is no label any more.

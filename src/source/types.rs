@@ -188,6 +188,16 @@ pub fn builtin_typname(oid: u32) -> Option<String> {
 }
 
 impl PgType {
+    /// Whether values of this type are, or hold, enum labels.
+    pub fn holds_enum(&self) -> bool {
+        match self {
+            PgType::Enum { .. } => true,
+            PgType::Modified { base, .. } => base.holds_enum(),
+            PgType::Array(element) => element.holds_enum(),
+            _ => false,
+        }
+    }
+
     /// Whether values of this type are variable-length (`typlen = -1`), and
     /// so may be TOASTed and arrive as "unchanged" in an update.
     pub fn is_varlena(&self) -> bool {

@@ -720,3 +720,21 @@ fn short_numerics_are_never_toasted() {
     assert!(PgType::Text.can_be_toasted(-1));
     assert!(!PgType::Int4.can_be_toasted(-1));
 }
+
+#[test]
+fn enums_are_found_inside_arrays_and_domains() {
+    let mood = PgType::Enum {
+        name: "mood".into(),
+        labels: vec!["ok".into()],
+    };
+    let domain = PgType::Modified {
+        base: Box::new(mood.clone()),
+        type_modifier: -1,
+    };
+    for ty in [&mood, &domain, &PgType::Array(Box::new(domain.clone()))] {
+        assert!(ty.holds_enum(), "{ty:?}");
+    }
+    for ty in [PgType::Text, PgType::Array(Box::new(PgType::Int4))] {
+        assert!(!ty.holds_enum(), "{ty:?}");
+    }
+}
