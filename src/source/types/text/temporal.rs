@@ -356,14 +356,26 @@ pub(super) fn push_time(out: &mut String, micros: i64, digits: Option<u32>) {
 /// Appends `value` in decimal, zero-padded to at least `width` digits
 /// (`format!("{value:0width$}")` without the formatting machinery, which
 /// was a visible share of decoding a row with timestamps).
+#[inline]
 pub(super) fn push_padded(out: &mut String, value: u64, width: usize) {
     let digit = |d: u64| char::from(b'0' + d as u8);
-    // Most fields are two digits: no loop for them.
-    if width == 2 && value < 100 {
-        out.push(digit(value / 10));
-        out.push(digit(value % 10));
-        return;
+    // Most fields are two digits and most years four: no loop for them.
+    match (width, value) {
+        (2, 0..=99) => {
+            out.push(digit(value / 10));
+            out.push(digit(value % 10));
+        }
+        (4, 0..=9999) => {
+            out.push(digit(value / 1000));
+            out.push(digit(value / 100 % 10));
+            out.push(digit(value / 10 % 10));
+            out.push(digit(value % 10));
+        }
+        _ => push_padded_digits(out, value, width),
     }
+}
+
+fn push_padded_digits(out: &mut String, value: u64, width: usize) {
     let mut digits = [b'0'; 20];
     let mut at = digits.len();
     let mut rest = value;
@@ -376,7 +388,7 @@ pub(super) fn push_padded(out: &mut String, value: u64, width: usize) {
         }
     }
     let start = at.min(digits.len().saturating_sub(width));
-    out.extend(digits[start..].iter().map(|d| char::from(*d)));
+    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
 }
 
 /// TIMETZ as Debezium's `ZonedTime`: shifted to UTC (wrapping around midnight), e.g.
