@@ -561,6 +561,16 @@ fn constrained_numerics_skip_the_text() {
         Some((true, 1_234_567_890_123))
     );
     assert_eq!(unscaled(&numeric_send(false, "0", ""), 3), Some((false, 0)));
+    // Fraction digits beyond the scale that are zero: divided off, in 64
+    // bits or (past them) in 128.
+    assert_eq!(
+        unscaled(&numeric_send(false, "12345", "6700"), 2),
+        Some((false, 1_234_567))
+    );
+    assert_eq!(
+        unscaled(&numeric_send(false, "123456789012345678901234", "5000"), 1),
+        Some((false, 1_234_567_890_123_456_789_012_345))
+    );
     // A digit beyond the scale, or more than an i128 holds: the text path's to decide.
     assert_eq!(unscaled(&numeric_send(false, "1", "25"), 1), None);
     assert_eq!(unscaled(&numeric_send(false, &"9".repeat(40), ""), 0), None);
