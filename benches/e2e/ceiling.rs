@@ -124,45 +124,6 @@ pub fn run(kafka: &Kafka, topic: &str, run_args: &[String]) -> Result<KafkaAlone
     })
 }
 
-/// Produces `records` JSON-like records of about 500 bytes, LZ4-compressed,
-/// to a throwaway topic, once before the first round. The broker is a JVM:
-/// without this its first round ran code the later ones had compiled (one
-/// 8-round run of the 2M-row snapshot: the first connector run took 15.8 s
-/// and 10.7 broker CPU s, the seven after it 7.7-9.3 s and 2.2-2.5), and
-/// whichever variant of an A/B run came first paid for it.
-pub fn warm_up(kafka: &Kafka, records: u64) -> Result<()> {
-    let topic = "bench.warm_up";
-    kafka.create_topic(topic, 1)?;
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", kafka.bootstrap_servers())
-        .set("compression.type", "lz4")
-        .set("linger.ms", "5")
-        .set("enable.idempotence", "true")
-        .create()?;
-    let started = Instant::now();
-    for i in 0..records {
-        let value = format!(
-            r#"{{"schema":{{"type":"struct","optional":false}},"payload":{{"id":{i},"payload":"{:0>400}","ts":{}}}}}"#,
-            i * 7919,
-            1_764_847_191_123_456 + i
-        );
-        let key = i.to_string();
-        let mut record = BaseRecord::to(topic)
-            .key(key.as_bytes())
-            .payload(value.as_bytes());
-        while let Err((_, back)) = producer.send(record) {
-            record = back;
-            std::thread::sleep(Duration::from_micros(100));
-        }
-    }
-    producer.flush(Duration::from_secs(120))?;
-    eprintln!(
-        "warmed the broker up: {records} records in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
-}
-
 /// The connector's producer settings for the same `run` arguments.
 fn connector_producer_config(run_args: &[String]) -> Result<ClientConfig> {
     let config = RunConfig::from_args(run_args)

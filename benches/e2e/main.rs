@@ -177,7 +177,6 @@ fn main() -> Result<()> {
     } else {
         None
     };
-    ceiling::warm_up(&kafka, 1_000_000)?;
     let recvlogical = pg_bindir().join("pg_recvlogical");
     let pg_version = scalar(&pg, "postgres", "SHOW server_version")?;
 
