@@ -9,6 +9,7 @@
 #   scripts/bench.sh --rows 1000000 --single 100000 --mixed 300000   the sizes
 #   scripts/bench.sh --workloads a --avro     only (a), in JSON and in Avro
 #   scripts/bench.sh --workloads a,c --avro --rounds 3   medians of 3 interleaved rounds
+#   scripts/bench.sh --warm-up-rounds 1 --rounds 3      one round first, not counted
 #
 # Needs what the tests need (README, "Tests"), plus pg_recvlogical (postgresql-15).
 set -euo pipefail

@@ -6,7 +6,7 @@
 //! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--large N] [--wide N]
 //!                  [--snapshot-rows N] [--snapshot-workers N]
 //!                  [--workloads a,b,c,d,e,u,o,s,l] [--avro] [--rate R] [--duration S]
-//!                  [--connector-arg ARG]... [--wrap 'perf record -g --'] [--rounds N] [--out FILE]
+//!                  [--connector-arg ARG]... [--wrap 'perf record -g --'] [--rounds N] [--warm-up-rounds N] [--out FILE]
 //! cargo bench --bench e2e -- <same flags>
 //! ```
 //!
@@ -34,7 +34,9 @@
 //! wrote again with a bare producer and the connector's producer settings:
 //! `min(pg_recvlogical, Kafka alone)` is the physical limit of the run. The
 //! broker's CPU is measured for both writers. `--rounds N` repeats every
-//! workload N times, interleaved (a, c, a, c, ...), and prints medians.
+//! workload N times, interleaved (a, c, a, c, ...), and prints medians;
+//! `--warm-up-rounds N` runs N more rounds first and counts none of them
+//! (a fresh broker's first round runs slow, BENCHMARKS.md).
 //!
 //! (s) is the initial snapshot of a table (`--snapshot-rows`, with
 //! `--snapshot-workers` connections) against `COPY (SELECT ...) TO STDOUT`
@@ -96,6 +98,8 @@ struct Options {
     wrap: Vec<String>,
     /// Every workload this many times, interleaved; medians printed.
     rounds: u32,
+    /// Rounds run before those, and left out of every table and median.
+    warm_up_rounds: u32,
     /// Debezium drains each backlog too (`debezium.rs`).
     debezium: bool,
     out: PathBuf,
@@ -117,6 +121,7 @@ fn options() -> Result<Options> {
         connector_args: Vec::new(),
         wrap: Vec::new(),
         rounds: 1,
+        warm_up_rounds: 0,
         debezium: false,
         out: PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -147,11 +152,12 @@ fn options() -> Result<Options> {
             "--connector-arg" => o.connector_args.push(value()?),
             "--wrap" => o.wrap = value()?.split_whitespace().map(String::from).collect(),
             "--rounds" => o.rounds = value()?.parse::<u32>()?.max(1),
+            "--warm-up-rounds" => o.warm_up_rounds = value()?.parse()?,
             "--out" => o.out = PathBuf::from(value()?),
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --snapshot-rows N (s, 500000) --snapshot-workers N (s, 2) --workloads a,b,c,d,e,u,o,s,l (default a,b,c) --avro (each backlog workload again in Avro) --debezium (Debezium 3.6 embedded drains each backlog too, into Kafka) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --rounds N (every workload N times, interleaved, with medians) --out FILE");
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --snapshot-rows N (s, 500000) --snapshot-workers N (s, 2) --workloads a,b,c,d,e,u,o,s,l (default a,b,c) --avro (each backlog workload again in Avro) --debezium (Debezium 3.6 embedded drains each backlog too, into Kafka) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --rounds N (every workload N times, interleaved, with medians) --warm-up-rounds N (N rounds first, not counted) --out FILE");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other} (try --help)").into()),
@@ -181,9 +187,12 @@ fn main() -> Result<()> {
     let pg_version = scalar(&pg, "postgres", "SHOW server_version")?;
 
     let mut results = Vec::new();
-    for round in 1..=o.rounds {
-        if o.rounds > 1 {
-            eprintln!("round {round} of {}", o.rounds);
+    let warm_up = o.warm_up_rounds;
+    for round in 1..=warm_up + o.rounds {
+        if round <= warm_up {
+            eprintln!("warm-up round {round} of {warm_up} (not counted)");
+        } else if o.rounds > 1 {
+            eprintln!("round {} of {}", round - warm_up, o.rounds);
         }
         for w in &o.workloads {
             let (name, rows) = match w {
@@ -244,6 +253,12 @@ fn main() -> Result<()> {
         }
     }
 
+    // Rounds were numbered from the first warm-up one.
+    let (warm_up_results, mut results): (Vec<Json>, Vec<Json>) = (results.into_iter())
+        .partition(|r| r["round"].as_u64().is_some_and(|n| n <= u64::from(warm_up)));
+    for r in &mut results {
+        r["round"] = json!(r["round"].as_u64().unwrap_or_default() - u64::from(warm_up));
+    }
     print_table(&results);
     let mut medians = rounds::medians(&results);
     rounds::print_medians(&medians);
@@ -261,6 +276,7 @@ fn main() -> Result<()> {
         },
         "results": results,
         "medians": medians,
+        "warm_up_results": warm_up_results,
     });
     if let Some(dir) = o.out.parent() {
         std::fs::create_dir_all(dir)?;
