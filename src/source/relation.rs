@@ -724,50 +724,49 @@ impl RelationCache {
             }
             Datum::Text(bytes) => {
                 let text = std::str::from_utf8(bytes).map_err(|_| failed(ValueError::NotUtf8))?;
-                types::decode_text_into(ty, column.type_modifier, text, &self.options, values)
-                    .map_err(failed)?;
-                if values.last() != Some(&Value::Null) {
-                    return Ok(());
-                }
-                values.pop();
-                self.special_numeric(table, column, |strict| {
-                    types::decode_text(ty, column.type_modifier, text, strict)
-                })
-                .map_err(failed)?
+                return self
+                    .push_decoded(table, column, values, |opts, out| {
+                        types::decode_text_into(ty, column.type_modifier, text, opts, out)
+                    })
+                    .map_err(|error| failed(error).into());
             }
             Datum::Binary(bytes) => {
-                types::decode_binary_into(ty, column.type_modifier, bytes, &self.options, values)
-                    .map_err(failed)?;
-                if values.last() != Some(&Value::Null) {
-                    return Ok(());
-                }
-                values.pop();
-                self.special_numeric(table, column, |strict| {
-                    types::decode_binary(ty, column.type_modifier, bytes, strict)
-                })
-                .map_err(failed)?
+                return self
+                    .push_decoded(table, column, values, |opts, out| {
+                        types::decode_binary_into(ty, column.type_modifier, bytes, opts, out)
+                    })
+                    .map_err(|error| failed(error).into());
             }
         };
         values.push(value);
         Ok(())
     }
 
-    /// A NUMERIC `NaN` / `±Infinity` that `--debezium-compat
-    /// numeric-nan-infinity` made null (the only value that decodes to
-    /// null; `decode` decodes it again under the given options): logged, as Debezium warns, in an optional column; in a
-    /// required one Debezium fails the record, so the error stands.
-    fn special_numeric(
+    /// Pushes what `decode` (a value's text or binary decoder, under the
+    /// options it is given) makes of a value of `column` onto `values`.
+    /// Only a NUMERIC `NaN` / `±Infinity` that `--debezium-compat
+    /// numeric-nan-infinity` made null decodes to null: in an optional
+    /// column that is logged, as Debezium warns; in a required one Debezium
+    /// fails the record, so it is decoded again under strict options and
+    /// the error stands.
+    fn push_decoded(
         &self,
         table: &TableSchema,
         column: &ColumnSchema,
-        decode: impl FnOnce(&ValueOptions) -> Result<Value, ValueError>,
-    ) -> Result<Value, ValueError> {
+        values: &mut Vec<Value>,
+        decode: impl Fn(&ValueOptions, &mut Vec<Value>) -> Result<(), ValueError>,
+    ) -> Result<(), ValueError> {
+        decode(&self.options, values)?;
+        if values.last() != Some(&Value::Null) {
+            return Ok(());
+        }
         if !column.schema.optional {
+            values.pop();
             let strict = ValueOptions {
                 special_numeric: types::SpecialNumeric::Fail,
                 ..self.options.clone()
             };
-            return decode(&strict);
+            return decode(&strict, values);
         }
         tracing::warn!(
             schema = %table.schema,
@@ -776,7 +775,7 @@ impl RelationCache {
             "a NUMERIC NaN or Infinity is written as null, as Debezium does \
              (--debezium-compat numeric-nan-infinity); the value is lost"
         );
-        Ok(Value::Null)
+        Ok(())
     }
 }
 

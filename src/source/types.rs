@@ -58,6 +58,16 @@ pub use registry::{CatalogError, CatalogRow, TypeRegistry, UserType, CATALOG_QUE
 pub(crate) use text::java_big_decimal_string;
 pub use text::{decode_text, decode_text_into};
 
+/// The one value a `*_into` decoder pushes, for the callers that want it
+/// alone rather than in a row.
+fn one_value(
+    decode_into: impl FnOnce(&mut Vec<Value>) -> Result<(), ValueError>,
+) -> Result<Value, ValueError> {
+    let mut value = Vec::with_capacity(1);
+    decode_into(&mut value)?;
+    Ok(value.pop().unwrap_or(Value::Null))
+}
+
 /// Debezium's default `unavailable.value.placeholder`.
 pub const DEFAULT_UNAVAILABLE_VALUE_PLACEHOLDER: &str = "__debezium_unavailable_value";
 

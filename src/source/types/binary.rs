@@ -125,9 +125,7 @@ pub fn decode_binary(
     bytes: &[u8],
     opts: &ValueOptions,
 ) -> Result<Value, ValueError> {
-    let mut value = Vec::with_capacity(1);
-    decode_binary_into(ty, type_modifier, bytes, opts, &mut value)?;
-    Ok(value.pop().unwrap_or(Value::Null))
+    super::one_value(|out| decode_binary_into(ty, type_modifier, bytes, opts, out))
 }
 
 /// [`decode_binary`], with the value pushed onto `out`: a row's decoder

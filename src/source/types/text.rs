@@ -62,9 +62,7 @@ pub fn decode_text(
     text: &str,
     opts: &ValueOptions,
 ) -> Result<Value, ValueError> {
-    let mut value = Vec::with_capacity(1);
-    decode_text_into(ty, type_modifier, text, opts, &mut value)?;
-    Ok(value.pop().unwrap_or(Value::Null))
+    super::one_value(|out| decode_text_into(ty, type_modifier, text, opts, out))
 }
 
 /// [`decode_text`], with the value pushed onto `out`: a row's decoder
