@@ -388,10 +388,11 @@ struct Checkpointed {
 /// `--snapshot-checkpoint-interval`: each waits for Kafka (at-least-once:
 /// for every acknowledgement; exactly-once: a transaction's commit), which
 /// after every chunk made a 1M-row snapshot about a third slower
-/// (BENCHMARKS.md, "The resumable snapshot's checkpoints"). Skipped while a table without a key is unfinished, and
-/// when nothing was sent since the `last` checkpoint (two workers' chunks
-/// often end back to back, the second with no row left to send: an empty
-/// Kafka transaction would only cost a commit). Logs the progress every 5 s.
+/// (BENCHMARKS.md, "The resumable snapshot's checkpoints"). Skipped while
+/// a table without a key is unfinished, and when nothing was sent since
+/// the `last` checkpoint (two workers' chunks often end back to back, the
+/// second with no row left to send: an empty Kafka transaction would only
+/// cost a commit). Logs the progress every 5 s.
 async fn checkpoint(
     stream: &mut Stream<'_>,
     emission: &Emission,
