@@ -179,7 +179,7 @@ pub(super) enum Action {
 }
 
 fn text_at(tuple: &Tuple, position: usize) -> Option<String> {
-    match tuple.0.get(position)? {
+    match tuple.get(position)? {
         Datum::Text(b) => Some(String::from_utf8_lossy(b).into_owned()),
         _ => None,
     }

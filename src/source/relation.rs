@@ -499,7 +499,7 @@ impl RelationCache {
     /// unchanged (sent without their value).
     pub fn unchanged_columns<'t>(&self, table: &'t TableSchema, tuple: &Tuple) -> Vec<&'t str> {
         // Most tuples have none: no lookup for them.
-        if !tuple.0.iter().any(|d| matches!(d, Datum::UnchangedToast)) {
+        if !tuple.iter().any(|d| matches!(d, Datum::UnchangedToast)) {
             return Vec::new();
         }
         let Some(decoding) = self.decoding.get(&table.relation_id) else {
@@ -507,7 +507,7 @@ impl RelationCache {
         };
         (decoding.positions.iter())
             .zip(&table.columns)
-            .filter(|(&p, _)| matches!(tuple.0.get(p), Some(Datum::UnchangedToast)))
+            .filter(|(&p, _)| matches!(tuple.get(p), Some(Datum::UnchangedToast)))
             .map(|(_, c)| c.name.as_str())
             .collect()
     }
@@ -628,13 +628,13 @@ impl RelationCache {
                     relation_id: table.relation_id,
                     lsn,
                 })?;
-        if tuple.0.len() != decoding.width {
+        if tuple.len() != decoding.width {
             return Err(RowErrorKind::ColumnCount {
                 lsn,
                 schema: table.schema.clone(),
                 table: table.table.clone(),
                 expected: decoding.width,
-                found: tuple.0.len(),
+                found: tuple.len(),
             }
             .into());
         }
@@ -643,7 +643,9 @@ impl RelationCache {
         let mut row = Vec::with_capacity(table.columns.len());
         let columns = table.columns.iter().zip(&decoding.types);
         for (i, ((column, ty), &p)) in columns.zip(&decoding.positions).enumerate() {
-            self.decode_datum_into(table, column, ty, &tuple.0[p], lsn, &mut row)?;
+            // `p` is below the width, which is the tuple's (checked above).
+            let datum = tuple.get(p).unwrap_or(Datum::Null);
+            self.decode_datum_into(table, column, ty, datum, lsn, &mut row)?;
             if let (Some(mapping), Some(value)) = (decoding.mapping(i), row.last_mut()) {
                 *value = mapping.apply(std::mem::replace(value, Value::Null));
             }
@@ -673,7 +675,7 @@ impl RelationCache {
         let mut key = Vec::with_capacity(table.key_columns.len());
         for &i in &table.key_columns {
             match (table.columns.get(i), types.get(i), positions.get(i)) {
-                (Some(column), Some(ty), Some(&p)) => match tuple.0.get(p) {
+                (Some(column), Some(ty), Some(&p)) => match tuple.get(p) {
                     Some(datum) => {
                         self.decode_datum_into(table, column, ty, datum, lsn, &mut key)?
                     }
@@ -694,7 +696,7 @@ impl RelationCache {
         table: &TableSchema,
         column: &ColumnSchema,
         ty: &PgType,
-        datum: &Datum,
+        datum: Datum<'_>,
         lsn: Lsn,
         values: &mut Vec<Value>,
     ) -> Result<(), RowError> {

@@ -25,7 +25,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures::Stream;
 use tokio_postgres::Client;
 
-use crate::source::pgoutput::{Column, Datum, Relation, ReplicaIdentity, Tuple};
+use crate::source::pgoutput::{Column, Datum, Relation, ReplicaIdentity, Tuple, TupleWriter};
 use crate::source::setup::{quote_ident, SetupError};
 
 /// Session settings of snapshot connections: the same text rendering as the
@@ -341,44 +341,38 @@ pub enum SnapshotReadError {
 }
 
 /// Parses one line of COPY text format (without its newline) into a row
-/// of about `width` fields: a field without escapes is a slice of `line`,
-/// one with escapes is unescaped into a buffer of its own; `\N` is
+/// of about `width` fields. A line without a backslash (no escapes, no
+/// `\N`) is the row's buffer, its fields slices of it; any other line's
+/// fields are unescaped into a buffer of the row's own, `\N` as
 /// [`Datum::Null`]. UTF-8 is checked where the values are decoded, as for
 /// the stream's.
 pub fn parse_copy_row(line: Bytes, width: usize) -> Result<Tuple, &'static str> {
-    let mut fields = Vec::with_capacity(width);
-    let mut start = 0;
-    let mut escaped = false;
-    for (i, &b) in line.iter().enumerate() {
-        match b {
-            b'\t' => {
-                fields.push(copy_field(&line, start, i, escaped)?);
-                start = i + 1;
-                escaped = false;
-            }
-            b'\\' => escaped = true,
-            _ => {}
+    if !line.contains(&b'\\') {
+        let tabs = line.iter().enumerate().filter(|&(_, &b)| b == b'\t');
+        let ends = tabs.map(|(i, _)| i).chain([line.len()]);
+        let mut start = 0;
+        let fields = ends.map(|end| {
+            let field = start..end;
+            start = end + 1;
+            Some(field)
+        });
+        return Tuple::of_text_ranges(line.clone(), width, fields)
+            .ok_or("a field outside its line");
+    }
+    let mut row = TupleWriter::default();
+    for field in line.split(|&b| b == b'\t') {
+        if field == b"\\N" {
+            row.push(Datum::Null);
+        } else {
+            row.text_with(|out| unescape(field, out))?;
         }
     }
-    fields.push(copy_field(&line, start, line.len(), escaped)?);
-    Ok(Tuple(fields))
+    Ok(row.finish())
 }
 
-/// The field `line[start..end]`; `escaped`: it holds a backslash.
-fn copy_field(
-    line: &Bytes,
-    start: usize,
-    end: usize,
-    escaped: bool,
-) -> Result<Datum, &'static str> {
-    let raw = &line[start..end];
-    if raw == b"\\N" {
-        return Ok(Datum::Null);
-    }
-    if !escaped {
-        return Ok(Datum::Text(line.slice(start..end)));
-    }
-    let mut out = BytesMut::with_capacity(raw.len());
+/// Appends COPY text field `raw` to `out`, its escapes replaced by the
+/// bytes they stand for.
+fn unescape(raw: &[u8], out: &mut BytesMut) -> Result<(), &'static str> {
     let mut i = 0;
     while i < raw.len() {
         let b = raw[i];
@@ -429,15 +423,15 @@ fn copy_field(
             other => out.put_u8(other),
         }
     }
-    Ok(Datum::Text(out.freeze()))
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn text(s: &'static [u8]) -> Datum {
-        Datum::Text(Bytes::from_static(s))
+    fn text(s: &'static [u8]) -> Datum<'static> {
+        Datum::Text(s)
     }
 
     #[test]
@@ -445,7 +439,7 @@ mod tests {
         let line = Bytes::from_static(b"1\t\\N\ta\\tb\\nc\\\\d\t\\101\\x42\t");
         assert_eq!(
             parse_copy_row(line, 5).expect("valid"),
-            Tuple(vec![
+            Tuple::new([
                 text(b"1"),
                 Datum::Null,
                 text(b"a\tb\nc\\d"),
@@ -473,13 +467,13 @@ mod tests {
         assert_eq!(
             rows,
             vec![
-                Tuple(vec![text(b"1"), text(b"ann")]),
-                Tuple(vec![text(b"2"), text(b"bob")]),
-                Tuple(vec![text(b"3"), Datum::Null]),
-                Tuple(vec![text(b"4"), text(b"c\\d")]),
+                Tuple::new([text(b"1"), text(b"ann")]),
+                Tuple::new([text(b"2"), text(b"bob")]),
+                Tuple::new([text(b"3"), Datum::Null]),
+                Tuple::new([text(b"4"), text(b"c\\d")]),
             ]
         );
-        let Datum::Text(ann) = &rows[0].0[1] else {
+        let Some(Datum::Text(ann)) = rows[0].get(1) else {
             panic!("a text field")
         };
         assert!(

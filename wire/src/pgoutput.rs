@@ -54,10 +54,11 @@
 //! The decoder is sans-IO: [`decode`] takes the bytes of one message and
 //! returns a [`LogicalMessage`] or a [`DecodeError`]; it keeps no state across
 //! messages (the relation cache lives elsewhere). It is zero-copy for column
-//! values: every [`Datum`] and [`Message::content`] is a [`Bytes`] slice of
-//! the input, so decoding a row allocates only the `Vec` of datums. Names are
-//! owned `String`s, since they are few and outlive the frame in the relation
-//! cache.
+//! values: a [`Tuple`] holds the message and where each value is in it, and
+//! hands out each [`Datum`] borrowed from it; [`Message::content`] is a
+//! [`Bytes`] slice of the input. Decoding a row allocates only the `Vec` of
+//! its columns' places. Names are owned `String`s, since they are few and
+//! outlive the frame in the relation cache.
 //!
 //! # Never panics
 //!
@@ -86,6 +87,7 @@
 )]
 
 use std::ffi::CStr;
+use std::ops::Range;
 
 use bytes::Bytes;
 
@@ -93,11 +95,13 @@ use crate::lsn::Lsn;
 
 mod error;
 mod stream;
+mod tuple;
 use error::unsupported_feature;
 pub use error::{DecodeError, DecodeErrorKind};
 pub use stream::{
     decode_streamed, stream_block_entry, BlockEntry, StreamAbort, StreamCommit, StreamStart,
 };
+pub use tuple::{Datum, Tuple, TupleWriter};
 
 /// Microseconds from the Unix epoch to the PostgreSQL epoch (2000-01-01 UTC).
 pub const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800 * 1_000_000;
@@ -373,43 +377,6 @@ pub struct Message {
     pub content: Bytes,
 }
 
-/// The column values of one row, in the relation's column order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Tuple(pub Vec<Datum>);
-
-impl Tuple {
-    /// Replaces each [`Datum::UnchangedToast`] of this new row with the
-    /// value `old` holds at the same position, where `old` has one (a
-    /// `REPLICA IDENTITY FULL` old row carries every TOASTed value inline;
-    /// a key-only old row has them as [`Datum::Null`], which is left
-    /// alone). This is what Debezium does with an update's old tuple, so
-    /// `after` is complete whenever the message holds the values. Returns
-    /// how many values were filled.
-    pub fn fill_unchanged_from(&mut self, old: &Tuple) -> usize {
-        self.0
-            .iter_mut()
-            .zip(&old.0)
-            .filter(|(new, old)| {
-                **new == Datum::UnchangedToast && matches!(old, Datum::Text(_) | Datum::Binary(_))
-            })
-            .map(|(new, old)| *new = old.clone())
-            .count()
-    }
-}
-
-/// One column value of a [`Tuple`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Datum {
-    /// `n`: SQL NULL.
-    Null,
-    /// `u`: a TOASTed value that did not change and was not sent.
-    UnchangedToast,
-    /// `t`: the value in the type's text output format, a slice of the input.
-    Text(Bytes),
-    /// `b`: the value in the type's binary format, a slice of the input.
-    Binary(Bytes),
-}
-
 /// Decodes one pgoutput message.
 ///
 /// `data` is the payload of an `XLogData` frame, starting with the message
@@ -428,7 +395,7 @@ pub enum Datum {
 ///     panic!("not an insert");
 /// };
 /// assert_eq!(insert.relation_id, 16384);
-/// assert_eq!(insert.new.0, [Datum::Text(Bytes::from_static(b"42"))]);
+/// assert_eq!(insert.new.to_vec(), [Datum::Text(b"42")]);
 /// ```
 pub fn decode(data: &Bytes, lsn: Lsn) -> Result<LogicalMessage, DecodeError> {
     let mut r = Reader::new(data, lsn);
@@ -595,28 +562,29 @@ fn old_tuple(r: &mut Reader<'_>, marker: u8) -> Result<Option<OldTuple>, DecodeE
 }
 
 fn tuple(r: &mut Reader<'_>) -> Result<Tuple, DecodeError> {
+    use tuple::Column;
     const KIND: &str = "tuple data kind 'n', 'u', 't' or 'b'";
     let count = r.count("tuple column count")?;
     // Every column takes at least its kind byte.
-    let mut datums = Vec::with_capacity(count.min(r.remaining().len()));
+    let mut columns = Vec::with_capacity(count.min(r.remaining().len()));
     for _ in 0..count {
         let at = r.pos;
-        let datum = match r.u8(KIND)? {
-            b'n' => Datum::Null,
-            b'u' => Datum::UnchangedToast,
+        let column = match r.u8(KIND)? {
+            b'n' => Column::Null,
+            b'u' => Column::UnchangedToast,
             b't' => {
                 let len = r.length("column value length")?;
-                Datum::Text(r.bytes(len, "column value")?)
+                Column::Text(r.range(len, "column value")?)
             }
             b'b' => {
                 let len = r.length("column value length")?;
-                Datum::Binary(r.bytes(len, "column value")?)
+                Column::Binary(r.range(len, "column value")?)
             }
             other => return Err(r.invalid(at, KIND, other)),
         };
-        datums.push(datum);
+        columns.push(column);
     }
-    Ok(Tuple(datums))
+    Ok(Tuple::from_checked(r.data.clone(), columns))
 }
 
 fn truncate(r: &mut Reader<'_>) -> Result<Truncate, DecodeError> {
@@ -747,12 +715,18 @@ impl<'a> Reader<'a> {
 
     /// The next `len` bytes as a zero-copy slice of the input.
     fn bytes(&mut self, len: usize, what: &'static str) -> Result<Bytes, DecodeError> {
+        let range = self.range(len, what)?;
+        Ok(self.data.slice(range))
+    }
+
+    /// Where the next `len` bytes of the input are; they are skipped.
+    fn range(&mut self, len: usize, what: &'static str) -> Result<Range<usize>, DecodeError> {
         if len > self.remaining().len() {
             return Err(self.truncated(len, what));
         }
         let start = self.pos;
         self.pos = start.saturating_add(len);
-        Ok(self.data.slice(start..self.pos))
+        Ok(start..self.pos)
     }
 
     fn cstring(&mut self, what: &'static str) -> Result<String, DecodeError> {

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tokio_postgres::SimpleQueryMessage;
 
 use super::blocking::SignalSource;
@@ -447,15 +446,10 @@ fn buffer_chunk(target: Target, messages: Vec<SimpleQueryMessage>, chunk_size: u
         let SimpleQueryMessage::Row(row) = message else {
             continue;
         };
-        let tuple = Tuple(
-            (0..row.len())
-                .map(|i| {
-                    row.get(i).map_or(Datum::Null, |v| {
-                        Datum::Text(Bytes::copy_from_slice(v.as_bytes()))
-                    })
-                })
-                .collect(),
-        );
+        let tuple = Tuple::new((0..row.len()).map(|i| {
+            row.get(i)
+                .map_or(Datum::Null, |v| Datum::Text(v.as_bytes()))
+        }));
         if let Some(key) = key_of(&tuple, &target.key_positions) {
             index.insert(key, rows.len());
         }

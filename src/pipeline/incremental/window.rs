@@ -232,7 +232,7 @@ impl Window {
 pub(in crate::pipeline) fn key_of(tuple: &Tuple, positions: &[usize]) -> Option<KeyText> {
     positions
         .iter()
-        .map(|&p| match tuple.0.get(p)? {
+        .map(|&p| match tuple.get(p)? {
             Datum::Text(b) => Some(Some(String::from_utf8_lossy(b).into_owned())),
             Datum::Null => Some(None),
             Datum::UnchangedToast | Datum::Binary(_) => None,
@@ -242,17 +242,10 @@ pub(in crate::pipeline) fn key_of(tuple: &Tuple, positions: &[usize]) -> Option<
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-
     use super::*;
 
     fn text(values: &[&str]) -> Tuple {
-        Tuple(
-            values
-                .iter()
-                .map(|v| Datum::Text(Bytes::copy_from_slice(v.as_bytes())))
-                .collect(),
-        )
+        Tuple::new(values.iter().map(|v| Datum::Text(v.as_bytes())))
     }
 
     /// A chunk of `table`, relation `relation_id`, rows keyed `keys` (key
@@ -416,7 +409,7 @@ mod tests {
     fn unreadable_keys_truncates_and_new_definitions_reset_the_window() {
         let mut window = pending();
         window.watermark(WINDOW_OPEN, Some("c1"));
-        window.observe(Reach::Open, 7, &[&Tuple(vec![Datum::Null, Datum::Null])]);
+        window.observe(Reach::Open, 7, &[&Tuple::new([Datum::Null, Datum::Null])]);
         assert!(
             matches!(window, Window::Idle),
             "a null key may be any row: read again"
@@ -462,16 +455,12 @@ mod tests {
 
     #[test]
     fn keys_are_read_from_text_datums() {
-        let tuple = Tuple(vec![
-            Datum::Text(Bytes::from_static(b"7")),
-            Datum::Null,
-            Datum::Text(Bytes::from_static(b"x")),
-        ]);
+        let tuple = Tuple::new([Datum::Text(b"7"), Datum::Null, Datum::Text(b"x")]);
         assert_eq!(
             key_of(&tuple, &[0, 1]),
             Some(vec![Some("7".to_owned()), None])
         );
-        let toasted = Tuple(vec![Datum::UnchangedToast]);
+        let toasted = Tuple::new([Datum::UnchangedToast]);
         assert_eq!(key_of(&toasted, &[0]), None);
     }
 }

@@ -448,8 +448,6 @@ async fn emit_row(
 mod tests {
     use std::collections::BTreeMap;
 
-    use bytes::Bytes;
-
     use super::*;
     use crate::lsn::Lsn;
     use crate::source::pgoutput::{Datum, ReplicaIdentity};
@@ -466,9 +464,7 @@ mod tests {
     }
 
     fn row(id: &str) -> ReadRow {
-        ReadRow::Read(Tuple(vec![Datum::Text(Bytes::copy_from_slice(
-            id.as_bytes(),
-        ))]))
+        ReadRow::Read(Tuple::new([Datum::Text(id.as_bytes())]))
     }
 
     fn emission(tables: Vec<TableProgress>) -> Emission {

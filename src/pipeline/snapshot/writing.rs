@@ -211,16 +211,11 @@ impl Batch {
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-
     use super::*;
     use crate::source::pgoutput::Datum;
 
     fn tuple(id: &str) -> Tuple {
-        Tuple(vec![
-            Datum::Text(Bytes::copy_from_slice(id.as_bytes())),
-            Datum::Null,
-        ])
+        Tuple::new([Datum::Text(id.as_bytes()), Datum::Null])
     }
 
     fn record(id: &str) -> EncodedRecord {
@@ -240,10 +235,12 @@ mod tests {
             .map(|row| match row {
                 ReadRow::Written { record, tuple, key } => (
                     String::from_utf8_lossy(record.key.as_deref().unwrap_or_default()).into(),
-                    tuple.as_ref().map(|t| match &t.0[0] {
-                        Datum::Text(b) => String::from_utf8_lossy(b).into_owned(),
-                        _ => String::new(),
-                    }),
+                    tuple
+                        .as_ref()
+                        .map(|t| match t.get(0).unwrap_or(Datum::Null) {
+                            Datum::Text(b) => String::from_utf8_lossy(b).into_owned(),
+                            _ => String::new(),
+                        }),
                     key.clone(),
                 ),
                 ReadRow::Read(_) => (String::new(), None, None),

@@ -1,5 +1,3 @@
-use bytes::Bytes;
-
 use super::*;
 use crate::config::RunConfig;
 
@@ -65,7 +63,7 @@ fn optional(table: &TableSchema) -> Vec<&str> {
 fn compat_before_images_carry_debeziums_zeros() {
     let (relation, catalog) = compat_relation();
     // The old key tuple of a delete: the key, every other column null.
-    let old = Tuple(vec![
+    let old = Tuple::new([
         text("1"),
         Datum::Null,
         Datum::Null,
@@ -115,7 +113,7 @@ fn compat_before_images_carry_debeziums_zeros() {
 fn compat_values_of_special_dates_numerics_and_toasted_arrays() {
     let (relation, catalog) = compat_relation();
     let tuple = |d: &str, a: Datum, y: &str, x: &str| {
-        Tuple(vec![text("1"), text("n"), text(d), a, text(y), text(x)])
+        Tuple::new([text("1"), text("n"), text(d), a, text(y), text(x)])
     };
     let infinite = tuple("infinity", text("{1}"), "1", "NaN");
 
@@ -229,8 +227,8 @@ fn relation(name: &str) -> (Relation, Vec<CatalogColumn>) {
     (relation, catalog)
 }
 
-fn text(s: &str) -> Datum {
-    Datum::Text(Bytes::copy_from_slice(s.as_bytes()))
+fn text(s: &str) -> Datum<'_> {
+    Datum::Text(s.as_bytes())
 }
 
 #[test]
@@ -240,14 +238,14 @@ fn excluded_columns_leave_schema_and_rows() {
     let table = cache.update(&relation, &catalog).expect("schema");
     let names: Vec<&str> = table.columns.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["id", "v"]);
-    let tuple = Tuple(vec![text("1"), Datum::UnchangedToast, text("5")]);
+    let tuple = Tuple::new([text("1"), Datum::UnchangedToast, text("5")]);
     let row = cache.decode_row(&table, &tuple, Lsn::ZERO).expect("row");
     assert_eq!(row, [Value::Int32(1), Value::Int32(5)]);
     assert!(
         cache.unchanged_columns(&table, &tuple).is_empty(),
         "an excluded TOASTed column is not reported"
     );
-    let short = Tuple(vec![text("1"), text("5")]);
+    let short = Tuple::new([text("1"), text("5")]);
     assert!(
         cache.decode_row(&table, &short, Lsn::ZERO).is_err(),
         "the tuple is checked against the wire width"

@@ -32,8 +32,8 @@ fn err(data: &[u8]) -> DecodeError {
     }
 }
 
-fn text(value: &'static [u8]) -> Datum {
-    Datum::Text(Bytes::from_static(value))
+fn text(value: &'static [u8]) -> Datum<'static> {
+    Datum::Text(value)
 }
 
 /// Encodes a message the way pgoutput (protocol version 1) does.
@@ -46,8 +46,8 @@ fn encode(message: &LogicalMessage) -> Vec<u8> {
         cstring(out, if s == "pg_catalog" { "" } else { s });
     }
     fn tuple(out: &mut Vec<u8>, tuple: &Tuple) {
-        out.put_i16(tuple.0.len().try_into().expect("column count fits i16"));
-        for datum in &tuple.0 {
+        out.put_i16(tuple.len().try_into().expect("column count fits i16"));
+        for datum in tuple.iter() {
             let (kind, value) = match datum {
                 Datum::Null => (b'n', None),
                 Datum::UnchangedToast => (b'u', None),
@@ -308,24 +308,21 @@ fn decodes_captured_row_changes() {
         ok(&hex(CAPTURED_INSERT)),
         LogicalMessage::Insert(Insert {
             relation_id: 16389,
-            new: Tuple(vec![text(b"1"), Datum::Null, text(b"x"), text(b"happy")]),
+            new: Tuple::new([text(b"1"), Datum::Null, text(b"x"), text(b"happy")]),
         })
     );
     let LogicalMessage::Insert(binary) = ok(&hex(CAPTURED_INSERT_BINARY)) else {
         panic!("not an insert");
     };
-    assert_eq!(
-        binary.new.0[0],
-        Datum::Binary(Bytes::from_static(&[0, 0, 0, 1]))
-    );
-    assert_eq!(binary.new.0[1], Datum::Null);
+    assert_eq!(binary.new.to_vec()[0], Datum::Binary(&[0, 0, 0, 1]));
+    assert_eq!(binary.new.to_vec()[1], Datum::Null);
 
-    let new_row = Tuple(vec![text(b"2"), text(b"n1"), text(b"x"), text(b"happy")]);
+    let new_row = Tuple::new([text(b"2"), text(b"n1"), text(b"x"), text(b"happy")]);
     assert_eq!(
         ok(&hex(CAPTURED_UPDATE_KEY)),
         LogicalMessage::Update(Update {
             relation_id: 16389,
-            old: Some(OldTuple::Key(Tuple(vec![
+            old: Some(OldTuple::Key(Tuple::new([
                 text(b"1"),
                 Datum::Null,
                 Datum::Null,
@@ -343,7 +340,7 @@ fn decodes_captured_row_changes() {
         LogicalMessage::Update(Update {
             relation_id: 16389,
             old: None,
-            new: Tuple(vec![
+            new: Tuple::new([
                 text(b"3"),
                 text(b"toast2"),
                 Datum::UnchangedToast,
@@ -356,15 +353,15 @@ fn decodes_captured_row_changes() {
     };
     assert_eq!(
         full.old,
-        Some(OldTuple::Full(Tuple(vec![text(b"1"), text(b"1.50")])))
+        Some(OldTuple::Full(Tuple::new([text(b"1"), text(b"1.50")])))
     );
-    assert_eq!(full.new, Tuple(vec![text(b"1"), text(b"2.25")]));
+    assert_eq!(full.new, Tuple::new([text(b"1"), text(b"2.25")]));
 
     assert_eq!(
         ok(&hex(CAPTURED_DELETE_KEY)),
         LogicalMessage::Delete(Delete {
             relation_id: 16389,
-            old: OldTuple::Key(Tuple(vec![
+            old: OldTuple::Key(Tuple::new([
                 text(b"2"),
                 Datum::Null,
                 Datum::Null,
@@ -432,7 +429,7 @@ fn values_are_slices_of_the_input() {
     let LogicalMessage::Insert(insert) = ok(&data) else {
         panic!("not an insert");
     };
-    let Datum::Text(value) = &insert.new.0[3] else {
+    let Datum::Text(value) = &insert.new.to_vec()[3] else {
         panic!("not text");
     };
     let range = data.as_ptr_range();
@@ -539,11 +536,11 @@ fn decodes_hand_built_messages_of_every_kind() {
             ]),
             LogicalMessage::Insert(Insert {
                 relation_id: 16384,
-                new: Tuple(vec![
+                new: Tuple::new([
                     Datum::Null,
                     Datum::UnchangedToast,
-                    Datum::Text(Bytes::new()),
-                    Datum::Binary(Bytes::from_static(&[0xde, 0xad])),
+                    Datum::Text(b""),
+                    Datum::Binary(&[0xde, 0xad]),
                 ]),
             }),
         ),
@@ -552,30 +549,30 @@ fn decodes_hand_built_messages_of_every_kind() {
             LogicalMessage::Update(Update {
                 relation_id: 16384,
                 old: None,
-                new: Tuple(vec![]),
+                new: Tuple::new([]),
             }),
         ),
         (
             concat(&[b"U", rel, b"O\x00\x01n", b"N\x00\x01t\0\0\0\x01a"]),
             LogicalMessage::Update(Update {
                 relation_id: 16384,
-                old: Some(OldTuple::Full(Tuple(vec![Datum::Null]))),
-                new: Tuple(vec![text(b"a")]),
+                old: Some(OldTuple::Full(Tuple::new([Datum::Null]))),
+                new: Tuple::new([text(b"a")]),
             }),
         ),
         (
             concat(&[b"U", rel, b"K\x00\x01t\0\0\0\x01k", b"N\x00\x01u"]),
             LogicalMessage::Update(Update {
                 relation_id: 16384,
-                old: Some(OldTuple::Key(Tuple(vec![text(b"k")]))),
-                new: Tuple(vec![Datum::UnchangedToast]),
+                old: Some(OldTuple::Key(Tuple::new([text(b"k")]))),
+                new: Tuple::new([Datum::UnchangedToast]),
             }),
         ),
         (
             concat(&[b"D", rel, b"K\x00\x01b\0\0\0\x01\x07"]),
             LogicalMessage::Delete(Delete {
                 relation_id: 16384,
-                old: OldTuple::Key(Tuple(vec![Datum::Binary(Bytes::from_static(&[7]))])),
+                old: OldTuple::Key(Tuple::new([Datum::Binary(&[7])])),
             }),
         ),
         (
@@ -612,7 +609,7 @@ fn decodes_hand_built_messages_of_every_kind() {
 
 #[test]
 fn unchanged_toast_is_filled_from_an_old_row_that_has_the_value() {
-    let mut new = Tuple(vec![
+    let mut new = Tuple::new([
         text(b"1"),
         Datum::UnchangedToast,
         Datum::UnchangedToast,
@@ -621,7 +618,7 @@ fn unchanged_toast_is_filled_from_an_old_row_that_has_the_value() {
     // A FULL old row has the second value; a key-only one sends the third
     // as NULL; the fourth is unchanged in both (never sent by Postgres, but
     // it must not count as a value).
-    let old = Tuple(vec![
+    let old = Tuple::new([
         text(b"1"),
         text(b"long"),
         Datum::Null,
@@ -630,16 +627,16 @@ fn unchanged_toast_is_filled_from_an_old_row_that_has_the_value() {
     assert_eq!(new.fill_unchanged_from(&old), 1);
     assert_eq!(
         new,
-        Tuple(vec![
+        Tuple::new([
             text(b"1"),
             text(b"long"),
             Datum::UnchangedToast,
             Datum::UnchangedToast,
         ])
     );
-    let mut shorter = Tuple(vec![Datum::UnchangedToast, Datum::UnchangedToast]);
-    assert_eq!(shorter.fill_unchanged_from(&Tuple(vec![text(b"x")])), 1);
-    assert_eq!(shorter.0[1], Datum::UnchangedToast);
+    let mut shorter = Tuple::new([Datum::UnchangedToast, Datum::UnchangedToast]);
+    assert_eq!(shorter.fill_unchanged_from(&Tuple::new([text(b"x")])), 1);
+    assert_eq!(shorter.to_vec()[1], Datum::UnchangedToast);
 }
 
 mod properties;

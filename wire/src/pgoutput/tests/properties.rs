@@ -15,18 +15,26 @@ fn lsn() -> impl Strategy<Value = Lsn> {
     any::<u64>().prop_map(Lsn::new)
 }
 
-fn value() -> impl Strategy<Value = Bytes> {
-    proptest::collection::vec(any::<u8>(), 0..24).prop_map(Bytes::from)
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(any::<u8>(), 0..24)
 }
 
+/// A column as its kind byte (`n`, `u`, `t` or `b`) and value.
 fn tuple_strategy() -> impl Strategy<Value = Tuple> {
-    let datum = prop_oneof![
-        Just(Datum::Null),
-        Just(Datum::UnchangedToast),
-        value().prop_map(Datum::Text),
-        value().prop_map(Datum::Binary),
+    let column = prop_oneof![
+        Just((b'n', Vec::new())),
+        Just((b'u', Vec::new())),
+        value().prop_map(|v| (b't', v)),
+        value().prop_map(|v| (b'b', v)),
     ];
-    proptest::collection::vec(datum, 0..8).prop_map(Tuple)
+    proptest::collection::vec(column, 0..8).prop_map(|columns| {
+        Tuple::new(columns.iter().map(|(kind, value)| match kind {
+            b'n' => Datum::Null,
+            b'u' => Datum::UnchangedToast,
+            b't' => Datum::Text(value),
+            _ => Datum::Binary(value),
+        }))
+    })
 }
 
 fn old_tuple_strategy() -> impl Strategy<Value = OldTuple> {
@@ -128,7 +136,7 @@ fn message_strategy() -> impl Strategy<Value = LogicalMessage> {
                     transactional,
                     lsn,
                     prefix,
-                    content,
+                    content: content.into(),
                 })
             }
         ),
