@@ -36,7 +36,7 @@ use tokio::sync::{watch, Semaphore};
 
 use super::client_log::KafkaLog;
 use super::error::{delivery_error, SinkError};
-use super::login::{self, Interrupted, LoginRefused};
+use super::login::LoginRefused;
 use super::record::{EncodedRecord, Progress};
 use super::transactional;
 use crate::checkpoint::{AckTracker, TxnId};
@@ -565,10 +565,15 @@ impl KafkaSink {
 
     /// Waits until nothing is in flight (every message delivered or
     /// failed), polling the count: unlike a librdkafka flush through the
-    /// polling thread, no 100 ms step is added to every wait.
+    /// polling thread, no 100 ms step is added to every wait. Ends early
+    /// when the broker refuses the producer's login (no message would be
+    /// delivered before `message.timeout.ms`).
     pub async fn settled(&self, timeout: Duration) -> Result<(), SinkError> {
         let deadline = Instant::now() + timeout;
         while self.in_flight() > 0 {
+            if let Some(refused) = self.shared.refused_login() {
+                return Err(refused.into());
+            }
             if Instant::now() >= deadline {
                 return Err(SinkError::FlushTimeout(timeout));
             }
@@ -577,26 +582,21 @@ impl KafkaSink {
         Ok(())
     }
 
-    /// Waits, off the async runtime, for every queued message to be delivered
-    /// or to fail; after a refused login, at most a slice of `timeout` (no
-    /// message would be delivered before `message.timeout.ms`).
+    /// Waits for every queued message to be delivered or to fail: what
+    /// waits for `linger.ms` is sent at once, then [`Self::settled`]
+    /// watches the count. rdkafka's own flush, whose reports the polling
+    /// thread serves, returned only in steps of 100 ms: each run's end
+    /// took one (BENCHMARKS.md, "The end of a bounded run").
     pub async fn flush(self: &Arc<Self>, timeout: Duration) -> Result<(), SinkError> {
+        // With no time to wait, librdkafka's flush only wakes the broker
+        // threads to send without lingering, and serves what is ready.
         let sink = Arc::clone(self);
-        let flushed = tokio::task::spawn_blocking(move || {
-            login::in_slices(
-                timeout,
-                |limit| sink.producer.flush(limit),
-                |_| true,
-                || sink.shared.refused_login(),
-            )
+        tokio::task::spawn_blocking(move || {
+            let _ = sink.producer.flush(Duration::ZERO);
         })
         .await
         .map_err(|_| SinkError::FlushTimeout(timeout))?;
-        match flushed {
-            Ok(()) => Ok(()),
-            Err(Interrupted::Refused(refused)) => Err(refused.into()),
-            Err(Interrupted::Failed(_)) => Err(SinkError::FlushTimeout(timeout)),
-        }
+        self.settled(timeout).await
     }
 }
 
