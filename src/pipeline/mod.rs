@@ -432,7 +432,9 @@ pub async fn run_with_metrics(
         summary.acknowledged_records = metrics
             .records_acknowledged()
             .saturating_sub(acknowledged_before);
-        summary.unacknowledged_records = metrics.in_flight_records();
+        // A forced stop counted them before the producer was dropped.
+        summary.unacknowledged_records =
+            (summary.unacknowledged_records).max(metrics.in_flight_records());
         summary
     };
     let gave_up = |last_error: Option<String>| {

@@ -557,6 +557,9 @@ impl Stream<'_> {
             () = forced => {
                 let left = self.metrics.in_flight_records();
                 self.summary.forced = true;
+                // Read now: dropping the producer at the attempt's end
+                // purges its queue, which counts these records as failed.
+                self.summary.unacknowledged_records = left;
                 tracing::warn!(
                     records = left,
                     "stop forced: not waiting for Kafka; the slot is confirmed only up to \
