@@ -189,7 +189,7 @@ impl TupleWriter {
             Datum::UnchangedToast => self.columns.push(Column::UnchangedToast),
             Datum::Text(bytes) => self.text(bytes),
             Datum::Binary(bytes) => {
-                let range = self.append(|buf| buf.put_slice(bytes));
+                let range = self.append(bytes);
                 self.columns.push(Column::Binary(range));
             }
         }
@@ -197,7 +197,7 @@ impl TupleWriter {
 
     /// Adds a text value.
     pub fn text(&mut self, bytes: &[u8]) {
-        let range = self.append(|buf| buf.put_slice(bytes));
+        let range = self.append(bytes);
         self.columns.push(Column::Text(range));
     }
 
@@ -220,9 +220,10 @@ impl TupleWriter {
         }
     }
 
-    fn append(&mut self, write: impl FnOnce(&mut BytesMut)) -> Range<usize> {
+    /// Copies `bytes` into the buffer; where they are.
+    fn append(&mut self, bytes: &[u8]) -> Range<usize> {
         let start = self.buf.len();
-        write(&mut self.buf);
+        self.buf.put_slice(bytes);
         start..self.buf.len()
     }
 
