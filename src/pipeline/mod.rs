@@ -432,7 +432,7 @@ pub async fn run_with_metrics(
         summary.acknowledged_records = metrics
             .records_acknowledged()
             .saturating_sub(acknowledged_before);
-        // A forced stop counted them before the producer was dropped.
+        // The stream counted them before its producer was dropped.
         summary.unacknowledged_records =
             (summary.unacknowledged_records).max(metrics.in_flight_records());
         summary

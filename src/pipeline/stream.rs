@@ -490,6 +490,9 @@ impl Stream<'_> {
         // After a failed delivery nothing more may reach Kafka from this
         // attempt: a later change could land ahead of the failed one.
         self.drain(reason.is_some()).await;
+        // Counted now: dropping the producer at the attempt's end purges
+        // what is left in flight, which counts it as failed.
+        self.summary.unacknowledged_records = self.metrics.in_flight_records();
         self.commit_acknowledged_signals();
         self.notifier.flush(self.config.shutdown_timeout).await;
         if reason.is_some() {
@@ -557,9 +560,6 @@ impl Stream<'_> {
             () = forced => {
                 let left = self.metrics.in_flight_records();
                 self.summary.forced = true;
-                // Read now: dropping the producer at the attempt's end
-                // purges its queue, which counts these records as failed.
-                self.summary.unacknowledged_records = left;
                 tracing::warn!(
                     records = left,
                     "stop forced: not waiting for Kafka; the slot is confirmed only up to \
