@@ -532,7 +532,7 @@ fn record_count_blocking(bootstrap: &str, topic: &str) -> usize {
 /// A partition's low and high watermarks. Just after a topic is created its
 /// partitions may have no leader yet (NotLeaderForPartition,
 /// LeaderNotAvailable): asked again until [`TIMEOUT`].
-fn watermarks(probe: &BaseConsumer, topic: &str, partition: i32) -> (i64, i64) {
+pub fn watermarks(probe: &BaseConsumer, topic: &str, partition: i32) -> (i64, i64) {
     let deadline = std::time::Instant::now() + TIMEOUT;
     loop {
         match probe.fetch_watermarks(topic, partition, Duration::from_secs(10)) {

@@ -364,9 +364,7 @@ fn read_topics_blocking(
         }
         consumed.insert(topic.clone(), Vec::new());
         for p in 0..partitions as i32 {
-            let (low, high) = consumer
-                .fetch_watermarks(topic, p, Duration::from_secs(10))
-                .expect("watermarks");
+            let (low, high) = common::watermarks(&consumer, topic, p);
             if high > low {
                 remaining.insert((topic.clone(), p), high);
                 assignment

@@ -128,10 +128,7 @@ impl Arrivals {
         let mut assignment = TopicPartitionList::new();
         let mut remaining: BTreeMap<(String, i32), i64> = BTreeMap::new();
         for (topic, p) in &self.partitions {
-            let (_, high) = self
-                .consumer
-                .fetch_watermarks(topic, *p, Duration::from_secs(10))
-                .expect("watermarks");
+            let (_, high) = crate::common::watermarks(&self.consumer, topic, *p);
             let from = self.next.get(&(topic.clone(), *p)).copied().unwrap_or(0);
             if high > from {
                 remaining.insert((topic.clone(), *p), high);
