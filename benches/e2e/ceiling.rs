@@ -51,6 +51,28 @@ impl KafkaAlone {
     }
 }
 
+/// Waits until Kafka acknowledged every record, the way the connector's
+/// end of a run does (`KafkaSink::flush`): librdkafka's flush with no wait
+/// sends what lingers, then the in-flight count is watched in 1 ms steps.
+/// rust-rdkafka's own flush waits in 100 ms polls that the producer's
+/// thread answers first, so it ends up to 100 ms late: a handicap the
+/// reference would carry and the connector not.
+fn drain(producer: &ThreadedProducer<DefaultProducerContext>, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    let _ = producer.flush(Duration::ZERO);
+    while producer.in_flight_count() > 0 {
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{} records not acknowledged within {timeout:?}",
+                producer.in_flight_count()
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
 /// The broker's CPU seconds so far (utime + stime), when its process is
 /// visible.
 pub fn broker_cpu(kafka: &Kafka) -> Option<f64> {
@@ -102,7 +124,7 @@ pub fn run(kafka: &Kafka, topic: &str, run_args: &[String]) -> Result<KafkaAlone
         }
         produced += 1;
     }
-    producer.flush(Duration::from_secs(300))?;
+    drain(&producer, Duration::from_secs(300))?;
     let wall_s = started.elapsed().as_secs_f64();
     let broker_cpu_s = cpu_before.zip(broker_cpu(kafka)).map(|(a, b)| b - a);
     let producer_cpu_s = own_before
