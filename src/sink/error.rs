@@ -30,6 +30,8 @@ pub enum SinkError {
              (what it had not committed is aborted and the other instance delivers it)"
     )]
     Fenced { transactional_id: String },
+    #[error("could not start the Kafka producer's polling thread (out of threads or file descriptors?); raise the process limits (ulimit -u / -n)")]
+    Poller(#[source] std::io::Error),
     #[error("kafka transaction of transactional.id {transactional_id:?} failed to {action}")]
     Transaction {
         action: &'static str,
@@ -90,6 +92,7 @@ impl SinkError {
     pub fn is_retryable(&self) -> bool {
         match self {
             SinkError::Config(_) => false,
+            SinkError::Poller(_) => true,
             SinkError::Delivery { retryable, .. } => *retryable,
             SinkError::FlushTimeout(_)
             | SinkError::Progress { .. }

@@ -1,8 +1,9 @@
 //! The Kafka producer and its delivery tracking.
 //!
 //! Records are handed to librdkafka without blocking the async runtime
-//! (`ThreadedProducer::send` only enqueues). librdkafka calls
-//! [`DeliveryContext::delivery`] on its polling thread once the broker has
+//! (`BaseProducer::send` only enqueues). librdkafka calls
+//! [`DeliveryContext::delivery`] on the polling thread ([`super::poller`])
+//! once the broker has
 //! acknowledged a message (`acks=all`, idempotent producer, so retries keep
 //! per-partition order and never duplicate) or it has given up on it. That
 //! callback is the only place that feeds acknowledgements into the
@@ -27,8 +28,8 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{
-    BaseRecord, DeliveryResult, NoCustomPartitioner, Producer, ProducerContext, PurgeConfig,
-    ThreadedProducer,
+    BaseProducer, BaseRecord, DeliveryResult, NoCustomPartitioner, Producer, ProducerContext,
+    PurgeConfig,
 };
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
@@ -37,6 +38,7 @@ use tokio::sync::{watch, Semaphore};
 use super::client_log::KafkaLog;
 use super::error::{delivery_error, SinkError};
 use super::login::LoginRefused;
+use super::poller::PolledProducer;
 use super::record::{EncodedRecord, Progress};
 use super::transactional;
 use crate::checkpoint::{AckTracker, TxnId};
@@ -263,7 +265,7 @@ pub struct InFlightLimits {
 
 /// The producer plus the tracker of what it has not yet delivered.
 pub struct KafkaSink {
-    producer: ThreadedProducer<DeliveryContext>,
+    producer: PolledProducer<DeliveryContext>,
     shared: Arc<Shared>,
     max_bytes: u32,
 }
@@ -325,6 +327,7 @@ impl KafkaSink {
                 log: KafkaLog::for_config(&config),
             })
             .map_err(|e| SinkError::Config(Box::new(e)))?;
+        let producer = PolledProducer::start(producer).map_err(SinkError::Poller)?;
         Ok((
             KafkaSink {
                 producer,
@@ -499,7 +502,7 @@ impl KafkaSink {
     }
 
     /// The librdkafka producer, for the transactional calls.
-    pub(super) fn producer(&self) -> &ThreadedProducer<DeliveryContext> {
+    pub(super) fn producer(&self) -> &BaseProducer<DeliveryContext> {
         &self.producer
     }
 

@@ -448,8 +448,8 @@ impl Transactional {
         }
         let timeout = self.settings.transaction_timeout;
         // rust-rdkafka's commit_transaction first flushes by polling the
-        // producer's queue in 100 ms steps, which the polling thread of the
-        // ThreadedProducer drains first: every commit would take 100 ms more.
+        // producer's queue in 100 ms steps, which the sink's polling thread
+        // (`sink::poller`) drains first: every commit would take 100 ms more.
         // Waiting here until everything is delivered makes that flush return
         // at once.
         let deadline = Instant::now() + timeout;
