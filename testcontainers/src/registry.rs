@@ -22,6 +22,10 @@ use crate::runner::{External, Runner};
 use crate::{cache, BackendKind, BasicAuthProxy, Error, Result, TestCa};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long one request may wait for the registry's answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Path of the Confluent-compatible API.
 const CCOMPAT: &str = "/apis/ccompat/v7";
 /// Names a registry shared by every test binary of a run.
@@ -180,8 +184,11 @@ impl SchemaRegistry {
         };
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))
             .map_err(|e| http_err(format!("connect: {e}")))?;
+        // Generous: the registry is a JVM on the tests' two cores, and a
+        // test that boots a second one beside it (private_registry_restarts_empty)
+        // stalled a 22 ms GET past 10 s once.
         stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(REQUEST_TIMEOUT))
             .map_err(|e| http_err(e.to_string()))?;
         let body = body.unwrap_or("");
         let request = format!(
