@@ -93,3 +93,76 @@ impl<C: ProducerContext + 'static> Drop for PolledProducer<C> {
         self.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseRecord, DeliveryResult};
+    use rdkafka::ClientContext;
+
+    use super::*;
+
+    /// Passes each delivery report's outcome on.
+    struct Reports(Mutex<mpsc::Sender<bool>>);
+
+    impl ClientContext for Reports {}
+
+    impl ProducerContext for Reports {
+        type DeliveryOpaque = ();
+
+        fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+            let _ = self.0.lock().unwrap().send(result.is_ok());
+        }
+    }
+
+    #[test]
+    fn the_thread_serves_delivery_reports_without_anyone_polling() {
+        let (sender, reports) = mpsc::channel();
+        // Nothing listens on port 1: the record times out, and that report
+        // must reach the context through the thread alone.
+        let producer: BaseProducer<Reports> = ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .set("message.timeout.ms", "200")
+            .set("log_level", "0")
+            .create_with_context(Reports(Mutex::new(sender)))
+            .expect("producer");
+        let producer = PolledProducer::start(producer).expect("thread");
+        producer
+            .send(BaseRecord::to("t").payload("v").key("k"))
+            .map_err(|(e, _)| e)
+            .expect("queued");
+        let delivered = reports
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a delivery report");
+        assert!(!delivered, "nothing listens on port 1");
+        drop(producer);
+        assert!(reports.try_recv().is_err(), "one record, one report");
+    }
+
+    #[test]
+    fn a_dropped_producer_reports_what_it_purged() {
+        let (sender, reports) = mpsc::channel();
+        let producer: BaseProducer<Reports> = ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .set("message.timeout.ms", "300000")
+            .set("log_level", "0")
+            .create_with_context(Reports(Mutex::new(sender)))
+            .expect("producer");
+        let producer = PolledProducer::start(producer).expect("thread");
+        for _ in 0..3 {
+            producer
+                .send(BaseRecord::to("t").payload("v").key("k"))
+                .map_err(|(e, _)| e)
+                .expect("queued");
+        }
+        drop(producer);
+        // Dropping it purged the three and served their reports before
+        // the producer went: all three are here, none delivered (what the
+        // stop's count of unacknowledged records stands on).
+        let purged: Vec<bool> = reports.try_iter().collect();
+        assert_eq!(purged, [false, false, false]);
+    }
+}
