@@ -118,22 +118,32 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_thread_serves_delivery_reports_without_anyone_polling() {
+    /// A polled producer of a broker nobody runs (nothing listens on port
+    /// 1), and the outcomes of its delivery reports.
+    fn unreachable(message_timeout_ms: &str) -> (PolledProducer<Reports>, mpsc::Receiver<bool>) {
         let (sender, reports) = mpsc::channel();
-        // Nothing listens on port 1: the record times out, and that report
-        // must reach the context through the thread alone.
         let producer: BaseProducer<Reports> = ClientConfig::new()
             .set("bootstrap.servers", "127.0.0.1:1")
-            .set("message.timeout.ms", "200")
+            .set("message.timeout.ms", message_timeout_ms)
             .set("log_level", "0")
             .create_with_context(Reports(Mutex::new(sender)))
             .expect("producer");
-        let producer = PolledProducer::start(producer).expect("thread");
+        (PolledProducer::start(producer).expect("thread"), reports)
+    }
+
+    fn send(producer: &PolledProducer<Reports>) {
         producer
             .send(BaseRecord::to("t").payload("v").key("k"))
             .map_err(|(e, _)| e)
             .expect("queued");
+    }
+
+    #[test]
+    fn the_thread_serves_delivery_reports_without_anyone_polling() {
+        // The record times out, and that report must reach the context
+        // through the thread alone.
+        let (producer, reports) = unreachable("200");
+        send(&producer);
         let delivered = reports
             .recv_timeout(Duration::from_secs(30))
             .expect("a delivery report");
@@ -144,19 +154,9 @@ mod tests {
 
     #[test]
     fn a_dropped_producer_reports_what_it_purged() {
-        let (sender, reports) = mpsc::channel();
-        let producer: BaseProducer<Reports> = ClientConfig::new()
-            .set("bootstrap.servers", "127.0.0.1:1")
-            .set("message.timeout.ms", "300000")
-            .set("log_level", "0")
-            .create_with_context(Reports(Mutex::new(sender)))
-            .expect("producer");
-        let producer = PolledProducer::start(producer).expect("thread");
+        let (producer, reports) = unreachable("300000");
         for _ in 0..3 {
-            producer
-                .send(BaseRecord::to("t").payload("v").key("k"))
-                .map_err(|(e, _)| e)
-                .expect("queued");
+            send(&producer);
         }
         drop(producer);
         // Dropping it purged the three and served their reports before
