@@ -433,8 +433,9 @@ pub async fn run_with_metrics(
             .records_acknowledged()
             .saturating_sub(acknowledged_before);
         // The stream counted them before its producer was dropped.
-        summary.unacknowledged_records =
-            (summary.unacknowledged_records).max(metrics.in_flight_records());
+        summary.unacknowledged_records = summary
+            .unacknowledged_records
+            .max(metrics.in_flight_records());
         summary
     };
     let gave_up = |last_error: Option<String>| {
