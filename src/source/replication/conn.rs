@@ -5,6 +5,7 @@
 //! other's states.
 
 use std::io;
+use std::os::fd::OwnedFd;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -28,6 +29,10 @@ pub(super) struct Conn {
     pub(super) io: Box<dyn Wire>,
     pub(super) read: BytesMut,
     pub(super) out: BytesMut,
+    /// A duplicate of a TCP connection's descriptor, for its receive
+    /// low-water mark ([`super::pace`]); `None` over a Unix socket or a
+    /// test pipe.
+    pub(super) low_water: Option<OwnedFd>,
 }
 
 impl Conn {
@@ -36,6 +41,7 @@ impl Conn {
             io,
             read: BytesMut::with_capacity(READ_CHUNK),
             out: BytesMut::new(),
+            low_water: None,
         }
     }
 
@@ -44,15 +50,16 @@ impl Conn {
         Ok(frame::split_frame(&mut self.read, MAX_FRAME_BODY)?)
     }
 
-    /// Reads from the socket once; `during` names the step for an early close.
-    /// Cancel-safe: data read is kept in `self.read`, nothing is lost.
-    pub(super) async fn fill(&mut self, during: &'static str) -> Result<(), ReplicationError> {
+    /// Reads from the socket once: how many bytes; `during` names the step
+    /// for an early close. Cancel-safe: data read is kept in `self.read`,
+    /// nothing is lost.
+    pub(super) async fn fill(&mut self, during: &'static str) -> Result<usize, ReplicationError> {
         if self.read.capacity() - self.read.len() < READ_CHUNK / 4 {
             self.read.reserve(READ_CHUNK);
         }
         match self.io.read_buf(&mut self.read).await? {
             0 => Err(ReplicationError::Closed(during)),
-            _ => Ok(()),
+            read => Ok(read),
         }
     }
 

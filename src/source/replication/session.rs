@@ -12,6 +12,7 @@
 //! [`ReplicationError::Server`].
 
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -74,8 +75,9 @@ impl Session {
         let mut last = None;
         for endpoint in &config.endpoints {
             let reached = async {
-                let io = open(endpoint, config).await?;
+                let (io, socket) = open(endpoint, config).await?;
                 let mut session = Session::login(io, config).await?;
+                session.conn.low_water = socket;
                 session.endpoint = Some(endpoint.clone());
                 let fits = session.is_target(config.target).await?;
                 Ok::<_, ReplicationError>((session, fits))
@@ -387,10 +389,12 @@ pub(super) fn parse_timeline_history(content: &str) -> Vec<(u32, Lsn)> {
 
 /// TCP, then TLS as `sslmode` says (an `SSLRequest` first, as libpq does);
 /// or a Unix socket when the host is a directory, in clear as libpq does.
+/// With a TCP connection, a duplicate of its descriptor for the reader's
+/// pacing ([`super::pace`]).
 async fn open(
     endpoint: &Endpoint,
     config: &ReplicationConfig,
-) -> Result<Box<dyn Wire>, ReplicationError> {
+) -> Result<(Box<dyn Wire>, Option<OwnedFd>), ReplicationError> {
     let mode = config.tls.mode;
     #[cfg(unix)]
     if endpoint.host.starts_with('/') {
@@ -407,7 +411,7 @@ async fn open(
         let socket = tokio::net::UnixStream::connect(&path)
             .await
             .map_err(|error| ReplicationError::Connect { addr: path, error })?;
-        return Ok(Box::new(socket));
+        return Ok((Box::new(socket), None));
     }
     let addr = endpoint.to_string();
     let mut tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
@@ -418,8 +422,10 @@ async fn open(
         })?;
     // Status updates are small and must not wait for more to send.
     let _ = tcp.set_nodelay(true);
+    // Without it the stream is read as before, only dearer for the server.
+    let socket = tcp.as_fd().try_clone_to_owned().ok();
     if mode == SslMode::Disable {
-        return Ok(Box::new(tcp));
+        return Ok((Box::new(tcp), socket));
     }
     let tls = config
         .tls
@@ -432,7 +438,7 @@ async fn open(
     tcp.read_exact(&mut answer).await?;
     match (answer, mode) {
         ([b'S'], _) => {}
-        ([b'N'], SslMode::Prefer) => return Ok(Box::new(tcp)),
+        ([b'N'], SslMode::Prefer) => return Ok((Box::new(tcp), socket)),
         ([b'N'], _) => {
             return Err(ReplicationError::TlsRefused {
                 addr,
@@ -463,7 +469,7 @@ async fn open(
             mode: mode.as_str(),
             error,
         })?;
-    Ok(Box::new(stream))
+    Ok((Box::new(stream), socket))
 }
 
 /// Answers the server's authentication requests until it says Ok.

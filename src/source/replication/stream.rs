@@ -62,6 +62,7 @@ use tokio::time::Instant;
 use super::conn::{server_error, Conn};
 use super::error::ReplicationError;
 use super::frame::{self, CopyData};
+use super::pace::{self, Pace};
 use crate::lsn::Lsn;
 
 /// Messages per hand-over at most.
@@ -104,6 +105,8 @@ pub struct ReplicationMetrics {
     last_wal_end: AtomicU64,
     status_updates: AtomicU64,
     replies_requested: AtomicU64,
+    low_water_waits: AtomicU64,
+    low_water_fallbacks: AtomicU64,
 }
 
 impl ReplicationMetrics {
@@ -125,6 +128,16 @@ impl ReplicationMetrics {
     /// Status updates sent with "reply requested" set.
     pub fn replies_requested(&self) -> u64 {
         self.replies_requested.load(Ordering::Relaxed)
+    }
+
+    /// Waits on the socket begun with its receive low-water mark raised
+    /// (a backlog streaming in over TCP, see `pace`), and those of them
+    /// that ended by lowering it again after `pace::FALLBACK`.
+    pub fn low_water_waits(&self) -> (u64, u64) {
+        (
+            self.low_water_waits.load(Ordering::Relaxed),
+            self.low_water_fallbacks.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -158,7 +171,7 @@ pub struct ReplicationStream {
 }
 
 impl ReplicationStream {
-    pub(super) fn spawn(conn: Conn, start: StartReplication) -> Self {
+    pub(super) fn spawn(mut conn: Conn, start: StartReplication) -> Self {
         let shared = Arc::new(Shared {
             acknowledged: AtomicU64::new(start.acknowledged.as_u64()),
             raised: Notify::new(),
@@ -169,6 +182,7 @@ impl ReplicationStream {
         let (tx, rx) = mpsc::channel(BATCHES_QUEUED);
         let (stop, stopped) = oneshot::channel();
         let reader = Reader {
+            pace: Pace::new(conn.low_water.take()),
             conn,
             shared: Arc::clone(&shared),
             tx,
@@ -305,6 +319,8 @@ impl ReplicationStream {
 /// The task that owns the connection while it streams.
 struct Reader {
     conn: Conn,
+    /// Whether the socket's receive low-water mark is raised for a backlog.
+    pace: Pace,
     shared: Arc<Shared>,
     tx: mpsc::Sender<Vec<CopyData>>,
     /// Resolves on [`ReplicationStream::stop`] or when the consumer is gone.
@@ -359,13 +375,22 @@ impl Reader {
             // Nothing buffered: wait for the socket, a stop, or a status due.
             let pending = self.sent != Some(self.shared.acknowledged());
             let wake = self.sent_at + if pending { self.interval } else { IDLE_STATUS };
+            let paced = self.pace.before_wait();
+            let metrics = &self.shared.metrics;
+            if paced {
+                metrics.low_water_waits.fetch_add(1, Ordering::Relaxed);
+            }
             tokio::select! {
                 biased;
                 _ = &mut self.stopped => return self.end_copy().await,
                 () = tokio::time::sleep_until(wake) => self.send_status().await?,
                 () = self.shared.raised.notified(), if !pending => {}
                 () = self.shared.reply.notified() => self.send_status().await?,
-                read = self.conn.fill("streaming") => read?,
+                () = tokio::time::sleep(pace::FALLBACK), if paced => {
+                    metrics.low_water_fallbacks.fetch_add(1, Ordering::Relaxed);
+                    self.pace.fall_back()?;
+                }
+                read = self.conn.fill("streaming") => self.pace.read(read?, Instant::now()),
             }
         }
     }
@@ -481,6 +506,8 @@ impl Reader {
     /// until the server is done (its CopyDone and ReadyForQuery), and says
     /// goodbye.
     async fn end_copy(&mut self) -> Result<(), ReplicationError> {
+        // The server's last messages are small: they must not wait for more.
+        self.pace.lower()?;
         if self.sent != Some(self.shared.acknowledged()) {
             self.send_status().await?;
         }

@@ -30,7 +30,7 @@ fn config() -> ReplicationConfig {
 }
 
 /// The server's end of the pipe.
-struct Server(DuplexStream);
+struct Server(Box<dyn super::conn::Wire>);
 
 impl Server {
     /// The startup message: its parameters.
@@ -156,7 +156,7 @@ fn keepalive(end: u64, reply: bool) -> Vec<u8> {
 
 fn pipe() -> (Box<DuplexStream>, Server) {
     let (client, server) = tokio::io::duplex(64 * 1024);
-    (Box::new(client), Server(server))
+    (Box::new(client), Server(Box::new(server)))
 }
 
 fn start(lsn: u64, interval: Duration) -> StartReplication {
@@ -636,4 +636,92 @@ async fn a_multi_host_url_reaches_the_first_server_of_the_wanted_kind() {
     );
     assert!(error.is_retryable(), "a promotion may be under way");
     assert!(error.to_string().contains("(not read-write)"), "{error}");
+}
+
+/// A backlog over TCP: the reader raises its socket's low-water mark while
+/// the burst streams in, and the burst's small tail, below the mark, still
+/// arrives (by the fallback that lowers it again), as does a keepalive sent
+/// long after it.
+#[tokio::test]
+async fn a_burst_over_tcp_raises_the_low_water_mark_and_its_tail_still_arrives() {
+    const CHUNKS: usize = 40;
+    const PER_CHUNK: usize = 400;
+    const TAIL: usize = 3;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let config = ReplicationConfig {
+        endpoints: vec![Endpoint {
+            host: "127.0.0.1".into(),
+            port: listener.local_addr().expect("address").port(),
+            tls_server_name: "localhost".into(),
+        }],
+        tls: crate::source::tls::PgTls {
+            mode: crate::source::tls::SslMode::Disable,
+            ..Default::default()
+        },
+        ..config()
+    };
+    let accept = async {
+        let (socket, _) = listener.accept().await.expect("accept");
+        let mut server = Server(Box::new(socket));
+        server.startup().await;
+        server.welcome().await;
+        server
+    };
+    let (session, mut server) = tokio::join!(Session::connect(&config), accept);
+    let session = session.expect("login over TCP");
+    let (stream, _) = tokio::join!(
+        session.start(start(0x100, Duration::from_secs(60))),
+        server.start_copy()
+    );
+    let mut stream = stream.expect("streaming");
+
+    // 40 chunks of 400 changes of 128 bytes (about 60 kB each), a
+    // millisecond apart: a burst for the reader. Then a tail of three
+    // changes, a few hundred bytes, and later a keepalive alone.
+    let payload = [b'x'; 100];
+    let mut lsn = 0x100;
+    let mut change = || {
+        lsn += 1;
+        xlog(lsn, lsn, &payload)
+    };
+    let sender = async move {
+        for _ in 0..CHUNKS {
+            let chunk: Vec<u8> = (0..PER_CHUNK).flat_map(|_| change()).collect();
+            server.send(&chunk).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let tail: Vec<u8> = (0..TAIL).flat_map(|_| change()).collect();
+        server.send(&tail).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        server.send(&keepalive(0x9999, false)).await;
+        server
+    };
+    let receiver = async {
+        let mut changes = 0;
+        loop {
+            let message = tokio::time::timeout(TIMEOUT, stream.recv())
+                .await
+                .expect("every message in time")
+                .expect("no error")
+                .expect("not ended");
+            match message {
+                CopyData::XLogData(_) => changes += 1,
+                CopyData::Keepalive(_) => return changes,
+            }
+        }
+    };
+    let (_server, changes) = tokio::join!(sender, receiver);
+    assert_eq!(
+        changes,
+        CHUNKS * PER_CHUNK + TAIL,
+        "every change, the tail too"
+    );
+    let (raised, fallbacks) = stream.metrics().low_water_waits();
+    assert!(raised > 0, "the mark was raised during the burst");
+    assert!(
+        fallbacks > 0,
+        "a wait under the raised mark ended by lowering it ({raised} raised)"
+    );
 }
