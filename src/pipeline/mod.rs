@@ -330,19 +330,26 @@ impl std::fmt::Display for RunSummary {
         }
         write!(
             f,
-            "; confirmed LSN {} -> {}; {}",
+            "; confirmed LSN {} -> {}; ",
             crate::or_unknown(&self.start_lsn),
             crate::or_unknown(&self.confirmed_lsn),
-            if self.caught_up {
-                "caught up"
-            } else {
-                "not caught up"
-            },
         )?;
-        if let Some(lag) = self.remaining_lag_bytes {
-            write!(f, ", {lag} bytes of WAL behind")?;
+        // A stop that was not a caught-up one may still have had nothing
+        // left: then the lag says all there is to say.
+        match (self.caught_up, self.remaining_lag_bytes) {
+            (false, Some(0)) => f.write_str("0 bytes of WAL behind"),
+            (caught_up, lag) => {
+                f.write_str(if caught_up {
+                    "caught up"
+                } else {
+                    "not caught up"
+                })?;
+                match lag {
+                    Some(lag) => write!(f, ", {lag} bytes of WAL behind"),
+                    None => Ok(()),
+                }
+            }
         }
-        Ok(())
     }
 }
 
@@ -692,6 +699,31 @@ mod tests {
         assert!(!summary(StopReason::TimeLimit, false).is_incomplete());
         assert!(!summary(StopReason::Requested, false).is_incomplete());
         assert!(!summary(StopReason::SnapshotCompleted, false).is_incomplete());
+    }
+
+    #[test]
+    fn the_summary_says_not_caught_up_only_when_something_was_left() {
+        let line = |caught_up, lag| {
+            RunSummary {
+                stopped: StopReason::Requested,
+                caught_up,
+                remaining_lag_bytes: lag,
+                ..RunSummary::default()
+            }
+            .to_string()
+        };
+        let tail = |line: String| line.rsplit("; ").next().unwrap_or_default().to_owned();
+        assert_eq!(tail(line(false, Some(0))), "0 bytes of WAL behind");
+        assert_eq!(
+            tail(line(false, Some(4096))),
+            "not caught up, 4096 bytes of WAL behind"
+        );
+        assert_eq!(tail(line(false, None)), "not caught up");
+        assert_eq!(
+            tail(line(true, Some(0))),
+            "caught up, 0 bytes of WAL behind"
+        );
+        assert_eq!(tail(line(true, None)), "caught up");
     }
 
     #[test]
