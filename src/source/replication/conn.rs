@@ -50,16 +50,15 @@ impl Conn {
         Ok(frame::split_frame(&mut self.read, MAX_FRAME_BODY)?)
     }
 
-    /// Reads from the socket once: how many bytes; `during` names the step
-    /// for an early close. Cancel-safe: data read is kept in `self.read`,
-    /// nothing is lost.
-    pub(super) async fn fill(&mut self, during: &'static str) -> Result<usize, ReplicationError> {
+    /// Reads from the socket once; `during` names the step for an early close.
+    /// Cancel-safe: data read is kept in `self.read`, nothing is lost.
+    pub(super) async fn fill(&mut self, during: &'static str) -> Result<(), ReplicationError> {
         if self.read.capacity() - self.read.len() < READ_CHUNK / 4 {
             self.read.reserve(READ_CHUNK);
         }
         match self.io.read_buf(&mut self.read).await? {
             0 => Err(ReplicationError::Closed(during)),
-            read => Ok(read),
+            _ => Ok(()),
         }
     }
 

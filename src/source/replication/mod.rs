@@ -16,9 +16,10 @@
 //!   the messages over in batches (one wake-up per batch, not per message)
 //!   and writes every standby status update, so status keeps flowing while
 //!   the stream loop waits on Kafka; the module doc says why.
-//! - `pace`: while a backlog streams in over TCP, the reader raises its
-//!   socket's receive low-water mark, so the walsender's one `send()` per
-//!   change does not wake it (and cost the server a wake-up) every time.
+//! - `pace`: inside a stream block (a large transaction streamed before
+//!   its commit) over TCP, the reader raises its socket's receive
+//!   low-water mark, so the walsender's one `send()` per change does not
+//!   wake it (and cost the server a wake-up) every time.
 //! - [`frame`]: the sans-IO wire format, fuzzed. XLogData payloads are not
 //!   looked into here: every one, Begin and Commit included, goes to the
 //!   one pgoutput decoder, [`crate::source::pgoutput::decode`].

@@ -1,4 +1,5 @@
-//! Reading a backlog in large pieces: the socket's receive low-water mark.
+//! Reading a streamed transaction in large pieces: the socket's receive
+//! low-water mark.
 //!
 //! # Why
 //!
@@ -9,52 +10,59 @@
 //! 1,000,000-row transaction over loopback TCP, `pg_recvlogical`'s
 //! walsender spent 5.0-5.6 CPU s, and 2.6-4.4 CPU s when the reader's
 //! socket had `SO_RCVLOWAT` at 64 KiB (BENCHMARKS.md, "The walsender's
-//! wake-ups"). The reader task of [`super::stream`] waits on the socket
-//! whenever it has caught up, which is most of the time when the consumer
-//! is quick (a streamed transaction only goes to the spool).
+//! wake-ups"). Inside a stream block (pgoutput's Stream Start to Stream
+//! Stop, protocol 2) the connector only appends what arrives to the spool,
+//! so the reader task of [`super::stream`] catches up after every few
+//! changes and waits on the socket again: it was woken, and the server
+//! paid, for every few changes.
 //!
 //! # How
 //!
-//! While a backlog streams in (the reads of a [`WINDOW`] brought
-//! [`BURST_BYTES`] or more), the reader raises the mark to [`LOW_WATER`]
-//! before it waits: the kernel then signals the socket readable once that
-//! much is queued, one wake-up for hundreds of changes. The last bytes of
-//! a burst would wait for more that may never come, so a wait with the
-//! mark raised lasts at most [`FALLBACK`]: then the mark is lowered, which
-//! signals at once whatever is queued. A steady stream below the burst
-//! rate never raises it, so its latency is untouched; a burst's tail, a
-//! keepalive or a small transaction right after a burst waits at most
-//! [`FALLBACK`] (plus the timer's millisecond) more.
+//! While a stream block is open, the reader raises the mark to
+//! [`LOW_WATER`] before it waits: the kernel then signals the socket
+//! readable once that much is queued, one wake-up for hundreds of changes.
+//! Nothing in a block can go to Kafka before its transaction's Stream
+//! Commit, so holding its changes back costs no latency. The block's last
+//! bytes, or a server that sends slowly, would wait for more, so a wait
+//! with the mark raised lasts at most [`FALLBACK`]: then the mark is
+//! lowered, which signals at once whatever is queued. Stream Stop lowers it
+//! too: between blocks the server sends whole transactions, keepalives and
+//! answers, which must not wait.
 //!
-//! Only TCP (TLS included) is paced: a Unix socket wakes its reader for
-//! every message whatever the mark, and a test pipe has no socket.
+//! Only there: a whole transaction sent after its commit is read as it
+//! comes. There the connector, which encodes and produces every change, is
+//! the slower side, and a mark raised whenever reads arrived fast held the
+//! server back: a 200,000-row transaction took 15-22 % longer
+//! (BENCHMARKS.md). Only over TCP (TLS included): a Unix socket wakes its
+//! reader for every message whatever the mark, and a test pipe has no
+//! socket.
 
 use std::io;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-/// The mark while a backlog streams in.
+/// The mark while a stream block is open.
 pub const LOW_WATER: u32 = 64 * 1024;
 /// How long a wait with the mark raised lasts before the mark is lowered.
 pub const FALLBACK: Duration = Duration::from_millis(1);
-/// The span over which the reads' rate is judged.
-pub const WINDOW: Duration = Duration::from_millis(1);
-/// Bytes per [`WINDOW`] from which the reads are a burst: 16 MB/s, tens of
-/// thousands of changes a second.
-pub const BURST_BYTES: usize = 16 * 1024;
+
+/// pgoutput's Stream Start and Stream Stop: the first byte of their
+/// XLogData payloads.
+const STREAM_START: u8 = b'S';
+const STREAM_STOP: u8 = b'E';
 
 /// The reader's pacing state: the socket (a duplicate of the connection's
-/// descriptor, for its option only), the rate of the recent reads, and
+/// descriptor, for its option only), whether a stream block is open, and
 /// whether the mark is raised.
 #[derive(Debug)]
 pub(super) struct Pace {
     socket: Option<OwnedFd>,
-    window_start: Instant,
-    window_bytes: usize,
-    burst: bool,
+    in_block: bool,
     raised: bool,
+    /// The fallback lowered the mark and nothing was read since: raising
+    /// it again now would hide what is queued (epoll checks readiness again
+    /// when it reports the event the lowering raised).
+    fell_back: bool,
 }
 
 impl Pace {
@@ -63,52 +71,57 @@ impl Pace {
     pub(super) fn new(socket: Option<OwnedFd>) -> Self {
         Pace {
             socket,
-            window_start: Instant::now(),
-            window_bytes: 0,
-            burst: false,
+            in_block: false,
             raised: false,
+            fell_back: false,
         }
     }
 
-    /// Counts a read of `bytes` at `now`; a [`WINDOW`] or more after the
-    /// window began, judges whether it was a burst and begins the next.
-    pub(super) fn read(&mut self, bytes: usize, now: Instant) {
-        self.window_bytes += bytes;
-        let span = now.saturating_duration_since(self.window_start);
-        if span >= WINDOW {
-            // bytes / span >= BURST_BYTES / WINDOW, without dividing.
-            self.burst = self.window_bytes as u128 * WINDOW.as_nanos()
-                >= BURST_BYTES as u128 * span.as_nanos();
-            self.window_start = now;
-            self.window_bytes = 0;
+    /// Notes an XLogData payload the reader parsed: Stream Start opens a
+    /// block, Stream Stop closes it.
+    pub(super) fn saw(&mut self, payload: &[u8]) {
+        match payload.first() {
+            Some(&STREAM_START) => self.in_block = true,
+            Some(&STREAM_STOP) => self.in_block = false,
+            _ => {}
         }
     }
 
-    /// Before the reader waits on the socket: raises the mark in a burst
-    /// and lowers it otherwise. Whether it is raised: the wait must then
-    /// end after [`FALLBACK`] with [`Pace::fall_back`].
-    pub(super) fn before_wait(&mut self) -> bool {
-        let wanted = self.burst && self.socket.is_some();
-        if wanted != self.raised {
-            if let Err(error) = self.set(wanted) {
+    /// The reader read from the socket.
+    pub(super) fn read(&mut self) {
+        self.fell_back = false;
+    }
+
+    /// Before the reader waits on the socket: raises the mark inside a
+    /// stream block (unless the fallback lowered it and nothing was read
+    /// since) and lowers it outside one. Whether it is raised: the wait
+    /// must then end after [`FALLBACK`] with [`Pace::fall_back`].
+    ///
+    /// # Errors
+    /// When a raised mark cannot be lowered: the bytes below it would then
+    /// never be signalled, so the connection cannot be read on.
+    pub(super) fn before_wait(&mut self) -> io::Result<bool> {
+        if self.in_block && !self.raised && !self.fell_back && self.socket.is_some() {
+            if let Err(error) = self.set(true) {
                 // Reads stay correct without the mark, only dearer for the
                 // server: give pacing up for this connection.
-                tracing::debug!(%error, "cannot set the replication socket's receive low-water mark; reading without it");
+                tracing::debug!(%error, "cannot raise the replication socket's receive low-water mark; reading without it");
                 self.socket = None;
-                self.raised = false;
             }
+        } else if !self.in_block {
+            self.lower()?;
         }
-        self.raised
+        Ok(self.raised)
     }
 
     /// The wait with the mark raised lasted [`FALLBACK`]: lowers the mark,
-    /// so the kernel signals what is queued, and ends the burst.
+    /// so the kernel signals what is queued; the first wait after the next
+    /// read raises it again if the block is still open.
     ///
     /// # Errors
-    /// When the mark cannot be lowered: the bytes below it would then never
-    /// be signalled, so the connection cannot be read on.
+    /// As [`Pace::before_wait`].
     pub(super) fn fall_back(&mut self) -> io::Result<()> {
-        self.burst = false;
+        self.fell_back = true;
         self.lower()
     }
 
@@ -116,7 +129,7 @@ impl Pace {
     /// more (the end of the copy).
     ///
     /// # Errors
-    /// As [`Pace::fall_back`].
+    /// As [`Pace::before_wait`].
     pub(super) fn lower(&mut self) -> io::Result<()> {
         if self.raised {
             self.set(false)?;
@@ -154,70 +167,61 @@ mod tests {
     }
 
     #[test]
-    fn reads_at_the_burst_rate_raise_the_mark_and_slower_ones_lower_it() {
+    fn the_mark_is_raised_inside_a_stream_block_only() {
         let (fd, client, _server) = socket();
         let mut pace = Pace::new(Some(fd));
-        let start = pace.window_start;
-        assert!(!pace.before_wait(), "nothing read yet");
+        pace.saw(b"B whole transaction");
+        assert!(!pace.before_wait().expect("wait"), "outside a block");
+        assert_eq!(mark(&client), 1);
 
-        // Two windows' worth of bytes over two windows: the rate itself.
-        pace.read(BURST_BYTES, start + WINDOW);
-        pace.read(BURST_BYTES, start + WINDOW * 2);
-        assert!(pace.before_wait(), "a burst");
+        pace.saw(b"S\0\0\0\x07\x01");
+        pace.saw(b"I a change of the block");
+        assert!(pace.before_wait().expect("wait"), "inside a block");
         assert_eq!(mark(&client), LOW_WATER);
 
-        // Half the rate: no longer a burst.
-        pace.read(BURST_BYTES / 2, start + WINDOW * 3);
-        assert!(!pace.before_wait(), "below the rate");
+        pace.saw(b"E");
+        assert!(!pace.before_wait().expect("wait"), "Stream Stop closed it");
         assert_eq!(mark(&client), 1);
     }
 
     #[test]
-    fn a_window_is_judged_by_its_rate_not_its_bytes() {
-        let mut pace = Pace::new(None);
-        let start = pace.window_start;
-        pace.read(BURST_BYTES / 4, start + WINDOW / 2);
-        assert!(!pace.burst, "the window is not over yet");
-        pace.read(BURST_BYTES, start + WINDOW);
-        assert!(pace.burst, "1.25 windows' bytes in one window");
-        // A large read after a quiet second is no burst.
-        pace.read(BURST_BYTES * 10, start + WINDOW + Duration::from_secs(1));
-        assert!(!pace.burst);
-    }
-
-    #[test]
-    fn the_fallback_and_the_end_lower_the_mark() {
+    fn the_fallback_lowers_the_mark_until_the_next_read() {
         let (fd, client, _server) = socket();
         let mut pace = Pace::new(Some(fd));
-        let start = pace.window_start;
-        pace.read(BURST_BYTES * 2, start + WINDOW);
-        assert!(pace.before_wait());
+        pace.saw(b"S\0\0\0\x07\x01");
+        assert!(pace.before_wait().expect("wait"));
         pace.fall_back().expect("lowered");
-        assert_eq!(mark(&client), 1);
-        assert!(!pace.before_wait(), "the burst ended with the fallback");
-
-        pace.read(BURST_BYTES * 2, start + WINDOW * 2);
-        assert!(pace.before_wait());
+        assert_eq!(mark(&client), 1, "what is queued is signalled");
+        assert!(
+            !pace.before_wait().expect("wait"),
+            "still lowered: the reader has not read what was signalled"
+        );
+        pace.read();
+        assert!(pace.before_wait().expect("wait"), "the block is still open");
+        assert_eq!(mark(&client), LOW_WATER);
         pace.lower().expect("lowered");
-        assert_eq!(mark(&client), 1);
+        assert_eq!(mark(&client), 1, "the end of the copy");
     }
 
     #[test]
     fn without_a_socket_the_mark_is_never_raised() {
         let mut pace = Pace::new(None);
-        let start = pace.window_start;
-        pace.read(BURST_BYTES * 100, start + WINDOW);
-        assert!(pace.burst);
-        assert!(!pace.before_wait(), "a Unix socket or a test pipe");
+        pace.saw(b"S\0\0\0\x07\x01");
+        assert!(
+            !pace.before_wait().expect("wait"),
+            "a Unix socket or a test pipe"
+        );
     }
 
     #[test]
-    fn a_socket_that_refuses_the_mark_is_read_without_it() {
+    fn a_descriptor_that_refuses_the_mark_is_read_without_it() {
         let file = std::fs::File::open("/dev/null").expect("open");
         let mut pace = Pace::new(Some(file.as_fd().try_clone_to_owned().expect("dup")));
-        let start = pace.window_start;
-        pace.read(BURST_BYTES * 2, start + WINDOW);
-        assert!(!pace.before_wait(), "ENOTSOCK: pacing given up");
+        pace.saw(b"S\0\0\0\x07\x01");
+        assert!(
+            !pace.before_wait().expect("no error"),
+            "ENOTSOCK: pacing given up"
+        );
         assert!(pace.socket.is_none());
     }
 }

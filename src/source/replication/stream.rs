@@ -131,7 +131,7 @@ impl ReplicationMetrics {
     }
 
     /// Waits on the socket begun with its receive low-water mark raised
-    /// (a backlog streaming in over TCP, see `pace`), and those of them
+    /// (inside a stream block, over TCP: see `pace`), and those of them
     /// that ended by lowering it again after `pace::FALLBACK`.
     pub fn low_water_waits(&self) -> (u64, u64) {
         (
@@ -319,7 +319,7 @@ impl ReplicationStream {
 /// The task that owns the connection while it streams.
 struct Reader {
     conn: Conn,
-    /// Whether the socket's receive low-water mark is raised for a backlog.
+    /// The socket's receive low-water mark, raised inside stream blocks.
     pace: Pace,
     shared: Arc<Shared>,
     tx: mpsc::Sender<Vec<CopyData>>,
@@ -375,7 +375,7 @@ impl Reader {
             // Nothing buffered: wait for the socket, a stop, or a status due.
             let pending = self.sent != Some(self.shared.acknowledged());
             let wake = self.sent_at + if pending { self.interval } else { IDLE_STATUS };
-            let paced = self.pace.before_wait();
+            let paced = self.pace.before_wait()?;
             let metrics = &self.shared.metrics;
             if paced {
                 metrics.low_water_waits.fetch_add(1, Ordering::Relaxed);
@@ -390,7 +390,10 @@ impl Reader {
                     metrics.low_water_fallbacks.fetch_add(1, Ordering::Relaxed);
                     self.pace.fall_back()?;
                 }
-                read = self.conn.fill("streaming") => self.pace.read(read?, Instant::now()),
+                read = self.conn.fill("streaming") => {
+                    read?;
+                    self.pace.read();
+                }
             }
         }
     }
@@ -409,7 +412,10 @@ impl Reader {
                 b'd' => {
                     let message = frame::parse_copy_data(&frame.body)?;
                     let (wal_end, reply) = match &message {
-                        CopyData::XLogData(x) => (x.wal_end, false),
+                        CopyData::XLogData(x) => {
+                            self.pace.saw(&x.data);
+                            (x.wal_end, false)
+                        }
                         CopyData::Keepalive(k) => (k.wal_end, k.reply_requested),
                     };
                     self.shared

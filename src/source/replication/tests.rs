@@ -638,12 +638,12 @@ async fn a_multi_host_url_reaches_the_first_server_of_the_wanted_kind() {
     assert!(error.to_string().contains("(not read-write)"), "{error}");
 }
 
-/// A backlog over TCP: the reader raises its socket's low-water mark while
-/// the burst streams in, and the burst's small tail, below the mark, still
-/// arrives (by the fallback that lowers it again), as does a keepalive sent
-/// long after it.
+/// A large transaction over TCP, first sent whole, then streamed: only
+/// inside the stream block does the reader raise its socket's low-water
+/// mark, and the block's small tail, below the mark, still arrives (by the
+/// fallback that lowers it again), as does the keepalive sent after it.
 #[tokio::test]
-async fn a_burst_over_tcp_raises_the_low_water_mark_and_its_tail_still_arrives() {
+async fn inside_a_stream_block_over_tcp_the_mark_is_raised_and_the_tail_still_arrives() {
     const CHUNKS: usize = 40;
     const PER_CHUNK: usize = 400;
     const TAIL: usize = 3;
@@ -677,51 +677,81 @@ async fn a_burst_over_tcp_raises_the_low_water_mark_and_its_tail_still_arrives()
     );
     let mut stream = stream.expect("streaming");
 
-    // 40 chunks of 400 changes of 128 bytes (about 60 kB each), a
-    // millisecond apart: a burst for the reader. Then a tail of three
-    // changes, a few hundred bytes, and later a keepalive alone.
-    let payload = [b'x'; 100];
+    // Chunks of 400 changes (pgoutput Insert messages, about 60 kB a
+    // chunk) a millisecond apart, then a keepalive: whole, then inside a
+    // stream block with a tail of three changes and a pause before the
+    // keepalive.
     let mut lsn = 0x100;
-    let mut change = || {
+    let mut message = |payload: &[u8]| {
         lsn += 1;
-        xlog(lsn, lsn, &payload)
+        xlog(lsn, lsn, payload)
     };
-    let sender = async move {
-        for _ in 0..CHUNKS {
-            let chunk: Vec<u8> = (0..PER_CHUNK).flat_map(|_| change()).collect();
-            server.send(&chunk).await;
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        let tail: Vec<u8> = (0..TAIL).flat_map(|_| change()).collect();
+    let insert = [b'I'; 100];
+    let mut chunks = |server_chunks: usize| -> Vec<Vec<u8>> {
+        (0..server_chunks)
+            .map(|_| (0..PER_CHUNK).flat_map(|_| message(&insert)).collect())
+            .collect()
+    };
+    let whole = chunks(CHUNKS);
+    let streamed = chunks(CHUNKS);
+    let stream_start = message(b"S\0\0\0\x07\x01");
+    let tail: Vec<u8> = (0..TAIL).flat_map(|_| message(&insert)).collect();
+    let stream_stop = message(b"E");
+    let sender = async {
+        send_chunks(&mut server, whole).await;
+        server.send(&keepalive(lsn, false)).await;
+    };
+    let ((), changes) = tokio::join!(sender, changes_until_keepalive(&mut stream));
+    assert_eq!(changes, CHUNKS * PER_CHUNK, "the whole transaction");
+    assert_eq!(
+        stream.metrics().low_water_waits(),
+        (0, 0),
+        "a whole transaction is read as it comes"
+    );
+
+    let sender = async {
+        server.send(&stream_start).await;
+        send_chunks(&mut server, streamed).await;
         server.send(&tail).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        server.send(&keepalive(0x9999, false)).await;
-        server
+        server.send(&stream_stop).await;
+        server.send(&keepalive(lsn, false)).await;
     };
-    let receiver = async {
-        let mut changes = 0;
-        loop {
-            let message = tokio::time::timeout(TIMEOUT, stream.recv())
-                .await
-                .expect("every message in time")
-                .expect("no error")
-                .expect("not ended");
-            match message {
-                CopyData::XLogData(_) => changes += 1,
-                CopyData::Keepalive(_) => return changes,
-            }
-        }
-    };
-    let (_server, changes) = tokio::join!(sender, receiver);
+    let ((), changes) = tokio::join!(sender, changes_until_keepalive(&mut stream));
     assert_eq!(
         changes,
         CHUNKS * PER_CHUNK + TAIL,
-        "every change, the tail too"
+        "every change of the block, the tail too"
     );
     let (raised, fallbacks) = stream.metrics().low_water_waits();
-    assert!(raised > 0, "the mark was raised during the burst");
+    assert!(raised > 0, "the mark was raised inside the block");
     assert!(
         fallbacks > 0,
         "a wait under the raised mark ended by lowering it ({raised} raised)"
     );
+}
+
+/// Sends `chunks` a millisecond apart.
+async fn send_chunks(server: &mut Server, chunks: Vec<Vec<u8>>) {
+    for chunk in chunks {
+        server.send(&chunk).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// The Insert messages received before the next keepalive.
+async fn changes_until_keepalive(stream: &mut ReplicationStream) -> usize {
+    let mut changes = 0;
+    loop {
+        let message = tokio::time::timeout(TIMEOUT, stream.recv())
+            .await
+            .expect("every message in time")
+            .expect("no error")
+            .expect("not ended");
+        match message {
+            CopyData::XLogData(x) if x.data[0] == b'I' => changes += 1,
+            CopyData::XLogData(_) => {}
+            CopyData::Keepalive(_) => return changes,
+        }
+    }
 }
