@@ -571,12 +571,16 @@ async fn scripted_host(hot_standby: bool) -> (Endpoint, tokio::task::JoinHandle<
         let mut rest = Vec::new();
         let _ = socket.read_to_end(&mut rest).await;
     });
-    let endpoint = Endpoint {
+    (loopback(port), server)
+}
+
+/// The loopback server on `port`.
+fn loopback(port: u16) -> Endpoint {
+    Endpoint {
         host: "127.0.0.1".into(),
         port,
         tls_server_name: "localhost".into(),
-    };
-    (endpoint, server)
+    }
 }
 
 /// A loopback port nothing listens on.
@@ -586,11 +590,7 @@ async fn closed_port() -> Endpoint {
         .expect("bind");
     let port = listener.local_addr().expect("address").port();
     drop(listener);
-    Endpoint {
-        host: "127.0.0.1".into(),
-        port,
-        tls_server_name: "localhost".into(),
-    }
+    loopback(port)
 }
 
 #[tokio::test]
@@ -651,11 +651,7 @@ async fn inside_a_stream_block_over_tcp_the_mark_is_raised_and_the_tail_still_ar
         .await
         .expect("bind");
     let config = ReplicationConfig {
-        endpoints: vec![Endpoint {
-            host: "127.0.0.1".into(),
-            port: listener.local_addr().expect("address").port(),
-            tls_server_name: "localhost".into(),
-        }],
+        endpoints: vec![loopback(listener.local_addr().expect("address").port())],
         tls: crate::source::tls::PgTls {
             mode: crate::source::tls::SslMode::Disable,
             ..Default::default()
