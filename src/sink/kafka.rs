@@ -2,13 +2,13 @@
 //!
 //! Records are handed to librdkafka without blocking the async runtime
 //! (`BaseProducer::send` only enqueues). librdkafka calls
-//! [`DeliveryContext::delivery`] on the polling thread ([`super::poller`])
-//! once the broker has
-//! acknowledged a message (`acks=all`, idempotent producer, so retries keep
-//! per-partition order and never duplicate) or it has given up on it. That
-//! callback is the only place that feeds acknowledgements into the
-//! [`AckTracker`]; the pipeline reads the resulting position from a watch
-//! channel and is the only place that confirms it to Postgres.
+//! [`DeliveryContext::delivery`] on the polling thread (`sink::poller`)
+//! once the broker has acknowledged a message (`acks=all`, idempotent
+//! producer, so retries keep per-partition order and never duplicate) or it
+//! has given up on it. That callback is the only place that feeds
+//! acknowledgements into the [`AckTracker`]; the pipeline reads the
+//! resulting position from a watch channel and is the only place that
+//! confirms it to Postgres.
 //!
 //! This producer is at-least-once by itself ([`super::AtLeastOnce`]);
 //! [`super::Transactional`] drives it inside Kafka transactions
