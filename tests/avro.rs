@@ -140,50 +140,12 @@ fn registry_get(registry: &SchemaRegistry, path: &str) -> Json {
 
 fn set_compatibility(registry: &SchemaRegistry, subject: &str, level: &str) {
     let (status, body) = registry
-        .request_put(
+        .put(
             &format!("/config/{subject}"),
             &json!({ "compatibility": level }).to_string(),
         )
         .expect("registry answers");
     assert_eq!(status, 200, "PUT /config/{subject}: {body}");
-}
-
-/// `PUT` for the registry's config API, which `SchemaRegistry` lacks.
-trait Put {
-    fn request_put(&self, path: &str, json: &str) -> std::io::Result<(u16, String)>;
-}
-
-impl Put for SchemaRegistry {
-    fn request_put(&self, path: &str, json: &str) -> std::io::Result<(u16, String)> {
-        use std::io::{Read, Write};
-        let url = self.url();
-        let base_path = url
-            .splitn(4, '/')
-            .nth(3)
-            .map(|p| format!("/{p}"))
-            .unwrap_or_default();
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port()))?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        write!(
-            stream,
-            "PUT {base_path}{path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\
-             Content-Type: application/vnd.schemaregistry.v1+json\r\nContent-Length: {}\r\n\r\n{json}",
-            self.port(),
-            json.len()
-        )?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response)?;
-        let status = response
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = response
-            .split_once("\r\n\r\n")
-            .map_or("", |(_, b)| b)
-            .to_owned();
-        Ok((status, body))
-    }
 }
 
 /// The Avro type of `column` in the row record of an envelope schema.

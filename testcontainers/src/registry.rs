@@ -8,10 +8,11 @@
 //!
 //! The Confluent API is at [`SchemaRegistry::url`]; the registry counts as
 //! ready when `GET {url}/subjects` answers `200` with `[]`. A tiny HTTP/1.1
-//! client ([`SchemaRegistry::get`], [`SchemaRegistry::post`]) keeps the build
-//! free of an HTTP stack.
+//! client ([`SchemaRegistry::get`], [`SchemaRegistry::post`],
+//! [`SchemaRegistry::put`]) keeps the build free of an HTTP stack: it reads
+//! an answer until its framing ends it, and asks a stalled GET once more.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -176,38 +177,138 @@ impl SchemaRegistry {
         self.request("POST", path, Some(json))
     }
 
+    /// `PUT {url}{path}` with a JSON body (the config API's compatibility
+    /// levels); returns the status and body.
+    pub fn put(&self, path: &str, json: &str) -> Result<(u16, String)> {
+        self.request("PUT", path, Some(json))
+    }
+
     fn request(&self, method: &str, path: &str, body: Option<&str>) -> Result<(u16, String)> {
-        let target = format!("{CCOMPAT}{path}");
         let http_err = |detail: String| Error::Http {
             request: format!("{method} {}{path}", self.url()),
             detail,
         };
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))
-            .map_err(|e| http_err(format!("connect: {e}")))?;
-        // Generous: the registry is a JVM on the tests' two cores, and a
-        // test that boots a second one beside it (private_registry_restarts_empty)
-        // stalled a 22 ms GET past 10 s once.
+        let request = Request {
+            port: self.port,
+            timeout: REQUEST_TIMEOUT,
+            method,
+            path,
+            body: body.unwrap_or(""),
+        };
+        match request.send() {
+            Ok(response) => parse_response(&response).map_err(http_err),
+            Err(Exchange::Failed(detail)) => Err(http_err(detail)),
+            Err(Exchange::Stalled(detail)) => {
+                let log = self
+                    .log_file()
+                    .map(|log| format!("; the registry's log ends:\n{}", process::log_tail(log)))
+                    .unwrap_or_default();
+                Err(http_err(format!("{detail}{log}")))
+            }
+        }
+    }
+}
+
+/// One request to the Confluent API on `127.0.0.1:port`.
+struct Request<'a> {
+    port: u16,
+    /// How long one attempt may wait for the whole answer.
+    timeout: Duration,
+    method: &'a str,
+    /// Relative to the API's base, e.g. `/schemas/ids/1`.
+    path: &'a str,
+    body: &'a str,
+}
+
+impl Request<'_> {
+    /// The raw response. A GET is asked again, on a new connection, when the
+    /// first gets no whole answer in time: the registry is a JVM on the
+    /// tests' two cores, and a stall of one of its event loops (one GET
+    /// waited past 30 s in CI) is not what a test is about.
+    fn send(&self) -> Result<Vec<u8>, Exchange> {
+        let attempts = if self.method == "GET" { 2 } else { 1 };
+        let mut stalls = Vec::new();
+        for _ in 0..attempts {
+            match self.exchange() {
+                Err(Exchange::Stalled(detail)) => stalls.push(detail),
+                done => return done,
+            }
+        }
+        Err(Exchange::Stalled(stalls.join("; asked again: ")))
+    }
+
+    /// One attempt on its own connection, read until the answer's framing
+    /// says it is whole (or the registry closes).
+    fn exchange(&self) -> Result<Vec<u8>, Exchange> {
+        let Request {
+            port,
+            timeout,
+            method,
+            path,
+            body,
+        } = *self;
+        let mut stream = TcpStream::connect(("127.0.0.1", port))
+            .map_err(|e| Exchange::Failed(format!("connect: {e}")))?;
         stream
-            .set_read_timeout(Some(REQUEST_TIMEOUT))
-            .map_err(|e| http_err(e.to_string()))?;
-        let body = body.unwrap_or("");
+            .set_read_timeout(Some(timeout))
+            .map_err(|e| Exchange::Failed(e.to_string()))?;
         let request = format!(
-            "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\
+            "{method} {CCOMPAT}{path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
              Accept: application/vnd.schemaregistry.v1+json, application/json\r\n\
              Content-Type: application/vnd.schemaregistry.v1+json\r\n\
              Content-Length: {}\r\n\r\n{body}",
-            self.port,
             body.len()
         );
         stream
             .write_all(request.as_bytes())
-            .map_err(|e| http_err(format!("send: {e}")))?;
+            .map_err(|e| Exchange::Failed(format!("send: {e}")))?;
         let mut response = Vec::new();
-        stream
-            .read_to_end(&mut response)
-            .map_err(|e| http_err(format!("read: {e}")))?;
-        parse_response(&response).map_err(http_err)
+        let mut chunk = [0u8; 8192];
+        while !is_complete(&response) {
+            match stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => response.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(Exchange::Stalled(format!(
+                        "no whole answer in {:?} ({} bytes received)",
+                        timeout,
+                        response.len()
+                    )))
+                }
+                Err(e) => return Err(Exchange::Failed(format!("read: {e}"))),
+            }
+        }
+        Ok(response)
     }
+}
+
+/// Why a [`Request`] got no response.
+enum Exchange {
+    /// No whole answer within the request's timeout: worth asking again.
+    Stalled(String),
+    /// Anything else.
+    Failed(String),
+}
+
+/// Whether `raw` holds a whole HTTP/1.1 response by its own framing
+/// (`Content-Length`, or chunked encoding's last chunk); a response with
+/// neither ends when the registry closes the connection.
+fn is_complete(raw: &[u8]) -> bool {
+    let Some(head_end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+    let body = &raw[head_end + 4..];
+    for line in head.lines() {
+        if let Some(length) = line.strip_prefix("content-length:") {
+            return length.trim().parse().is_ok_and(|n: usize| body.len() >= n);
+        }
+        if line.starts_with("transfer-encoding:") && line.contains("chunked") {
+            return body.starts_with(b"0\r\n\r\n") || body.ends_with(b"\r\n0\r\n\r\n");
+        }
+    }
+    false
 }
 
 /// Splits an HTTP/1.1 response into status and body, undoing chunked encoding.
@@ -286,7 +387,11 @@ fn local_launch(port: u16, tls: Option<TlsListener>) -> Result<Launch> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_response;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    use super::{is_complete, parse_response, Exchange, Request};
 
     #[test]
     fn parses_plain_and_chunked_responses() {
@@ -295,5 +400,79 @@ mod tests {
         let chunked = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n\
                         3\r\n{\"a\r\n2\r\n\":\r\n1\r\n1\r\n1\r\n}\r\n0\r\n\r\n";
         assert_eq!(parse_response(chunked), Ok((404, "{\"a\":1}".to_owned())));
+    }
+
+    #[test]
+    fn a_response_is_complete_by_its_framing() {
+        assert!(!is_complete(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"));
+        assert!(!is_complete(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n["
+        ));
+        assert!(is_complete(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n[]"
+        ));
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n[]\r\n";
+        assert!(!is_complete(chunked));
+        assert!(is_complete(&[&chunked[..], b"0\r\n\r\n"].concat()));
+        assert!(is_complete(
+            b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        ));
+        // Without framing only the registry's close ends it.
+        assert!(!is_complete(b"HTTP/1.1 200 OK\r\n\r\n[]"));
+    }
+
+    /// A registry that lets the first connection hang: the GET is asked again
+    /// and answered; a POST is not asked twice.
+    #[test]
+    fn a_stalled_get_is_asked_again_and_a_post_is_not() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let server = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            let mut request_lines = Vec::new();
+            for answer in [false, true, false] {
+                let (mut client, _) = listener.accept().expect("a connection");
+                let mut head = [0u8; 1024];
+                let n = client.read(&mut head).expect("request");
+                let text = String::from_utf8_lossy(&head[..n]).into_owned();
+                request_lines.push(text.lines().next().unwrap_or_default().to_owned());
+                if answer {
+                    // The connection stays open: the framing ends the answer.
+                    client
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]")
+                        .expect("answer");
+                }
+                held.push(client);
+            }
+            // Long past the POST's timeout: it must not have come again.
+            std::thread::sleep(Duration::from_millis(800));
+            listener.set_nonblocking(true).expect("non-blocking");
+            let again = listener.accept().is_ok();
+            (request_lines, again)
+        });
+        let get = Request {
+            port,
+            timeout: Duration::from_millis(200),
+            method: "GET",
+            path: "/subjects",
+            body: "",
+        };
+        let response = get.send().ok().expect("the second attempt is answered");
+        assert_eq!(parse_response(&response), Ok((200, "[]".to_owned())));
+        let post = Request {
+            method: "POST",
+            ..get
+        };
+        assert!(matches!(post.send(), Err(Exchange::Stalled(_))));
+        let (request_lines, post_again) = server.join().expect("server");
+        assert_eq!(
+            request_lines,
+            [
+                "GET /apis/ccompat/v7/subjects HTTP/1.1",
+                "GET /apis/ccompat/v7/subjects HTTP/1.1",
+                "POST /apis/ccompat/v7/subjects HTTP/1.1",
+            ]
+        );
+        assert!(!post_again, "a stalled POST is not sent twice");
     }
 }
