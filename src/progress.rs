@@ -83,7 +83,7 @@ impl SnapshotProgress {
     /// One more row read.
     pub fn row(&mut self) {
         self.rows += 1;
-        if self.rows % LOOK_EVERY == 0 {
+        if self.rows.is_multiple_of(LOOK_EVERY) {
             self.look();
         }
     }
