@@ -20,6 +20,11 @@
 # average, to $BENCH_AB_LOG (default target/bench/ab.log); the counter lives
 # in $BENCH_AB_COUNTER (default target/bench/ab.counter): remove both
 # before a new run.
+#
+# Warm up for two rounds (--warm-up-rounds 2): the first round after a
+# single warm-up round still found the broker slow in three runs of three,
+# and it is always the same variant's (BENCHMARKS.md, "The snapshot's
+# shared counters and name compares").
 set -euo pipefail
 every=${BENCH_AB_EVERY:-1}
 dir="$(dirname "$0")/../target/bench"
