@@ -18,7 +18,7 @@
 //!
 //! Debezium's context headers are the same on every record of a run, so
 //! they are written once, when the writer is made, and kept for the
-//! process ([`interned`]): every record then carries them without touching
+//! process (`interned`): every record then carries them without touching
 //! a reference count that the snapshot workers, the stream and the sink
 //! would otherwise share across cores.
 
