@@ -39,11 +39,7 @@ pub fn set_receive_low_water(socket: &impl AsFd, bytes: u32) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if done == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    os_result(done)
 }
 
 /// The receive low-water mark of `socket`, in bytes.
@@ -67,8 +63,14 @@ pub fn receive_low_water(socket: &impl AsFd) -> io::Result<u32> {
             &mut size,
         )
     };
+    os_result(done).map(|()| u32::try_from(value).unwrap_or(0))
+}
+
+/// A `setsockopt`/`getsockopt` return value as a result: 0 is success,
+/// anything else leaves the reason in `errno`.
+fn os_result(done: libc::c_int) -> io::Result<()> {
     if done == 0 {
-        Ok(u32::try_from(value).unwrap_or(0))
+        Ok(())
     } else {
         Err(io::Error::last_os_error())
     }
