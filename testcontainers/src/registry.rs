@@ -304,11 +304,17 @@ fn is_complete(raw: &[u8]) -> bool {
         if let Some(length) = line.strip_prefix("content-length:") {
             return length.trim().parse().is_ok_and(|n: usize| body.len() >= n);
         }
-        if line.starts_with("transfer-encoding:") && line.contains("chunked") {
+        if says_chunked(line) {
             return body.starts_with(b"0\r\n\r\n") || body.ends_with(b"\r\n0\r\n\r\n");
         }
     }
     false
+}
+
+/// Whether a line of a response's head says its body is chunked.
+fn says_chunked(line: &str) -> bool {
+    let line = line.to_ascii_lowercase();
+    line.starts_with("transfer-encoding:") && line.contains("chunked")
 }
 
 /// Splits an HTTP/1.1 response into status and body, undoing chunked encoding.
@@ -320,11 +326,7 @@ fn parse_response(raw: &[u8]) -> Result<(u16, String), String> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("bad status line {:?}", head.lines().next()))?;
-    let chunked = head.lines().any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    if !chunked {
+    if !head.lines().any(says_chunked) {
         return Ok((status, body.to_owned()));
     }
     let (mut rest, mut out) = (body, String::new());
