@@ -19,11 +19,15 @@
 //! values really arrived in binary), a new `on` run is refused at start,
 //! naming the column, and the `auto` connector restarts in text and
 //! delivers the row as text mode does.
+//!
+//! A second test takes the initial snapshot of the same rows twice: read
+//! with binary COPY, it makes the records text COPY makes.
 
 mod common;
 
 use std::collections::BTreeMap;
 
+use common::process::run_binary;
 use common::{
     consume_raw, read_raw_from, topics_matching, RawRecord, ReadUntil, Scenario, TIMEOUT,
 };
@@ -145,14 +149,9 @@ const OPTIONAL: &[Optional] = &[
     },
 ];
 
-const FLAGS: &[&str] = &[
-    "--snapshot-mode",
-    "never",
-    // NUMERIC NaN / ±Infinity as null (Debezium's way), so precise decimals
-    // stay on and the special values still travel through both decoders.
-    "--debezium-compat",
-    "numeric-nan-infinity",
-];
+// NUMERIC NaN / ±Infinity as null (Debezium's way), so precise decimals
+// stay on and the special values still travel through both decoders.
+const COMPAT: &[&str] = &["--debezium-compat", "numeric-nan-infinity"];
 
 fn swapped(bytes: &Option<Vec<u8>>, from: &str, to: &str) -> Option<String> {
     bytes
@@ -248,27 +247,40 @@ async fn marks(bootstrap: &str, topic: &str) -> Vec<i64> {
     topics.remove(topic).expect("the topic exists")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn binary_values_make_the_same_records_as_text() {
-    let text = Scenario::new(Postgres::shared(), "pgoutput_binary");
-    for ddl in DDL {
-        text.sql(ddl);
-    }
-    // Without what an optional table needs, it is left out (and said so)
-    // rather than failing the test.
+/// Creates the optional tables whose types the server has. Without what
+/// one needs, it is left out (and said so) rather than failing the test.
+fn create_optional_tables(s: &Scenario) -> Vec<&'static Optional> {
     let optional: Vec<&Optional> = OPTIONAL
         .iter()
         .filter(|o| {
             o.needs.iter().all(|sql| {
-                text.try_query_one(sql)
+                s.try_query_one(sql)
                     .map_err(|e| eprintln!("{sql} failed, its table left out: {e}"))
                     .is_ok()
             })
         })
         .collect();
     for o in &optional {
-        text.sql(o.ddl);
+        s.sql(o.ddl);
     }
+    optional
+}
+
+/// The table `ddl` (`CREATE TABLE <name> ...`) creates.
+fn table_of(ddl: &str) -> String {
+    ddl.split_whitespace()
+        .nth(2)
+        .expect("CREATE TABLE name")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn binary_values_make_the_same_records_as_text() {
+    let text = Scenario::new(Postgres::shared(), "pgoutput_binary");
+    for ddl in DDL {
+        text.sql(ddl);
+    }
+    let optional = create_optional_tables(&text);
     let other = |name: &str| Scenario {
         slot: unique_name("slot"),
         prefix: unique_name(name),
@@ -276,13 +288,14 @@ async fn binary_values_make_the_same_records_as_text() {
     };
     let (binary, auto) = (other("binary"), other("auto"));
     let bootstrap = Kafka::shared().bootstrap_servers();
-    let text_flags = [FLAGS, &["--pgoutput-binary", "off"]].concat();
-    let binary_flags = [FLAGS, &["--pgoutput-binary"]].concat();
+    let flags = [COMPAT, &["--snapshot-mode", "never"]].concat();
+    let text_flags = [&flags[..], &["--pgoutput-binary", "off"]].concat();
+    let binary_flags = [&flags[..], &["--pgoutput-binary"]].concat();
     // The first run creates the publication the others then find.
     let text_run = text.started(&bootstrap, &text_flags).await;
     let (binary_run, auto_run) = tokio::join!(
         binary.started(&bootstrap, &binary_flags),
-        auto.started(&bootstrap, FLAGS),
+        auto.started(&bootstrap, &flags),
     );
     for change in CHANGES {
         text.sql(change);
@@ -292,8 +305,7 @@ async fn binary_values_make_the_same_records_as_text() {
         for change in o.changes {
             text.sql(change);
         }
-        let table = o.ddl.split_whitespace().nth(2).expect("CREATE TABLE name");
-        tables.push((table.to_owned(), o.records));
+        tables.push((table_of(o.ddl), o.records));
     }
     for (table, count) in tables {
         let topics = [&text, &binary, &auto].map(|s| s.topic(&table));
@@ -384,4 +396,93 @@ async fn binary_values_make_the_same_records_as_text() {
         error.contains("public.every_type.pt (point)") && error.contains("--pgoutput-binary"),
         "{error}"
     );
+}
+
+/// A record's key and value as text, with `prefix` swapped for `to`, and
+/// without what differs between two snapshots of the same rows: when each
+/// was read (`ts_*`, in the envelope and in `source`) and the slot each
+/// run made (`source.lsn`, `txId`, `sequence`).
+fn snapshot_record(record: &RawRecord, prefix: &str, to: &str) -> (String, String) {
+    let key = swapped(&record.key, prefix, to).unwrap_or_default();
+    let value = swapped(&record.value, prefix, to).expect("a value");
+    let mut value: serde_json::Value = serde_json::from_str(&value).expect("JSON");
+    let payload = value["payload"].as_object_mut().expect("a payload");
+    for field in ["ts_ms", "ts_us", "ts_ns"] {
+        payload.remove(field).expect("the envelope's time");
+    }
+    let source = payload["source"].as_object_mut().expect("a source block");
+    for field in ["ts_ms", "ts_us", "ts_ns", "lsn", "txId", "sequence"] {
+        source.remove(field).expect("a source field");
+    }
+    (key, value.to_string())
+}
+
+/// The initial snapshot read with binary COPY makes the records text COPY
+/// makes, for every type of the tables above; the binary run says it read
+/// its page ranges in binary, and the text run that it did not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_binary_snapshot_makes_the_same_records_as_text() {
+    let text = Scenario::new(Postgres::shared(), "binary_snapshot");
+    for ddl in DDL {
+        text.sql(ddl);
+    }
+    let optional = create_optional_tables(&text);
+    // Rows 1 and 2: 3 was deleted.
+    let mut tables = vec![("every_type".to_owned(), 2)];
+    for change in CHANGES {
+        text.sql(change);
+    }
+    for o in &optional {
+        for change in o.changes {
+            text.sql(change);
+        }
+        tables.push((table_of(o.ddl), o.records));
+    }
+    let binary = Scenario {
+        slot: unique_name("slot"),
+        prefix: unique_name("binary"),
+        ..text.clone()
+    };
+    let bootstrap = Kafka::shared().bootstrap_servers();
+    for (run, mode, chunks) in [
+        (&text, "off", "binary_chunks=0"),
+        (&binary, "on", "binary_chunks="),
+    ] {
+        let flags = [
+            COMPAT,
+            &["--snapshot-mode", "initial_only", "--snapshot-workers", "1"],
+            &["--pgoutput-binary", mode],
+        ]
+        .concat();
+        let mut args = vec!["run".to_owned()];
+        args.extend(run.args(&bootstrap, &flags));
+        let (code, _, stderr) = run_binary(args).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        let started = stderr
+            .lines()
+            .find(|line| line.contains("snapshot started"))
+            .unwrap_or_else(|| panic!("a start line in {stderr}"));
+        assert!(started.contains(chunks), "{mode}: {started}");
+        if mode == "on" {
+            assert!(!started.contains("binary_chunks=0"), "{started}");
+        }
+    }
+    for (table, count) in tables {
+        let topics = [&text, &binary].map(|s| s.topic(&table));
+        let (from_text, from_binary) = tokio::join!(
+            consume_raw(&bootstrap, &topics[0], count, TIMEOUT),
+            consume_raw(&bootstrap, &topics[1], count, TIMEOUT),
+        );
+        assert_eq!(from_text.len(), count, "{table}: text records");
+        assert_eq!(from_binary.len(), count, "{table}: binary records");
+        for (i, (t, b)) in from_text.iter().zip(&from_binary).enumerate() {
+            let (t, b) = (
+                snapshot_record(t, "", ""),
+                snapshot_record(b, &binary.prefix, &text.prefix),
+            );
+            assert_eq!(b.0, t.0, "{table}: key of record {i}");
+            assert_eq!(b.1, t.1, "{table}: value of record {i}");
+            assert!(t.1.contains("\"op\":\"r\""), "{}", t.1);
+        }
+    }
 }

@@ -19,6 +19,7 @@ use crate::sink::kafka::InFlightLimits;
 use crate::sink::transactional::{InitialSnapshotProgress, RecordedServer};
 use crate::sink::{AtLeastOnce, Dedupe, Delivery, KafkaSink, SinkError, Transactional};
 use crate::source::identity::{self, ServerIdentity, Verdict};
+use crate::source::pgoutput::Form;
 use crate::source::relation::RowErrorKind;
 use crate::source::replication::{
     PgoutputBinary, PluginOptions, PluginRequest, ProtoVersion, ReplicationConfig, Session,
@@ -141,6 +142,9 @@ pub async fn run_once(
     stream.target = *target;
     stream.takeover = debezium.map(|offset| Resume::new(&offset, start));
     stream.shutdown = Some(shutdown.clone());
+    if binary {
+        stream.values_form = Form::Binary;
+    }
     // Declared after `stream`, so dropped before it (see `watch_producer_queue`).
     let probed = Arc::downgrade(&producer);
     drop(producer);

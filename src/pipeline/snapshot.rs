@@ -302,6 +302,7 @@ pub(super) async fn emit_snapshot(
         estimated_rows,
         workers,
         resumable = checkpoints,
+        binary_chunks = jobs.iter().filter(|job| job.reads_binary()).count(),
         "snapshot started"
     );
     let source = RowSource {
@@ -529,6 +530,7 @@ async fn plan_tables(
                 keyless_jobs.extend(chunks.iter().map(|&range| Job::Pages {
                     table: index,
                     range,
+                    form: stream.values_form,
                 }));
             }
         }

@@ -18,7 +18,7 @@ use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 use crate::sink::topics::TopicCreator;
 use crate::sink::{Delivery, SinkError};
-use crate::source::pgoutput::{self, Begin, Commit, LogicalMessage};
+use crate::source::pgoutput::{self, Begin, Commit, Form, LogicalMessage};
 use crate::source::relation::RelationCache;
 use crate::source::replication::{CopyData, ReplicationStream};
 use crate::source::setup;
@@ -111,6 +111,10 @@ pub(super) struct Stream<'a> {
     pub(super) shutdown: Option<Shutdown>,
     /// `--takeover-debezium`: what Debezium produced, left out.
     pub(super) takeover: Option<Resume>,
+    /// The form values are read in: binary when the stream reads them so
+    /// ([`crate::source::binary_mode::choose`]), and then the initial
+    /// snapshot's page ranges too (`COPY ... (FORMAT binary)`).
+    pub(super) values_form: Form,
 }
 
 impl<'a> Stream<'a> {
@@ -165,6 +169,7 @@ impl<'a> Stream<'a> {
             kafka_signals: None,
             shutdown: None,
             takeover: None,
+            values_form: Form::Text,
             sql,
             config,
         })

@@ -9,6 +9,7 @@
 pub mod binary_mode;
 pub mod catalog;
 pub mod column_mappers;
+pub mod copy_binary;
 pub mod identity;
 pub use pgcdc_wire::pgoutput;
 pub mod options;

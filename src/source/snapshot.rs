@@ -12,11 +12,12 @@
 //! same for tables with and without a primary key, reads pages sequentially,
 //! and lets one big table keep every worker busy; the last chunk is open-ended
 //! so rows on pages added after the size was measured are still read. Rows
-//! are read with `COPY ... TO STDOUT` in text format, the same text the
-//! value decoder parses for streamed changes, one row at a time: memory stays
-//! bounded whatever the table size. A row's fields are slices of the bytes
-//! the server sent (only a field with an escape is copied, unescaped), so a
-//! row costs one allocation, its list of fields.
+//! are read with `COPY ... TO STDOUT`, one row at a time: memory stays
+//! bounded whatever the table size. They come in text format, the same text
+//! the value decoder parses for streamed changes, or in binary format
+//! ([`copy_binary`]) when the stream reads binary values. A row's fields are
+//! slices of the bytes the server sent (only a text field with an escape is
+//! copied, unescaped), so a row costs one allocation, its list of fields.
 
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
@@ -25,7 +26,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures::Stream;
 use tokio_postgres::Client;
 
-use crate::source::pgoutput::{Column, Datum, Relation, ReplicaIdentity, Tuple, TupleWriter};
+use crate::source::copy_binary::{self, Unit};
+use crate::source::pgoutput::{Column, Datum, Form, Relation, ReplicaIdentity, Tuple, TupleWriter};
 use crate::source::setup::{quote_ident, SetupError};
 
 /// Session settings of snapshot connections: the same text rendering as the
@@ -184,8 +186,9 @@ pub fn plan_chunks(pages: u32, chunk_pages: u32) -> Vec<PageRange> {
     chunks
 }
 
-/// The COPY statement reading one chunk of a relation's published columns.
-pub fn copy_statement(relation: &Relation, range: PageRange) -> String {
+/// The COPY statement reading one chunk of a relation's published columns,
+/// its values in `form`.
+pub fn copy_statement(relation: &Relation, range: PageRange, form: Form) -> String {
     let columns: Vec<String> = relation
         .columns
         .iter()
@@ -196,7 +199,7 @@ pub fn copy_statement(relation: &Relation, range: PageRange) -> String {
         filter.push_str(&format!(" AND ctid < '({end},0)'::tid"));
     }
     format!(
-        "COPY (SELECT {} FROM {}.{} WHERE {filter}) TO STDOUT",
+        "COPY (SELECT {} FROM {}.{} WHERE {filter}) TO STDOUT{}",
         if columns.is_empty() {
             "NULL".to_owned()
         } else {
@@ -204,6 +207,10 @@ pub fn copy_statement(relation: &Relation, range: PageRange) -> String {
         },
         quote_ident(&relation.namespace),
         quote_ident(&relation.name),
+        match form {
+            Form::Text => "",
+            Form::Binary => " (FORMAT binary)",
+        },
     )
 }
 
@@ -215,22 +222,15 @@ pub struct CopyFormatError {
     pub problem: &'static str,
 }
 
-/// Streams the rows of one chunk (see [`copy_select`]).
-pub async fn copy_rows(
-    client: &Client,
-    relation: &Relation,
-    range: PageRange,
-) -> Result<impl Stream<Item = Result<Tuple, SnapshotReadError>>, SetupError> {
-    copy_select(client, relation, copy_statement(relation, range)).await
-}
-
-/// Streams the rows of `COPY (select) TO STDOUT`, `select` reading
-/// `relation`'s columns in order: each row's fields in COPY text format,
-/// unescaped, [`Datum::Null`] for NULL.
+/// Streams the rows of `statement`, a `COPY (select) TO STDOUT` in `form`
+/// (text, or `(FORMAT binary)`), `select` reading `relation`'s columns in
+/// order: each row's fields as text, unescaped, or as binary values, and
+/// [`Datum::Null`] for NULL.
 pub async fn copy_select(
     client: &Client,
     relation: &Relation,
     statement: String,
+    form: Form,
 ) -> Result<impl Stream<Item = Result<Tuple, SnapshotReadError>>, SetupError> {
     let table = format!("{}.{}", relation.namespace, relation.name);
     let stream = client
@@ -241,34 +241,79 @@ pub async fn copy_select(
         Box::pin(stream),
         table,
         relation.columns.len().max(1),
+        form,
     ))
 }
 
-/// The rows of a COPY text stream, one line each. Postgres sends a
-/// CopyData message per row; a line split across messages is put together
-/// in `partial`.
+/// The rows of a COPY stream. Postgres sends a CopyData message per row
+/// (the binary header comes with the first); a row split across messages is
+/// put together in `partial`, and rows are read from there until it is
+/// used up.
 struct CopyRows<S> {
     chunks: S,
     /// What is left of the last message.
     buffer: Bytes,
-    /// The start of a line whose end has not arrived yet.
+    /// The start of a row whose end has not arrived yet.
     partial: BytesMut,
     table: String,
     /// Fields per row, for the capacity of each row's list.
     width: usize,
+    form: Form,
+    /// Binary only: the header, and the trailer, were read.
+    header_read: bool,
+    trailer_read: bool,
     done: bool,
 }
 
 impl<S> CopyRows<S> {
-    fn new(chunks: S, table: String, width: usize) -> Self {
+    fn new(chunks: S, table: String, width: usize, form: Form) -> Self {
         CopyRows {
             chunks,
             buffer: Bytes::new(),
             partial: BytesMut::new(),
             table,
             width,
+            form,
+            header_read: false,
+            trailer_read: false,
             done: false,
         }
+    }
+
+    /// The whole unit at the start of `bytes`, if it has arrived: a text
+    /// row is a line with its newline.
+    fn next_unit(&self, bytes: &[u8]) -> Result<Option<Unit>, &'static str> {
+        match self.form {
+            Form::Text => Ok(bytes
+                .iter()
+                .position(|&b| b == b'\n')
+                .map(|newline| Unit::Row(newline + 1))),
+            Form::Binary if self.trailer_read && !bytes.is_empty() => {
+                Err("data after the binary COPY trailer")
+            }
+            Form::Binary => copy_binary::next_unit(bytes, self.header_read),
+        }
+    }
+
+    fn parse_row(&self, mut row: Bytes) -> Result<Tuple, &'static str> {
+        match self.form {
+            Form::Text => {
+                row.truncate(row.len() - 1);
+                parse_copy_row(row, self.width)
+            }
+            Form::Binary => copy_binary::parse_row(row, self.width),
+        }
+    }
+
+    /// Ends the stream with `problem`: nothing after it is read.
+    fn format_error(&mut self, problem: &'static str) -> Option<Result<Tuple, SnapshotReadError>> {
+        self.done = true;
+        self.buffer = Bytes::new();
+        self.partial.clear();
+        Some(Err(SnapshotReadError::Format(CopyFormatError {
+            table: self.table.clone(),
+            problem,
+        })))
     }
 }
 
@@ -281,24 +326,40 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            if let Some(newline) = this.buffer.iter().position(|&b| b == b'\n') {
-                let mut line = this.buffer.split_to(newline + 1);
-                line.truncate(newline);
-                if !this.partial.is_empty() {
-                    this.partial.extend_from_slice(&line);
-                    line = this.partial.split().freeze();
+            // Rows are slices of the message while no row is split.
+            let in_partial = !this.partial.is_empty();
+            let pending: &[u8] = if in_partial {
+                &this.partial
+            } else {
+                &this.buffer
+            };
+            match this.next_unit(pending) {
+                Err(problem) => return Poll::Ready(this.format_error(problem)),
+                Ok(Some(unit)) => {
+                    let bytes = if in_partial {
+                        this.partial.split_to(unit.size()).freeze()
+                    } else {
+                        this.buffer.split_to(unit.size())
+                    };
+                    match unit {
+                        Unit::Header(_) => this.header_read = true,
+                        Unit::Trailer(_) => this.trailer_read = true,
+                        Unit::Row(_) => {
+                            let row = this.parse_row(bytes);
+                            return Poll::Ready(match row {
+                                Ok(row) => Some(Ok(row)),
+                                Err(problem) => this.format_error(problem),
+                            });
+                        }
+                    }
+                    continue;
                 }
-                let row = parse_copy_row(line, this.width).map_err(|problem| {
-                    SnapshotReadError::Format(CopyFormatError {
-                        table: this.table.clone(),
-                        problem,
-                    })
-                });
-                return Poll::Ready(Some(row));
+                Ok(None) => {}
             }
             if !this.buffer.is_empty() {
                 this.partial.extend_from_slice(&this.buffer);
                 this.buffer = Bytes::new();
+                continue;
             }
             if this.done {
                 return Poll::Ready(None);
@@ -310,18 +371,17 @@ where
                     let table = this.table.clone();
                     return Poll::Ready(Some(Err(SnapshotReadError::Copy { table, error })));
                 }
-                None => {
+                None if !this.partial.is_empty() => {
                     // COPY's text format ends every row with a newline.
-                    this.done = true;
-                    if !this.partial.is_empty() {
-                        return Poll::Ready(Some(Err(SnapshotReadError::Format(
-                            CopyFormatError {
-                                table: this.table.clone(),
-                                problem: "the last row has no end of line",
-                            },
-                        ))));
-                    }
+                    return Poll::Ready(this.format_error(match this.form {
+                        Form::Text => "the last row has no end of line",
+                        Form::Binary => "the last row is cut short",
+                    }));
                 }
+                None if this.form == Form::Binary && !this.trailer_read => {
+                    return Poll::Ready(this.format_error("the binary COPY output has no trailer"));
+                }
+                None => this.done = true,
             }
         }
     }
@@ -356,7 +416,7 @@ pub fn parse_copy_row(line: Bytes, width: usize) -> Result<Tuple, &'static str> 
             start = end + 1;
             Some(field)
         });
-        return Tuple::of_text_ranges(line.clone(), width, fields)
+        return Tuple::of_ranges(line.clone(), width, Form::Text, fields)
             .ok_or("a field outside its line");
     }
     let mut row = TupleWriter::default();
@@ -458,7 +518,12 @@ mod tests {
             Ok(Bytes::from_static(b"ob\n")),
             Ok(Bytes::from_static(b"3\t\\N\n4\tc\\\\d\n")),
         ];
-        let rows = CopyRows::new(futures::stream::iter(chunks), "public.t".into(), 2);
+        let rows = CopyRows::new(
+            futures::stream::iter(chunks),
+            "public.t".into(),
+            2,
+            Form::Text,
+        );
         let rows: Vec<Tuple> =
             futures::executor::block_on(futures::StreamExt::collect::<Vec<_>>(rows))
                 .into_iter()
@@ -482,11 +547,75 @@ mod tests {
         );
         let truncated: Vec<Result<Bytes, tokio_postgres::Error>> =
             vec![Ok(Bytes::from_static(b"1\tann\n2\tb"))];
-        let rows = CopyRows::new(futures::stream::iter(truncated), "public.t".into(), 2);
+        let rows = CopyRows::new(
+            futures::stream::iter(truncated),
+            "public.t".into(),
+            2,
+            Form::Text,
+        );
         let rows = futures::executor::block_on(futures::StreamExt::collect::<Vec<_>>(rows));
         assert!(
             matches!(rows.as_slice(), [Ok(_), Err(SnapshotReadError::Format(_))]),
             "a last row without its end of line is an error, not dropped"
+        );
+    }
+
+    /// The rows `chunks` make, read in `form`.
+    fn read_rows(chunks: Vec<Vec<u8>>, form: Form) -> Vec<Result<Tuple, SnapshotReadError>> {
+        let chunks = chunks
+            .into_iter()
+            .map(|chunk| Ok::<_, tokio_postgres::Error>(Bytes::from(chunk)));
+        let rows = CopyRows::new(futures::stream::iter(chunks), "public.t".into(), 2, form);
+        futures::executor::block_on(futures::StreamExt::collect::<Vec<_>>(rows))
+    }
+
+    #[test]
+    fn binary_rows_are_read_whole_however_the_messages_cut_them() {
+        let mut all = copy_binary::test_header(b"");
+        all.extend(copy_binary::test_row(&[Some(&[0, 0, 0, 1]), Some(b"ann")]));
+        all.extend(copy_binary::test_row(&[Some(&[0, 0, 0, 2]), None]));
+        all.extend((-1i16).to_be_bytes());
+        let expected = vec![
+            Tuple::new([Datum::Binary(&[0, 0, 0, 1]), Datum::Binary(b"ann")]),
+            Tuple::new([Datum::Binary(&[0, 0, 0, 2]), Datum::Null]),
+        ];
+        // In one message, cut in two at every place, and a byte a message.
+        let mut splits = vec![vec![all.clone()]];
+        splits.extend((1..all.len()).map(|cut| vec![all[..cut].to_vec(), all[cut..].to_vec()]));
+        splits.push(all.iter().map(|&b| vec![b]).collect());
+        for chunks in splits {
+            let cuts: Vec<usize> = chunks.iter().map(Vec::len).collect();
+            let rows: Vec<Tuple> = read_rows(chunks, Form::Binary)
+                .into_iter()
+                .map(|row| row.expect("valid rows"))
+                .collect();
+            assert_eq!(rows, expected, "messages of {cuts:?} bytes");
+        }
+        let untrailed = all[..all.len() - 2].to_vec();
+        assert!(
+            matches!(
+                read_rows(vec![untrailed.clone()], Form::Binary).as_slice(),
+                [Ok(_), Ok(_), Err(SnapshotReadError::Format(_))]
+            ),
+            "a stream without its trailer is an error, not a complete chunk"
+        );
+        let cut_short = untrailed[..untrailed.len() - 1].to_vec();
+        assert!(matches!(
+            read_rows(vec![cut_short], Form::Binary).as_slice(),
+            [Ok(_), Err(SnapshotReadError::Format(_))]
+        ));
+        let mut after = all.clone();
+        after.extend(copy_binary::test_row(&[None, None]));
+        assert!(matches!(
+            read_rows(vec![after], Form::Binary).last(),
+            Some(Err(SnapshotReadError::Format(_)))
+        ));
+        assert!(
+            matches!(
+                read_rows(vec![b"1\tann\n".to_vec()], Form::Binary).as_slice(),
+                [Err(SnapshotReadError::Format(_))]
+            ),
+            "text is not read as binary"
         );
     }
 
@@ -537,9 +666,16 @@ mod tests {
                 type_modifier: -1,
             }],
         };
+        let range = PageRange {
+            start: 4,
+            end: Some(8),
+        };
         assert_eq!(
-            copy_statement(&relation, PageRange { start: 4, end: Some(8) }),
+            copy_statement(&relation, range, Form::Text),
             "COPY (SELECT \"id\" FROM \"Sales\".\"order \"\"lines\"\"\" WHERE ctid >= '(4,0)'::tid AND ctid < '(8,0)'::tid) TO STDOUT"
+        );
+        assert!(
+            copy_statement(&relation, range, Form::Binary).ends_with(" TO STDOUT (FORMAT binary)")
         );
     }
 }

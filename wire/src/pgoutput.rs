@@ -101,7 +101,7 @@ pub use error::{DecodeError, DecodeErrorKind};
 pub use stream::{
     decode_streamed, stream_block_entry, BlockEntry, StreamAbort, StreamCommit, StreamStart,
 };
-pub use tuple::{Datum, Tuple, TupleWriter};
+pub use tuple::{Datum, Form, Tuple, TupleWriter};
 
 /// Microseconds from the Unix epoch to the PostgreSQL epoch (2000-01-01 UTC).
 pub const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800 * 1_000_000;

@@ -39,6 +39,7 @@ use crate::lsn::Lsn;
 use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
 use crate::pipeline::stream::Stream;
 use crate::pipeline::PipelineError;
+use crate::source::pgoutput::Form;
 use crate::source::setup::SetupError;
 use crate::source::snapshot as reader;
 
@@ -148,7 +149,7 @@ impl Stream<'_> {
             let schema = Arc::clone(self.relations.get(relation.id, lsn)?);
             let statement =
                 select.copy_filtered(&relation, conditions.get(table).map(String::as_str));
-            let rows = reader::copy_select(&inc.sql, &relation, statement)
+            let rows = reader::copy_select(&inc.sql, &relation, statement, Form::Text)
                 .await
                 .map_err(IncrementalError::from)?;
             futures::pin_mut!(rows);

@@ -35,7 +35,7 @@ use crate::event::{Op, SnapshotMarker, SnapshotPosition, SourceInfo};
 use crate::notification::{Kind, Notification, INITIAL_SNAPSHOT};
 use crate::progress::SnapshotProgress;
 use crate::sink::transactional::InitialSnapshotProgress;
-use crate::source::pgoutput::{Relation, Tuple};
+use crate::source::pgoutput::{Form, Relation, Tuple};
 use crate::source::setup::SetupError;
 use crate::source::signal::KeyText;
 use crate::source::snapshot::{self as reader, PageRange, SnapshotReadError};
@@ -68,11 +68,28 @@ pub(super) enum Job {
         after: Option<KeyText>,
         fetch_size: u32,
     },
-    /// A page range of a table without a key.
-    Pages { table: usize, range: PageRange },
+    /// A page range of a table without a key, its values read in `form`.
+    Pages {
+        table: usize,
+        range: PageRange,
+        form: Form,
+    },
     /// A whole table read with its `--snapshot-select-statement-override`
     /// (a COPY of it, see [`crate::source::snapshot_select`]).
     Statement { table: usize, copy: String },
+}
+
+impl Job {
+    /// Whether the job reads its rows' values in binary.
+    pub fn reads_binary(&self) -> bool {
+        matches!(
+            self,
+            Job::Pages {
+                form: Form::Binary,
+                ..
+            }
+        )
+    }
 }
 
 pub(super) struct TableProgress {
@@ -163,14 +180,15 @@ struct Reader<'a> {
 impl Reader<'_> {
     async fn read_job(mut self, relations: &[Relation], job: Job) -> Result<(), PipelineError> {
         match job {
-            Job::Pages { table, range } => {
+            Job::Pages { table, range, form } => {
                 let relation = &relations[table];
-                let statement = reader::copy_statement(relation, range);
-                self.read_chunk(relation, table, statement, None).await?;
+                let statement = reader::copy_statement(relation, range, form);
+                self.read_chunk(relation, table, statement, form, None)
+                    .await?;
                 self.send(Work::ChunkDone { table, last: false }).await
             }
             Job::Statement { table, copy } => {
-                self.read_chunk(&relations[table], table, copy, None)
+                self.read_chunk(&relations[table], table, copy, Form::Text, None)
                     .await?;
                 self.send(Work::ChunkDone { table, last: false }).await
             }
@@ -190,7 +208,7 @@ impl Reader<'_> {
                         chunk_query(relation, &key_names, after.as_ref(), fetch_size, None);
                     let statement = format!("COPY ({select}) TO STDOUT");
                     let (rows, last_key) = self
-                        .read_chunk(relation, table, statement, Some(&key_positions))
+                        .read_chunk(relation, table, statement, Form::Text, Some(&key_positions))
                         .await?;
                     let last = rows < u64::from(fetch_size) || last_key.is_none();
                     self.send(Work::ChunkDone { table, last }).await?;
@@ -210,17 +228,19 @@ impl Reader<'_> {
             .map_err(|_| SnapshotError::WorkerGone.into())
     }
 
-    /// Reads one chunk with `statement` (a COPY of `relation`'s columns)
-    /// and sends its rows, written; returns how many, and the key of the
-    /// last one when `key_positions` are given.
+    /// Reads one chunk with `statement` (a COPY of `relation`'s columns, its
+    /// values in `form`) and sends its rows, written; returns how many, and
+    /// the key of the last one when `key_positions` are given (text rows:
+    /// the key is read as text).
     async fn read_chunk(
         &mut self,
         relation: &Relation,
         table: usize,
         statement: String,
+        form: Form,
         key_positions: Option<&[usize]>,
     ) -> Result<(u64, Option<KeyText>), PipelineError> {
-        let rows = reader::copy_select(self.client, relation, statement)
+        let rows = reader::copy_select(self.client, relation, statement, form)
             .await
             .map_err(|e| match e {
                 SetupError::Query { action, error } => {

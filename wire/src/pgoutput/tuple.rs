@@ -30,6 +30,14 @@ pub(super) enum Column {
     Binary(Range<usize>),
 }
 
+/// The form a value's bytes are in: its type's text output or its binary
+/// send format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    Text,
+    Binary,
+}
+
 /// One column value of a [`Tuple`], borrowed from it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Datum<'a> {
@@ -64,12 +72,13 @@ impl Tuple {
         writer.finish()
     }
 
-    /// A tuple of text values and NULLs that are ranges of `data` (`None`
-    /// for NULL), without copying them; `None` when a range is not within
-    /// `data`. `width`: how many fields to make room for.
-    pub fn of_text_ranges(
+    /// A tuple of values in `form` and NULLs that are ranges of `data`
+    /// (`None` for NULL), without copying them; `None` when a range is not
+    /// within `data`. `width`: how many fields to make room for.
+    pub fn of_ranges(
         data: Bytes,
         width: usize,
+        form: Form,
         fields: impl IntoIterator<Item = Option<Range<usize>>>,
     ) -> Option<Tuple> {
         let mut columns = Vec::with_capacity(width);
@@ -78,7 +87,10 @@ impl Tuple {
                 None => Column::Null,
                 Some(range) => {
                     data.get(range.clone())?;
-                    Column::Text(range)
+                    match form {
+                        Form::Text => Column::Text(range),
+                        Form::Binary => Column::Binary(range),
+                    }
                 }
             });
         }
@@ -284,15 +296,21 @@ mod tests {
     }
 
     #[test]
-    fn text_ranges_outside_the_data_are_refused() {
+    fn ranges_outside_the_data_are_refused() {
         let data = Bytes::from_static(b"12\tann");
-        let tuple = Tuple::of_text_ranges(data.clone(), 3, [Some(0..2), None, Some(3..6)])
-            .expect("within the data");
+        let fields = [Some(0..2), None, Some(3..6)];
+        let tuple =
+            Tuple::of_ranges(data.clone(), 3, Form::Text, fields.clone()).expect("within the data");
         assert_eq!(
             tuple,
             Tuple::new([Datum::Text(b"12"), Datum::Null, Datum::Text(b"ann")])
         );
-        assert_eq!(Tuple::of_text_ranges(data, 1, [Some(3..7)]), None);
+        let tuple = Tuple::of_ranges(data.clone(), 3, Form::Binary, fields).expect("within");
+        assert_eq!(
+            tuple,
+            Tuple::new([Datum::Binary(b"12"), Datum::Null, Datum::Binary(b"ann")])
+        );
+        assert_eq!(Tuple::of_ranges(data, 1, Form::Text, [Some(3..7)]), None);
     }
 
     #[test]
