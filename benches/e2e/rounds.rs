@@ -37,6 +37,7 @@ const SNAPSHOT_FIGURES: &[&str] = &[
     "ratio_to_copy",
     "ratio_to_kafka_alone",
     "connector_us_per_row",
+    "server_us_per_row",
     "broker_us_per_row",
     "kafka_alone_broker_us_per_row",
     "kafka_alone_producer_us_per_row",
@@ -197,11 +198,11 @@ pub fn print_snapshot_medians(medians: &[Json]) {
         return;
     }
     println!("\nSnapshot medians over the rounds (rows/s; CPU in µs per row):");
-    println!("\n| workload | format | rounds | COPY | Kafka alone | connector | ratio to Kafka alone | ratio to COPY | connector CPU | broker (connector / Kafka alone) | load average |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("\n| workload | format | rounds | COPY | Kafka alone | connector | ratio to Kafka alone | ratio to COPY | connector CPU | server CPU | broker (connector / Kafka alone) | load average |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in medians {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
             m["workload"].as_str().unwrap_or_default(),
             m["format"].as_str().unwrap_or_default(),
             m["rounds"],
@@ -211,6 +212,7 @@ pub fn print_snapshot_medians(medians: &[Json]) {
             num(m, "ratio_to_kafka_alone", 2),
             num(m, "ratio_to_copy", 2),
             num(m, "connector_us_per_row", 2),
+            num(m, "server_us_per_row", 2),
             num(m, "broker_us_per_row", 2),
             num(m, "kafka_alone_broker_us_per_row", 2),
             num(m, "load_average_1m", 2),

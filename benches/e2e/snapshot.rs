@@ -13,7 +13,10 @@
 //! otherwise, timed from spawn to exit (after Kafka acknowledged every
 //! row); the rows in the topic are counted afterwards. Its CPU seconds per
 //! row are reported beside the wall time (less sensitive to what else runs
-//! on a shared machine), with the 1-minute load average at its end.
+//! on a shared machine), with the 1-minute load average at its end, and the
+//! server's CPU meanwhile: its processes that ended during the run (the
+//! postmaster's reaped children), which are the snapshot's backends and its
+//! slot's session.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -93,18 +96,24 @@ pub fn run(
         super::with_format(&mut args, format, registry);
         args.extend(connector_args.iter().cloned());
         let broker_before = ceiling::broker_cpu(kafka);
+        let server_before = ended_server_cpu(pg);
         let run = run_connector(&args, wrap)?;
         let load = load_average();
         let broker_cpu = broker_before
             .zip(ceiling::broker_cpu(kafka))
             .map(|(a, b)| b - a);
+        // The connector has exited: its backends end and are reaped within
+        // milliseconds.
+        std::thread::sleep(Duration::from_millis(300));
+        let server_cpu = server_before.zip(ended_server_cpu(pg)).map(|(a, b)| b - a);
         let topic = format!("{prefix}.public.bench");
         let delivered = topic_records(kafka, &topic)?;
         eprintln!(
-            "  connector snapshot ({format}): {:.2} s, {:.2} CPU s ({:.2} µs/row), peak RSS {} MB, {delivered} records in the topic, load average {}",
+            "  connector snapshot ({format}): {:.2} s, {:.2} CPU s ({:.2} µs/row), server {} CPU s, peak RSS {} MB, {delivered} records in the topic, load average {}",
             run.wall_s,
             run.cpu_s,
             run.cpu_s * 1e6 / rows as f64,
+            super::fmt_cpu(server_cpu),
             run.peak_rss_kb / 1024,
             load.map_or_else(|| "n/a".to_owned(), |l| format!("{l:.2}")),
         );
@@ -143,6 +152,7 @@ pub fn run(
             "connector_cpu_s": round(run.cpu_s),
             "connector_us_per_row": round(run.cpu_s * 1e6 / rows as f64),
             "broker_us_per_row": per_row(broker_cpu),
+            "server_us_per_row": per_row(server_cpu),
             "kafka_alone_broker_us_per_row": per_row(alone.broker_cpu_s),
             "kafka_alone_producer_us_per_row": per_row(alone.producer_cpu_s),
             "load_average_1m": load,
@@ -153,6 +163,17 @@ pub fn run(
         }));
     }
     Ok(out)
+}
+
+/// CPU seconds of the server's processes that have ended: the postmaster's
+/// reaped children (`cutime` + `cstime`). `None` without a local server.
+fn ended_server_cpu(pg: &Postgres) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pg.pid()?)).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = rest.get(13)?.parse::<f64>().ok()? + rest.get(14)?.parse::<f64>().ok()?;
+    // USER_HZ is 100 on Linux.
+    Some(ticks / 100.0)
 }
 
 /// Records in `topic`: the sum of its partitions' high watermarks (a fresh
