@@ -155,9 +155,19 @@ pub async fn run_once(
         snapshot::resume(&mut stream, start, progress).await?;
     }
     let mut stop = std::pin::pin!(stop);
+    // Under `auto`, a value binary cannot read ends the attempt for one in
+    // text: in the stream, and in the snapshot's page ranges, which are
+    // read in binary with the stream's values.
+    let fall_back = |error| match binary_request {
+        PgoutputBinary::Auto if binary => fall_back_to_text(error),
+        _ => error,
+    };
     let snapshot_taken = exported.is_some();
     if let Some(exported) = exported {
-        if !snapshot::take(&mut stream, exported, start, stop.as_mut()).await? {
+        let taken = snapshot::take(&mut stream, exported, start, stop.as_mut())
+            .await
+            .map_err(fall_back)?;
+        if !taken {
             return Ok(());
         }
     }
@@ -204,10 +214,7 @@ pub async fn run_once(
     let result = stream
         .stream(&mut client, stop.as_mut())
         .await
-        .map_err(|error| match binary_request {
-            PgoutputBinary::Auto if binary => fall_back_to_text(error),
-            _ => error,
-        });
+        .map_err(fall_back);
     let reason = result.as_ref().ok().copied();
     stream.finish(&mut client, reason).await;
     result.map(|reason| {
