@@ -96,6 +96,10 @@ pub fn run(
         super::with_format(&mut args, format, registry);
         args.extend(connector_args.iter().cloned());
         let broker_before = ceiling::broker_cpu(kafka);
+        // The backends of what ran before (the COPY reference, the last
+        // format's slot drop) end and are reaped first: they are not the
+        // snapshot's.
+        std::thread::sleep(Duration::from_millis(300));
         let server_before = ended_server_cpu(pg);
         let run = run_connector(&args, wrap)?;
         let load = load_average();
