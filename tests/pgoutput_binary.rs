@@ -247,9 +247,14 @@ async fn marks(bootstrap: &str, topic: &str) -> Vec<i64> {
     topics.remove(topic).expect("the topic exists")
 }
 
-/// Creates the optional tables whose types the server has. Without what
-/// one needs, it is left out (and said so) rather than failing the test.
-fn create_optional_tables(s: &Scenario) -> Vec<&'static Optional> {
+/// A scenario in a new database holding the tables above: `every_type`,
+/// and the optional tables whose types the server has. Without what one
+/// needs, it is left out (and said so) rather than failing the test.
+fn scenario_with_tables(name: &str) -> (Scenario, Vec<&'static Optional>) {
+    let s = Scenario::new(Postgres::shared(), name);
+    for ddl in DDL {
+        s.sql(ddl);
+    }
     let optional: Vec<&Optional> = OPTIONAL
         .iter()
         .filter(|o| {
@@ -263,7 +268,38 @@ fn create_optional_tables(s: &Scenario) -> Vec<&'static Optional> {
     for o in &optional {
         s.sql(o.ddl);
     }
-    optional
+    (s, optional)
+}
+
+/// Runs the changes of `every_type` and of the `optional` tables; returns
+/// each table with the records a reader should find, `every_type` with
+/// `every_type_records`.
+fn make_changes(
+    s: &Scenario,
+    optional: &[&Optional],
+    every_type_records: usize,
+) -> Vec<(String, usize)> {
+    for change in CHANGES {
+        s.sql(change);
+    }
+    let mut tables = vec![("every_type".to_owned(), every_type_records)];
+    for o in optional {
+        for change in o.changes {
+            s.sql(change);
+        }
+        tables.push((table_of(o.ddl), o.records));
+    }
+    tables
+}
+
+/// A connector beside `s`'s: the same database and publication, its own
+/// slot and a topic prefix of its own.
+fn beside(s: &Scenario, name: &str) -> Scenario {
+    Scenario {
+        slot: unique_name("slot"),
+        prefix: unique_name(name),
+        ..s.clone()
+    }
 }
 
 /// The table `ddl` (`CREATE TABLE <name> ...`) creates.
@@ -276,17 +312,8 @@ fn table_of(ddl: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn binary_values_make_the_same_records_as_text() {
-    let text = Scenario::new(Postgres::shared(), "pgoutput_binary");
-    for ddl in DDL {
-        text.sql(ddl);
-    }
-    let optional = create_optional_tables(&text);
-    let other = |name: &str| Scenario {
-        slot: unique_name("slot"),
-        prefix: unique_name(name),
-        ..text.clone()
-    };
-    let (binary, auto) = (other("binary"), other("auto"));
+    let (text, optional) = scenario_with_tables("pgoutput_binary");
+    let (binary, auto) = (beside(&text, "binary"), beside(&text, "auto"));
     let bootstrap = Kafka::shared().bootstrap_servers();
     let flags = [COMPAT, &["--snapshot-mode", "never"]].concat();
     let text_flags = [&flags[..], &["--pgoutput-binary", "off"]].concat();
@@ -297,17 +324,7 @@ async fn binary_values_make_the_same_records_as_text() {
         binary.started(&bootstrap, &binary_flags),
         auto.started(&bootstrap, &flags),
     );
-    for change in CHANGES {
-        text.sql(change);
-    }
-    let mut tables = vec![("every_type".to_owned(), RECORDS)];
-    for o in &optional {
-        for change in o.changes {
-            text.sql(change);
-        }
-        tables.push((table_of(o.ddl), o.records));
-    }
-    for (table, count) in tables {
+    for (table, count) in make_changes(&text, &optional, RECORDS) {
         let topics = [&text, &binary, &auto].map(|s| s.topic(&table));
         let (from_text, from_binary, from_auto) = tokio::join!(
             consume_raw(&bootstrap, &topics[0], count, TIMEOUT),
@@ -422,27 +439,10 @@ fn snapshot_record(record: &RawRecord, prefix: &str, to: &str) -> (String, Strin
 /// its page ranges in binary, and the text run that it did not.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_binary_snapshot_makes_the_same_records_as_text() {
-    let text = Scenario::new(Postgres::shared(), "binary_snapshot");
-    for ddl in DDL {
-        text.sql(ddl);
-    }
-    let optional = create_optional_tables(&text);
-    // Rows 1 and 2: 3 was deleted.
-    let mut tables = vec![("every_type".to_owned(), 2)];
-    for change in CHANGES {
-        text.sql(change);
-    }
-    for o in &optional {
-        for change in o.changes {
-            text.sql(change);
-        }
-        tables.push((table_of(o.ddl), o.records));
-    }
-    let binary = Scenario {
-        slot: unique_name("slot"),
-        prefix: unique_name("binary"),
-        ..text.clone()
-    };
+    let (text, optional) = scenario_with_tables("binary_snapshot");
+    // Rows 1 and 2 of `every_type`: 3 was deleted.
+    let tables = make_changes(&text, &optional, 2);
+    let binary = beside(&text, "binary");
     let bootstrap = Kafka::shared().bootstrap_servers();
     for (run, mode, chunks) in [
         (&text, "off", "binary_chunks=0"),
