@@ -334,17 +334,11 @@ static RD_INLINE RD_UNUSED void rd_kafka_msgq_prepend(rd_kafka_msgq_t *dst,
 /**
  * rd_free all msgs in msgq and reinitialize the msgq.
  */
+void rd_kafka_msgq_destroy_all(rd_kafka_t *rk, rd_kafka_msgq_t *rkmq);
+
 static RD_INLINE RD_UNUSED void rd_kafka_msgq_purge(rd_kafka_t *rk,
                                                     rd_kafka_msgq_t *rkmq) {
-        rd_kafka_msg_t *rkm, *next;
-
-        next = TAILQ_FIRST(&rkmq->rkmq_msgs);
-        while (next) {
-                rkm  = next;
-                next = TAILQ_NEXT(next, rkm_link);
-
-                rd_kafka_msg_destroy(rk, rkm);
-        }
+        rd_kafka_msgq_destroy_all(rk, rkmq);
 
         rd_kafka_msgq_init(rkmq);
 }
