@@ -331,11 +331,11 @@ static RD_INLINE RD_UNUSED void rd_kafka_msgq_prepend(rd_kafka_msgq_t *dst,
 }
 
 
+void rd_kafka_msgq_destroy_all(rd_kafka_t *rk, rd_kafka_msgq_t *rkmq);
+
 /**
  * rd_free all msgs in msgq and reinitialize the msgq.
  */
-void rd_kafka_msgq_destroy_all(rd_kafka_t *rk, rd_kafka_msgq_t *rkmq);
-
 static RD_INLINE RD_UNUSED void rd_kafka_msgq_purge(rd_kafka_t *rk,
                                                     rd_kafka_msgq_t *rkmq) {
         rd_kafka_msgq_destroy_all(rk, rkmq);
