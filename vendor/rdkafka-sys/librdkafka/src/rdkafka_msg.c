@@ -172,7 +172,7 @@ void rd_kafka_msgq_destroy_all(rd_kafka_t *rk, rd_kafka_msgq_t *rkmq) {
         rd_kafka_t *accounted_rk = rk;
         unsigned int accounted_cnt = 0;
         size_t accounted_size = 0;
-        rd_kafka_topic_t *rkt = NULL;
+        rd_kafka_topic_t *rkt = NULL, *own;
         int rkt_refs = 0;
 
         next = TAILQ_FIRST(&rkmq->rkmq_msgs);
@@ -189,15 +189,16 @@ void rd_kafka_msgq_destroy_all(rd_kafka_t *rk, rd_kafka_msgq_t *rkmq) {
                 }
 
                 /* Compared by address first: reading the topic's header
-                 * for every message would move its line too. */
-                if (rkm->rkm_rkmessage.rkt == rkt && rkt) {
+                 * for every message would move its line too. A
+                 * lightweight topic is left to rd_kafka_msg_destroy(). */
+                own = rkm->rkm_rkmessage.rkt;
+                if (own && (own == rkt || !rd_kafka_rkt_get_lw(own))) {
+                        if (own != rkt) {
+                                rd_kafka_topic_destroy_n(rkt, rkt_refs);
+                                rkt      = own;
+                                rkt_refs = 0;
+                        }
                         rkt_refs++;
-                        rkm->rkm_rkmessage.rkt = NULL;
-                } else if (rkm->rkm_rkmessage.rkt &&
-                           !rd_kafka_rkt_get_lw(rkm->rkm_rkmessage.rkt)) {
-                        rd_kafka_topic_destroy_n(rkt, rkt_refs);
-                        rkt                    = rkm->rkm_rkmessage.rkt;
-                        rkt_refs               = 1;
                         rkm->rkm_rkmessage.rkt = NULL;
                 }
 
