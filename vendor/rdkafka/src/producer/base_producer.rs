@@ -57,7 +57,7 @@ use rdkafka_sys as rdsys;
 use rdkafka_sys::rd_kafka_vtype_t::*;
 use rdkafka_sys::types::*;
 
-use crate::client::{Client, EventPollResult, NativeQueue};
+use crate::client::{Client, EventPollResult, NativeQueue, NativeTopic};
 use crate::config::{ClientConfig, FromClientConfig, FromClientConfigAndContext};
 use crate::consumer::ConsumerGroupMetadata;
 use crate::error::{IsError, KafkaError, KafkaResult, RDKafkaError};
@@ -340,6 +340,31 @@ where
     _partitioner: PhantomData<Part>,
 }
 
+/// A topic of one [`BaseProducer`], looked up once (librdkafka's
+/// `rd_kafka_topic_t`): see [`BaseProducer::send_to`].
+pub struct ProducerTopic<C = DefaultProducerContext, Part = NoCustomPartitioner>
+where
+    Part: Partitioner,
+    C: ProducerContext<Part>,
+{
+    name: String,
+    native: NativeTopic,
+    /// Released after `native` (fields drop in order): a topic handle must
+    /// not outlive its client.
+    producer: Arc<BaseProducer<C, Part>>,
+}
+
+impl<C, Part> ProducerTopic<C, Part>
+where
+    Part: Partitioner,
+    C: ProducerContext<Part>,
+{
+    /// The topic's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 impl<C, Part> BaseProducer<C, Part>
 where
     Part: Partitioner,
@@ -420,6 +445,29 @@ where
         self.client.native_ptr()
     }
 
+    /// A handle on the topic `name` for [`BaseProducer::send_to`]. It keeps
+    /// the producer alive while it lives.
+    pub fn topic(self: &Arc<Self>, name: &str) -> KafkaResult<ProducerTopic<C, Part>> {
+        let name_c = CString::new(name)?;
+        let native = unsafe {
+            NativeTopic::from_ptr(rdsys::rd_kafka_topic_new(
+                self.native_ptr(),
+                name_c.as_ptr(),
+                ptr::null_mut(),
+            ))
+        };
+        match native {
+            Some(native) => Ok(ProducerTopic {
+                name: name.to_owned(),
+                native,
+                producer: Arc::clone(self),
+            }),
+            None => Err(KafkaError::MessageProduction(
+                unsafe { rdsys::rd_kafka_last_error() }.into(),
+            )),
+        }
+    }
+
     /// Sends a message to Kafka.
     ///
     /// Message fields such as key, payload, partition, timestamp etc. are
@@ -442,6 +490,52 @@ where
     #[allow(clippy::result_large_err)]
     pub fn send<'a, K, P>(
         &self,
+        record: BaseRecord<'a, K, P, C::DeliveryOpaque>,
+    ) -> Result<(), (KafkaError, BaseRecord<'a, K, P, C::DeliveryOpaque>)>
+    where
+        K: ToBytes + ?Sized,
+        P: ToBytes + ?Sized,
+    {
+        let topic_cstring = match CString::new(record.topic) {
+            Ok(topic) => topic,
+            Err(nul_error) => return Err((nul_error.into(), record)),
+        };
+        self.produce(RD_KAFKA_VTYPE_TOPIC, topic_cstring.as_ptr().cast(), record)
+    }
+
+    /// Sends a message to `topic`, a handle made by this producer's
+    /// [`BaseProducer::topic`], as [`BaseProducer::send`] sends it to
+    /// `record.topic`, which must be the handle's name.
+    ///
+    /// By name, librdkafka looks the topic up for every message, under the
+    /// client's write lock, comparing the name with every topic the client
+    /// knows: a cost that grows with the number of topics. A handle is
+    /// looked up once.
+    #[allow(clippy::result_large_err)]
+    pub fn send_to<'a, K, P>(
+        &self,
+        topic: &ProducerTopic<C, Part>,
+        record: BaseRecord<'a, K, P, C::DeliveryOpaque>,
+    ) -> Result<(), (KafkaError, BaseRecord<'a, K, P, C::DeliveryOpaque>)>
+    where
+        K: ToBytes + ?Sized,
+        P: ToBytes + ?Sized,
+    {
+        if !ptr::eq(Arc::as_ptr(&topic.producer), self) || topic.name != record.topic {
+            let error = KafkaError::MessageProduction(RDKafkaErrorCode::InvalidArgument);
+            return Err((error, record));
+        }
+        self.produce(RD_KAFKA_VTYPE_RKT, topic.native.ptr().cast(), record)
+    }
+
+    /// Hands `record` to librdkafka, its topic given as `topic_type`
+    /// (`RD_KAFKA_VTYPE_TOPIC`: a C string; `RD_KAFKA_VTYPE_RKT`: a topic
+    /// handle).
+    #[allow(clippy::result_large_err)]
+    fn produce<'a, K, P>(
+        &self,
+        topic_type: rdsys::rd_kafka_vtype_t,
+        topic: *const c_void,
         mut record: BaseRecord<'a, K, P, C::DeliveryOpaque>,
     ) -> Result<(), (KafkaError, BaseRecord<'a, K, P, C::DeliveryOpaque>)>
     where
@@ -456,16 +550,12 @@ where
         }
         let (payload_ptr, payload_len) = as_bytes(record.payload);
         let (key_ptr, key_len) = as_bytes(record.key);
-        let topic_cstring = match CString::new(record.topic) {
-            Ok(topic) => topic,
-            Err(nul_error) => return Err((nul_error.into(), record)),
-        };
         let opaque_ptr = record.delivery_opaque.into_ptr();
         let produce_error = unsafe {
             rdsys::rd_kafka_producev(
                 self.native_ptr(),
-                RD_KAFKA_VTYPE_TOPIC,
-                topic_cstring.as_ptr(),
+                topic_type,
+                topic,
                 RD_KAFKA_VTYPE_PARTITION,
                 record.partition.unwrap_or(-1),
                 RD_KAFKA_VTYPE_MSGFLAGS,

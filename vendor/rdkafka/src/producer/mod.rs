@@ -171,7 +171,9 @@ pub mod base_producer;
 pub mod future_producer;
 
 #[doc(inline)]
-pub use self::base_producer::{BaseProducer, BaseRecord, DeliveryResult, ThreadedProducer};
+pub use self::base_producer::{
+    BaseProducer, BaseRecord, DeliveryResult, ProducerTopic, ThreadedProducer,
+};
 #[doc(inline)]
 pub use self::future_producer::{DeliveryFuture, FutureProducer, FutureRecord};
 
