@@ -40,6 +40,7 @@ use super::error::{delivery_error, SinkError};
 use super::login::LoginRefused;
 use super::poller::PolledProducer;
 use super::record::{EncodedRecord, Progress};
+use super::topic_handles::TopicHandles;
 use super::transactional;
 use crate::checkpoint::{AckTracker, TxnId};
 use crate::lsn::Lsn;
@@ -265,6 +266,8 @@ pub struct InFlightLimits {
 
 /// The producer plus the tracker of what it has not yet delivered.
 pub struct KafkaSink {
+    /// Dropped before `producer`, which they keep alive.
+    topics: TopicHandles<DeliveryContext>,
     producer: PolledProducer<DeliveryContext>,
     shared: Arc<Shared>,
     max_bytes: u32,
@@ -330,6 +333,7 @@ impl KafkaSink {
         let producer = PolledProducer::start(producer).map_err(SinkError::Poller)?;
         Ok((
             KafkaSink {
+                topics: TopicHandles::new(Arc::clone(producer.shared())),
                 producer,
                 shared,
                 max_bytes,
@@ -438,7 +442,7 @@ impl KafkaSink {
             base = base.payload(value.as_slice());
         }
         loop {
-            match self.producer.send(base) {
+            match self.topics.send(&record.topic, base) {
                 Ok(()) => return Ok(()),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
                     // librdkafka's own queue is full: wait for deliveries to drain it.

@@ -12,6 +12,7 @@ pub mod position;
 pub mod reader;
 pub mod record;
 pub mod tails;
+mod topic_handles;
 pub mod transactional;
 
 pub use at_least_once::{AtLeastOnce, Dedupe};

@@ -60,6 +60,11 @@ impl<C: ProducerContext + 'static> PolledProducer<C> {
         })
     }
 
+    /// The producer, shared with the thread.
+    pub fn shared(&self) -> &Arc<BaseProducer<C>> {
+        &self.producer
+    }
+
     /// Stops the thread, then purges what was never delivered (its
     /// reports say so) and serves the queue until it is empty, so that the
     /// producer's own drop finds nothing to wait for.
