@@ -5,7 +5,7 @@
 //! ```text
 //! scripts/bench.sh [--rows N] [--single N] [--mixed N] [--large N] [--wide N]
 //!                  [--snapshot-rows N] [--snapshot-workers N]
-//!                  [--workloads a,b,c,d,e,u,o,s,l] [--avro] [--rate R] [--duration S]
+//!                  [--workloads a,b,c,d,e,u,o,t,s,l] [--avro] [--rate R] [--duration S]
 //!                  [--connector-arg ARG]... [--wrap 'perf record -g --'] [--rounds N] [--warm-up-rounds N] [--out FILE]
 //! cargo bench --bench e2e -- <same flags>
 //! ```
@@ -25,7 +25,9 @@
 //! (d) one transaction of many inserts (memory must not grow with it),
 //! (e) a wide table (50 columns: numerics, timestamps, text) in 1,000-row
 //! transactions, (u) (a) through `--envelope unwrap`, (o) outbox rows
-//! through `--outbox-table`. `--avro` runs each backlog workload in Avro too.
+//! through `--outbox-table`, (t) (a) into a table hash-partitioned
+//! [`PARTITIONS`] ways, so that consecutive changes go to different topics
+//! (one per partition, as for a pipeline of that many tables). `--avro` runs each backlog workload in Avro too.
 //! pg_recvlogical reads over the server's Unix socket (and once more over TCP,
 //! for the transport's cost). Each backlog is also drained by
 //! `pg_recvlogical -o binary=true`, and the
@@ -66,6 +68,12 @@ const TXN_ROWS: u64 = 1_000;
 const TABLE: &str = "CREATE TABLE bench (id bigint PRIMARY KEY, payload text NOT NULL, n int NOT NULL, ts timestamptz NOT NULL)";
 const ROW: &str = "i, md5(i::text) || md5((i + 1)::text), (i % 1000)::int, now()";
 /// Workload (o): a transactional outbox, ten aggregate types, JSON payloads.
+/// Workload (t)'s table: (a)'s, hash-partitioned on its key into
+/// [`PARTITIONS`] tables. The publication publishes each partition's
+/// changes as its own (`publish_via_partition_root` off, the default), so
+/// each has its own topic.
+const PARTITIONED_TABLE: &str = "CREATE TABLE bench (id bigint PRIMARY KEY, payload text NOT NULL, n int NOT NULL, ts timestamptz NOT NULL) PARTITION BY HASH (id)";
+const PARTITIONS: u32 = 200;
 const OUTBOX_TABLE: &str = "CREATE TABLE bench (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb)";
 const OUTBOX_ROW: &str = "gen_random_uuid(), 'Order' || (i % 10), (i % 1000)::text, 'OrderCreated', jsonb_build_object('id', i, 'total', i * 1.5, 'note', md5(i::text))";
 
@@ -157,7 +165,7 @@ fn options() -> Result<Options> {
             // `cargo bench` passes `--bench` to every bench binary.
             "--bench" => {}
             "-h" | "--help" => {
-                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --snapshot-rows N (s, 500000) --snapshot-workers N (s, 2) --workloads a,b,c,d,e,u,o,s,l (default a,b,c) --avro (each backlog workload again in Avro) --debezium (Debezium 3.6 embedded drains each backlog too, into Kafka) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --rounds N (every workload N times, interleaved, with medians) --warm-up-rounds N (N rounds first, not counted) --out FILE");
+                println!("flags: --rows N (workload a, default 200000) --single N (b, 20000) --mixed N (c, 150000) --large N (d, 200000) --wide N (e, 50000) --snapshot-rows N (s, 500000) --snapshot-workers N (s, 2) --workloads a,b,c,d,e,u,o,t,s,l (default a,b,c) --avro (each backlog workload again in Avro) --debezium (Debezium 3.6 embedded drains each backlog too, into Kafka) --rate R --duration S (l: rows/s and seconds, 5000 and 60) --connector-arg ARG (repeatable, appended to `run`) --wrap CMD (run the connector under a profiler, e.g. 'perf record -g --') --rounds N (every workload N times, interleaved, with medians) --warm-up-rounds N (N rounds first, not counted) --out FILE");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown flag {other} (try --help)").into()),
@@ -206,6 +214,7 @@ fn main() -> Result<()> {
                     "o: outbox rows routed by --outbox-table, 1,000-row txns",
                     o.rows,
                 ),
+                't' => ("t: (a) over 200 partitions (200 topics)", o.rows),
                 's' => {
                     let mut snapshots = snapshot::run(
                         &pg,
@@ -316,9 +325,22 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         match kind {
             'e' => &wide::TABLE,
             'o' => OUTBOX_TABLE,
+            't' => PARTITIONED_TABLE,
             _ => TABLE,
         },
     )?;
+    if kind == 't' {
+        pg.execute(
+            &db,
+            &format!(
+                "DO $$ BEGIN FOR k IN 0..{} LOOP \
+                   EXECUTE format('CREATE TABLE bench_%s PARTITION OF bench \
+                     FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER %s)', k, k); \
+                   END LOOP; END $$",
+                PARTITIONS - 1
+            ),
+        )?;
+    }
     if kind == 'c' {
         pg.execute(&db, "ALTER TABLE bench REPLICA IDENTITY FULL")?;
         // The rows the backlog updates and deletes exist before the slots do.
@@ -457,10 +479,10 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
             "  connector ({format}), nothing to read: {:.2} s",
             idle.wall_s
         );
-        // The outbox's records are spread over routed topics: no one topic
-        // to read back.
+        // The outbox's and the partitions' records are spread over many
+        // topics: no one topic to read back.
         let alone = match kind {
-            'o' => None,
+            'o' | 't' => None,
             _ => {
                 let topic = format!("{db}_{format}.public.bench");
                 let alone = ceiling::run(kafka, &topic, &args_after_run(&args))?;
@@ -644,7 +666,7 @@ fn fmt_cpu(cpu: Option<f64>) -> String {
 fn write_backlog(pg: &Postgres, db: &str, kind: char, rows: u64) -> Result<u64> {
     let sync_off = "PERFORM set_config('synchronous_commit', 'off', false);";
     match kind {
-        'a' | 'u' | 'o' => {
+        'a' | 'u' | 'o' | 't' => {
             let row = if kind == 'o' { OUTBOX_ROW } else { ROW };
             let batches = rows.div_ceil(TXN_ROWS);
             pg.execute(db, &format!(
