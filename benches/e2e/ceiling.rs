@@ -12,6 +12,7 @@
 //! (`/proc/<pid>/stat`): what it spends per record is the other half of a
 //! shared machine's budget.
 
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use pgcdc_kafka::config::RunConfig;
@@ -21,7 +22,7 @@ use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-use super::record_file::{RecordFile, RecordWriter};
+use super::record_file::{RecordFile, RecordWriter, MIN_READ_BUFFER, READ_BUFFER};
 use super::{proc_usage, Result};
 
 /// What the bare producer took for the records of `topic`.
@@ -94,35 +95,73 @@ pub fn broker_cpu(kafka: &Kafka) -> Option<f64> {
 /// while the producer is timed, on the same two cores: the reference would
 /// then carry a reader's CPU that it is there to leave out.
 pub fn run(kafka: &Kafka, topic: &str, run_args: &[String]) -> Result<KafkaAlone> {
+    run_many(kafka, &[topic.to_owned()], run_args)
+}
+
+/// [`run`] for the records of several topics (one per table of a run),
+/// each produced again to a twin of its own: the bare producer takes one
+/// record of each topic in turn, as a connector does whose tables change
+/// in turn. Each topic's file is read through its share of the buffer.
+pub fn run_many(kafka: &Kafka, topics: &[String], run_args: &[String]) -> Result<KafkaAlone> {
     let bootstrap = kafka.bootstrap_servers();
-    let (file, writer) = RecordFile::create(topic)?;
-    let read = read_all(&bootstrap, topic, writer)?;
-    let target = format!("{topic}.kafka_alone");
-    kafka.create_topic(&target, read.partitions)?;
+    let mut files = Vec::with_capacity(topics.len());
+    let mut writers = Vec::with_capacity(topics.len());
+    for topic in topics {
+        let (file, writer) = RecordFile::create(topic)?;
+        files.push(file);
+        writers.push(writer);
+    }
+    let read = read_all(&bootstrap, topics, writers)?;
+    // The twins, grouped by partition count, each group in one request.
+    let mut twins: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for (topic, &partitions) in topics.iter().zip(&read.partitions) {
+        twins
+            .entry(partitions)
+            .or_default()
+            .push(format!("{topic}.kafka_alone"));
+    }
+    for (partitions, names) in &twins {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        kafka.create_topics(&names, *partitions)?;
+    }
     let producer: ThreadedProducer<DefaultProducerContext> = connector_producer_config(run_args)?
         .set("bootstrap.servers", &bootstrap)
         .create()?;
-    let mut records = file.reader()?;
+    let buffer = (READ_BUFFER / topics.len()).max(MIN_READ_BUFFER);
+    let mut sources = Vec::with_capacity(topics.len());
+    for (topic, file) in topics.iter().zip(files) {
+        sources.push((format!("{topic}.kafka_alone"), file.reader(buffer)?));
+    }
     let mut produced = 0u64;
     let cpu_before = broker_cpu(kafka);
     let own_before = proc_usage(std::process::id());
     let started = Instant::now();
-    while let Some(r) = records.next_record()? {
-        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&target).partition(r.partition);
-        if let Some(headers) = r.headers {
-            record = record.headers(headers);
+    while !sources.is_empty() {
+        let mut i = 0;
+        while i < sources.len() {
+            let (target, records) = &mut sources[i];
+            let Some(r) = records.next_record()? else {
+                sources.remove(i);
+                continue;
+            };
+            let mut record: BaseRecord<'_, [u8], [u8]> =
+                BaseRecord::to(target).partition(r.partition);
+            if let Some(headers) = r.headers {
+                record = record.headers(headers);
+            }
+            if let Some(key) = r.key {
+                record = record.key(key);
+            }
+            if let Some(value) = r.value {
+                record = record.payload(value);
+            }
+            while let Err((_, back)) = producer.send(record) {
+                record = back;
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            produced += 1;
+            i += 1;
         }
-        if let Some(key) = r.key {
-            record = record.key(key);
-        }
-        if let Some(value) = r.value {
-            record = record.payload(value);
-        }
-        while let Err((_, back)) = producer.send(record) {
-            record = back;
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        produced += 1;
     }
     drain(&producer, Duration::from_secs(300))?;
     let wall_s = started.elapsed().as_secs_f64();
@@ -132,7 +171,7 @@ pub fn run(kafka: &Kafka, topic: &str, run_args: &[String]) -> Result<KafkaAlone
         .map(|((a, _), (b, _))| b - a);
     if produced != read.records {
         return Err(format!(
-            "read {} records of {topic} but produced {produced} from the record file",
+            "read {} records of {topics:?} but produced {produced} from the record files",
             read.records
         )
         .into());
@@ -158,11 +197,13 @@ struct Read {
     records: u64,
     /// Keys, values and headers (names and values).
     bytes: u64,
-    partitions: i32,
+    /// Each topic's partition count.
+    partitions: Vec<i32>,
 }
 
-/// Writes every record of `topic` from the start into `out`.
-fn read_all(bootstrap: &str, topic: &str, mut out: RecordWriter) -> Result<Read> {
+/// Writes every record of each of `topics` from the start into its writer
+/// (`out`, in the same order), with one consumer.
+fn read_all(bootstrap: &str, topics: &[String], mut out: Vec<RecordWriter>) -> Result<Read> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "pgcdc-bench-kafka-alone")
@@ -170,21 +211,27 @@ fn read_all(bootstrap: &str, topic: &str, mut out: RecordWriter) -> Result<Read>
         .set("fetch.max.bytes", "52428800")
         .create()?;
     let timeout = Duration::from_secs(10);
-    let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
-    let partitions: Vec<i32> = metadata
-        .topics()
-        .first()
-        .map(|t| t.partitions().iter().map(|p| p.id()).collect())
-        .unwrap_or_default();
-    if partitions.is_empty() {
-        return Err(format!("topic {topic} has no partitions").into());
-    }
     let mut assignment = TopicPartitionList::new();
     let mut remaining = 0;
-    for &partition in &partitions {
-        let (low, high) = consumer.fetch_watermarks(topic, partition, timeout)?;
-        remaining += (high - low).max(0) as u64;
-        assignment.add_partition_offset(topic, partition, Offset::Beginning)?;
+    let mut counts = Vec::with_capacity(topics.len());
+    let mut index = HashMap::with_capacity(topics.len());
+    for (i, topic) in topics.iter().enumerate() {
+        let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
+        let partitions: Vec<i32> = metadata
+            .topics()
+            .first()
+            .map(|t| t.partitions().iter().map(|p| p.id()).collect())
+            .unwrap_or_default();
+        if partitions.is_empty() {
+            return Err(format!("topic {topic} has no partitions").into());
+        }
+        for &partition in &partitions {
+            let (low, high) = consumer.fetch_watermarks(topic, partition, timeout)?;
+            remaining += (high - low).max(0) as u64;
+            assignment.add_partition_offset(topic, partition, Offset::Beginning)?;
+        }
+        counts.push(partitions.len() as i32);
+        index.insert(topic.as_str(), i);
     }
     consumer.assign(&assignment)?;
     let (mut records, mut bytes) = (0u64, 0u64);
@@ -192,13 +239,17 @@ fn read_all(bootstrap: &str, topic: &str, mut out: RecordWriter) -> Result<Read>
     while records < remaining {
         if Instant::now() > deadline {
             return Err(
-                format!("read {records} of {remaining} records of {topic} in 600 s").into(),
+                format!("read {records} of {remaining} records of {topics:?} in 600 s").into(),
             );
         }
         let Some(message) = consumer.poll(Duration::from_millis(500)) else {
             continue;
         };
         let message = message?;
+        let writer = index
+            .get(message.topic())
+            .and_then(|&i| out.get_mut(i))
+            .ok_or_else(|| format!("a record of topic {} was not asked for", message.topic()))?;
         let headers: Vec<(&str, Option<&[u8]>)> = message
             .headers()
             .map(|h| h.iter().map(|h| (h.key, h.value)).collect())
@@ -210,13 +261,15 @@ fn read_all(bootstrap: &str, topic: &str, mut out: RecordWriter) -> Result<Read>
                 .iter()
                 .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
                 .sum::<usize>()) as u64;
-        out.write(message.partition(), key, value, &headers)?;
+        writer.write(message.partition(), key, value, &headers)?;
         records += 1;
     }
-    out.finish()?;
+    for writer in out {
+        writer.finish()?;
+    }
     Ok(Read {
         records,
         bytes,
-        partitions: partitions.len() as i32,
+        partitions: counts,
     })
 }

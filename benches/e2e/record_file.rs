@@ -22,7 +22,10 @@ const NULL: u32 = u32::MAX;
 /// What the reader takes from the file at once: large enough that a read
 /// system call per buffer costs nothing next to producing its records,
 /// small enough to stay in the cache while they are produced.
-const READ_BUFFER: usize = 1 << 20;
+pub const READ_BUFFER: usize = 1 << 20;
+/// The least buffer a reader of one of many files gets: a read system call
+/// still spans a few dozen records.
+pub const MIN_READ_BUFFER: usize = 64 << 10;
 
 /// A temporary file of records, without a name: it goes when its last
 /// handle closes.
@@ -46,17 +49,17 @@ impl RecordFile {
         Ok((
             RecordFile { read },
             RecordWriter {
-                out: BufWriter::with_capacity(READ_BUFFER, write),
+                out: BufWriter::with_capacity(MIN_READ_BUFFER, write),
             },
         ))
     }
 
-    /// Reads the records back from the start (once: the reader takes the
-    /// file).
-    pub fn reader(self) -> Result<RecordReader> {
+    /// Reads the records back from the start through a buffer of `buffer`
+    /// bytes (once: the reader takes the file).
+    pub fn reader(self, buffer: usize) -> Result<RecordReader> {
         Ok(RecordReader {
             file: self.read,
-            buf: vec![0; READ_BUFFER],
+            buf: vec![0; buffer],
             start: 0,
             end: 0,
         })

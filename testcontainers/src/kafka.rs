@@ -275,16 +275,24 @@ impl Kafka {
 
     /// Creates `topic` with `partitions` partitions (replication factor 1).
     pub fn create_topic(&self, topic: &str, partitions: i32) -> Result<()> {
+        self.create_topics(&[topic], partitions)
+    }
+
+    /// Creates `topics`, each with `partitions` partitions, in one request.
+    pub fn create_topics(&self, topics: &[&str], partitions: i32) -> Result<()> {
         let kafka_err = |source| Error::Kafka {
-            action: format!("create topic {topic:?}"),
+            action: format!("create topics {topics:?}"),
             source,
         };
         let admin: AdminClient<DefaultClientContext> = client_config(&self.bootstrap_servers())
             .create()
             .map_err(kafka_err)?;
-        let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let new_topics: Vec<NewTopic<'_>> = topics
+            .iter()
+            .map(|topic| NewTopic::new(topic, partitions, TopicReplication::Fixed(1)))
+            .collect();
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        let results = block_on(admin.create_topics([&new_topic], &options))?.map_err(kafka_err)?;
+        let results = block_on(admin.create_topics(&new_topics, &options))?.map_err(kafka_err)?;
         for result in results {
             result.map_err(|(_, code)| kafka_err(KafkaError::AdminOp(code)))?;
         }
