@@ -442,7 +442,7 @@ impl KafkaSink {
             base = base.payload(value.as_slice());
         }
         loop {
-            match self.topics.send(&record.topic, base) {
+            match self.topics.send(base) {
                 Ok(()) => return Ok(()),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
                     // librdkafka's own queue is full: wait for deliveries to drain it.

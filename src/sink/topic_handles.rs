@@ -25,7 +25,7 @@ use thread_local::ThreadLocal;
 pub(super) type Record<'a, C> = BaseRecord<'a, [u8], [u8], <C as ProducerContext>::DeliveryOpaque>;
 
 /// One thread's handles, by topic name.
-type Handles<C> = HashMap<Arc<str>, ProducerTopic<C>, RandomState>;
+type Handles<C> = HashMap<Box<str>, ProducerTopic<C>, RandomState>;
 
 /// The handles of one producer's topics, by name, per thread.
 pub(super) struct TopicHandles<C: ProducerContext + 'static> {
@@ -41,23 +41,23 @@ impl<C: ProducerContext + 'static> TopicHandles<C> {
         }
     }
 
-    /// Hands `record` (whose topic is `topic`) to the producer through this
-    /// thread's handle on `topic`, made on first use. A name librdkafka
-    /// refuses gets no handle: the record is then sent by name, and
-    /// refused with librdkafka's reason.
+    /// Hands `record` to the producer through this thread's handle on its
+    /// topic, made on first use. A name librdkafka refuses gets no handle:
+    /// the record is then sent by name, and refused with librdkafka's
+    /// reason.
     #[allow(clippy::result_large_err)] // rust-rdkafka's own send returns the record
     pub(super) fn send<'a>(
         &self,
-        topic: &Arc<str>,
         record: Record<'a, C>,
     ) -> Result<(), (KafkaError, Record<'a, C>)> {
+        let topic = record.topic;
         let mut handles = self.threads.get_or_default().borrow_mut();
-        if let Some(handle) = handles.get(&**topic) {
+        if let Some(handle) = handles.get(topic) {
             return self.producer.send_to(handle, record);
         }
         match self.producer.topic(topic) {
             Ok(handle) => {
-                let handle = handles.entry(Arc::clone(topic)).or_insert(handle);
+                let handle = handles.entry(topic.into()).or_insert(handle);
                 self.producer.send_to(handle, record)
             }
             Err(_) => self.producer.send(record),
@@ -119,19 +119,19 @@ mod tests {
         std::mem::take(&mut producer.context().0.lock().unwrap())
     }
 
-    fn send(handles: &TopicHandles<Topics>, topic: &Arc<str>) -> Result<(), KafkaError> {
+    fn send(handles: &TopicHandles<Topics>, topic: &str) -> Result<(), KafkaError> {
         let record = BaseRecord::to(topic).payload(&b"v"[..]);
-        handles.send(topic, record).map_err(|(e, _)| e)
+        handles.send(record).map_err(|(e, _)| e)
     }
 
     #[test]
     fn each_record_goes_to_its_topic_through_one_handle_per_name() {
         let producer = producer();
         let handles = TopicHandles::new(Arc::clone(&producer));
-        let (a, b): (Arc<str>, Arc<str>) = ("app.public.a".into(), "app.public.b".into());
+        let (a, b) = ("app.public.a", "app.public.b");
         // The same name in another allocation is the same topic.
-        let a_again: Arc<str> = String::from("app.public.a").into();
-        for topic in [&a, &b, &a_again, &b, &a] {
+        let a_again = String::from("app.public.a");
+        for topic in [a, b, &a_again, b, a] {
             send(&handles, topic).expect("queued");
         }
         assert_eq!(handles.held(), 2);
@@ -154,12 +154,12 @@ mod tests {
     fn every_thread_has_handles_of_its_own() {
         let producer = producer();
         let handles = TopicHandles::new(Arc::clone(&producer));
-        let topic: Arc<str> = "app.public.a".into();
-        send(&handles, &topic).expect("queued");
+        let topic = "app.public.a";
+        send(&handles, topic).expect("queued");
         std::thread::scope(|scope| {
             scope.spawn(|| {
                 assert_eq!(handles.held(), 0);
-                send(&handles, &topic).expect("queued");
+                send(&handles, topic).expect("queued");
                 assert_eq!(handles.held(), 1);
             });
         });
@@ -172,7 +172,7 @@ mod tests {
         let producer = producer();
         let handles = TopicHandles::new(Arc::clone(&producer));
         // librdkafka takes topic names of at most 512 bytes.
-        let long: Arc<str> = "t".repeat(513).into();
+        let long = "t".repeat(513);
         let error = send(&handles, &long).expect_err("refused");
         assert_eq!(
             error,
