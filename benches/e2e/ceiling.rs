@@ -1,7 +1,7 @@
 //! "Kafka alone": the broker's side of the physical limit. The records the
-//! connector wrote in a run are read back from its topic (keys, values,
-//! headers, partitions, tombstones included) and produced again, to a new
-//! topic with as many partitions, by a bare producer with the connector's
+//! connector wrote in a run are read back from its topic, or each of its
+//! topics (keys, values, headers, partitions, tombstones included), and
+//! produced again, to a new topic with as many partitions, by a bare producer with the connector's
 //! own producer settings (`RunConfig::producer_config` for the same
 //! arguments): no reading of PostgreSQL, no decoding, no encoding. Its time
 //! to the last acknowledgement is what Kafka on this machine needs for
@@ -112,25 +112,22 @@ pub fn run_many(kafka: &Kafka, topics: &[String], run_args: &[String]) -> Result
         writers.push(writer);
     }
     let read = read_all(&bootstrap, topics, writers)?;
+    let targets: Vec<String> = topics.iter().map(|t| format!("{t}.kafka_alone")).collect();
     // The twins, grouped by partition count, each group in one request.
-    let mut twins: BTreeMap<i32, Vec<String>> = BTreeMap::new();
-    for (topic, &partitions) in topics.iter().zip(&read.partitions) {
-        twins
-            .entry(partitions)
-            .or_default()
-            .push(format!("{topic}.kafka_alone"));
+    let mut twins: BTreeMap<i32, Vec<&str>> = BTreeMap::new();
+    for (target, &partitions) in targets.iter().zip(&read.partitions) {
+        twins.entry(partitions).or_default().push(target);
     }
     for (partitions, names) in &twins {
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        kafka.create_topics(&names, *partitions)?;
+        kafka.create_topics(names, *partitions)?;
     }
     let producer: ThreadedProducer<DefaultProducerContext> = connector_producer_config(run_args)?
         .set("bootstrap.servers", &bootstrap)
         .create()?;
     let buffer = (READ_BUFFER / topics.len()).max(MIN_READ_BUFFER);
     let mut sources = Vec::with_capacity(topics.len());
-    for (topic, file) in topics.iter().zip(files) {
-        sources.push((format!("{topic}.kafka_alone"), file.reader(buffer)?));
+    for (target, file) in targets.iter().zip(files) {
+        sources.push((target, file.reader(buffer)?));
     }
     let mut produced = 0u64;
     let cpu_before = broker_cpu(kafka);
@@ -145,7 +142,7 @@ pub fn run_many(kafka: &Kafka, topics: &[String], run_args: &[String]) -> Result
                 continue;
             };
             let mut record: BaseRecord<'_, [u8], [u8]> =
-                BaseRecord::to(target).partition(r.partition);
+                BaseRecord::to(target.as_str()).partition(r.partition);
             if let Some(headers) = r.headers {
                 record = record.headers(headers);
             }

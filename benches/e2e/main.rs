@@ -27,7 +27,8 @@
 //! transactions, (u) (a) through `--envelope unwrap`, (o) outbox rows
 //! through `--outbox-table`, (t) (a) into a table hash-partitioned
 //! [`PARTITIONS`] ways, so that consecutive changes go to different topics
-//! (one per partition, as for a pipeline of that many tables). `--avro` runs each backlog workload in Avro too.
+//! (one per partition, as for a pipeline of that many tables). `--avro`
+//! runs each backlog workload in Avro too.
 //! pg_recvlogical reads over the server's Unix socket (and once more over TCP,
 //! for the transport's cost). Each backlog is also drained by
 //! `pg_recvlogical -o binary=true`, and the
@@ -67,13 +68,13 @@ const TXN_ROWS: u64 = 1_000;
 /// A ~100-byte row: bigint, 64 characters of text, an int, a timestamptz.
 const TABLE: &str = "CREATE TABLE bench (id bigint PRIMARY KEY, payload text NOT NULL, n int NOT NULL, ts timestamptz NOT NULL)";
 const ROW: &str = "i, md5(i::text) || md5((i + 1)::text), (i % 1000)::int, now()";
-/// Workload (o): a transactional outbox, ten aggregate types, JSON payloads.
 /// Workload (t)'s table: (a)'s, hash-partitioned on its key into
 /// [`PARTITIONS`] tables. The publication publishes each partition's
 /// changes as its own (`publish_via_partition_root` off, the default), so
 /// each has its own topic.
 const PARTITIONED_TABLE: &str = "CREATE TABLE bench (id bigint PRIMARY KEY, payload text NOT NULL, n int NOT NULL, ts timestamptz NOT NULL) PARTITION BY HASH (id)";
 const PARTITIONS: u32 = 200;
+/// Workload (o): a transactional outbox, ten aggregate types, JSON payloads.
 const OUTBOX_TABLE: &str = "CREATE TABLE bench (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb)";
 const OUTBOX_ROW: &str = "gen_random_uuid(), 'Order' || (i % 10), (i % 1000)::text, 'OrderCreated', jsonb_build_object('id', i, 'total', i * 1.5, 'note', md5(i::text))";
 
@@ -496,14 +497,12 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         // to read back.
         let alone = match kind {
             'o' => None,
-            't' => {
-                let alone = ceiling::run_many(kafka, &partition_topics, &args_after_run(&args))?;
-                alone.print(format, broker_cpu);
-                Some(alone)
-            }
             _ => {
-                let topic = format!("{db}_{format}.public.bench");
-                let alone = ceiling::run(kafka, &topic, &args_after_run(&args))?;
+                let topics = match kind {
+                    't' => partition_topics,
+                    _ => vec![format!("{db}_{format}.public.bench")],
+                };
+                let alone = ceiling::run_many(kafka, &topics, &args_after_run(&args))?;
                 alone.print(format, broker_cpu);
                 Some(alone)
             }
