@@ -24,7 +24,10 @@
 # Warm up for two rounds (--warm-up-rounds 2): the first round after a
 # single warm-up round still found the broker slow in three runs of three,
 # and it is always the same variant's (BENCHMARKS.md, "The snapshot's
-# shared counters and name compares").
+# shared counters and name compares"). Variant A runs first, warm-up
+# rounds included: after an odd number of warm-up rounds the first counted
+# round is B's. Read the variant of each round from $BENCH_AB_LOG, not
+# from its position.
 set -euo pipefail
 every=${BENCH_AB_EVERY:-1}
 dir="$(dirname "$0")/../target/bench"
