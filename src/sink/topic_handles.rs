@@ -22,7 +22,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, ProducerContext, ProducerTopic
 use thread_local::ThreadLocal;
 
 /// A record as the sink hands it over.
-pub(super) type Record<'a, C> = BaseRecord<'a, [u8], [u8], <C as ProducerContext>::DeliveryOpaque>;
+type Record<'a, C> = BaseRecord<'a, [u8], [u8], <C as ProducerContext>::DeliveryOpaque>;
 
 /// One thread's handles, by topic name.
 type Handles<C> = HashMap<Box<str>, ProducerTopic<C>, RandomState>;
