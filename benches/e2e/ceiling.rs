@@ -16,10 +16,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use pgcdc_kafka::config::RunConfig;
+use pgcdc_kafka::sink::poller::PolledProducer;
 use pgcdc_testcontainers::Kafka;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use super::record_file::{RecordFile, RecordWriter, MIN_READ_BUFFER, READ_BUFFER};
@@ -58,7 +59,7 @@ impl KafkaAlone {
 /// rust-rdkafka's own flush waits in 100 ms polls that the producer's
 /// thread answers first, so it ends up to 100 ms late: a handicap the
 /// reference would carry and the connector not.
-fn drain(producer: &ThreadedProducer<DefaultProducerContext>, timeout: Duration) -> Result<()> {
+fn drain(producer: &BaseProducer, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     let _ = producer.flush(Duration::ZERO);
     while producer.in_flight_count() > 0 {
@@ -121,13 +122,19 @@ pub fn run_many(kafka: &Kafka, topics: &[String], run_args: &[String]) -> Result
     for (partitions, names) in &twins {
         kafka.create_topics(names, *partitions)?;
     }
-    let producer: ThreadedProducer<DefaultProducerContext> = connector_producer_config(run_args)?
-        .set("bootstrap.servers", &bootstrap)
-        .create()?;
+    // Served by the connector's own polling thread, and given topic
+    // handles as the connector's sink gives them: by name, librdkafka
+    // would look each record's topic up among all the twins, a handicap
+    // the reference would carry and the connector not.
+    let producer = PolledProducer::start(
+        connector_producer_config(run_args)?
+            .set("bootstrap.servers", &bootstrap)
+            .create::<BaseProducer>()?,
+    )?;
     let buffer = (READ_BUFFER / topics.len()).max(MIN_READ_BUFFER);
     let mut sources = Vec::with_capacity(topics.len());
     for (target, file) in targets.iter().zip(files) {
-        sources.push((target, file.reader(buffer)?));
+        sources.push((producer.shared().topic(target)?, file.reader(buffer)?));
     }
     let mut produced = 0u64;
     let cpu_before = broker_cpu(kafka);
@@ -142,7 +149,7 @@ pub fn run_many(kafka: &Kafka, topics: &[String], run_args: &[String]) -> Result
                 continue;
             };
             let mut record: BaseRecord<'_, [u8], [u8]> =
-                BaseRecord::to(target.as_str()).partition(r.partition);
+                BaseRecord::to(target.name()).partition(r.partition);
             if let Some(headers) = r.headers {
                 record = record.headers(headers);
             }
@@ -152,7 +159,7 @@ pub fn run_many(kafka: &Kafka, topics: &[String], run_args: &[String]) -> Result
             if let Some(value) = r.value {
                 record = record.payload(value);
             }
-            while let Err((_, back)) = producer.send(record) {
+            while let Err((_, back)) = producer.send_to(target, record) {
                 record = back;
                 std::thread::sleep(Duration::from_micros(100));
             }

@@ -7,7 +7,7 @@ pub mod error;
 pub mod kafka;
 pub mod login;
 pub mod options;
-mod poller;
+pub mod poller;
 pub mod position;
 pub mod reader;
 pub mod record;

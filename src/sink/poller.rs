@@ -6,7 +6,7 @@
 //! 100 ms at a time while anything is left in its queue (a statistics
 //! report is enough): a bounded run's exit waited 100-200 ms for the two
 //! (BENCHMARKS.md, "A bounded run's exit"). Here the thread polls in
-//! [`STEP`]s, and [`PolledProducer::stop`] serves what is left itself
+//! `STEP`s, and `PolledProducer::stop` serves what is left itself
 //! before the producer is dropped.
 //!
 //! Short steps need `vendor/patches/rdkafka/timeout-round-up.patch`:
