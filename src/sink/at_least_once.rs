@@ -19,7 +19,7 @@ use super::kafka::{InFlightLimits, KafkaSink};
 use super::login::LoginRefused;
 use super::position::{Position, StampSuffix, POSITION_HEADER};
 use super::record::{EncodedRecord, Progress};
-use super::tails::{TailReader, Tails};
+use super::tails::{TailReader, Tails, TopicTails};
 use super::transactional::ProgressRecord;
 use crate::checkpoint::TxnId;
 use crate::lsn::Lsn;
@@ -38,7 +38,7 @@ const CREATION_POLLS: u32 = 150;
 
 /// What reading one topic's tails gave (or why it could not), and how long
 /// it took.
-type TailRead = (Result<(Tails, Vec<Option<DebeziumTail>>), String>, Duration);
+type TailRead = (TopicTails, Duration);
 
 /// One topic's tails, read ahead.
 struct Ahead {
@@ -371,10 +371,8 @@ impl Positions {
     }
 
     /// See [`AtLeastOnce::read_tails_ahead`]: one background reader reads
-    /// the topics one after another (each one's partitions together); a
-    /// topic's first record that comes before the reader got to it reads
-    /// the topic itself (with many tables, the first records of the last
-    /// ones in line would otherwise wait for all the others).
+    /// the topics together ([`TailReader::read_many`]); a topic's first
+    /// record that comes before the reader started reads the topic itself.
     fn read_ahead(&mut self, topics: impl IntoIterator<Item = Arc<str>>) {
         let mut reads = Vec::new();
         for topic in topics {
@@ -395,21 +393,26 @@ impl Positions {
         }
         let client = self.client.clone();
         tokio::task::spawn_blocking(move || {
-            let reader = TailReader::new(&client);
-            for (topic, started, done) in reads {
+            for (_, started, _) in &reads {
                 started.store(true, Ordering::Release);
-                if done.is_closed() {
-                    // Its first record came first and reads it itself, or
-                    // the attempt is over.
-                    continue;
-                }
-                let started = Instant::now();
-                let read = match &reader {
-                    Ok(reader) => reader.read_with_debezium(&topic, true, TAIL_READ_TIMEOUT),
-                    Err(e) => Err(e.clone()),
-                };
-                // A topic whose first record came meanwhile was read there.
-                let _ = done.send((read, started.elapsed()));
+            }
+            // A topic whose first record came first is read there (or the
+            // attempt is over).
+            reads.retain(|(_, _, done)| !done.is_closed());
+            let started = Instant::now();
+            let names: Vec<&str> = reads.iter().map(|(topic, _, _)| &**topic).collect();
+            let read = match TailReader::new(&client) {
+                Ok(reader) => reader.read_many(&names, true, TAIL_READ_TIMEOUT),
+                Err(e) => vec![Err(e); names.len()],
+            };
+            let took = started.elapsed();
+            tracing::debug!(
+                topics = names.len(),
+                ?took,
+                "read the tails of the attempt's topics ahead"
+            );
+            for ((_, _, done), read) in reads.into_iter().zip(read) {
+                let _ = done.send((read, took));
             }
         });
     }

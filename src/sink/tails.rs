@@ -22,6 +22,7 @@
 //! or without a stamp (a snapshot record, another producer's), and empty
 //! partitions, prove nothing.
 
+use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
+use rdkafka::metadata::MetadataTopic;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::client_log::LoggingContext;
@@ -73,13 +75,45 @@ impl Tails {
     }
 }
 
-/// Reads the last records of topics: one consumer for an attempt, used
-/// one topic at a time (blocking: call it off the async runtime).
+/// What reading one topic's tails gave: its [`Tails`] and, per partition,
+/// the last record if Debezium wrote it; or why they could not be read.
+pub type TopicTails = Result<(Tails, Vec<Option<DebeziumTail>>), String>;
+
+/// Reads the last records of topics: one consumer for an attempt
+/// (blocking: call it off the async runtime).
 pub struct TailReader {
     consumer: Reader,
     /// Held from a read's assignment to its unassignment: reads ahead and
     /// a topic's read at its first record may overlap.
     assigned: Mutex<()>,
+}
+
+/// One topic of a read, while it is read.
+struct Reading<'a> {
+    name: &'a str,
+    tails: Vec<Option<Stamp>>,
+    debezium: Vec<Option<DebeziumTail>>,
+    /// The partitions whose last record (or end) has not come yet.
+    open: Vec<bool>,
+    /// Why this topic cannot be read; nothing more is asked of it.
+    failed: Option<String>,
+}
+
+impl Reading<'_> {
+    fn is_open(&self) -> bool {
+        self.failed.is_none() && self.open.contains(&true)
+    }
+
+    fn fail(&mut self, reason: impl Into<String>) {
+        self.failed.get_or_insert_with(|| reason.into());
+    }
+
+    fn answer(self) -> TopicTails {
+        match self.failed {
+            Some(reason) => Err(reason),
+            None => Ok((Tails(self.tails), self.debezium)),
+        }
+    }
 }
 
 impl TailReader {
@@ -103,11 +137,9 @@ impl TailReader {
     }
 
     /// The partitions of `topic` and, with `last_records`, the stamp of
-    /// each one's last record, within `timeout`: one metadata request, one
-    /// offsets request per partition, then one fetch of the partitions that
-    /// hold records, in parallel. Without `last_records` every tail is
-    /// `None` (only the partition count is wanted). An error says why they
-    /// could not be read.
+    /// each one's last record, within `timeout` (see [`Self::read_many`]).
+    /// Without `last_records` every tail is `None` (only the partition
+    /// count is wanted). An error says why they could not be read.
     pub fn read(
         &self,
         topic: &str,
@@ -125,115 +157,250 @@ impl TailReader {
         topic: &str,
         last_records: bool,
         timeout: Duration,
-    ) -> Result<(Tails, Vec<Option<DebeziumTail>>), String> {
+    ) -> TopicTails {
+        self.read_many(&[topic], last_records, timeout)
+            .pop()
+            .unwrap_or_else(|| Err("nothing was read".to_owned()))
+    }
+
+    /// The tails of `topics`, in their order, read together within
+    /// `timeout`: one metadata request (for one topic, of that topic; for
+    /// more, of the cluster's), one offsets request per broker for the
+    /// first and last offsets of every partition, then one assignment of
+    /// every partition that holds records, polled until each gave its last
+    /// record or its end. Read one after the other, the 200 topics of a
+    /// pipeline of 200 tables took 1-2 s at every start (BENCHMARKS.md).
+    pub fn read_many(
+        &self,
+        topics: &[&str],
+        last_records: bool,
+        timeout: Duration,
+    ) -> Vec<TopicTails> {
         let deadline = Instant::now() + timeout;
-        let left = || deadline.saturating_duration_since(Instant::now());
-        let metadata = self
-            .consumer
-            .fetch_metadata(Some(topic), left())
-            .map_err(|e| format!("cannot read its metadata: {e}"))?;
-        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
-            return Ok((Tails::default(), Vec::new()));
+        let mut reading: Vec<Reading> = topics
+            .iter()
+            .map(|&name| Reading {
+                name,
+                tails: Vec::new(),
+                debezium: Vec::new(),
+                open: Vec::new(),
+                failed: None,
+            })
+            .collect();
+        self.partitions(&mut reading, deadline);
+        if last_records {
+            self.last_records(&mut reading, deadline, timeout);
+        }
+        reading.into_iter().map(Reading::answer).collect()
+    }
+
+    /// Sizes each topic's tails to its partition count: none for a topic
+    /// that does not exist (a first run) or cannot be used.
+    fn partitions(&self, reading: &mut [Reading], deadline: Instant) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let only = match reading {
+            [one] => Some(one.name),
+            _ => None,
         };
-        if found.error().is_some() || found.partitions().is_empty() {
-            // Unknown topic (a first run), or not usable: nothing was delivered to it.
-            return Ok((Tails::default(), Vec::new()));
+        let metadata = match self.consumer.fetch_metadata(only, left) {
+            Ok(metadata) => metadata,
+            Err(e) => {
+                for topic in reading.iter_mut() {
+                    topic.fail(format!("cannot read its metadata: {e}"));
+                }
+                return;
+            }
+        };
+        let found: HashMap<&str, &MetadataTopic> =
+            metadata.topics().iter().map(|t| (t.name(), t)).collect();
+        for topic in reading.iter_mut() {
+            let Some(found) = found.get(topic.name) else {
+                continue;
+            };
+            if found.error().is_some() {
+                continue;
+            }
+            let count = found.partitions().len();
+            let ids_fit = found
+                .partitions()
+                .iter()
+                .all(|p| usize::try_from(p.id()).is_ok_and(|id| id < count));
+            if !ids_fit {
+                topic.fail("its metadata has unexpected partition ids");
+                continue;
+            }
+            topic.tails = vec![None; count];
+            topic.debezium = vec![None; count];
+            topic.open = vec![false; count];
         }
-        let count = found.partitions().len();
-        let mut tails = vec![None; count];
-        let mut debezium = vec![None; count];
-        if !last_records {
-            return Ok((Tails(tails), debezium));
+    }
+
+    /// Reads the last record of every partition that holds records.
+    fn last_records(&self, reading: &mut [Reading], deadline: Instant, timeout: Duration) {
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let mut wanted = TopicPartitionList::new();
+        for topic in reading.iter().filter(|t| t.failed.is_none()) {
+            for id in 0..topic.tails.len() {
+                let id = i32::try_from(id).unwrap_or(i32::MAX);
+                wanted.add_partition(topic.name, id);
+            }
         }
+        if wanted.count() == 0 {
+            return;
+        }
+        let offsets = |at: Offset| -> Result<TopicPartitionList, String> {
+            let mut list = wanted.clone();
+            list.set_all_offsets(at)
+                .and_then(|()| self.consumer.offsets_for_times(list, left()))
+                .map_err(|e| format!("cannot read its partitions' offsets: {e}"))
+        };
+        let (first, next) =
+            match offsets(Offset::Beginning).and_then(|f| Ok((f, offsets(Offset::End)?))) {
+                Ok(both) => both,
+                Err(reason) => {
+                    for topic in reading.iter_mut() {
+                        topic.fail(reason.clone());
+                    }
+                    return;
+                }
+            };
+        let index: HashMap<&str, usize> = reading
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name, i))
+            .collect();
         let mut assignment = TopicPartitionList::new();
-        let mut open = vec![false; count];
-        for partition in found.partitions() {
-            let id = partition.id();
-            let p = usize::try_from(id)
-                .ok()
-                .filter(|&p| p < count)
-                .ok_or_else(|| format!("unexpected partition id {id}"))?;
-            let (low, high) = self
-                .consumer
-                .fetch_watermarks(topic, id, left())
-                .map_err(|e| format!("cannot read the offsets of partition {id}: {e}"))?;
+        for (low, high) in first.elements().iter().zip(next.elements().iter()) {
+            let Some(&i) = index.get(low.topic()) else {
+                continue;
+            };
+            let topic = &mut reading[i];
+            let id = low.partition();
+            if let Some(e) = low.error().err().or(high.error().err()) {
+                topic.fail(format!("cannot read the offsets of partition {id}: {e}"));
+                continue;
+            }
+            let (low, high) = (low.offset().to_raw(), high.offset().to_raw());
+            let (Some(low), Some(high)) = (low, high) else {
+                topic.fail(format!("partition {id} gave no offsets"));
+                continue;
+            };
             if high > low {
-                assignment
-                    .add_partition_offset(topic, id, Offset::Offset(high - 1))
-                    .map_err(|e| format!("cannot assign partition {id}: {e}"))?;
-                open[p] = true;
+                let open = usize::try_from(id).ok().and_then(|p| topic.open.get_mut(p));
+                if let (Some(open), Ok(())) = (
+                    open,
+                    assignment.add_partition_offset(topic.name, id, Offset::Offset(high - 1)),
+                ) {
+                    *open = true;
+                }
             }
         }
         if assignment.count() == 0 {
-            return Ok((Tails(tails), debezium));
+            return;
         }
         // Nothing is left assigned when a read returns, so a poisoned lock
         // (a panic inside one) leaves nothing to clean up.
         let _assigned = self.assigned.lock().unwrap_or_else(PoisonError::into_inner);
-        self.consumer
-            .assign(&assignment)
-            .map_err(|e| format!("cannot assign its partitions: {e}"))?;
-        let read = self.read_assigned(&mut tails, &mut debezium, &mut open, deadline, timeout);
-        // The next topic's read starts from no assignment.
+        if let Err(e) = self.consumer.assign(&assignment) {
+            for topic in reading.iter_mut() {
+                if topic.is_open() {
+                    topic.fail(format!("cannot assign its partitions: {e}"));
+                }
+            }
+            return;
+        }
+        self.read_assigned(reading, &index, deadline, timeout);
+        // The next read starts from no assignment.
         let _ = self.consumer.unassign();
-        read.map(|()| (Tails(tails), debezium))
     }
 
     /// Polls the assigned partitions until each marked `open` gave its
-    /// record (its stamp into `tails`) or its end.
+    /// record (its stamp into its topic's tails) or its end.
+    ///
+    /// librdkafka's end-of-partition event names the partition but not its
+    /// topic (rust-rdkafka drops it), so ends are counted per partition id:
+    /// once every assigned partition with that id has ended, those that
+    /// gave no record have none (their last entry is a transaction marker).
+    /// A partition that ends twice (another producer appended meanwhile)
+    /// can close one that has yet to give its record: it then proves
+    /// nothing, and its topic's replayed records are sent again.
     fn read_assigned(
         &self,
-        tails: &mut [Option<Stamp>],
-        debezium: &mut [Option<DebeziumTail>],
-        open: &mut [bool],
+        reading: &mut [Reading],
+        index: &HashMap<&str, usize>,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<(), String> {
-        let count = tails.len();
+    ) {
         let left = || deadline.saturating_duration_since(Instant::now());
-        while open.contains(&true) {
+        let mut ends: HashMap<i32, (usize, usize)> = HashMap::new();
+        for topic in reading.iter() {
+            for (p, _) in topic.open.iter().enumerate().filter(|(_, open)| **open) {
+                ends.entry(i32::try_from(p).unwrap_or(i32::MAX))
+                    .or_default()
+                    .0 += 1;
+            }
+        }
+        while reading.iter().any(Reading::is_open) {
             if left().is_zero() {
-                let late: Vec<usize> = (0..count).filter(|&p| open[p]).collect();
-                return Err(format!(
-                    "partitions {late:?} did not answer within {timeout:?}"
-                ));
+                for topic in reading.iter_mut().filter(|t| t.is_open()) {
+                    let late: Vec<usize> =
+                        (0..topic.open.len()).filter(|&p| topic.open[p]).collect();
+                    topic.fail(format!(
+                        "partitions {late:?} did not answer within {timeout:?}"
+                    ));
+                }
+                return;
             }
             match self.consumer.poll(left().min(Duration::from_millis(200))) {
                 None => {}
-                // The end: after the last record, or before any (its last
-                // entry is a transaction marker): no stamp.
                 Some(Err(KafkaError::PartitionEOF(partition))) => {
-                    if let Some(open) = usize::try_from(partition)
-                        .ok()
-                        .and_then(|p| open.get_mut(p))
-                    {
-                        *open = false;
+                    let Some((assigned, ended)) = ends.get_mut(&partition) else {
+                        continue;
+                    };
+                    *ended += 1;
+                    if *ended < *assigned {
+                        continue;
+                    }
+                    let Ok(p) = usize::try_from(partition) else {
+                        continue;
+                    };
+                    for topic in reading.iter_mut() {
+                        if let Some(open) = topic.open.get_mut(p) {
+                            *open = false;
+                        }
                     }
                 }
-                Some(Err(e)) => return Err(format!("cannot read it: {e}")),
+                Some(Err(e)) => {
+                    for topic in reading.iter_mut().filter(|t| t.is_open()) {
+                        topic.fail(format!("cannot read it: {e}"));
+                    }
+                    return;
+                }
                 Some(Ok(message)) => {
+                    let Some(topic) = index.get(message.topic()).map(|&i| &mut reading[i]) else {
+                        continue;
+                    };
                     let Some(p) = usize::try_from(message.partition())
                         .ok()
-                        .filter(|&p| p < count && open[p])
+                        .filter(|&p| topic.open.get(p) == Some(&true))
                     else {
                         continue;
                     };
-                    open[p] = false;
-                    tails[p] = message.headers().and_then(|headers| {
+                    topic.open[p] = false;
+                    topic.tails[p] = message.headers().and_then(|headers| {
                         headers
                             .iter()
                             .filter(|h| h.key == POSITION_HEADER)
                             .find_map(|h| h.value.and_then(Stamp::parse))
                     });
-                    if tails[p].is_none() {
-                        debezium[p] = message
+                    if topic.tails[p].is_none() {
+                        topic.debezium[p] = message
                             .payload()
                             .and_then(|value| DebeziumTail::parse(message.key(), value));
                     }
                 }
             }
         }
-        Ok(())
     }
 }
 

@@ -8,6 +8,9 @@
 //! settings, Kafka's tails prove nothing about the new run's records, so
 //! all of the replay is sent again (duplicates, never a loss).
 
+use pgcdc_kafka::sink::position::{Position, Stamp, POSITION_HEADER};
+use pgcdc_kafka::sink::tails::{TailReader, Tails};
+
 use super::ack_window::unconfirmed_transactions;
 use super::*;
 
@@ -246,4 +249,131 @@ async fn a_restart_skips_what_the_first_attempt_sent_to_auto_created_topics() {
     )
     .await;
     verify_tables(SCENARIO, &s, &bootstrap, &TABLES, written, json_decoder()).await;
+}
+
+/// A stamp for the record at `lsn` of a run with fingerprint 7.
+fn stamp(lsn: u64, partitions: i32) -> Stamp {
+    let at = |lsn| Position {
+        lsn: Lsn::new(lsn),
+        ordinal: 0,
+    };
+    Stamp {
+        position: at(lsn),
+        fingerprint: 7,
+        partitions,
+        since: at(1),
+    }
+}
+
+/// Sends `(partition, stamp)` records to `topic`, in a Kafka transaction
+/// with `transactional` (the partition's last entry is then its commit
+/// marker, not a record).
+fn produce_stamped(
+    bootstrap: &str,
+    topic: &str,
+    records: &[(i32, Option<Stamp>)],
+    transactional: bool,
+) {
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    if transactional {
+        config.set("transactional.id", unique_name("tails"));
+    }
+    let producer: ThreadedProducer<DefaultProducerContext> =
+        config.create().expect("create producer");
+    if transactional {
+        producer
+            .init_transactions(TIMEOUT)
+            .expect("init transactions");
+        producer.begin_transaction().expect("begin");
+    }
+    for (partition, stamp) in records {
+        let value = stamp.as_ref().map(Stamp::header_value);
+        let mut headers = OwnedHeaders::new();
+        if let Some(value) = &value {
+            headers = headers.insert(Header {
+                key: POSITION_HEADER,
+                value: Some(value.as_slice()),
+            });
+        }
+        let record = BaseRecord::<(), str>::to(topic)
+            .partition(*partition)
+            .payload("{}")
+            .headers(headers);
+        producer.send(record).map_err(|(e, _)| e).expect("send");
+    }
+    if transactional {
+        producer.commit_transaction(TIMEOUT).expect("commit");
+    }
+    producer.flush(TIMEOUT).expect("flush");
+}
+
+/// The tails of many topics read together are those each topic gives read
+/// alone: records in partitions of the same id in several topics, a
+/// partition whose last entry is a transaction marker, an empty topic, a
+/// missing one (issue 24: a pipeline of 200 tables read its topics one
+/// after the other at every start, for 1-2 s).
+#[test]
+fn the_tails_of_many_topics_read_together_are_each_ones_own() {
+    let kafka = Kafka::shared();
+    let bootstrap = kafka.bootstrap_servers();
+    let name = unique_name("tails");
+    let [stamped, marked, empty, missing] =
+        ["stamped", "marked", "empty", "missing"].map(|t| format!("{name}.{t}"));
+    kafka.create_topic(&stamped, 3).expect("create topic");
+    kafka.create_topic(&marked, 3).expect("create topic");
+    kafka.create_topic(&empty, 1).expect("create topic");
+    produce_stamped(
+        &bootstrap,
+        &stamped,
+        &[
+            (0, Some(stamp(10, 3))),
+            (0, Some(stamp(20, 3))),
+            (2, None),
+            (2, Some(stamp(30, 3))),
+        ],
+        false,
+    );
+    produce_stamped(&bootstrap, &marked, &[(0, Some(stamp(40, 3)))], false);
+    produce_stamped(&bootstrap, &marked, &[(1, Some(stamp(50, 3)))], true);
+    produce_stamped(&bootstrap, &marked, &[(2, Some(stamp(60, 3)))], false);
+
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", &bootstrap);
+    let reader = TailReader::new(&config).expect("tail reader");
+    let topics = [&*stamped, &*marked, &*empty, &*missing];
+    let together = reader.read_many(&topics, true, TIMEOUT);
+    let tails: Vec<Tails> = together
+        .iter()
+        .map(|read| read.clone().expect("read").0)
+        .collect();
+    assert_eq!(
+        tails,
+        [
+            Tails(vec![Some(stamp(20, 3)), None, Some(stamp(30, 3))]),
+            // Partition 1's last entry is its transaction's commit marker.
+            Tails(vec![Some(stamp(40, 3)), None, Some(stamp(60, 3))]),
+            Tails(vec![None]),
+            Tails::default(),
+        ]
+    );
+    for (topic, together) in topics.iter().zip(&together) {
+        let alone = reader.read_with_debezium(topic, true, TIMEOUT);
+        assert_eq!(&alone, together, "{topic} read alone");
+    }
+    let counts = reader.read_many(&topics, false, TIMEOUT);
+    let partitions: Vec<usize> = counts
+        .iter()
+        .map(|read| read.as_ref().expect("read").0.partitions())
+        .collect();
+    assert_eq!(partitions, [3, 3, 1, 0], "partition counts alone");
+    assert!(
+        counts
+            .iter()
+            .flat_map(|read| &read.as_ref().expect("read").0 .0)
+            .all(Option::is_none),
+        "without last records, no stamps"
+    );
 }
