@@ -401,9 +401,10 @@ impl Positions {
             reads.retain(|(_, _, done)| !done.is_closed());
             let started = Instant::now();
             let names: Vec<&str> = reads.iter().map(|(topic, _, _)| &**topic).collect();
-            let read = match TailReader::new(&client) {
+            let reader = TailReader::new(&client);
+            let read = match &reader {
                 Ok(reader) => reader.read_many(&names, true, TAIL_READ_TIMEOUT),
-                Err(e) => vec![Err(e); names.len()],
+                Err(e) => vec![Err(e.clone()); names.len()],
             };
             let took = started.elapsed();
             tracing::debug!(
@@ -414,6 +415,8 @@ impl Positions {
             for ((_, _, done), read) in reads.into_iter().zip(read) {
                 let _ = done.send((read, took));
             }
+            // Closed after answering (`client`'s comment).
+            drop(reader);
         });
     }
 
