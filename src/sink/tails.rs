@@ -75,6 +75,13 @@ impl Tails {
     }
 }
 
+/// How many times, and how long apart, a read asks again for the topics
+/// it could not read: the partitions of a topic created moments before
+/// have no leader yet (the broker's NotLeaderForPartition), for about a
+/// second on this machine after 200 topics were created together.
+const RETRIES: u32 = 5;
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 /// What reading one topic's tails gave: its [`Tails`] and, per partition,
 /// the last record if Debezium wrote it; or why they could not be read.
 pub type TopicTails = Result<(Tails, Vec<Option<DebeziumTail>>), String>;
@@ -168,7 +175,8 @@ impl TailReader {
     /// more, of the cluster's), one offsets request per broker for the
     /// first and last offsets of every partition, then one assignment of
     /// every partition that holds records, polled until each gave its last
-    /// record or its end. Read one after the other, the 200 topics of a
+    /// record or its end; the topics it could not read are asked again
+    /// ([`RETRIES`]). Read one after the other, the 200 topics of a
     /// pipeline of 200 tables took 1-2 s at every start (BENCHMARKS.md).
     pub fn read_many(
         &self,
@@ -177,6 +185,34 @@ impl TailReader {
         timeout: Duration,
     ) -> Vec<TopicTails> {
         let deadline = Instant::now() + timeout;
+        let mut answers = self.read_once(topics, last_records, deadline, timeout);
+        for _ in 0..RETRIES {
+            let failed: Vec<usize> = (0..answers.len())
+                .filter(|&i| answers[i].is_err())
+                .collect();
+            if failed.is_empty()
+                || deadline.saturating_duration_since(Instant::now()) < RETRY_PAUSE * 2
+            {
+                break;
+            }
+            std::thread::sleep(RETRY_PAUSE);
+            let names: Vec<&str> = failed.iter().map(|&i| topics[i]).collect();
+            let again = self.read_once(&names, last_records, deadline, timeout);
+            for (i, answer) in failed.into_iter().zip(again) {
+                answers[i] = answer;
+            }
+        }
+        answers
+    }
+
+    /// One try of [`Self::read_many`].
+    fn read_once(
+        &self,
+        topics: &[&str],
+        last_records: bool,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Vec<TopicTails> {
         let mut reading: Vec<Reading> = topics
             .iter()
             .map(|&name| Reading {
@@ -237,40 +273,55 @@ impl TailReader {
 
     /// Reads the last record of every partition that holds records.
     fn last_records(&self, reading: &mut [Reading], deadline: Instant, timeout: Duration) {
-        let left = || deadline.saturating_duration_since(Instant::now());
-        let mut wanted = TopicPartitionList::new();
-        for topic in reading.iter().filter(|t| t.failed.is_none()) {
-            for id in 0..topic.tails.len() {
-                let id = i32::try_from(id).unwrap_or(i32::MAX);
-                wanted.add_partition(topic.name, id);
+        let partitions_of = |topics: &mut dyn Iterator<Item = &Reading>| {
+            let mut list = TopicPartitionList::new();
+            for topic in topics.filter(|t| t.failed.is_none()) {
+                for id in 0..topic.tails.len() {
+                    list.add_partition(topic.name, i32::try_from(id).unwrap_or(i32::MAX));
+                }
             }
-        }
+            list
+        };
+        let wanted = partitions_of(&mut reading.iter());
         if wanted.count() == 0 {
             return;
         }
-        let offsets = |at: Offset| -> Result<TopicPartitionList, String> {
-            let mut list = wanted.clone();
-            list.set_all_offsets(at)
-                .and_then(|()| self.consumer.offsets_for_times(list, left()))
-                .map_err(|e| format!("cannot read its partitions' offsets: {e}"))
-        };
-        let (first, next) =
-            match offsets(Offset::Beginning).and_then(|f| Ok((f, offsets(Offset::End)?))) {
-                Ok(both) => both,
-                Err(reason) => {
-                    for topic in reading.iter_mut() {
-                        topic.fail(reason.clone());
+        let offsets = match self.offsets(&wanted, deadline) {
+            Ok(both) => vec![both],
+            // The broker fails the whole request for one partition it cannot
+            // answer for (a topic created moments ago, its leader not yet
+            // known): then each topic is asked alone, so that only those fail.
+            Err(_) if reading.len() > 1 => {
+                let mut each = Vec::new();
+                for topic in reading.iter_mut() {
+                    let list = partitions_of(&mut std::iter::once(&*topic));
+                    if list.count() == 0 {
+                        continue;
                     }
-                    return;
+                    match self.offsets(&list, deadline) {
+                        Ok(both) => each.push(both),
+                        Err(reason) => topic.fail(reason),
+                    }
                 }
-            };
+                each
+            }
+            Err(reason) => {
+                for topic in reading.iter_mut() {
+                    topic.fail(reason.clone());
+                }
+                return;
+            }
+        };
         let index: HashMap<&str, usize> = reading
             .iter()
             .enumerate()
             .map(|(i, t)| (t.name, i))
             .collect();
         let mut assignment = TopicPartitionList::new();
-        for (low, high) in first.elements().iter().zip(next.elements().iter()) {
+        let pairs = offsets
+            .iter()
+            .flat_map(|(first, next)| first.elements().into_iter().zip(next.elements()));
+        for (low, high) in pairs {
             let Some(&i) = index.get(low.topic()) else {
                 continue;
             };
@@ -312,6 +363,25 @@ impl TailReader {
         self.read_assigned(reading, &index, deadline, timeout);
         // The next read starts from no assignment.
         let _ = self.consumer.unassign();
+    }
+
+    /// The first offset and the next one of each partition in `wanted`:
+    /// one request per broker for each.
+    fn offsets(
+        &self,
+        wanted: &TopicPartitionList,
+        deadline: Instant,
+    ) -> Result<(TopicPartitionList, TopicPartitionList), String> {
+        let at = |offset: Offset| {
+            let mut list = wanted.clone();
+            list.set_all_offsets(offset)
+                .and_then(|()| {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    self.consumer.offsets_for_times(list, left)
+                })
+                .map_err(|e| format!("cannot read its partitions' offsets: {e}"))
+        };
+        Ok((at(Offset::Beginning)?, at(Offset::End)?))
     }
 
     /// Polls the assigned partitions until each marked `open` gave its
