@@ -315,15 +315,16 @@ impl Positions {
             // Not started: dropping it tells the reader to pass it by.
             _ => None,
         };
-        // A topic missing when it was read ahead may exist by now
-        // (`--topic-partitions` creates it at its table's first Relation
-        // message), and a failed read gets a second chance: both are read
-        // again. Only a record an earlier run can have sent needs the
-        // tails; the partition count is wanted for every record.
+        // A failed read gets a second chance. A topic missing when it was
+        // read ahead is not read again: no earlier run delivered to it, and
+        // a topic created since (auto-creation, `--topic-partitions` at its
+        // table's first Relation message) holds nothing an earlier run sent.
+        // Its partition count is learnt in the background, as for a topic
+        // created by its first records: read here it held up the stream,
+        // 60 ms a topic on this machine (BENCHMARKS.md). Only a record an
+        // earlier run can have sent needs the tails.
         let (tails, debezium) = match ahead {
-            Some((Ok(read), took)) if read.0.partitions() > 0 => {
-                self.settle(topic, (Ok(read), took), true)
-            }
+            Some((Ok(read), took)) => self.settle(topic, (Ok(read), took), true),
             _ => self.read_tails(topic, position.lsn <= horizon).await,
         };
         let created = (partition_keys && tails.partitions() == 0)
