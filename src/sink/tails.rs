@@ -31,6 +31,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::metadata::MetadataTopic;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::client_log::LoggingContext;
@@ -253,8 +254,16 @@ impl TailReader {
             let Some(found) = found.get(topic.name) else {
                 continue;
             };
-            if found.error().is_some() {
-                continue;
+            match found.error().map(RDKafkaErrorCode::from) {
+                None => {}
+                // Not there: nothing was delivered to it.
+                Some(RDKafkaErrorCode::UnknownTopicOrPartition) => continue,
+                // There but not answering now (a leader being chosen): asked
+                // again, and a topic that had records is not taken for empty.
+                Some(e) => {
+                    topic.fail(format!("its metadata has an error: {e}"));
+                    continue;
+                }
             }
             let count = found.partitions().len();
             let ids_fit = found
