@@ -346,12 +346,14 @@ impl TailReader {
                 continue;
             };
             if high > low {
+                let added = assignment
+                    .add_partition_offset(topic.name, id, Offset::Offset(high - 1))
+                    .map_err(|e| format!("cannot assign partition {id}: {e}"));
                 let open = usize::try_from(id).ok().and_then(|p| topic.open.get_mut(p));
-                if let (Some(open), Ok(())) = (
-                    open,
-                    assignment.add_partition_offset(topic.name, id, Offset::Offset(high - 1)),
-                ) {
-                    *open = true;
+                match (added, open) {
+                    (Ok(()), Some(open)) => *open = true,
+                    (Err(reason), _) => topic.fail(reason),
+                    (Ok(()), None) => topic.fail(format!("unexpected partition id {id}")),
                 }
             }
         }
