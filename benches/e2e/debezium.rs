@@ -35,10 +35,11 @@ pub struct Drain {
     pub peak_rss_kb: u64,
 }
 
-/// The records Debezium writes to `<prefix>.public.bench` from `slot` of
-/// database `db`, until `records` are acknowledged; JSON, or Avro through
-/// `registry`. The producer gets the connector's defaults (`acks=all`,
-/// idempotence, lz4, 5 ms linger) so the two write the same way.
+/// The records Debezium writes to `<prefix>.public.bench` (for (t), to
+/// its partitions' topics) from `slot` of database `db`, until `records`
+/// are acknowledged; JSON, or Avro through `registry`. The producer gets
+/// the connector's defaults (`acks=all`, idempotence, lz4, 5 ms linger)
+/// so the two write the same way.
 pub fn drain(
     (pg, db, kafka): (&Postgres, &str, &Kafka),
     registry: Option<&SchemaRegistry>,

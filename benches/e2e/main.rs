@@ -513,11 +513,20 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
                 let records = run.summary["acknowledged_records"]
                     .as_u64()
                     .unwrap_or(changes);
+                // Its topics exist first too, as the connector's did.
+                let prefix = format!("{db}_dbz_{format}");
+                if kind == 't' {
+                    let names: Vec<String> = (0..PARTITIONS)
+                        .map(|k| format!("{prefix}.public.bench_{k}"))
+                        .collect();
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    kafka.create_topics(&names, 1)?;
+                }
                 let d = debezium::drain(
                     (pg, &db, kafka),
                     registry.filter(|_| format == "avro"),
                     &format!("bench_debezium_{format}"),
-                    &format!("{db}_dbz_{format}"),
+                    &prefix,
                     records,
                 )?;
                 eprintln!(
