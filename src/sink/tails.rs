@@ -177,7 +177,7 @@ impl TailReader {
     /// first and last offsets of every partition, then one assignment of
     /// every partition that holds records, polled until each gave its last
     /// record or its end; the topics it could not read are asked again
-    /// ([`RETRIES`]). Read one after the other, the 200 topics of a
+    /// (5 times, 100 ms apart). Read one after the other, the 200 topics of a
     /// pipeline of 200 tables took 1-2 s at every start (BENCHMARKS.md).
     pub fn read_many(
         &self,
