@@ -1,9 +1,10 @@
 //! "Kafka alone": the broker's side of the physical limit. The records the
 //! connector wrote in a run are read back from its topic, or each of its
 //! topics (keys, values, headers, partitions, tombstones included), and
-//! produced again, to a new topic with as many partitions, by a bare producer with the connector's
-//! own producer settings (`RunConfig::producer_config` for the same
-//! arguments): no reading of PostgreSQL, no decoding, no encoding. Its time
+//! produced again, to a new topic with as many partitions, by a bare
+//! producer with the connector's own producer settings
+//! (`RunConfig::producer_config` for the same arguments): no reading of
+//! PostgreSQL, no decoding, no encoding. Its time
 //! to the last acknowledgement is what Kafka on this machine needs for
 //! those very records, and `min(pg_recvlogical, Kafka alone)` is the rate
 //! no connector can beat here.

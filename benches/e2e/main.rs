@@ -451,16 +451,10 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
         // (t)'s topics exist before the run, as in a pipeline that has run
         // before: what is timed is the drain, not the broker creating 200
         // topics one after the other as their first records arrive.
-        let partition_topics: Vec<String> = match kind {
-            't' => (0..PARTITIONS)
-                .map(|k| format!("{db}_{format}.public.bench_{k}"))
-                .collect(),
+        let partition_topics = match kind {
+            't' => create_partition_topics(kafka, &format!("{db}_{format}"))?,
             _ => Vec::new(),
         };
-        if !partition_topics.is_empty() {
-            let names: Vec<&str> = partition_topics.iter().map(String::as_str).collect();
-            kafka.create_topics(&names, 1)?;
-        }
         let walsender = server::WalsenderCpu::watch();
         let broker_before = ceiling::broker_cpu(kafka);
         let run = run_connector(&args, wrap)?;
@@ -516,11 +510,7 @@ fn workload(services: Services<'_>, kind: char, name: &str, rows: u64) -> Result
                 // Its topics exist first too, as the connector's did.
                 let prefix = format!("{db}_dbz_{format}");
                 if kind == 't' {
-                    let names: Vec<String> = (0..PARTITIONS)
-                        .map(|k| format!("{prefix}.public.bench_{k}"))
-                        .collect();
-                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                    kafka.create_topics(&names, 1)?;
+                    create_partition_topics(kafka, &prefix)?;
                 }
                 let d = debezium::drain(
                     (pg, &db, kafka),
@@ -636,6 +626,17 @@ fn run_args(
     }
     args.extend(extra.iter().map(|s| s.to_string()));
     args
+}
+
+/// Creates (t)'s topics under `prefix`, one per partition of its table,
+/// each with one partition; returns their names.
+fn create_partition_topics(kafka: &Kafka, prefix: &str) -> Result<Vec<String>> {
+    let topics: Vec<String> = (0..PARTITIONS)
+        .map(|k| format!("{prefix}.public.bench_{k}"))
+        .collect();
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    kafka.create_topics(&names, 1)?;
+    Ok(topics)
 }
 
 /// The flags after `run` in `args` (what RunConfig parses).
