@@ -42,9 +42,9 @@ type TailRead = (TopicTails, Duration);
 
 /// One topic's tails, read ahead.
 struct Ahead {
-    /// Set when the background reader starts on the topic: until then its
-    /// first record reads them itself rather than wait for the topics
-    /// queued before it.
+    /// Set when the background reader starts (on all the topics it reads
+    /// together): until then the topic's first record reads them itself
+    /// rather than wait for the reader's thread.
     started: Arc<AtomicBool>,
     read: oneshot::Receiver<TailRead>,
 }
@@ -218,6 +218,30 @@ async fn take_ahead(topic: &str, ahead: oneshot::Receiver<TailRead>) -> TailRead
     read
 }
 
+/// Reads the tails of `reads`' topics together (blocking: on a blocking
+/// thread) and answers each with what its read gave and how long the read
+/// took. The reader closes after answering (`Positions::client`'s
+/// comment): its close takes about 0.1 s.
+fn read_and_answer(
+    client: &ClientConfig,
+    reads: Vec<(Arc<str>, oneshot::Sender<TailRead>)>,
+    last_records: bool,
+) {
+    let began = Instant::now();
+    let names: Vec<&str> = reads.iter().map(|(topic, _)| &**topic).collect();
+    let reader = TailReader::new(client);
+    let read = match &reader {
+        Ok(reader) => reader.read_many(&names, last_records, TAIL_READ_TIMEOUT),
+        Err(e) => vec![Err(e.clone()); names.len()],
+    };
+    let took = began.elapsed();
+    tracing::debug!(topics = names.len(), ?took, "read the tails of topics");
+    for ((_, done), read) in reads.into_iter().zip(read) {
+        let _ = done.send((read, took));
+    }
+    drop(reader);
+}
+
 /// Whether Debezium's last records hold the change at `lsn` of `txn`: its
 /// partition's (a keyed record), or every partition's (one without a key).
 fn debezium_holds(
@@ -375,49 +399,31 @@ impl Positions {
     /// the topics together ([`TailReader::read_many`]); a topic's first
     /// record that comes before the reader started reads the topic itself.
     fn read_ahead(&mut self, topics: impl IntoIterator<Item = Arc<str>>) {
+        // One flag for all: the reader starts on them together.
+        let started = Arc::new(AtomicBool::new(false));
         let mut reads = Vec::new();
         for topic in topics {
             if self.topics.contains_key(&topic) || self.ahead.contains_key(&topic) {
                 continue;
             }
             let (done, read) = oneshot::channel();
-            let started = Arc::new(AtomicBool::new(false));
             let ahead = Ahead {
                 started: Arc::clone(&started),
                 read,
             };
             self.ahead.insert(Arc::clone(&topic), ahead);
-            reads.push((topic, started, done));
+            reads.push((topic, done));
         }
         if reads.is_empty() {
             return;
         }
         let client = self.client.clone();
         tokio::task::spawn_blocking(move || {
-            for (_, started, _) in &reads {
-                started.store(true, Ordering::Release);
-            }
+            started.store(true, Ordering::Release);
             // A topic whose first record came first is read there (or the
             // attempt is over).
-            reads.retain(|(_, _, done)| !done.is_closed());
-            let started = Instant::now();
-            let names: Vec<&str> = reads.iter().map(|(topic, _, _)| &**topic).collect();
-            let reader = TailReader::new(&client);
-            let read = match &reader {
-                Ok(reader) => reader.read_many(&names, true, TAIL_READ_TIMEOUT),
-                Err(e) => vec![Err(e.clone()); names.len()],
-            };
-            let took = started.elapsed();
-            tracing::debug!(
-                topics = names.len(),
-                ?took,
-                "read the tails of the attempt's topics ahead"
-            );
-            for ((_, _, done), read) in reads.into_iter().zip(read) {
-                let _ = done.send((read, took));
-            }
-            // Closed after answering (`client`'s comment).
-            drop(reader);
+            reads.retain(|(_, done)| !done.is_closed());
+            read_and_answer(&client, reads, true);
         });
     }
 
@@ -427,20 +433,15 @@ impl Positions {
         last_records: bool,
     ) -> (Tails, Vec<Option<DebeziumTail>>) {
         let (client, name) = (self.client.clone(), Arc::clone(topic));
-        let started = Instant::now();
         let (answer, answered) = oneshot::channel();
         tokio::task::spawn_blocking(move || {
-            let reader = TailReader::new(&client);
-            let read = reader.as_ref().map_err(String::clone).and_then(|reader| {
-                reader.read_with_debezium(&name, last_records, TAIL_READ_TIMEOUT)
-            });
-            // Answered before the reader closes (`client`'s comment).
-            let _ = answer.send(read);
+            read_and_answer(&client, vec![(name, answer)], last_records);
         });
-        let read = answered
-            .await
-            .unwrap_or_else(|_| Err("the reader stopped without an answer".to_owned()));
-        self.settle(topic, (read, started.elapsed()), false)
+        let read = answered.await.unwrap_or_else(|_| {
+            let failed = Err("the reader stopped without an answer".to_owned());
+            (failed, Duration::ZERO)
+        });
+        self.settle(topic, read, false)
     }
 
     /// What a read of `topic`'s tails (`read_ahead`: at the attempt's
