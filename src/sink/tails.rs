@@ -112,6 +112,15 @@ impl Reading<'_> {
         self.failed.is_none() && self.open.contains(&true)
     }
 
+    /// Adds the topic's partitions to `list`, unless it failed.
+    fn add_partitions(&self, list: &mut TopicPartitionList) {
+        if self.failed.is_none() {
+            for id in 0..self.tails.len() {
+                list.add_partition(self.name, i32::try_from(id).unwrap_or(i32::MAX));
+            }
+        }
+    }
+
     fn fail(&mut self, reason: impl Into<String>) {
         self.failed.get_or_insert_with(|| reason.into());
     }
@@ -282,16 +291,10 @@ impl TailReader {
 
     /// Reads the last record of every partition that holds records.
     fn last_records(&self, reading: &mut [Reading], deadline: Instant, timeout: Duration) {
-        let partitions_of = |topics: &mut dyn Iterator<Item = &Reading>| {
-            let mut list = TopicPartitionList::new();
-            for topic in topics.filter(|t| t.failed.is_none()) {
-                for id in 0..topic.tails.len() {
-                    list.add_partition(topic.name, i32::try_from(id).unwrap_or(i32::MAX));
-                }
-            }
-            list
-        };
-        let wanted = partitions_of(&mut reading.iter());
+        let mut wanted = TopicPartitionList::new();
+        for topic in reading.iter() {
+            topic.add_partitions(&mut wanted);
+        }
         if wanted.count() == 0 {
             return;
         }
@@ -303,7 +306,8 @@ impl TailReader {
             Err(_) if reading.len() > 1 => {
                 let mut each = Vec::new();
                 for topic in reading.iter_mut() {
-                    let list = partitions_of(&mut std::iter::once(&*topic));
+                    let mut list = TopicPartitionList::new();
+                    topic.add_partitions(&mut list);
                     if list.count() == 0 {
                         continue;
                     }
