@@ -555,6 +555,12 @@ extern "C" {
     pub fn rd_kafka_headers_new(initial_count: usize) -> *mut rd_kafka_headers_t;
 }
 extern "C" {
+    pub fn rd_kafka_headers_new_sized(
+        initial_count: usize,
+        data_size: usize,
+    ) -> *mut rd_kafka_headers_t;
+}
+extern "C" {
     pub fn rd_kafka_headers_destroy(hdrs: *mut rd_kafka_headers_t);
 }
 extern "C" {

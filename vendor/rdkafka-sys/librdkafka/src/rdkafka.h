@@ -1330,6 +1330,19 @@ typedef struct rd_kafka_vu_s {
 RD_EXPORT rd_kafka_headers_t *rd_kafka_headers_new(size_t initial_count);
 
 /**
+ * @brief Create a new headers list with room, in the list's own
+ *        allocation, for \p initial_count headers whose names and values
+ *        together take \p data_size bytes.
+ *
+ * Headers added while that room lasts take no allocation of their own,
+ * and destroying the list frees them with it. Any number of headers may
+ * still be added, updated and removed: those that do not fit are
+ * allocated one by one, as with rd_kafka_headers_new().
+ */
+RD_EXPORT rd_kafka_headers_t *rd_kafka_headers_new_sized(size_t initial_count,
+                                                         size_t data_size);
+
+/**
  * @brief Destroy the headers list. The object and any returned value pointers
  *        are not usable after this call.
  */

@@ -31,22 +31,68 @@
 
 
 
-#define rd_kafka_header_destroy rd_free
+static void rd_kafka_header_destroy(void *ptr) {
+        rd_kafka_header_t *hdr = ptr;
+
+        /* A header in its list's room goes with the list. */
+        if (!hdr->rkhdr_in_room)
+                rd_free(hdr);
+}
 
 void rd_kafka_headers_destroy(rd_kafka_headers_t *hdrs) {
+        /* None to free alone: the headers are not read again (the thread
+         * that destroys a message's headers is seldom the one that
+         * wrote them). */
+        if (hdrs->rkhdrs_room_only)
+                hdrs->rkhdrs_list.rl_free_cb = NULL;
         rd_list_destroy(&hdrs->rkhdrs_list);
         rd_free(hdrs);
 }
 
-rd_kafka_headers_t *rd_kafka_headers_new(size_t initial_count) {
-        rd_kafka_headers_t *hdrs;
+/**
+ * @returns the bytes a header with these sizes takes, rounded up so that
+ *          the next header in a room is aligned.
+ */
+static size_t rd_kafka_header_alloc_size(size_t name_size,
+                                         size_t value_size) {
+        return RD_ROUNDUP(sizeof(rd_kafka_header_t) + name_size + 1 +
+                              value_size + 1,
+                          sizeof(void *));
+}
 
-        hdrs = rd_malloc(sizeof(*hdrs));
+/**
+ * @brief A list of \p initial_count headers with \p room_size bytes for
+ *        them allocated with it.
+ */
+static rd_kafka_headers_t *rd_kafka_headers_new0(size_t initial_count,
+                                                 size_t room_size) {
+        rd_kafka_headers_t *hdrs;
+        size_t struct_size = RD_ROUNDUP(sizeof(*hdrs), sizeof(void *));
+
+        hdrs = rd_malloc(struct_size + room_size);
         rd_list_init(&hdrs->rkhdrs_list, (int)initial_count,
                      rd_kafka_header_destroy);
-        hdrs->rkhdrs_ser_size = 0;
+        hdrs->rkhdrs_ser_size  = 0;
+        hdrs->rkhdrs_room      = room_size ? (char *)hdrs + struct_size : NULL;
+        hdrs->rkhdrs_room_left = room_size;
+        hdrs->rkhdrs_room_only = rd_true;
 
         return hdrs;
+}
+
+rd_kafka_headers_t *rd_kafka_headers_new(size_t initial_count) {
+        return rd_kafka_headers_new0(initial_count, 0);
+}
+
+rd_kafka_headers_t *rd_kafka_headers_new_sized(size_t initial_count,
+                                               size_t data_size) {
+        /* A header takes at most an empty one's size, its name and value,
+         * and the rounding of those, less than a pointer's size. */
+        return rd_kafka_headers_new0(
+            initial_count,
+            initial_count *
+                    (rd_kafka_header_alloc_size(0, 0) + sizeof(void *) - 1) +
+                data_size);
 }
 
 static void *rd_kafka_header_copy(const void *_src, void *opaque) {
@@ -61,10 +107,8 @@ static void *rd_kafka_header_copy(const void *_src, void *opaque) {
 rd_kafka_headers_t *rd_kafka_headers_copy(const rd_kafka_headers_t *src) {
         rd_kafka_headers_t *dst;
 
-        dst = rd_malloc(sizeof(*dst));
-        rd_list_init(&dst->rkhdrs_list, rd_list_cnt(&src->rkhdrs_list),
-                     rd_kafka_header_destroy);
-        dst->rkhdrs_ser_size = 0; /* Updated by header_copy() */
+        /* Its serialized size is counted by header_copy(). */
+        dst = rd_kafka_headers_new(rd_list_cnt(&src->rkhdrs_list));
         rd_list_copy_to(&dst->rkhdrs_list, &src->rkhdrs_list,
                         rd_kafka_header_copy, dst);
 
@@ -79,6 +123,7 @@ rd_kafka_resp_err_t rd_kafka_header_add(rd_kafka_headers_t *hdrs,
                                         const void *value,
                                         ssize_t value_size) {
         rd_kafka_header_t *hdr;
+        size_t alloc_size;
         char varint_NameLen[RD_UVARINT_ENC_SIZEOF(int32_t)];
         char varint_ValueLen[RD_UVARINT_ENC_SIZEOF(int32_t)];
 
@@ -90,7 +135,17 @@ rd_kafka_resp_err_t rd_kafka_header_add(rd_kafka_headers_t *hdrs,
         else if (!value)
                 value_size = 0;
 
-        hdr = rd_malloc(sizeof(*hdr) + name_size + 1 + value_size + 1);
+        alloc_size = rd_kafka_header_alloc_size(name_size, value_size);
+        if (alloc_size <= hdrs->rkhdrs_room_left) {
+                hdr = (rd_kafka_header_t *)hdrs->rkhdrs_room;
+                hdrs->rkhdrs_room += alloc_size;
+                hdrs->rkhdrs_room_left -= alloc_size;
+                hdr->rkhdr_in_room = rd_true;
+        } else {
+                hdr = rd_malloc(sizeof(*hdr) + name_size + 1 + value_size + 1);
+                hdr->rkhdr_in_room     = rd_false;
+                hdrs->rkhdrs_room_only = rd_false;
+        }
         hdr->rkhdr_name_size = name_size;
         memcpy((void *)hdr->rkhdr_name, name, name_size);
         hdr->rkhdr_name[name_size] = '\0';

@@ -38,6 +38,12 @@
 struct rd_kafka_headers_s {
         rd_list_t rkhdrs_list;  /**< List of (rd_kafka_header_t *) */
         size_t rkhdrs_ser_size; /**< Total serialized size of headers */
+        char *rkhdrs_room;      /**< Next free byte of the room allocated
+                                 *   with this struct
+                                 *   (rd_kafka_headers_new_sized()),
+                                 *   or NULL */
+        size_t rkhdrs_room_left; /**< Bytes left from rkhdrs_room */
+        rd_bool_t rkhdrs_room_only; /**< No header was allocated alone */
 };
 
 
@@ -60,6 +66,8 @@ typedef struct rd_kafka_header_s {
                                   *   considered binary).
                                   *   Will be NULL for null values, else
                                   *   points to rkhdr_name+.. */
+        rd_bool_t rkhdr_in_room; /**< Allocated in its list's room, and
+                                  *   freed with the list, not alone */
         char rkhdr_name[1];      /**< Header name (nul-terminated string).
                                   *   Followed by allocation for value+nul */
 } rd_kafka_header_t;
