@@ -529,6 +529,20 @@ impl OwnedHeaders {
         }
     }
 
+    /// Creates a new `OwnedHeaders` struct with room for `count` headers
+    /// whose keys and values together take `size` bytes, allocated with
+    /// the struct: inserting those takes no allocation of their own, and
+    /// they are freed with it. More headers may still be inserted; each
+    /// that does not fit is allocated on its own, as with
+    /// [`OwnedHeaders::new_with_capacity`].
+    pub fn new_sized(count: usize, size: usize) -> OwnedHeaders {
+        OwnedHeaders {
+            ptr: unsafe {
+                NativePtr::from_ptr(rdsys::rd_kafka_headers_new_sized(count, size)).unwrap()
+            },
+        }
+    }
+
     /// Inserts a new header.
     pub fn insert<V>(self, header: Header<'_, &V>) -> OwnedHeaders
     where
