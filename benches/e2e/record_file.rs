@@ -192,17 +192,28 @@ fn parse(mut body: &[u8]) -> Result<StoredRecord<'_>> {
         }
         take(body, length as usize).map(Some)
     }
+    fn header<'a>(body: &mut &'a [u8]) -> Result<(&'a str, Option<&'a [u8]>)> {
+        let length = u16::from_le_bytes(take(body, 2)?.try_into()?);
+        let name = std::str::from_utf8(take(body, usize::from(length))?)?;
+        Ok((name, field(body)?))
+    }
     let partition = i32::from_le_bytes(take(&mut body, 4)?.try_into()?);
     let key = field(&mut body)?;
     let value = field(&mut body)?;
     let count = u16::from_le_bytes(take(&mut body, 2)?.try_into()?);
     let mut headers = None;
     if count > 0 {
-        let mut list = OwnedHeaders::new_with_capacity(usize::from(count));
+        // Sized first, as the connector's sink does (src/sink/kafka.rs), so
+        // that the reference pays no more allocations than the connector.
+        let mut sizing = body;
+        let mut size = 0;
         for _ in 0..count {
-            let length = u16::from_le_bytes(take(&mut body, 2)?.try_into()?);
-            let name = std::str::from_utf8(take(&mut body, usize::from(length))?)?;
-            let value = field(&mut body)?;
+            let (name, value) = header(&mut sizing)?;
+            size += name.len() + value.map_or(0, <[u8]>::len);
+        }
+        let mut list = OwnedHeaders::new_sized(usize::from(count), size);
+        for _ in 0..count {
+            let (name, value) = header(&mut body)?;
             list = list.insert(Header { key: name, value });
         }
         headers = Some(list);
