@@ -425,8 +425,7 @@ impl KafkaSink {
         // list's own allocation (vendor/README.md, "Why headers in one
         // block").
         if !record.headers.is_empty() {
-            let size = record.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
-            let mut headers = OwnedHeaders::new_sized(record.headers.len(), size);
+            let mut headers = OwnedHeaders::new_sized(record.headers.len(), record.headers_size());
             for (key, value) in &record.headers {
                 headers = headers.insert(Header {
                     key,

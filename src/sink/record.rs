@@ -32,11 +32,12 @@ impl EncodedRecord {
     pub(super) fn size(&self) -> usize {
         self.key.as_ref().map_or(0, Vec::len)
             + self.value.as_ref().map_or(0, Vec::len)
-            + self
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.len())
-                .sum::<usize>()
+            + self.headers_size()
+    }
+
+    /// The bytes of its headers' names and values.
+    pub(super) fn headers_size(&self) -> usize {
+        self.headers.iter().map(|(k, v)| k.len() + v.len()).sum()
     }
 }
 
