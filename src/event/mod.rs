@@ -243,34 +243,57 @@ impl ChangeEvent {
 
     /// The key values, from `after` (or `before` for deletes); `None` for a null key.
     pub fn key(&self) -> Option<Vec<(String, Value)>> {
-        let row = self.after.as_ref().or(self.before.as_ref())?;
-        if self.table.key_columns.is_empty() {
-            return None;
-        }
-        let unmapped = match self.after {
-            Some(_) => self.unmapped_key.after.as_ref(),
-            None => self.unmapped_key.before.as_ref(),
-        };
         let mut key: Vec<(String, Value)> = self
-            .table
-            .key_columns
-            .iter()
-            .enumerate()
-            .map(|(k, &i)| {
-                let value = match unmapped {
-                    Some(values) => values.get(k),
-                    None => row.get(i),
-                };
-                (
-                    self.table.columns[i].name.clone(),
-                    value.cloned().unwrap_or(Value::Null),
-                )
-            })
+            .key_fields()?
+            .map(|(name, value)| (name.to_owned(), value.clone()))
             .collect();
         if let Some((field, value)) = &self.table.routed_key_field {
             key.push((field.clone(), Value::String(value.clone())));
         }
         Some(key)
+    }
+
+    /// The key's columns and their values, from `after` (or `before` for
+    /// deletes), borrowed, in the key's order; `None` for a null key. The
+    /// routed key field (`table.routed_key_field`), which follows them in
+    /// the key, is not among them.
+    pub fn key_fields(&self) -> Option<impl Iterator<Item = (&str, &Value)>> {
+        let (row, unmapped) = match (&self.after, &self.before) {
+            (Some(after), _) => (after, &self.unmapped_key.after),
+            (None, Some(before)) => (before, &self.unmapped_key.before),
+            (None, None) => return None,
+        };
+        (!self.table.key_columns.is_empty()).then(|| self.key_fields_of(row, unmapped.as_deref()))
+    }
+
+    /// Whether the key of `before` differs from the key of `after` (an
+    /// update that moves its row to another key); `false` unless the
+    /// change has both and its table a key.
+    pub fn key_changed(&self) -> bool {
+        match (&self.before, &self.after) {
+            (Some(before), Some(after)) if !self.table.key_columns.is_empty() => !self
+                .key_fields_of(before, self.unmapped_key.before.as_deref())
+                .eq(self.key_fields_of(after, self.unmapped_key.after.as_deref())),
+            _ => false,
+        }
+    }
+
+    /// The key's columns and their values in `row`, or in `unmapped` (the
+    /// key's own values before the column mappers) when there are those.
+    fn key_fields_of<'a>(
+        &'a self,
+        row: &'a [Value],
+        unmapped: Option<&'a [Value]>,
+    ) -> impl Iterator<Item = (&'a str, &'a Value)> {
+        static NULL: Value = Value::Null;
+        let table = &*self.table;
+        table.key_columns.iter().enumerate().map(move |(k, &i)| {
+            let value = match unmapped {
+                Some(values) => values.get(k),
+                None => row.get(i),
+            };
+            (table.columns[i].name.as_str(), value.unwrap_or(&NULL))
+        })
     }
 }
 

@@ -287,36 +287,19 @@ pub fn write_message(
 /// `value_json(&key_value(event)?)`); returns `false`, writing nothing,
 /// for a null key.
 pub fn write_key(out: &mut Vec<u8>, event: &ChangeEvent) -> bool {
-    let Some(row) = event.after.as_ref().or(event.before.as_ref()) else {
+    let Some(fields) = event.key_fields() else {
         return false;
-    };
-    let table = &event.table;
-    if table.key_columns.is_empty() {
-        return false;
-    }
-    let routed = table
-        .routed_key_field
-        .as_ref()
-        .map(|(field, value)| (field.as_str(), value));
-    // The key's own values where a column mapper changed the row's.
-    let unmapped = match event.after {
-        Some(_) => event.unmapped_key.after.as_ref(),
-        None => event.unmapped_key.before.as_ref(),
     };
     out.push(b'{');
-    for (n, &i) in table.key_columns.iter().enumerate() {
+    for (n, (name, value)) in fields.enumerate() {
         if n > 0 {
             out.push(b',');
         }
-        write_str(out, &table.columns[i].name);
+        write_str(out, name);
         out.push(b':');
-        let value = match unmapped {
-            Some(values) => values.get(n),
-            None => row.get(i),
-        };
-        write_value(out, value.unwrap_or(&Value::Null));
+        write_value(out, value);
     }
-    if let Some((field, value)) = routed {
+    if let Some((field, value)) = &event.table.routed_key_field {
         out.push(b',');
         write_str(out, field);
         out.push(b':');

@@ -236,11 +236,8 @@ impl Stream<'_> {
             return Ok(());
         }
 
-        if op == Op::Update && event.before.is_some() && !event.table.key_columns.is_empty() {
-            let old_key = event.clone_as(Op::Delete).key();
-            if old_key != event.key() {
-                return self.emit_key_change(event, unchanged_header, txn_id).await;
-            }
+        if op == Op::Update && event.key_changed() {
+            return self.emit_key_change(event, unchanged_header, txn_id).await;
         }
         let headers = unchanged_header.into_iter().collect();
         let tombstone = op == Op::Delete && self.config.tombstones_on_delete;
