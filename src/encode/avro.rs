@@ -303,22 +303,28 @@ impl AvroEncoder {
     /// # Errors
     /// See [`EncodeError`]: registering the table's schemas may fail.
     pub async fn key(&mut self, event: &ChangeEvent) -> Result<Option<Vec<u8>>, EncodeError> {
-        let Some(key) = envelope::key_value(event) else {
+        if event.key_fields().is_none() {
             return Ok(None);
-        };
+        }
         let logical = self.logical;
         let schemas = self.table_schemas(&event.table).await?;
-        match &schemas.key {
-            Some(registered) => write(
-                registered,
-                key,
-                logical,
-                RecordPart::Key,
-                &event.table.topic,
-            )
-            .map(Some),
-            None => Ok(None),
+        let Some(registered) = &schemas.key else {
+            return Ok(None);
+        };
+        let mut out = wire_header(registered);
+        if let Ok(written) = write::write_key(&mut out, &registered.connect, event, logical) {
+            registered.wrote(out.len());
+            return Ok(written.then_some(out));
         }
+        let key = envelope::key_value(event).unwrap_or(Value::Null);
+        write(
+            registered,
+            key,
+            logical,
+            RecordPart::Key,
+            &event.table.topic,
+        )
+        .map(Some)
     }
 
     /// The value bytes of the event's envelope, processed at `now_micros`.
@@ -348,6 +354,7 @@ impl AvroEncoder {
             logical,
         );
         if direct.is_ok() {
+            registered.wrote(out.len());
             return Ok(out);
         }
         let value = envelope::envelope_value(event, info, transaction, now_micros);
@@ -445,7 +452,7 @@ impl AvroEncoder {
 /// The Confluent wire format's first five bytes: the magic byte and the
 /// schema id, big-endian.
 fn wire_header(registered: &Registered) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
+    let mut out = Vec::with_capacity(registered.capacity());
     out.push(MAGIC_BYTE);
     out.extend_from_slice(&registered.id.0.to_be_bytes());
     out
@@ -464,6 +471,7 @@ fn write(
 ) -> Result<Vec<u8>, EncodeError> {
     let mut out = wire_header(registered);
     if write::write_value(&mut out, &registered.connect, &value, logical).is_ok() {
+        registered.wrote(out.len());
         return Ok(out);
     }
     let avro = value::avro_value(&registered.connect, value, logical).map_err(|source| {
@@ -602,11 +610,11 @@ mod tests {
         );
         let avro =
             schema::avro_schema(&t.envelope_schema, AvroLogicalTypes::Debezium).expect("schema");
-        let registered = Registered {
-            connect: t.envelope_schema.clone(),
-            avro: avro.parsed.clone(),
-            id: SchemaId(0x0102_0304),
-        };
+        let registered = Registered::new(
+            t.envelope_schema.clone(),
+            avro.parsed.clone(),
+            SchemaId(0x0102_0304),
+        );
         let event = ChangeEvent {
             table: Arc::new(t),
             op: crate::event::Op::Create,

@@ -13,6 +13,7 @@
 //! register would otherwise carry that space inline and copy it, on the hot
 //! path too.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -32,6 +33,34 @@ pub(super) struct Registered {
     pub(super) connect: ConnectSchema,
     pub(super) avro: apache_avro::Schema,
     pub(super) id: SchemaId,
+    /// The length of the last record written under it: the next one's
+    /// buffer is sized from it rather than grown while it is written.
+    last_len: AtomicUsize,
+}
+
+impl Registered {
+    pub(super) fn new(connect: ConnectSchema, avro: apache_avro::Schema, id: SchemaId) -> Self {
+        Registered {
+            connect,
+            avro,
+            id,
+            last_len: AtomicUsize::new(0),
+        }
+    }
+
+    /// The buffer to allocate for the next record: an eighth more than the
+    /// last one, so that most records fit.
+    pub(super) fn capacity(&self) -> usize {
+        match self.last_len.load(Ordering::Relaxed) {
+            0 => 256,
+            last => last + last / 8,
+        }
+    }
+
+    /// A record of `len` bytes was written under it.
+    pub(super) fn wrote(&self, len: usize) {
+        self.last_len.store(len, Ordering::Relaxed);
+    }
 }
 
 /// The registered schemas of one version of a table.
@@ -262,10 +291,6 @@ impl AvroEncoder {
         if first {
             tracing::debug!(%subject, schema_id = %id, "schema registered");
         }
-        Ok(Registered {
-            connect: connect.clone(),
-            avro: avro.parsed,
-            id,
-        })
+        Ok(Registered::new(connect.clone(), avro.parsed, id))
     }
 }

@@ -308,6 +308,41 @@ pub fn write_envelope(
     })
 }
 
+/// Appends the key of `event` under `schema` (its table's key schema):
+/// the bytes of `write_value(schema, &key_value(event))`, without building
+/// the key as a value first. Writes nothing and returns `Ok(false)` for a
+/// null key.
+///
+/// # Errors
+/// [`Unfit`] as [`write_value`], and when `schema` is not a key of the
+/// event's table; the caller falls back to the tree path.
+pub fn write_key(
+    out: &mut Vec<u8>,
+    schema: &ConnectSchema,
+    event: &ChangeEvent,
+    logical: AvroLogicalTypes,
+) -> Result<bool, Unfit> {
+    let Some(key) = event.key_fields() else {
+        return Ok(false);
+    };
+    if schema.kind != ConnectType::Struct || schema.optional {
+        return Err(Unfit);
+    }
+    let mut fields = schema.fields.iter();
+    for (name, value) in key {
+        let field = fields.next().filter(|f| f.name == name).ok_or(Unfit)?;
+        write_value(out, &field.schema, value, logical)?;
+    }
+    if let Some((name, value)) = &event.table.routed_key_field {
+        let field = fields.next().filter(|f| f.name == *name).ok_or(Unfit)?;
+        write_str_field(out, &field.schema, value, logical)?;
+    }
+    match fields.next() {
+        Some(_) => Err(Unfit),
+        None => Ok(true),
+    }
+}
+
 /// Appends the value of a logical decoding message record under `schema`
 /// (the message value schema).
 ///
@@ -371,10 +406,13 @@ fn write_row(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::encode::avro::schema::{avro_schema, DECIMAL_NAME};
     use crate::encode::avro::value::avro_value;
     use crate::event::value::Field;
+    use crate::event::TableSchema;
 
     /// The bytes apache-avro writes for `value` (the tree path).
     fn reference(schema: &ConnectSchema, value: &Value, logical: AvroLogicalTypes) -> Vec<u8> {
@@ -613,16 +651,13 @@ mod tests {
         assert!(avro_value(&zoned, Value::String("yesterday".into()), logical).is_err());
     }
 
-    #[test]
-    fn envelopes_are_the_bytes_of_the_tree_path() {
-        use std::sync::Arc;
+    /// A table of [`row_schema`]'s columns, keyed by `key` (column
+    /// indexes; a key column `nullable` keeps its optional schema, as a
+    /// chosen key column may), its key routed when `routed` names a field.
+    fn table(key: &[(usize, bool)], routed: Option<&str>) -> TableSchema {
+        use crate::event::{envelope, ColumnSchema};
 
-        use crate::event::envelope::{self, envelope_value};
-        use crate::event::{ColumnSchema, Op, SnapshotMarker, SourceInfo, TableSchema};
-        use crate::lsn::Lsn;
-
-        let row_schema = row_schema();
-        let columns: Vec<ColumnSchema> = row_schema
+        let columns: Vec<ColumnSchema> = row_schema()
             .fields
             .iter()
             .map(|f| ColumnSchema {
@@ -634,23 +669,49 @@ mod tests {
             .collect();
         let topic = "app.public.t";
         let table_row = envelope::row_schema(topic, &columns);
-        let table = Arc::new(TableSchema {
+        let key_schema = (!key.is_empty()).then(|| {
+            let key_columns: Vec<&ColumnSchema> = key.iter().map(|&(i, _)| &columns[i]).collect();
+            let mut schema = envelope::key_schema(topic, &key_columns);
+            for (field, &(_, nullable)) in schema.fields.iter_mut().zip(key) {
+                field.schema.optional = nullable;
+            }
+            if let Some(name) = routed {
+                schema
+                    .fields
+                    .push(field(name, ConnectSchema::primitive(ConnectType::String)));
+            }
+            schema
+        });
+        TableSchema {
             relation_id: 1,
             schema: "public".into(),
             table: "t".into(),
             qualified_name: "public.t".into(),
             topic: topic.into(),
-            key_schema: None,
+            key_schema,
             envelope_schema: envelope::envelope_schema(topic, &table_row),
             row_schema: table_row,
-            key_columns: vec![],
-            routed_key_field: None,
+            key_columns: key.iter().map(|&(i, _)| i).collect(),
+            routed_key_field: routed.map(|name| (name.to_owned(), "app.public.t_1".to_owned())),
             columns,
-        });
-        let values = |seed, nulls| match row(seed, nulls) {
-            Value::Struct(fields) => fields.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        }
+    }
+
+    /// [`row`]'s values, as a row.
+    fn values(seed: i64, nulls: bool) -> Vec<Value> {
+        match row(seed, nulls) {
+            Value::Struct(fields) => fields.into_iter().map(|(_, v)| v).collect(),
             _ => unreachable!("a struct"),
-        };
+        }
+    }
+
+    #[test]
+    fn envelopes_are_the_bytes_of_the_tree_path() {
+        use crate::event::envelope::envelope_value;
+        use crate::event::{Op, SnapshotMarker, SourceInfo};
+        use crate::lsn::Lsn;
+
+        let table = Arc::new(table(&[], None));
         let info = ConnectorInfo {
             name: "app".into(),
             db: "shop".into(),
@@ -703,6 +764,111 @@ mod tests {
                 let tree = envelope_value(&event, &info, transaction, 1_700_000_000_500_000);
                 assert_eq!(out, reference(schema, &tree, logical), "{logical:?} {op:?}");
             }
+        }
+    }
+
+    #[test]
+    fn keys_are_the_bytes_of_the_tree_path() {
+        use crate::event::envelope::key_value;
+        use crate::event::{Op, SnapshotMarker, SourceInfo, UnmappedKey};
+        use crate::lsn::Lsn;
+
+        // A bigint and a text key; one with a nullable column (null in the
+        // rows with nulls) and a routed field; one of a single column. (The
+        // row's odd columns are required, the even ones optional.)
+        let tables = [
+            table(&[(9, false), (15, false)], None),
+            table(
+                &[(15, false), (4, true)],
+                Some("__dbz__physicalTableIdentifier"),
+            ),
+            table(&[(1, false)], None),
+        ];
+        for table in tables {
+            let table = Arc::new(table);
+            let schema = table.key_schema.clone().expect("a key");
+            for logical in [AvroLogicalTypes::Debezium, AvroLogicalTypes::Native] {
+                for (op, before, after, unmapped) in [
+                    (Op::Create, None, Some(values(1, false)), None),
+                    (
+                        Op::Update,
+                        Some(values(2, true)),
+                        Some(values(3, true)),
+                        None,
+                    ),
+                    (Op::Delete, Some(values(4, false)), None, None),
+                    // A column mapper changed the key columns in the row.
+                    (Op::Create, None, Some(values(5, false)), Some(6)),
+                ] {
+                    let key_of = |seed| {
+                        let row = values(seed, false);
+                        table.key_columns.iter().map(|&i| row[i].clone()).collect()
+                    };
+                    let event = ChangeEvent {
+                        table: Arc::clone(&table),
+                        op,
+                        before,
+                        after,
+                        source: SourceInfo {
+                            origin: None,
+                            commit_time_micros: 1_700_000_000_000_000,
+                            xid: 9,
+                            lsn: Lsn::new(4242),
+                            last_commit_lsn: None,
+                            snapshot: SnapshotMarker::False,
+                        },
+                        unmapped_key: UnmappedKey {
+                            before: None,
+                            after: unmapped.map(key_of),
+                        },
+                    };
+                    let mut out = Vec::new();
+                    assert_eq!(write_key(&mut out, &schema, &event, logical), Ok(true));
+                    let tree = key_value(&event).expect("a key");
+                    assert_eq!(
+                        out,
+                        reference(&schema, &tree, logical),
+                        "{logical:?} {op:?}"
+                    );
+                    // Rows 2 and 3 differ in every key column.
+                    assert_eq!(event.key_changed(), op == Op::Update);
+                }
+            }
+            // No row, no key; a schema that is not the table's key is left
+            // to the tree path.
+            let none = ChangeEvent {
+                table: Arc::clone(&table),
+                op: Op::Truncate,
+                before: None,
+                after: None,
+                source: SourceInfo {
+                    origin: None,
+                    commit_time_micros: 0,
+                    xid: 0,
+                    lsn: Lsn::new(1),
+                    last_commit_lsn: None,
+                    snapshot: SnapshotMarker::False,
+                },
+                unmapped_key: UnmappedKey::default(),
+            };
+            assert_eq!(
+                write_key(&mut Vec::new(), &schema, &none, AvroLogicalTypes::Debezium),
+                Ok(false)
+            );
+            let created = ChangeEvent {
+                after: Some(values(1, false)),
+                op: Op::Create,
+                ..none
+            };
+            assert_eq!(
+                write_key(
+                    &mut Vec::new(),
+                    &row_schema(),
+                    &created,
+                    AvroLogicalTypes::Debezium
+                ),
+                Err(Unfit)
+            );
         }
     }
 }
