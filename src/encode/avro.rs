@@ -31,6 +31,8 @@ pub mod value;
 pub mod write;
 
 use std::collections::HashMap;
+
+use foldhash::HashMap as FastMap;
 use std::sync::Arc;
 
 use super::headers::HeaderWriter;
@@ -82,7 +84,7 @@ pub struct AvroEncoder {
     logical: AvroLogicalTypes,
     subjects: SubjectNameStrategy,
     registry: SchemaRegistry,
-    tables: HashMap<u32, TableSchemas>,
+    tables: FastMap<u32, TableSchemas>,
     messages: Option<MessageSchemas>,
     message_topic: String,
     /// Where registrations and registry errors are counted.
@@ -146,7 +148,7 @@ impl AvroEncoder {
             subjects,
             registry,
             metrics: None,
-            tables: HashMap::new(),
+            tables: FastMap::default(),
             messages: None,
             derived: HashMap::new(),
             metadata: HashMap::new(),

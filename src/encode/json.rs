@@ -15,6 +15,8 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use foldhash::HashMap as FastMap;
+
 use super::headers::HeaderWriter;
 use super::options::HeaderConverter;
 use super::RecordPart;
@@ -67,7 +69,7 @@ pub struct JsonEncoder {
     value_schemas: bool,
     headers: HeaderWriter,
     info: ConnectorInfo,
-    cache: HashMap<u32, CachedSchemas>,
+    cache: FastMap<u32, CachedSchemas>,
     /// Logical decoding message records (boxed, as `metadata_schemas`).
     message_schemas: Box<MessageSchemas>,
     /// Serialized schemas of transformed records, by topic and part.
@@ -91,7 +93,7 @@ impl JsonEncoder {
             value_schemas,
             headers,
             info,
-            cache: HashMap::new(),
+            cache: FastMap::default(),
             message_schemas: Box::new(MessageSchemas {
                 key: schema_json(&envelope::message_key_schema(), None).to_string(),
                 value: schema_json(&envelope::message_value_schema(), None).to_string(),
@@ -317,7 +319,7 @@ impl JsonEncoder {
 
 /// The cached serialized schemas of `table`'s current version.
 fn cached<'a>(
-    cache: &'a mut HashMap<u32, CachedSchemas>,
+    cache: &'a mut FastMap<u32, CachedSchemas>,
     table: &Arc<TableSchema>,
 ) -> &'a mut CachedSchemas {
     let fresh = || CachedSchemas {

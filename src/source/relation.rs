@@ -27,6 +27,8 @@
 //! its decoded values, in every row image.
 
 use std::collections::{HashMap, HashSet};
+
+use foldhash::HashMap as FastMap;
 use std::sync::Arc;
 
 use crate::event::envelope;
@@ -98,13 +100,13 @@ pub enum RowErrorKind {
 pub struct RelationCache {
     options: ValueOptions,
     types: TypeRegistry,
-    tables: HashMap<u32, Arc<TableSchema>>,
+    tables: FastMap<u32, Arc<TableSchema>>,
     /// How each relation's tuples become rows: one lookup per tuple.
-    decoding: HashMap<u32, Decoding>,
+    decoding: FastMap<u32, Decoding>,
     mappers: Arc<ColumnMappers>,
     schema_names: SchemaNameAdjustment,
     /// What each schema was built from, to rebuild it when types change.
-    definitions: HashMap<u32, (Relation, Vec<CatalogColumn>)>,
+    definitions: FastMap<u32, (Relation, Vec<CatalogColumn>)>,
     /// Relations the table filters leave out.
     excluded: HashSet<u32>,
     selection: Arc<Selection>,
@@ -141,11 +143,11 @@ impl RelationCache {
             router: Arc::new(TopicRouter::new(&prefix)),
             options,
             types,
-            tables: HashMap::new(),
-            decoding: HashMap::new(),
+            tables: FastMap::default(),
+            decoding: FastMap::default(),
             mappers: Arc::default(),
             schema_names: SchemaNameAdjustment::None,
-            definitions: HashMap::new(),
+            definitions: FastMap::default(),
             excluded: HashSet::new(),
             selection: Arc::default(),
         }
