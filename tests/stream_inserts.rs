@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{consume, hold_for, wait_until, Scenario, TIMEOUT};
+use common::{consume, consume_raw, hold_for, wait_until, Scenario, TIMEOUT};
 use pgcdc_kafka::lsn::Lsn;
 use pgcdc_testcontainers::{Kafka, Postgres};
 use serde_json::json;
@@ -46,6 +46,20 @@ async fn inserts_arrive_as_debezium_json_keyed_by_primary_key() {
     )
     .await;
     assert_eq!(records.len(), 3, "three customer inserts arrive");
+    // Each record's Kafka timestamp is when the connector processed its
+    // change: the envelope's ts_ms, not a later clock of the producer's.
+    let raw = consume_raw(
+        &kafka.bootstrap_servers(),
+        &s.topic("customers"),
+        3,
+        TIMEOUT,
+    )
+    .await;
+    for record in raw {
+        let timestamp = record.timestamp;
+        let value = record.into_json().value.expect("a value");
+        assert_eq!(timestamp, value["payload"]["ts_ms"].as_i64(), "{value}");
+    }
     let keyless = consume(&kafka.bootstrap_servers(), &s.topic("events"), 1, TIMEOUT).await;
     assert_eq!(
         keyless.len(),

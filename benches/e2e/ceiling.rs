@@ -20,7 +20,7 @@ use pgcdc_kafka::config::RunConfig;
 use pgcdc_kafka::sink::poller::PolledProducer;
 use pgcdc_testcontainers::Kafka;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::{Headers, Message, Timestamp};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
@@ -151,6 +151,9 @@ pub fn run_many(kafka: &Kafka, topics: &[String], run_args: &[String]) -> Result
             };
             let mut record: BaseRecord<'_, [u8], [u8]> =
                 BaseRecord::to(target.name()).partition(r.partition);
+            if let Some(timestamp) = r.timestamp {
+                record = record.timestamp(timestamp);
+            }
             if let Some(headers) = r.headers {
                 record = record.headers(headers);
             }
@@ -266,7 +269,13 @@ fn read_all(bootstrap: &str, topics: &[String], mut out: Vec<RecordWriter>) -> R
                 .iter()
                 .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
                 .sum::<usize>()) as u64;
-        writer.write(message.partition(), key, value, &headers)?;
+        // The connector gives its change records their time (so librdkafka
+        // reads no clock for them): so does the reference.
+        let timestamp = match message.timestamp() {
+            Timestamp::CreateTime(ms) => Some(ms),
+            _ => None,
+        };
+        writer.write(message.partition(), timestamp, key, value, &headers)?;
         records += 1;
     }
     for writer in out {

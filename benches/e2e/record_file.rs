@@ -4,7 +4,8 @@
 //! every record (7.3 GB for 2,000,000 JSON snapshot rows).
 //!
 //! The layout is plain and little-endian, one record after another:
-//! `u32` length of the rest, `i32` partition, key and value each as a `u32`
+//! `u32` length of the rest, `i32` partition, `i64` timestamp (ms; `i64::MIN`
+//! for none, which the broker does not return), key and value each as a `u32`
 //! length (`u32::MAX` for null) and the bytes, a `u16` header count, and per
 //! header a `u16` name length, the name, a `u32` value length (`u32::MAX`
 //! for null) and the value. The file's name is removed as soon as it is
@@ -76,15 +77,18 @@ impl RecordWriter {
     pub fn write(
         &mut self,
         partition: i32,
+        timestamp: Option<i64>,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         headers: &[(&str, Option<&[u8]>)],
     ) -> Result<()> {
         let field = |f: Option<&[u8]>| 4 + f.map_or(0, <[u8]>::len);
         let header_bytes: usize = headers.iter().map(|(n, v)| 2 + n.len() + field(*v)).sum();
-        let length = 4 + field(key) + field(value) + 2 + header_bytes;
+        let length = 4 + 8 + field(key) + field(value) + 2 + header_bytes;
         self.out.write_all(&u32::try_from(length)?.to_le_bytes())?;
         self.out.write_all(&partition.to_le_bytes())?;
+        self.out
+            .write_all(&timestamp.unwrap_or(i64::MIN).to_le_bytes())?;
         self.bytes(key)?;
         self.bytes(value)?;
         let count = u16::try_from(headers.len())?;
@@ -120,6 +124,8 @@ impl RecordWriter {
 /// One record read back, borrowing the reader's buffer.
 pub struct StoredRecord<'a> {
     pub partition: i32,
+    /// The timestamp the connector gave it (ms), produced again with it.
+    pub timestamp: Option<i64>,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
     pub headers: Option<OwnedHeaders>,
@@ -198,6 +204,8 @@ fn parse(mut body: &[u8]) -> Result<StoredRecord<'_>> {
         Ok((name, field(body)?))
     }
     let partition = i32::from_le_bytes(take(&mut body, 4)?.try_into()?);
+    let timestamp = i64::from_le_bytes(take(&mut body, 8)?.try_into()?);
+    let timestamp = (timestamp != i64::MIN).then_some(timestamp);
     let key = field(&mut body)?;
     let value = field(&mut body)?;
     let count = u16::from_le_bytes(take(&mut body, 2)?.try_into()?);
@@ -220,6 +228,7 @@ fn parse(mut body: &[u8]) -> Result<StoredRecord<'_>> {
     }
     Ok(StoredRecord {
         partition,
+        timestamp,
         key,
         value,
         headers,

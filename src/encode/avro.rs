@@ -234,6 +234,7 @@ impl AvroEncoder {
             value,
             txn,
             partition: None,
+            created_micros: None,
         })
     }
 

@@ -124,6 +124,7 @@ impl JsonEncoder {
             headers: self.headers.write(headers),
             txn,
             partition: None,
+            created_micros: None,
         }
     }
 

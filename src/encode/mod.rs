@@ -183,12 +183,15 @@ impl Encoder {
         record: Record<'_>,
         txn: TxnId,
     ) -> Result<EncodedRecord, EncodeError> {
+        let created_micros = record.created_micros();
         // One dispatch per record: the JSON encoder never waits, so its
         // whole record is written without a future of its own.
-        match self {
-            Encoder::Json(json) => Ok(json.record(record, txn)),
-            Encoder::Avro(avro) => avro.record(record, txn).await,
-        }
+        let mut encoded = match self {
+            Encoder::Json(json) => json.record(record, txn),
+            Encoder::Avro(avro) => avro.record(record, txn).await?,
+        };
+        encoded.created_micros = created_micros;
+        Ok(encoded)
     }
 }
 

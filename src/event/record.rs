@@ -124,6 +124,17 @@ impl<'e> Header<'e> {
 }
 
 impl<'e> Record<'e> {
+    /// When its change or message was processed (Unix µs), for the records
+    /// whose value is stamped with it.
+    pub fn created_micros(&self) -> Option<i64> {
+        match &self.value {
+            Some(RecordValue::Envelope(_, stamp) | RecordValue::Message(_, stamp)) => {
+                Some(stamp.now_micros)
+            }
+            _ => None,
+        }
+    }
+
     /// Debezium's record of a change event: on its table's topic, the
     /// table's key struct and the envelope stamped with `stamp`.
     pub fn change(event: &'e ChangeEvent, stamp: Stamp<'e>, headers: Vec<Header<'e>>) -> Self {

@@ -617,6 +617,7 @@ mod tests {
             headers: Vec::new(),
             txn,
             partition: None,
+            created_micros: None,
         }
     }
 

@@ -43,6 +43,7 @@ use super::record::{EncodedRecord, Progress};
 use super::topic_handles::TopicHandles;
 use super::transactional;
 use crate::checkpoint::{AckTracker, TxnId};
+use crate::event::now_micros;
 use crate::lsn::Lsn;
 use crate::metrics::Metrics;
 
@@ -156,7 +157,11 @@ pub struct InFlight {
     /// `None` for the progress record, which belongs to no Postgres transaction.
     txn: Option<TxnId>,
     byte_permits: u32,
-    enqueued: Instant,
+    /// Where the acknowledgement latency is counted from (Unix µs): the
+    /// record's own time ([`EncodedRecord::created_micros`]) plus its wait
+    /// for the in-flight bound, so that the pipeline's thread reads no
+    /// clock for it.
+    created_micros: i64,
 }
 
 impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
@@ -166,13 +171,14 @@ impl ProducerContext<NoCustomPartitioner> for DeliveryContext {
         let InFlight {
             txn,
             byte_permits,
-            enqueued,
+            created_micros,
         } = *opaque;
         let outcome = match result {
             Ok(_) => {
                 self.shared.metrics.kafka_answered();
                 let now = Instant::now();
-                let latency = now.saturating_duration_since(enqueued);
+                let waited = now_micros().saturating_sub(created_micros);
+                let latency = Duration::from_micros(u64::try_from(waited).unwrap_or(0));
                 (self.shared.metrics).record_delivered(u64::from(byte_permits), latency, now);
                 txn.and_then(|txn| {
                     let mut tracker = self.shared.tracker();
@@ -406,7 +412,7 @@ impl KafkaSink {
         let byte_permits = u32::try_from(record.size())
             .unwrap_or(u32::MAX)
             .clamp(1, self.max_bytes);
-        self.take_permits(byte_permits).await?;
+        let waited = self.take_permits(byte_permits).await?;
         let txn = tracked.then_some(record.txn);
         if let Some(txn) = txn {
             self.shared.tracker().sent(txn);
@@ -416,10 +422,16 @@ impl KafkaSink {
         let opaque = Box::new(InFlight {
             txn,
             byte_permits,
-            enqueued: Instant::now(),
+            // Handed over after its wait for the bound, if any.
+            created_micros: (record.created_micros)
+                .map_or_else(now_micros, |created| created.saturating_add(waited)),
         });
         let mut base: BaseRecord<'_, [u8], [u8], Box<InFlight>> =
             BaseRecord::with_opaque_to(&record.topic, opaque);
+        // The record's own time, so that librdkafka reads no clock for it.
+        if let Some(created) = record.created_micros {
+            base = base.timestamp(created.div_euclid(1000));
+        }
         // A record without headers gets no list (an empty one would still
         // be a librdkafka allocation); the others' headers all fit in the
         // list's own allocation (vendor/README.md, "Why headers in one
@@ -472,17 +484,22 @@ impl KafkaSink {
     /// delivery callback, not on drop. After a refused login no delivery
     /// report frees a permit before message.timeout.ms, so a wait ends at
     /// the refusal instead (a permit already taken is not given back: the
-    /// attempt ends, and the next one makes a new sink).
-    async fn take_permits(&self, byte_permits: u32) -> Result<(), LoginRefused> {
-        self.take(&self.shared.messages, 1).await?;
-        self.take(&self.shared.bytes, byte_permits).await
+    /// attempt ends, and the next one makes a new sink). Returns how long
+    /// it waited (µs).
+    async fn take_permits(&self, byte_permits: u32) -> Result<i64, LoginRefused> {
+        let waited = self.take(&self.shared.messages, 1).await?;
+        Ok(waited.saturating_add(self.take(&self.shared.bytes, byte_permits).await?))
     }
 
     /// Takes `n` permits of `semaphore` for good (see [`Self::take_permits`]).
-    async fn take(&self, semaphore: &Semaphore, n: u32) -> Result<(), LoginRefused> {
-        // The usual case, without the refusal's watch on the hot path.
+    async fn take(&self, semaphore: &Semaphore, n: u32) -> Result<i64, LoginRefused> {
+        // The usual case, without the refusal's watch (or a clock read) on
+        // the hot path.
         match semaphore.try_acquire_many(n) {
-            Ok(permit) => permit.forget(),
+            Ok(permit) => {
+                permit.forget();
+                Ok(0)
+            }
             Err(_) => {
                 let waiting = Instant::now();
                 tokio::select! {
@@ -494,9 +511,9 @@ impl KafkaSink {
                 self.shared
                     .bound_waited_us
                     .fetch_add(waited, Ordering::Relaxed);
+                Ok(i64::try_from(waited).unwrap_or(i64::MAX))
             }
         }
-        Ok(())
     }
 
     /// How often a send waited for the in-flight bound, and for how long in all.

@@ -25,6 +25,11 @@ pub struct EncodedRecord {
     /// The partition, when the sink chose it (see `sink::at_least_once`);
     /// `None`: the producer's partitioner chooses.
     pub partition: Option<i32>,
+    /// When the connector processed the change (Unix µs, the envelope's
+    /// `ts_us`): the Kafka record's timestamp, and where its
+    /// acknowledgement latency is counted from. `None` (a record without
+    /// such a time): the producer's clock when it takes the record.
+    pub created_micros: Option<i64>,
 }
 
 impl EncodedRecord {

@@ -268,6 +268,8 @@ impl Running {
 pub struct RawRecord {
     pub partition: i32,
     pub offset: i64,
+    /// The record's CreateTime (ms), if it has one.
+    pub timestamp: Option<i64>,
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
     pub headers: Vec<(String, Vec<u8>)>,
@@ -639,6 +641,10 @@ fn read_blocking(bootstrap: &str, topic: &str, until: ReadUntil, from: &[i64]) -
         records.push(RawRecord {
             partition: message.partition(),
             offset: message.offset(),
+            timestamp: match message.timestamp() {
+                rdkafka::Timestamp::CreateTime(ms) => Some(ms),
+                _ => None,
+            },
             key: message.key().map(<[u8]>::to_vec),
             value: message.payload().map(<[u8]>::to_vec),
             headers,

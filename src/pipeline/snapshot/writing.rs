@@ -226,6 +226,7 @@ mod tests {
             headers: Vec::new(),
             txn: TxnId::from_u64(1),
             partition: None,
+            created_micros: None,
         }
     }
 

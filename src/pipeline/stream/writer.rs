@@ -94,6 +94,7 @@ impl Stream<'_> {
             headers: record.headers.clone(),
             txn: record.txn,
             partition: None,
+            created_micros: record.created_micros,
         });
         self.delivery.send(record).await?;
         self.summary.events += 1;

@@ -165,6 +165,7 @@ impl ProgressRecord {
             headers: Vec::new(),
             txn: TxnId::from_u64(u64::MAX),
             partition: None,
+            created_micros: None,
         }
     }
 }
