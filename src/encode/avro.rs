@@ -31,9 +31,9 @@ pub mod value;
 pub mod write;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use foldhash::HashMap as FastMap;
-use std::sync::Arc;
 
 use super::headers::HeaderWriter;
 use super::options::{AvroLogicalTypes, EncodeOptions, HeaderConverter, SubjectNameStrategy};

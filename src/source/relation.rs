@@ -27,9 +27,9 @@
 //! its decoded values, in every row image.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use foldhash::HashMap as FastMap;
-use std::sync::Arc;
 
 use crate::event::envelope;
 use crate::event::value::{ConnectSchema, ConnectType, Field, Value};
