@@ -4,7 +4,8 @@ use super::*;
 use crate::encode::avro::schema::{avro_schema, DECIMAL_NAME};
 use crate::encode::avro::value::avro_value;
 use crate::event::value::Field;
-use crate::event::TableSchema;
+use crate::event::{Op, SnapshotMarker, SourceInfo, TableSchema, UnmappedKey};
+use crate::lsn::Lsn;
 
 /// The bytes apache-avro writes for `value` (the tree path).
 fn reference(schema: &ConnectSchema, value: &Value, logical: AvroLogicalTypes) -> Vec<u8> {
@@ -297,11 +298,34 @@ fn values(seed: i64, nulls: bool) -> Vec<Value> {
     }
 }
 
+/// A change of `table`, streamed (transaction 9, at 0/1092), without a
+/// previous commit and with the rows' own key values.
+fn change(
+    table: &Arc<TableSchema>,
+    op: Op,
+    before: Option<Vec<Value>>,
+    after: Option<Vec<Value>>,
+) -> ChangeEvent {
+    ChangeEvent {
+        table: Arc::clone(table),
+        op,
+        before,
+        after,
+        source: SourceInfo {
+            origin: None,
+            commit_time_micros: 1_700_000_000_000_000,
+            xid: 9,
+            lsn: Lsn::new(4242),
+            last_commit_lsn: None,
+            snapshot: SnapshotMarker::False,
+        },
+        unmapped_key: UnmappedKey::default(),
+    }
+}
+
 #[test]
 fn envelopes_are_the_bytes_of_the_tree_path() {
     use crate::event::envelope::envelope_value;
-    use crate::event::{Op, SnapshotMarker, SourceInfo};
-    use crate::lsn::Lsn;
 
     let table = Arc::new(table(&[], None));
     let info = ConnectorInfo {
@@ -326,21 +350,8 @@ fn envelopes_are_the_bytes_of_the_tree_path() {
             (Op::Delete, Some(values(4, false)), None, None),
             (Op::Truncate, None, None, None),
         ] {
-            let event = ChangeEvent {
-                table: Arc::clone(&table),
-                op,
-                before,
-                after,
-                source: SourceInfo {
-                    origin: None,
-                    commit_time_micros: 1_700_000_000_000_000,
-                    xid: 9,
-                    lsn: Lsn::new(4242),
-                    last_commit_lsn: transaction.map(|_| Lsn::new(4000)),
-                    snapshot: SnapshotMarker::False,
-                },
-                unmapped_key: Default::default(),
-            };
+            let mut event = change(&table, op, before, after);
+            event.source.last_commit_lsn = transaction.map(|_| Lsn::new(4000));
             let schema = &table.envelope_schema;
             let mut out = Vec::new();
             write_envelope(
@@ -362,8 +373,6 @@ fn envelopes_are_the_bytes_of_the_tree_path() {
 #[test]
 fn keys_are_the_bytes_of_the_tree_path() {
     use crate::event::envelope::key_value;
-    use crate::event::{Op, SnapshotMarker, SourceInfo, UnmappedKey};
-    use crate::lsn::Lsn;
 
     // A bigint and a text key; one with a nullable column (null in the
     // rows with nulls) and a routed field; one of a single column. (The
@@ -396,24 +405,8 @@ fn keys_are_the_bytes_of_the_tree_path() {
                     let row = values(seed, false);
                     table.key_columns.iter().map(|&i| row[i].clone()).collect()
                 };
-                let event = ChangeEvent {
-                    table: Arc::clone(&table),
-                    op,
-                    before,
-                    after,
-                    source: SourceInfo {
-                        origin: None,
-                        commit_time_micros: 1_700_000_000_000_000,
-                        xid: 9,
-                        lsn: Lsn::new(4242),
-                        last_commit_lsn: None,
-                        snapshot: SnapshotMarker::False,
-                    },
-                    unmapped_key: UnmappedKey {
-                        before: None,
-                        after: unmapped.map(key_of),
-                    },
-                };
+                let mut event = change(&table, op, before, after);
+                event.unmapped_key.after = unmapped.map(key_of);
                 let mut out = Vec::new();
                 assert_eq!(write_key(&mut out, &schema, &event, logical), Ok(true));
                 let tree = key_value(&event).expect("a key");
@@ -428,30 +421,12 @@ fn keys_are_the_bytes_of_the_tree_path() {
         }
         // No row, no key; a schema that is not the table's key is left
         // to the tree path.
-        let none = ChangeEvent {
-            table: Arc::clone(&table),
-            op: Op::Truncate,
-            before: None,
-            after: None,
-            source: SourceInfo {
-                origin: None,
-                commit_time_micros: 0,
-                xid: 0,
-                lsn: Lsn::new(1),
-                last_commit_lsn: None,
-                snapshot: SnapshotMarker::False,
-            },
-            unmapped_key: UnmappedKey::default(),
-        };
+        let none = change(&table, Op::Truncate, None, None);
         assert_eq!(
             write_key(&mut Vec::new(), &schema, &none, AvroLogicalTypes::Debezium),
             Ok(false)
         );
-        let created = ChangeEvent {
-            after: Some(values(1, false)),
-            op: Op::Create,
-            ..none
-        };
+        let created = change(&table, Op::Create, None, Some(values(1, false)));
         assert_eq!(
             write_key(
                 &mut Vec::new(),
